@@ -1,0 +1,144 @@
+package kernels
+
+import (
+	"crypto/cipher"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// An Implementation is one code path for one cipher. Its constructors always
+// use that path: they never fall back to another implementation.
+type Implementation struct {
+	name      string
+	cipher    Cipher
+	priority  int // higher is preferred when the benchmark has not decided
+	available bool
+
+	newAEAD   func(key []byte) (cipher.AEAD, error)
+	newStream func(key, iv []byte) (cipher.Stream, error)
+	newMode   func(key, iv []byte, decrypt bool) (cipher.BlockMode, error)
+}
+
+// Name returns the implementation's name, unique within its cipher: "stdlib",
+// "xcrypto", "generic", or the name of an instruction-set kernel.
+func (im *Implementation) Name() string { return im.name }
+
+// Cipher returns the cipher the implementation computes.
+func (im *Implementation) Cipher() Cipher { return im.cipher }
+
+// Available reports whether this host can run the implementation.
+func (im *Implementation) Available() bool { return im.available }
+
+// String returns "cipher/name", such as "aes-128-gcm/stdlib".
+func (im *Implementation) String() string { return im.cipher.String() + "/" + im.name }
+
+// ErrUnavailable is returned by the constructors of an implementation this host
+// cannot run.
+var ErrUnavailable = errors.New("kernels: implementation not available on this CPU")
+
+func (im *Implementation) check(want Kind, key, iv []byte) error {
+	switch {
+	case im.cipher.Kind() != want:
+		return fmt.Errorf("kernels: %s is a %s cipher, not %s", im.cipher, im.cipher.Kind(), want)
+	case !im.available:
+		return fmt.Errorf("%w: %s", ErrUnavailable, im)
+	case len(key) != im.cipher.KeySize():
+		return fmt.Errorf("kernels: %s takes a %d-byte key, got %d bytes", im.cipher, im.cipher.KeySize(), len(key))
+	case want != KindAEAD && len(iv) != im.cipher.IVSize():
+		return fmt.Errorf("kernels: %s takes a %d-byte IV, got %d bytes", im.cipher, im.cipher.IVSize(), len(iv))
+	}
+	return nil
+}
+
+// NewAEAD returns the AEAD for key. The cipher must be of KindAEAD.
+func (im *Implementation) NewAEAD(key []byte) (cipher.AEAD, error) {
+	if err := im.check(KindAEAD, key, nil); err != nil {
+		return nil, err
+	}
+	return im.newAEAD(key)
+}
+
+// NewStream returns the keystream for key and iv. The cipher must be of
+// KindStream. For AES-CTR the IV is the initial 128-bit big-endian counter
+// block. For ChaCha20 it is laid out as OpenSSL's EVP_chacha20 takes it: the
+// 32-bit initial block counter, little-endian, then the 96-bit RFC 8439 nonce.
+func (im *Implementation) NewStream(key, iv []byte) (cipher.Stream, error) {
+	if err := im.check(KindStream, key, iv); err != nil {
+		return nil, err
+	}
+	return im.newStream(key, iv)
+}
+
+// NewEncrypter returns the encrypting block mode for key and iv. The cipher
+// must be of KindBlockMode.
+func (im *Implementation) NewEncrypter(key, iv []byte) (cipher.BlockMode, error) {
+	if err := im.check(KindBlockMode, key, iv); err != nil {
+		return nil, err
+	}
+	return im.newMode(key, iv, false)
+}
+
+// NewDecrypter returns the decrypting block mode for key and iv. The cipher
+// must be of KindBlockMode.
+func (im *Implementation) NewDecrypter(key, iv []byte) (cipher.BlockMode, error) {
+	if err := im.check(KindBlockMode, key, iv); err != nil {
+		return nil, err
+	}
+	return im.newMode(key, iv, true)
+}
+
+// registry holds every implementation of every cipher, most preferred first.
+var registry [numCiphers][]*Implementation
+
+// register adds an implementation. It is called from init functions only.
+func register(im *Implementation) {
+	switch {
+	case !im.cipher.Valid():
+		panic("kernels: register: invalid cipher")
+	case im.cipher.Kind() == KindAEAD && im.newAEAD == nil,
+		im.cipher.Kind() == KindStream && im.newStream == nil,
+		im.cipher.Kind() == KindBlockMode && im.newMode == nil:
+		panic("kernels: register: " + im.String() + " lacks the constructor for its kind")
+	}
+	list := registry[im.cipher]
+	for _, other := range list {
+		if other.name == im.name {
+			panic("kernels: register: duplicate implementation " + im.String())
+		}
+	}
+	list = append(list, im)
+	slices.SortStableFunc(list, func(a, b *Implementation) int { return b.priority - a.priority })
+	registry[im.cipher] = list
+}
+
+// Implementations returns every implementation of c, available or not, most
+// preferred first. The slice is a copy; the implementations are shared.
+func Implementations(c Cipher) []*Implementation {
+	if !c.Valid() {
+		return nil
+	}
+	return slices.Clone(registry[c])
+}
+
+// Available returns the implementations of c that this host can run, most
+// preferred first.
+func Available(c Cipher) []*Implementation {
+	var out []*Implementation
+	for _, im := range Implementations(c) {
+		if im.available {
+			out = append(out, im)
+		}
+	}
+	return out
+}
+
+// Lookup returns the implementation of c called name.
+func Lookup(c Cipher, name string) (*Implementation, error) {
+	for _, im := range Implementations(c) {
+		if im.name == name {
+			return im, nil
+		}
+	}
+	return nil, fmt.Errorf("kernels: %s has no implementation %q", c, name)
+}
