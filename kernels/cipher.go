@@ -122,6 +122,10 @@ func (c Cipher) BlockSize() int {
 	return 1
 }
 
+// SpeedOnly reports whether the cipher exists only for benchmark comparisons
+// (AES-CBC, AES-IGE) and must never be offered by the service.
+func (c Cipher) SpeedOnly() bool { return c.Kind() == KindBlockMode }
+
 // Ciphers returns every known cipher in a fixed order.
 func Ciphers() []Cipher {
 	cs := make([]Cipher, 0, numCiphers-1)

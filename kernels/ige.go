@@ -31,6 +31,7 @@ type ige struct {
 	b       cipher.Block
 	prevC   [16]byte // cᵢ₋₁
 	prevP   [16]byte // pᵢ₋₁
+	in, t   [16]byte // scratch, kept here so that CryptBlocks does not allocate
 	decrypt bool
 }
 
@@ -58,20 +59,20 @@ func (m *ige) CryptBlocks(dst, src []byte) {
 	if inexactOverlap(dst, src) {
 		panic("kernels: invalid buffer overlap")
 	}
-	var in, t [16]byte
+	in, t := &m.in, &m.t
 	for len(src) > 0 {
 		copy(in[:], src[:16]) // src may alias dst
 		if m.decrypt {
 			subtle.XORBytes(t[:], in[:], m.prevP[:])
 			m.b.Decrypt(t[:], t[:])
 			subtle.XORBytes(dst[:16], t[:], m.prevC[:])
-			m.prevC = in
+			m.prevC = *in
 			copy(m.prevP[:], dst[:16])
 		} else {
 			subtle.XORBytes(t[:], in[:], m.prevC[:])
 			m.b.Encrypt(t[:], t[:])
 			subtle.XORBytes(dst[:16], t[:], m.prevP[:])
-			m.prevP = in
+			m.prevP = *in
 			copy(m.prevC[:], dst[:16])
 		}
 		src, dst = src[16:], dst[16:]

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cipherd/cipherd/kernels"
+	"github.com/cipherd/cipherd/selftest"
+)
+
+func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "JSON output")
+	fail := fs.String("fail", "", "fail these KATs, implementations or ciphers on purpose (comma-separated, * for all; default $CIPHERD_SELFTEST_FAIL)")
+	skipBench := fs.Bool("skip-benchmark", false, "choose by order of preference without the quick profile")
+	cacheDir := fs.String("cache", "", "directory for the cached profile (default: none, always measure)")
+	budget := fs.Duration("budget", selftest.DefaultBudget, "wall time the quick profile aims to spend measuring")
+	pin := fs.String("aead", "", "pin the AEAD for new data instead of choosing by speed")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cipherd selftest: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var pinned kernels.Cipher
+	if *pin != "" {
+		c, err := kernels.ParseCipher(*pin)
+		if err != nil {
+			fmt.Fprintln(stderr, "cipherd selftest:", err)
+			return 2
+		}
+		pinned = c
+	}
+
+	start := time.Now()
+	kat := selftest.RunKATs(selftest.KATConfig{Fail: *fail})
+	if err := kat.Err(); err != nil {
+		if *asJSON {
+			writeJSON(stdout, map[string]any{"kat": kat, "error": err.Error()})
+		} else {
+			kat.WriteText(stdout)
+		}
+		fmt.Fprintln(stderr, "cipherd selftest: refusing to run:", err)
+		return 1
+	}
+	sel, err := selftest.Select(ctx, selftest.SelectConfig{
+		KAT: kat, Pin: pinned, SkipBenchmark: *skipBench, CacheDir: *cacheDir, Budget: *budget,
+	})
+	if err != nil {
+		if !*asJSON {
+			kat.WriteText(stdout)
+		}
+		fmt.Fprintln(stderr, "cipherd selftest:", err)
+		return 1
+	}
+	total := time.Since(start)
+	if *asJSON {
+		if err := writeJSON(stdout, map[string]any{"kat": kat, "selection": sel, "total_ns": total}); err != nil {
+			return 1
+		}
+		return 0
+	}
+	kat.WriteText(stdout)
+	fmt.Fprintln(stdout)
+	writeSelection(stdout, sel)
+	fmt.Fprintf(stdout, "total: %v\n", total.Round(time.Millisecond))
+	return 0
+}
+
+func writeSelection(w io.Writer, s *selftest.Selection) {
+	h := s.Host
+	fmt.Fprintf(w, "host: %s %s (family %d, model %d, stepping %d), %d logical cores, GOMAXPROCS %d",
+		h.Vendor, h.Brand, h.Family, h.Model, h.Stepping, h.LogicalCores, h.GOMAXPROCS)
+	if h.CPUQuota > 0 {
+		fmt.Fprintf(w, ", cgroup quota %.2f CPUs", h.CPUQuota)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "features: %s\n", strings.Join(h.Features, " "))
+	if len(h.Disabled) > 0 {
+		fmt.Fprintf(w, "disabled by GODEBUG: %s\n", strings.Join(h.Disabled, " "))
+	}
+	switch {
+	case s.Cached:
+		fmt.Fprintf(w, "profile: cached, measured %s in %v\n", s.Measured.Format(time.RFC3339), s.ProfileTime.Round(time.Millisecond))
+	case len(s.Profile) > 0:
+		fmt.Fprintf(w, "profile: measured in %v\n", s.ProfileTime.Round(time.Millisecond))
+	default:
+		fmt.Fprintln(w, "profile: skipped")
+	}
+	for _, p := range s.Profile {
+		fmt.Fprintf(w, "  %-20s %-10s %6d bytes %10.1f MB/s\n", p.Cipher, p.Impl, p.Size, p.BytesPerSecond/1e6)
+	}
+	fmt.Fprintln(w, "implementations:")
+	for _, c := range s.Implementations {
+		fmt.Fprintf(w, "  %-20s %-10s %s\n", c.Name, c.Impl, c.Reason)
+	}
+	fmt.Fprintf(w, "aead for new data: %s (%s; candidates %s, margin %.0f%%)\n",
+		s.AEADName, s.AEADReason, strings.Join(s.Candidates, ", "), s.Margin*100)
+}

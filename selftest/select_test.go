@@ -1,0 +1,195 @@
+package selftest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// quick keeps selection tests fast; the real budget is exercised by
+// `cipherd selftest`, whose profile time is reported, not asserted.
+const quick = 20 * time.Millisecond
+
+func TestSelect(t *testing.T) {
+	kat := RunKATs(KATConfig{})
+	s, err := Select(context.Background(), SelectConfig{KAT: kat, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(DefaultCandidates(), s.AEAD) || s.AEADName != s.AEAD.String() || s.AEADReason == "" {
+		t.Fatalf("AEAD %v (%q, %q) not a default candidate", s.AEAD, s.AEADName, s.AEADReason)
+	}
+	for _, c := range kernels.Ciphers() {
+		im := s.Implementation(c)
+		switch {
+		case c.SpeedOnly() && im != nil:
+			t.Errorf("%s is for speed only but was selected", c)
+		case !c.SpeedOnly() && (im == nil || im.Cipher() != c || !kat.Passed(im)):
+			t.Errorf("%s: selected %v", c, im)
+		}
+	}
+	// Every usable AEAD implementation was profiled at both sizes.
+	for _, c := range kernels.Ciphers() {
+		if c.Kind() != kernels.KindAEAD {
+			continue
+		}
+		for _, im := range kat.Usable(c) {
+			for _, size := range profileSizes {
+				if !slices.ContainsFunc(s.Profile, func(p ProfileCell) bool {
+					return p.Cipher == c.String() && p.Impl == im.Name() && p.Size == size && p.BytesPerSecond > 0
+				}) {
+					t.Errorf("profile lacks %s at %d bytes", im, size)
+				}
+			}
+		}
+	}
+	if s.Cached || s.Measured.IsZero() || s.ProfileTime <= 0 {
+		t.Errorf("fresh profile reported as cached=%v measured=%v in %v", s.Cached, s.Measured, s.ProfileTime)
+	}
+	t.Logf("quick profile (budget %v) took %v; AEAD %s: %s", quick, s.ProfileTime, s.AEADName, s.AEADReason)
+}
+
+func TestSelectConfiguration(t *testing.T) {
+	kat := RunKATs(KATConfig{})
+	ctx := context.Background()
+
+	s, err := Select(ctx, SelectConfig{KAT: kat, Budget: quick, Pin: kernels.ChaCha20Poly1305})
+	if err != nil || s.AEAD != kernels.ChaCha20Poly1305 || s.AEADReason != "pinned by configuration" {
+		t.Fatalf("pin: %v %v", s, err)
+	}
+	gcmOnly := []kernels.Cipher{kernels.AES256GCM, kernels.AES128GCM}
+	s, err = Select(ctx, SelectConfig{KAT: kat, Budget: quick, Candidates: gcmOnly})
+	if err != nil || !slices.Contains(gcmOnly, s.AEAD) {
+		t.Fatalf("AES-GCM only: %v %v", s, err)
+	}
+	s, err = Select(ctx, SelectConfig{KAT: kat, SkipBenchmark: true})
+	if err != nil || s.AEAD != DefaultCandidates()[0] || len(s.Profile) != 0 {
+		t.Fatalf("skip benchmark: %+v %v", s, err)
+	}
+
+	for name, cfg := range map[string]SelectConfig{
+		"no KAT":               {},
+		"pin not a candidate":  {KAT: kat, Candidates: gcmOnly, Pin: kernels.ChaCha20Poly1305},
+		"pin not an AEAD":      {KAT: kat, Pin: kernels.AES128CTR},
+		"candidate speed-only": {KAT: kat, Candidates: []kernels.Cipher{kernels.AES128CBC}},
+	} {
+		cfg.SkipBenchmark = true
+		if _, err := Select(ctx, cfg); err == nil {
+			t.Errorf("%s: Select succeeded", name)
+		}
+	}
+}
+
+func TestSelectHonoursKATFailures(t *testing.T) {
+	ctx := context.Background()
+	kat := RunKATs(KATConfig{Fail: "aes-256-gcm"})
+	s, err := Select(ctx, SelectConfig{KAT: kat, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AEAD == kernels.AES256GCM || s.Implementation(kernels.AES256GCM) != nil {
+		t.Fatalf("chose AES-256-GCM after it failed its KATs")
+	}
+	if slices.ContainsFunc(s.Profile, func(p ProfileCell) bool { return p.Cipher == "aes-256-gcm" }) {
+		t.Fatalf("profiled a failed implementation")
+	}
+	if _, err := Select(ctx, SelectConfig{KAT: kat, Pin: kernels.AES256GCM, SkipBenchmark: true}); !errors.Is(err, ErrNoAEAD) {
+		t.Fatalf("pinning a failed AEAD: err = %v, want ErrNoAEAD", err)
+	}
+	kat = RunKATs(KATConfig{Fail: "aes-256-gcm,aes-128-gcm,chacha20-poly1305"})
+	if _, err := Select(ctx, SelectConfig{KAT: kat, SkipBenchmark: true}); !errors.Is(err, ErrNoAEAD) {
+		t.Fatalf("no candidate passing: err = %v, want ErrNoAEAD", err)
+	}
+}
+
+// chooseAEAD keeps the preferred candidate unless another is faster by more
+// than the margin.
+func TestChooseAEADMargin(t *testing.T) {
+	kat := RunKATs(KATConfig{})
+	candidates := []kernels.Cipher{kernels.AES256GCM, kernels.AES128GCM, kernels.ChaCha20Poly1305}
+	for _, tc := range []struct {
+		rates []float64 // bytes per second at 16 KiB, per candidate
+		want  kernels.Cipher
+	}{
+		{[]float64{100, 104, 50}, kernels.AES256GCM},         // within the margin
+		{[]float64{100, 106, 50}, kernels.AES128GCM},         // beyond it
+		{[]float64{100, 104, 109}, kernels.ChaCha20Poly1305}, // beats the incumbent, not the first
+		{[]float64{100, 120, 121}, kernels.AES128GCM},        // must beat the incumbent by the margin
+		{[]float64{0, 0, 0}, kernels.AES256GCM},              // unmeasured: order of preference
+	} {
+		s := &Selection{Margin: 0.05, impls: make(map[kernels.Cipher]*kernels.Implementation)}
+		for i, c := range candidates {
+			im := kat.Usable(c)[0]
+			s.impls[c] = im
+			s.Profile = append(s.Profile, ProfileCell{Cipher: c.String(), Impl: im.Name(), Size: scoreSize, BytesPerSecond: tc.rates[i]})
+		}
+		if err := s.chooseAEAD(candidates, 0); err != nil {
+			t.Fatal(err)
+		}
+		if s.AEAD != tc.want {
+			t.Errorf("rates %v: chose %s, want %s (%s)", tc.rates, s.AEAD, tc.want, s.AEADReason)
+		}
+	}
+}
+
+func TestSelectCache(t *testing.T) {
+	dir := t.TempDir()
+	kat := RunKATs(KATConfig{})
+	ctx := context.Background()
+	first, err := Select(ctx, SelectConfig{KAT: kat, Budget: quick, CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "speed-*.json"))
+	if first.Cached || len(files) != 1 {
+		t.Fatalf("first run: cached=%v, files %v", first.Cached, files)
+	}
+	if fi, err := os.Stat(files[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cache file mode: %v %v", fi, err)
+	}
+	second, err := Select(ctx, SelectConfig{KAT: kat, Budget: quick, CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.Cached || !slices.Equal(second.Profile, first.Profile) || second.AEAD != first.AEAD ||
+		!second.Measured.Equal(first.Measured) {
+		t.Fatalf("second run did not reuse the cache: %+v", second)
+	}
+
+	// A profile measured under other conditions is not reused.
+	b, _ := os.ReadFile(files[0])
+	os.WriteFile(files[0], []byte(strings.Replace(string(b), `"gomaxprocs"`, `"gomaxprocs_"`, 1)), 0o600)
+	third, err := Select(ctx, SelectConfig{KAT: kat, Budget: quick, CacheDir: dir})
+	if err != nil || third.Cached {
+		t.Fatalf("mismatched key reused: cached=%v err=%v", third.Cached, err)
+	}
+	// Nor is a damaged file; it is measured again and rewritten.
+	os.WriteFile(files[0], []byte("{not json"), 0o600)
+	fourth, err := Select(ctx, SelectConfig{KAT: kat, Budget: quick, CacheDir: dir})
+	if err != nil || fourth.Cached {
+		t.Fatalf("damaged cache reused: cached=%v err=%v", fourth.Cached, err)
+	}
+	fifth, err := Select(ctx, SelectConfig{KAT: kat, Budget: quick, CacheDir: dir})
+	if err != nil || !fifth.Cached {
+		t.Fatalf("cache not rewritten after damage: cached=%v err=%v", fifth.Cached, err)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, ".speed-*")); len(tmp) != 0 {
+		t.Fatalf("temporary files left behind: %v", tmp)
+	}
+}
+
+func TestParseCPUMax(t *testing.T) {
+	for in, want := range map[string]float64{"max 100000": 0, "150000 100000\n": 1.5, "-1 100000": 0, "x y": 0, "": 0, "50000 100000": 0.5} {
+		got, _ := parseCPUMax(in)
+		if got != want {
+			t.Errorf("parseCPUMax(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
