@@ -62,7 +62,9 @@ func (im *Implementation) NewAEAD(key []byte) (cipher.AEAD, error) {
 // NewStream returns the keystream for key and iv. The cipher must be of
 // KindStream. For AES-CTR the IV is the initial 128-bit big-endian counter
 // block. For ChaCha20 it is laid out as OpenSSL's EVP_chacha20 takes it: the
-// 32-bit initial block counter, little-endian, then the 96-bit RFC 8439 nonce.
+// 32-bit initial block counter, little-endian, then the 96-bit RFC 8439 nonce;
+// unlike OpenSSL, which carries into the nonce, a ChaCha20 stream panics when
+// its 32-bit block counter would wrap (RFC 8439 limits a nonce to 2^32 blocks).
 func (im *Implementation) NewStream(key, iv []byte) (cipher.Stream, error) {
 	if err := im.check(KindStream, key, iv); err != nil {
 		return nil, err
