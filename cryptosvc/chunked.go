@@ -1,0 +1,175 @@
+package cryptosvc
+
+import (
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha512"
+	"crypto/subtle"
+	"fmt"
+	"hash"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// The body of every sealed message follows c2sp.org/chunked-encryption
+// (Cobblestone), instantiated with HKDF-Expand-SHA-512:
+//
+//	key || base nonce || commitment = HKDF-Expand-SHA-512(prk = input key,
+//	    info = "c2sp.org/chunked-encryption@v1+" || aead || 0x00 || salt || context)
+//	body = salt || commitment || chunk₀ || chunk₁ || … || chunkₙ
+//
+// Chunks hold 16 KiB of plaintext each, except the final one, which is always
+// shorter (possibly empty): that is what marks the end. Chunk i is sealed with
+// the derived key under the base nonce XOR i (big-endian, in the low 38 bits),
+// with no additional data.
+const (
+	ChunkSize        = 16384
+	saltSize         = 24
+	commitmentSize   = 32
+	chunkNonceSize   = 12
+	tagSize          = 16
+	chunkedPrefix    = saltSize + commitmentSize
+	maxChunks        = 1 << 38
+	chunkedInfoLabel = "c2sp.org/chunked-encryption@v1+"
+)
+
+// ianaName returns the AEAD's name in the IANA AEAD registry, as the scheme's
+// key derivation names it.
+func ianaName(c kernels.Cipher) string {
+	switch c {
+	case kernels.AES128GCM:
+		return "AEAD_AES_128_GCM"
+	case kernels.AES256GCM:
+		return "AEAD_AES_256_GCM"
+	case kernels.ChaCha20Poly1305:
+		return "AEAD_CHACHA20_POLY1305"
+	}
+	return ""
+}
+
+// prk is an HMAC-SHA-512 keyed once with an HKDF pseudorandom key, so that
+// each expansion starts from the keyed state instead of hashing the key again.
+type prk struct{ h hash.Hash }
+
+func newPRK(key []byte) prk { return prk{hmac.New(sha512.New, key)} }
+
+// expand writes HKDF-Expand(prk, info) into out (at most 255 × 64 bytes). The
+// info is given in parts, concatenated.
+func (p prk) expand(out []byte, info ...[]byte) {
+	c, err := p.h.(hash.Cloner).Clone()
+	if err != nil {
+		panic("cryptosvc: HMAC cannot be cloned: " + err.Error())
+	}
+	h := c.(hash.Hash)
+	var t [sha512.Size]byte
+	var ctr [1]byte
+	for i := 0; len(out) > 0; i++ {
+		if i > 0 {
+			c, _ = p.h.(hash.Cloner).Clone()
+			h = c.(hash.Hash)
+			h.Write(t[:])
+		}
+		for _, part := range info {
+			h.Write(part)
+		}
+		ctr[0] = byte(i + 1)
+		h.Write(ctr[:])
+		h.Sum(t[:0])
+		out = out[copy(out, t[:]):]
+	}
+}
+
+// chunkedKeys is one message's derived key state.
+type chunkedKeys struct {
+	aead  cipher.AEAD
+	nonce [chunkNonceSize]byte // base nonce
+}
+
+// deriveChunked derives a message's AEAD, base nonce and commitment from the
+// input key, salt and context, using the implementation im of the AEAD.
+func deriveChunked(im *kernels.Implementation, input prk, salt, context []byte) (*chunkedKeys, [commitmentSize]byte, error) {
+	c := im.Cipher()
+	var commitment [commitmentSize]byte
+	var buf [32 + chunkNonceSize + commitmentSize]byte
+	out := buf[:c.KeySize()+chunkNonceSize+commitmentSize]
+	name := ianaName(c)
+	if name == "" {
+		return nil, commitment, fmt.Errorf("%w: %s is not a sealed-format AEAD", ErrUnsupported, c)
+	}
+	input.expand(out, []byte(chunkedInfoLabel), []byte(name), []byte{0}, salt, context)
+	aead, err := im.NewAEAD(out[:c.KeySize()])
+	clear(out[:c.KeySize()])
+	if err != nil {
+		return nil, commitment, err
+	}
+	k := &chunkedKeys{aead: aead}
+	copy(k.nonce[:], out[c.KeySize():])
+	copy(commitment[:], out[c.KeySize()+chunkNonceSize:])
+	return k, commitment, nil
+}
+
+// checkCommitment compares in constant time; a mismatch is an authentication
+// failure like any other.
+func checkCommitment(got []byte, want *[commitmentSize]byte) error {
+	if subtle.ConstantTimeCompare(got, want[:]) != 1 {
+		return ErrAuthFailed
+	}
+	return nil
+}
+
+// chunkNonce returns the nonce of chunk i.
+func (k *chunkedKeys) chunkNonce(n *[chunkNonceSize]byte, i uint64) {
+	*n = k.nonce
+	n[7] ^= byte(i >> 32)
+	n[8] ^= byte(i >> 24)
+	n[9] ^= byte(i >> 16)
+	n[10] ^= byte(i >> 8)
+	n[11] ^= byte(i)
+}
+
+// sealChunks appends the chunks of plaintext to dst.
+func (k *chunkedKeys) sealChunks(dst, plaintext []byte) []byte {
+	var n [chunkNonceSize]byte
+	for i := uint64(0); ; i++ {
+		k.chunkNonce(&n, i)
+		if len(plaintext) < ChunkSize {
+			return k.aead.Seal(dst, n[:], plaintext, nil)
+		}
+		dst = k.aead.Seal(dst, n[:], plaintext[:ChunkSize], nil)
+		plaintext = plaintext[ChunkSize:]
+	}
+}
+
+// openChunks appends the plaintext of the chunks in body (after salt and
+// commitment) to dst.
+func (k *chunkedKeys) openChunks(dst, body []byte) ([]byte, error) {
+	const full = ChunkSize + tagSize
+	var n [chunkNonceSize]byte
+	out, start := dst, len(dst)
+	for i := uint64(0); ; i++ {
+		if i >= maxChunks {
+			clear(out[start:])
+			return nil, ErrTooLarge
+		}
+		chunk := body[:min(len(body), full)]
+		if len(chunk) < tagSize {
+			clear(out[start:])
+			return nil, ErrTruncated
+		}
+		k.chunkNonce(&n, i)
+		plain, err := k.aead.Open(out, n[:], chunk, nil)
+		if err != nil {
+			clear(out[start:])
+			return nil, ErrAuthFailed
+		}
+		out, body = plain, body[len(chunk):]
+		if len(chunk) < full {
+			return out, nil // the short final chunk
+		}
+	}
+}
+
+// chunkedLen returns the length of the chunks for n bytes of plaintext.
+func chunkedLen(n int64) int64 {
+	return n + (n/ChunkSize+1)*tagSize
+}

@@ -1,0 +1,52 @@
+package cryptosvc
+
+import "errors"
+
+// Errors returned by cryptosvc, for use with errors.Is. Every failure to
+// authenticate a ciphertext, whatever its cause (wrong key, wrong context,
+// modified bytes, reordered chunks), is ErrAuthFailed and reads the same.
+var (
+	// ErrAuthFailed: the ciphertext did not authenticate under the key and
+	// context given.
+	ErrAuthFailed = errors.New("cryptosvc: message authentication failed")
+	// ErrTruncated: the ciphertext ends before its final chunk, or its
+	// header is incomplete.
+	ErrTruncated = errors.New("cryptosvc: ciphertext truncated")
+	// ErrTrailingData: bytes follow the final chunk.
+	ErrTrailingData = errors.New("cryptosvc: trailing data after the final chunk")
+	// ErrMalformed: the header does not follow the sealed format.
+	ErrMalformed = errors.New("cryptosvc: malformed ciphertext header")
+	// ErrUnsupported: a format version or AEAD this build does not know, or
+	// an operation the key's configuration does not allow.
+	ErrUnsupported = errors.New("cryptosvc: unsupported")
+	// ErrTooLarge: the message exceeds the format's 2^38 chunks, or a limit
+	// the caller set.
+	ErrTooLarge = errors.New("cryptosvc: message too large")
+
+	// ErrKeyNotFound: no key of that name, or no such version.
+	ErrKeyNotFound = errors.New("cryptosvc: key not found")
+	// ErrKeyExists: a key of that name already exists.
+	ErrKeyExists = errors.New("cryptosvc: key already exists")
+	// ErrKeyMismatch: the ciphertext names another key than the one given.
+	ErrKeyMismatch = errors.New("cryptosvc: ciphertext belongs to another key")
+	// ErrVersionRetired: the key version is below the key's minimum
+	// decryption version.
+	ErrVersionRetired = errors.New("cryptosvc: key version retired")
+	// ErrDeletionNotAllowed: the key's configuration forbids deleting it.
+	ErrDeletionNotAllowed = errors.New("cryptosvc: key deletion not allowed")
+	// ErrInvalidKeyName: names are 1 to 128 bytes of A-Z a-z 0-9 . _ - and
+	// do not start with a dot or dash.
+	ErrInvalidKeyName = errors.New("cryptosvc: invalid key name")
+	// ErrInvalidConfig: a key configuration or Config value is invalid.
+	ErrInvalidConfig = errors.New("cryptosvc: invalid configuration")
+
+	// ErrReadOnly: the keystore cannot be written (a mounted keyring).
+	ErrReadOnly = errors.New("cryptosvc: keystore is read-only")
+	// ErrLocked: another process holds the keystore directory.
+	ErrLocked = errors.New("cryptosvc: keystore locked by another process")
+	// ErrRootKey: the root key is missing, malformed, or does not decrypt
+	// the keystore.
+	ErrRootKey = errors.New("cryptosvc: root key missing or wrong")
+	// ErrClosed: the writer or reader was closed.
+	ErrClosed = errors.New("cryptosvc: closed")
+)

@@ -1,0 +1,239 @@
+package cryptosvc
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// SecretSize is the length of every key version's secret.
+const SecretSize = 32
+
+// MaxKeyNameLen is the longest key name.
+const MaxKeyNameLen = 128
+
+// Secret is one key version's material. It never prints: String, GoString and
+// every fmt verb show "Secret(REDACTED)", and JSON or text marshalling fails,
+// so material cannot reach a log or an API response by accident.
+type Secret struct{ b [SecretSize]byte }
+
+// NewSecret copies b, which must be SecretSize bytes, into a Secret.
+func NewSecret(b []byte) (Secret, error) {
+	var s Secret
+	if len(b) != SecretSize {
+		return s, fmt.Errorf("%w: key material must be %d bytes", ErrInvalidConfig, SecretSize)
+	}
+	copy(s.b[:], b)
+	return s, nil
+}
+
+// GenerateSecret reads a new Secret from r (crypto/rand.Reader in production).
+func GenerateSecret(r io.Reader) (Secret, error) {
+	var s Secret
+	if _, err := io.ReadFull(r, s.b[:]); err != nil {
+		return s, fmt.Errorf("cryptosvc: generating key material: %w", err)
+	}
+	return s, nil
+}
+
+// Expose returns the material. Only keystores (to persist it) and the sealed
+// format (to derive keys from it) call it.
+func (s *Secret) Expose() []byte { return s.b[:] }
+
+// Equal reports whether two secrets are the same, in constant time.
+func (s *Secret) Equal(o *Secret) bool { return subtle.ConstantTimeCompare(s.b[:], o.b[:]) == 1 }
+
+const redacted = "Secret(REDACTED)"
+
+func (Secret) String() string                      { return redacted }
+func (Secret) GoString() string                    { return redacted }
+func (Secret) Format(f fmt.State, _ rune)          { io.WriteString(f, redacted) }
+func (Secret) MarshalJSON() ([]byte, error)        { return nil, errMarshalSecret }
+func (Secret) MarshalText() ([]byte, error)        { return nil, errMarshalSecret }
+func (*Secret) UnmarshalJSON(_ []byte) error       { return errMarshalSecret }
+func (*Secret) UnmarshalText(_ []byte) error       { return errMarshalSecret }
+func (Secret) MarshalBinary() ([]byte, error)      { return nil, errMarshalSecret }
+func (*Secret) UnmarshalBinary(_ []byte) error     { return errMarshalSecret }
+func (Secret) AppendText(b []byte) ([]byte, error) { return b, errMarshalSecret }
+
+var errMarshalSecret = errors.New("cryptosvc: key material is never marshalled")
+
+// Duration is a time.Duration that reads and writes JSON as "720h0m0s".
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%w: duration must be a string such as \"720h\"", ErrInvalidConfig)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("%w: bad duration %q", ErrInvalidConfig, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// KeyConfig is the part of a key's metadata its owner may change.
+type KeyConfig struct {
+	// MinDecryptionVersion retires older versions: ciphertexts under a lower
+	// version no longer open (ErrVersionRetired). 0 means every version opens.
+	MinDecryptionVersion uint32 `json:"min_decryption_version"`
+	// AllowedAEADs restricts the AEADs that seal new data under this key
+	// (names such as "aes-256-gcm"). Empty means any AEAD the service offers.
+	// Decryption is never restricted: old data stays readable.
+	AllowedAEADs []string `json:"allowed_aeads,omitempty"`
+	// AEAD pins the AEAD for new data under this key, whatever the host
+	// prefers. Empty means the service's choice (within AllowedAEADs).
+	AEAD string `json:"aead,omitempty"`
+	// DeletionAllowed must be set before the key can be deleted.
+	DeletionAllowed bool `json:"deletion_allowed"`
+	// RotationPeriod, when non-zero, is the age after which the latest version
+	// is replaced by a new one (Service.RotateDue).
+	RotationPeriod Duration `json:"rotation_period,omitempty"`
+}
+
+// SealAEADs are the AEADs of the sealed format, in the order of their IDs.
+var SealAEADs = []kernels.Cipher{kernels.AES128GCM, kernels.AES256GCM, kernels.ChaCha20Poly1305}
+
+// Validate checks the configuration against the key's latest version.
+func (c KeyConfig) Validate(latest uint32) error {
+	if c.MinDecryptionVersion > latest {
+		return fmt.Errorf("%w: min_decryption_version %d is above the latest version %d", ErrInvalidConfig, c.MinDecryptionVersion, latest)
+	}
+	for _, name := range c.AllowedAEADs {
+		if _, err := ParseAEAD(name); err != nil {
+			return err
+		}
+	}
+	if c.AEAD != "" {
+		if _, err := ParseAEAD(c.AEAD); err != nil {
+			return err
+		}
+		if len(c.AllowedAEADs) > 0 && !slices.Contains(c.AllowedAEADs, c.AEAD) {
+			return fmt.Errorf("%w: pinned aead %s is not among allowed_aeads", ErrInvalidConfig, c.AEAD)
+		}
+	}
+	return nil
+}
+
+// ParseAEAD returns the sealed-format AEAD named name.
+func ParseAEAD(name string) (kernels.Cipher, error) {
+	c, err := kernels.ParseCipher(name)
+	if err != nil || !slices.Contains(SealAEADs, c) {
+		return 0, fmt.Errorf("%w: %q is not an AEAD of the sealed format (aes-128-gcm, aes-256-gcm, chacha20-poly1305)", ErrInvalidConfig, name)
+	}
+	return c, nil
+}
+
+// KeyVersion is one version's public metadata.
+type KeyVersion struct {
+	Version uint32    `json:"version"`
+	Created time.Time `json:"created"`
+}
+
+// Key describes a key without its material: what Describe and List return.
+type Key struct {
+	Name     string       `json:"name"`
+	Created  time.Time    `json:"created"`
+	Versions []KeyVersion `json:"versions"` // ascending
+	KeyConfig
+}
+
+// Latest returns the newest version number.
+func (k Key) Latest() uint32 {
+	if len(k.Versions) == 0 {
+		return 0
+	}
+	return k.Versions[len(k.Versions)-1].Version
+}
+
+// StoredVersion is one version with its material.
+type StoredVersion struct {
+	KeyVersion
+	Secret Secret
+}
+
+// StoredKey is a key with its material, as a Keystore holds it. Versions are
+// ascending and contiguous from 1.
+type StoredKey struct {
+	Name     string
+	Created  time.Time
+	Config   KeyConfig
+	Versions []StoredVersion
+}
+
+// Describe returns the key's metadata without material.
+func (k *StoredKey) Describe() Key {
+	d := Key{Name: k.Name, Created: k.Created, KeyConfig: k.Config}
+	d.AllowedAEADs = slices.Clone(k.Config.AllowedAEADs)
+	for _, v := range k.Versions {
+		d.Versions = append(d.Versions, v.KeyVersion)
+	}
+	return d
+}
+
+// Latest returns the newest version.
+func (k *StoredKey) Latest() *StoredVersion {
+	if len(k.Versions) == 0 {
+		return nil
+	}
+	return &k.Versions[len(k.Versions)-1]
+}
+
+// Version returns version v, or nil.
+func (k *StoredKey) Version(v uint32) *StoredVersion {
+	if v == 0 || int(v) > len(k.Versions) {
+		return nil
+	}
+	return &k.Versions[v-1]
+}
+
+// Clone returns a deep copy.
+func (k *StoredKey) Clone() *StoredKey {
+	c := *k
+	c.Config.AllowedAEADs = slices.Clone(k.Config.AllowedAEADs)
+	c.Versions = slices.Clone(k.Versions)
+	return &c
+}
+
+// Validate checks the name, the versions (contiguous from 1) and the
+// configuration.
+func (k *StoredKey) Validate() error {
+	if err := ValidateKeyName(k.Name); err != nil {
+		return err
+	}
+	if len(k.Versions) == 0 {
+		return fmt.Errorf("%w: key %s has no version", ErrInvalidConfig, k.Name)
+	}
+	for i, v := range k.Versions {
+		if v.Version != uint32(i+1) {
+			return fmt.Errorf("%w: key %s: versions must run 1, 2, 3…", ErrInvalidConfig, k.Name)
+		}
+	}
+	return k.Config.Validate(k.Latest().Version)
+}
+
+// ValidateKeyName checks a key name: 1 to MaxKeyNameLen bytes of A-Z a-z 0-9
+// . _ -, not starting with . or -, so that a name is safe as a file name, a
+// URL path segment and a log field.
+func ValidateKeyName(name string) error {
+	if len(name) == 0 || len(name) > MaxKeyNameLen || name[0] == '.' || name[0] == '-' {
+		return ErrInvalidKeyName
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return ErrInvalidKeyName
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package cryptosvc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// MemStore is a Keystore held in memory only, for tests and for programs
+// that manage keys themselves. Its zero value is not usable: use NewMemStore.
+//
+// Create and Update store a deep copy of their argument, so the caller may
+// reuse or modify it afterwards. Get returns the stored key itself, shared
+// with every other caller: it must not be modified (Clone first).
+type MemStore struct {
+	mu     sync.RWMutex
+	keys   map[string]*StoredKey
+	closed bool
+}
+
+var _ Keystore = (*MemStore)(nil)
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore { return &MemStore{keys: make(map[string]*StoredKey)} }
+
+// Get returns the key named name (shared: do not modify it).
+func (s *MemStore) Get(_ context.Context, name string) (*StoredKey, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	k, ok := s.keys[name]
+	if !ok {
+		return nil, ksNotFound(name)
+	}
+	return k, nil
+}
+
+// List returns the names of every key, sorted.
+func (s *MemStore) List(_ context.Context) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return ksSortedNames(s.keys), nil
+}
+
+// Create stores a copy of k.
+func (s *MemStore) Create(_ context.Context, k *StoredKey) error {
+	k, err := ksValidClone(k)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if _, ok := s.keys[k.Name]; ok {
+		return ksExists(k.Name)
+	}
+	s.keys[k.Name] = k
+	return nil
+}
+
+// Update replaces the key of k's name with a copy of k.
+func (s *MemStore) Update(_ context.Context, k *StoredKey) error {
+	k, err := ksValidClone(k)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if _, ok := s.keys[k.Name]; !ok {
+		return ksNotFound(k.Name)
+	}
+	s.keys[k.Name] = k
+	return nil
+}
+
+// Delete removes the key named name.
+func (s *MemStore) Delete(_ context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if _, ok := s.keys[name]; !ok {
+		return ksNotFound(name)
+	}
+	delete(s.keys, name)
+	return nil
+}
+
+// Close drops the keys; later calls fail with ErrClosed. Closing twice is
+// not an error.
+func (s *MemStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.keys = nil
+	return nil
+}
+
+// Helpers shared by the keystores.
+
+// ksValidClone validates k and returns a deep copy of it, so that a
+// keystore never shares memory with its caller's argument.
+func ksValidClone(k *StoredKey) (*StoredKey, error) {
+	if k == nil {
+		return nil, fmt.Errorf("%w: nil key", ErrInvalidConfig)
+	}
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	return k.Clone(), nil
+}
+
+// ksNotFound and ksExists name the key: names are validated or looked up
+// verbatim, never material. A name that fails validation is not echoed.
+func ksNotFound(name string) error {
+	if ValidateKeyName(name) != nil {
+		return ErrKeyNotFound
+	}
+	return fmt.Errorf("%w: %s", ErrKeyNotFound, name)
+}
+
+func ksExists(name string) error { return fmt.Errorf("%w: %s", ErrKeyExists, name) }
+
+func ksSortedNames(m map[string]*StoredKey) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,148 @@
+package cryptosvc
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// Labels of the two keys each key version's secret yields per AEAD:
+//
+//	direct input key = HKDF-Expand-SHA-512(secret, "cipherd sealed v1 direct" || 0x00 || aead, len(key))
+//	wrapping key     = HKDF-Expand-SHA-512(secret, "cipherd sealed v1 wrap" || 0x00 || aead, len(key))
+//
+// where aead is the IANA name. The direct input key is the chunked-encryption
+// input key of one-shot messages; the wrapping key is the input key of the
+// one-chunk message that carries a stream's data key.
+const (
+	labelDirect = "cipherd sealed v1 direct"
+	labelWrap   = "cipherd sealed v1 wrap"
+)
+
+// versionKeys holds the keyed PRKs one key version yields, per AEAD ID.
+type versionKeys struct {
+	secret Secret // to tell a cached entry from a changed secret
+	direct [len(aeadIDs)]prk
+	wrap   [len(aeadIDs)]prk
+}
+
+func deriveVersionKeys(secret *Secret) *versionKeys {
+	vk := &versionKeys{secret: *secret}
+	master := newPRK(secret.Expose())
+	var buf [32]byte
+	for id, c := range aeadIDs {
+		if c == 0 {
+			continue
+		}
+		name := []byte(ianaName(c))
+		k := buf[:c.KeySize()]
+		master.expand(k, []byte(labelDirect), []byte{0}, name)
+		vk.direct[id] = newPRK(k)
+		master.expand(k, []byte(labelWrap), []byte{0}, name)
+		vk.wrap[id] = newPRK(k)
+	}
+	clear(buf[:])
+	return vk
+}
+
+// sealDirect appends a direct-mode message to dst: header, then the body
+// under the version's direct input key.
+func sealDirect(dst []byte, rnd io.Reader, im *kernels.Implementation, h *Header, vk *versionKeys, plaintext, context []byte) ([]byte, error) {
+	h.Mode, h.WrappedKey = ModeDirect, nil
+	out, err := h.AppendBinary(dst)
+	if err != nil {
+		return nil, err
+	}
+	keys, out, err := startBody(out, rnd, im, vk.direct[aeadID(h.AEAD)], context)
+	if err != nil {
+		return nil, err
+	}
+	return keys.sealChunks(out, plaintext), nil
+}
+
+// startBody appends a fresh salt and its commitment to dst and returns the
+// body's key state.
+func startBody(dst []byte, rnd io.Reader, im *kernels.Implementation, input prk, context []byte) (*chunkedKeys, []byte, error) {
+	var salt [saltSize]byte
+	if _, err := io.ReadFull(rnd, salt[:]); err != nil {
+		return nil, nil, fmt.Errorf("cryptosvc: reading randomness: %w", err)
+	}
+	keys, commitment, err := deriveChunked(im, input, salt[:], context)
+	if err != nil {
+		return nil, nil, err
+	}
+	dst = append(dst, salt[:]...)
+	return keys, append(dst, commitment[:]...), nil
+}
+
+// openBody checks the commitment at the start of body and returns the key
+// state and the chunks that follow.
+func openBody(im *kernels.Implementation, input prk, body, context []byte) (*chunkedKeys, []byte, error) {
+	if len(body) < chunkedPrefix {
+		return nil, nil, ErrTruncated
+	}
+	keys, commitment, err := deriveChunked(im, input, body[:saltSize], context)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkCommitment(body[saltSize:chunkedPrefix], &commitment); err != nil {
+		return nil, nil, err
+	}
+	return keys, body[chunkedPrefix:], nil
+}
+
+// newEnvelope fills h.WrappedKey with a fresh data key sealed under the
+// version's wrapping key and returns the data key's PRK.
+func newEnvelope(rnd io.Reader, im *kernels.Implementation, h *Header, vk *versionKeys) (prk, error) {
+	var dk [32]byte
+	defer clear(dk[:])
+	key := dk[:h.AEAD.KeySize()]
+	if _, err := io.ReadFull(rnd, key); err != nil {
+		return prk{}, fmt.Errorf("cryptosvc: reading randomness: %w", err)
+	}
+	if err := wrapDataKey(rnd, im, h, vk, key); err != nil {
+		return prk{}, err
+	}
+	return newPRK(key), nil
+}
+
+// wrapDataKey sets h.Mode to envelope and h.WrappedKey to key sealed as a
+// one-chunk message under the version's wrapping key, bound to the header's
+// other fields.
+func wrapDataKey(rnd io.Reader, im *kernels.Implementation, h *Header, vk *versionKeys, key []byte) error {
+	h.Mode = ModeEnvelope
+	keys, w, err := startBody(make([]byte, 0, wrappedKeySize(h.AEAD)), rnd, im, vk.wrap[aeadID(h.AEAD)], h.prefix())
+	if err != nil {
+		return err
+	}
+	h.WrappedKey = keys.sealChunks(w, key)
+	return nil
+}
+
+// unwrapDataKey returns the data key's PRK from an envelope header.
+func unwrapDataKey(im *kernels.Implementation, h *Header, vk *versionKeys) (prk, error) {
+	keys, chunks, err := openBody(im, vk.wrap[aeadID(h.AEAD)], h.WrappedKey, h.prefix())
+	if err != nil {
+		return prk{}, err
+	}
+	var dk [32]byte
+	defer clear(dk[:])
+	key, err := keys.openChunks(dk[:0], chunks)
+	if err != nil {
+		return prk{}, err
+	}
+	if len(key) != h.AEAD.KeySize() {
+		return prk{}, ErrAuthFailed
+	}
+	return newPRK(key), nil
+}
+
+// bodyKey returns the input key of a message's body: the version's direct
+// input key, or the unwrapped data key.
+func bodyKey(im *kernels.Implementation, h *Header, vk *versionKeys) (prk, error) {
+	if h.Mode == ModeEnvelope {
+		return unwrapDataKey(im, h, vk)
+	}
+	return vk.direct[aeadID(h.AEAD)], nil
+}

@@ -1,0 +1,422 @@
+package cryptosvc
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Keystore holds the keys. Required.
+	Keystore Keystore
+
+	// AEAD seals new data under keys that do not pin one (normally the
+	// start-up selection's choice). Zero means AES-256-GCM.
+	AEAD kernels.Cipher
+
+	// Implementation returns the implementation to use for an AEAD (normally
+	// the start-up selection's). Nil means each cipher's preferred available
+	// implementation. Returning nil turns the AEAD off on this host.
+	Implementation func(kernels.Cipher) *kernels.Implementation
+
+	// Rand is the source of salts and data keys. Nil means crypto/rand.Reader.
+	Rand io.Reader
+
+	// Logger records key lifecycle events (names and versions only). Nil
+	// means no logging.
+	Logger *zap.Logger
+
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Info describes a sealed message: the key and version it is under and its AEAD.
+type Info struct {
+	Key     string         `json:"key"`
+	Version uint32         `json:"key_version"`
+	AEAD    kernels.Cipher `json:"-"`
+	Mode    Mode           `json:"-"`
+}
+
+// Service is the embeddable core of cipherd: named, versioned keys and the
+// sealed format, with no HTTP in it. It is safe for concurrent use.
+type Service struct {
+	store Keystore
+	aead  kernels.Cipher
+	impl  func(kernels.Cipher) *kernels.Implementation
+	rand  io.Reader
+	log   *zap.Logger
+	now   func() time.Time
+
+	admin sync.Mutex // serialises read-modify-write of keys
+
+	cacheMu sync.RWMutex
+	cache   map[versionRef]*versionKeys
+}
+
+type versionRef struct {
+	name    string
+	version uint32
+}
+
+// maxCachedVersions bounds the derived-key cache; past it the cache restarts.
+const maxCachedVersions = 1 << 14
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Keystore == nil {
+		return nil, fmt.Errorf("%w: Config.Keystore is required", ErrInvalidConfig)
+	}
+	s := &Service{
+		store: cfg.Keystore,
+		aead:  cfg.AEAD,
+		impl:  cfg.Implementation,
+		rand:  cfg.Rand,
+		log:   cfg.Logger,
+		now:   cfg.Now,
+		cache: make(map[versionRef]*versionKeys),
+	}
+	if s.aead == 0 {
+		s.aead = kernels.AES256GCM
+	}
+	if !slices.Contains(SealAEADs, s.aead) {
+		return nil, fmt.Errorf("%w: %s is not an AEAD of the sealed format", ErrInvalidConfig, s.aead)
+	}
+	if s.impl == nil {
+		s.impl = func(c kernels.Cipher) *kernels.Implementation {
+			if av := kernels.Available(c); len(av) > 0 {
+				return av[0]
+			}
+			return nil
+		}
+	}
+	if s.impl(s.aead) == nil {
+		return nil, fmt.Errorf("%w: no implementation of %s", ErrUnsupported, s.aead)
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// implementation returns the implementation of c, or ErrUnsupported.
+func (s *Service) implementation(c kernels.Cipher) (*kernels.Implementation, error) {
+	if im := s.impl(c); im != nil {
+		return im, nil
+	}
+	return nil, fmt.Errorf("%w: no usable implementation of %s on this host", ErrUnsupported, c)
+}
+
+// versionKeys returns the derived keys of a version, from the cache when the
+// secret is unchanged.
+func (s *Service) versionKeys(name string, v *StoredVersion) *versionKeys {
+	ref := versionRef{name, v.Version}
+	s.cacheMu.RLock()
+	vk := s.cache[ref]
+	s.cacheMu.RUnlock()
+	if vk != nil && vk.secret.Equal(&v.Secret) {
+		return vk
+	}
+	vk = deriveVersionKeys(&v.Secret)
+	s.cacheMu.Lock()
+	if len(s.cache) >= maxCachedVersions {
+		clear(s.cache)
+	}
+	s.cache[ref] = vk
+	s.cacheMu.Unlock()
+	return vk
+}
+
+// sealAEAD returns the AEAD that seals new data under k.
+func (s *Service) sealAEAD(k *StoredKey) (kernels.Cipher, error) {
+	if k.Config.AEAD != "" {
+		return ParseAEAD(k.Config.AEAD)
+	}
+	allowed := k.Config.AllowedAEADs
+	if len(allowed) == 0 || slices.Contains(allowed, s.aead.String()) {
+		return s.aead, nil
+	}
+	for _, name := range allowed {
+		if c, err := ParseAEAD(name); err == nil && s.impl(c) != nil {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: none of key %s's allowed AEADs is usable here", ErrUnsupported, k.Name)
+}
+
+// sealTarget resolves the key to seal new data under: its latest version,
+// the AEAD, its implementation and the derived keys.
+func (s *Service) sealTarget(ctx context.Context, name string) (*Header, *kernels.Implementation, *versionKeys, error) {
+	k, err := s.store.Get(ctx, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	v := k.Latest()
+	if v == nil {
+		return nil, nil, nil, fmt.Errorf("%w: key %s has no version", ErrKeyNotFound, name)
+	}
+	c, err := s.sealAEAD(k)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	im, err := s.implementation(c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &Header{AEAD: c, KeyName: k.Name, KeyVersion: v.Version}, im, s.versionKeys(k.Name, v), nil
+}
+
+// openTarget resolves the key version a header names, checking it against
+// the key the caller expects ("" accepts the key the header names).
+func (s *Service) openTarget(ctx context.Context, name string, h *Header) (*kernels.Implementation, *versionKeys, error) {
+	if name != "" && name != h.KeyName {
+		return nil, nil, ErrKeyMismatch
+	}
+	k, err := s.store.Get(ctx, h.KeyName)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := k.Version(h.KeyVersion)
+	if v == nil {
+		return nil, nil, fmt.Errorf("%w: key %s has no version %d", ErrKeyNotFound, h.KeyName, h.KeyVersion)
+	}
+	if h.KeyVersion < k.Config.MinDecryptionVersion {
+		return nil, nil, fmt.Errorf("%w: key %s version %d is below the minimum %d", ErrVersionRetired, h.KeyName, h.KeyVersion, k.Config.MinDecryptionVersion)
+	}
+	im, err := s.implementation(h.AEAD)
+	if err != nil {
+		return nil, nil, err
+	}
+	return im, s.versionKeys(k.Name, v), nil
+}
+
+func infoOf(h *Header) Info {
+	return Info{Key: h.KeyName, Version: h.KeyVersion, AEAD: h.AEAD, Mode: h.Mode}
+}
+
+// Seal encrypts plaintext under the latest version of key name, binding
+// context (which Open must be given again). The result is self-describing:
+// it names the key, the version and the AEAD.
+func (s *Service) Seal(ctx context.Context, name string, plaintext, context []byte) ([]byte, Info, error) {
+	h, im, vk, err := s.sealTarget(ctx, name)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	size := headerFixed + len(h.KeyName) + 5 + chunkedPrefix + int(chunkedLen(int64(len(plaintext))))
+	out, err := sealDirect(make([]byte, 0, size), s.rand, im, h, vk, plaintext, context)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return out, infoOf(h), nil
+}
+
+// Open decrypts a message made by Seal (or a whole stream made by
+// EncryptWriter). name is the key the caller expects; "" accepts the key the
+// ciphertext names. Every authentication failure is ErrAuthFailed.
+func (s *Service) Open(ctx context.Context, name string, ciphertext, context []byte) ([]byte, Info, error) {
+	h, n, err := ParseHeader(ciphertext)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	im, vk, err := s.openTarget(ctx, name, &h)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	input, err := bodyKey(im, &h, vk)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	keys, chunks, err := openBody(im, input, ciphertext[n:], context)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	pt, err := keys.openChunks(make([]byte, 0, max(len(chunks)-tagSize, 0)), chunks)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return pt, infoOf(&h), nil
+}
+
+// EncryptWriter returns a writer that seals what is written to it under the
+// latest version of key name and writes the sealed stream to w, holding one
+// 16 KiB chunk at a time. The header is written before EncryptWriter returns.
+// The caller must Close the writer to complete the message.
+func (s *Service) EncryptWriter(ctx context.Context, name string, w io.Writer, context []byte) (*EncryptWriter, error) {
+	h, im, vk, err := s.sealTarget(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	input, err := newEnvelope(s.rand, im, h, vk)
+	if err != nil {
+		return nil, err
+	}
+	start, err := h.AppendBinary(make([]byte, 0, maxHeaderSize+chunkedPrefix))
+	if err != nil {
+		return nil, err
+	}
+	keys, start, err := startBody(start, s.rand, im, input, context)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(start); err != nil {
+		return nil, err
+	}
+	return newEncryptWriter(w, keys, infoOf(h)), nil
+}
+
+// DecryptReader reads the header and commitment of a sealed message from r
+// and returns a reader of its plaintext. See DecryptReader for its guarantees.
+func (s *Service) DecryptReader(ctx context.Context, name string, r io.Reader, context []byte) (*DecryptReader, error) {
+	h, _, err := ReadHeader(r)
+	if err != nil {
+		return nil, err
+	}
+	im, vk, err := s.openTarget(ctx, name, &h)
+	if err != nil {
+		return nil, err
+	}
+	input, err := bodyKey(im, &h, vk)
+	if err != nil {
+		return nil, err
+	}
+	var prefix [chunkedPrefix]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, ErrTruncated
+		}
+		return nil, err
+	}
+	keys, _, err := openBody(im, input, prefix[:], context)
+	if err != nil {
+		return nil, err
+	}
+	return newDecryptReader(r, keys, infoOf(&h)), nil
+}
+
+// DecryptReaderAt returns random access to the plaintext of the sealed
+// message of size bytes in r. Only the chunks a read touches are read and
+// authenticated; the final chunk is authenticated at once, so the plaintext
+// size is known and trustworthy.
+func (s *Service) DecryptReaderAt(ctx context.Context, name string, r io.ReaderAt, size int64, context []byte) (*ReaderAt, error) {
+	h, hdr, err := ReadHeader(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return nil, err
+	}
+	im, vk, err := s.openTarget(ctx, name, &h)
+	if err != nil {
+		return nil, err
+	}
+	input, err := bodyKey(im, &h, vk)
+	if err != nil {
+		return nil, err
+	}
+	var prefix [chunkedPrefix]byte
+	if _, err := r.ReadAt(prefix[:], int64(len(hdr))); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, ErrTruncated
+		}
+		return nil, err
+	}
+	keys, _, err := openBody(im, input, prefix[:], context)
+	if err != nil {
+		return nil, err
+	}
+	return newReaderAt(r, int64(len(hdr)+chunkedPrefix), size, keys, infoOf(&h))
+}
+
+// Rewrap moves a ciphertext to the latest version of its key. A stream
+// (envelope mode) is rewrapped by rewriting its header alone: ciphertext may
+// be the header only, or the header followed by any part of the body, which
+// is returned unchanged after the new header; context is not needed. A
+// one-shot message is opened and sealed again, which needs its context.
+func (s *Service) Rewrap(ctx context.Context, name string, ciphertext, context []byte) ([]byte, Info, error) {
+	h, n, err := ParseHeader(ciphertext)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	if h.Mode == ModeDirect {
+		pt, _, err := s.Open(ctx, name, ciphertext, context)
+		if err != nil {
+			return nil, Info{}, err
+		}
+		defer clear(pt)
+		return s.Seal(ctx, h.KeyName, pt, context)
+	}
+	im, vk, err := s.openTarget(ctx, name, &h)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	keys, chunks, err := openBody(im, vk.wrap[aeadID(h.AEAD)], h.WrappedKey, h.prefix())
+	if err != nil {
+		return nil, Info{}, err
+	}
+	var dk [32]byte
+	defer clear(dk[:])
+	key, err := keys.openChunks(dk[:0], chunks)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	k, err := s.store.Get(ctx, h.KeyName)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	latest := k.Latest()
+	nh := Header{AEAD: h.AEAD, KeyName: h.KeyName, KeyVersion: latest.Version}
+	if err := wrapDataKey(s.rand, im, &nh, s.versionKeys(k.Name, latest), key); err != nil {
+		return nil, Info{}, err
+	}
+	out, err := nh.AppendBinary(make([]byte, 0, maxHeaderSize+len(ciphertext)-n))
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return append(out, ciphertext[n:]...), infoOf(&nh), nil
+}
+
+// DataKey is a fresh random key for the caller's own encryption, with a copy
+// sealed under a cipherd key.
+type DataKey struct {
+	Plaintext []byte // nil when only the wrapped form was asked for
+	Wrapped   []byte // a sealed message (Open returns Plaintext)
+	Info      Info
+}
+
+// NewDataKey returns a random data key of size bytes (16, 24, 32 or 64)
+// sealed under key name with context. With plaintext false, only the sealed
+// copy is returned, so that a caller allowed to wrap need not see the key.
+func (s *Service) NewDataKey(ctx context.Context, name string, size int, context []byte, plaintext bool) (DataKey, error) {
+	switch size {
+	case 16, 24, 32, 64:
+	default:
+		return DataKey{}, fmt.Errorf("%w: data key size must be 16, 24, 32 or 64 bytes", ErrInvalidConfig)
+	}
+	key := make([]byte, size)
+	if _, err := io.ReadFull(s.rand, key); err != nil {
+		return DataKey{}, fmt.Errorf("cryptosvc: reading randomness: %w", err)
+	}
+	wrapped, info, err := s.Seal(ctx, name, key, context)
+	if err != nil {
+		clear(key)
+		return DataKey{}, err
+	}
+	if !plaintext {
+		clear(key)
+		key = nil
+	}
+	return DataKey{Plaintext: key, Wrapped: wrapped, Info: info}, nil
+}

@@ -1,0 +1,326 @@
+package cryptosvc
+
+import (
+	"errors"
+	"io"
+)
+
+// EncryptWriter seals what is written to it, one 16 KiB chunk at a time, and
+// writes the chunks to the underlying writer. It holds at most one chunk.
+// Close seals the final, short chunk; without it the message is truncated.
+type EncryptWriter struct {
+	w     io.Writer
+	keys  *chunkedKeys
+	buf   []byte // ChunkSize + tag: plaintext waiting, then its sealed chunk
+	n     int    // plaintext bytes in buf
+	chunk uint64
+	err   error // sticky
+	info  Info
+}
+
+func newEncryptWriter(w io.Writer, keys *chunkedKeys, info Info) *EncryptWriter {
+	return &EncryptWriter{w: w, keys: keys, buf: make([]byte, ChunkSize+tagSize), info: info}
+}
+
+// Info describes the message being written.
+func (e *EncryptWriter) Info() Info { return e.info }
+
+// Write seals p as it fills chunks. It returns an error if an earlier write
+// failed or the writer is closed.
+func (e *EncryptWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	written := 0
+	for len(p) > 0 {
+		if e.n == 0 && len(p) >= ChunkSize {
+			// A whole chunk from p: seal it straight into buf, no copy.
+			if err := e.flush(p[:ChunkSize]); err != nil {
+				return written, err
+			}
+			p, written = p[ChunkSize:], written+ChunkSize
+			continue
+		}
+		k := copy(e.buf[e.n:ChunkSize], p)
+		e.n += k
+		p, written = p[k:], written+k
+		if e.n == ChunkSize {
+			if err := e.flush(e.buf[:ChunkSize]); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// ReadFrom seals everything r yields, reading into the chunk buffer directly.
+// It does not close the writer.
+func (e *EncryptWriter) ReadFrom(r io.Reader) (int64, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	var total int64
+	for {
+		k, err := r.Read(e.buf[e.n:ChunkSize])
+		e.n += k
+		total += int64(k)
+		if e.n == ChunkSize {
+			if ferr := e.flush(e.buf[:ChunkSize]); ferr != nil {
+				return total, ferr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// flush seals one full chunk of plaintext p into buf and writes it out.
+func (e *EncryptWriter) flush(p []byte) error {
+	if e.chunk >= maxChunks-1 {
+		e.err = ErrTooLarge
+		return e.err
+	}
+	if err := e.seal(p); err != nil {
+		return err
+	}
+	e.n = 0
+	return nil
+}
+
+func (e *EncryptWriter) seal(p []byte) error {
+	var n [chunkNonceSize]byte
+	e.keys.chunkNonce(&n, e.chunk)
+	ct := e.keys.aead.Seal(e.buf[:0], n[:], p, nil)
+	e.chunk++
+	if _, err := e.w.Write(ct); err != nil {
+		e.err = err
+		return err
+	}
+	return nil
+}
+
+// Close seals and writes the final chunk. It does not close the underlying
+// writer. Later writes fail with ErrClosed.
+func (e *EncryptWriter) Close() error {
+	if e.err != nil {
+		if e.err == ErrClosed {
+			return nil
+		}
+		return e.err
+	}
+	err := e.seal(e.buf[:e.n])
+	clear(e.buf)
+	if err != nil {
+		return err
+	}
+	e.err = ErrClosed
+	return nil
+}
+
+// DecryptReader opens a sealed message as it is read, one chunk at a time,
+// and returns only plaintext whose chunk authenticated. It returns io.EOF
+// only after the final chunk authenticated; a truncated, extended or modified
+// message yields an error instead, and every read after an error returns it
+// again.
+type DecryptReader struct {
+	r     io.Reader
+	keys  *chunkedKeys
+	buf   []byte // one sealed chunk, opened in place
+	plain []byte // authenticated plaintext not yet read
+	chunk uint64
+	err   error // sticky; io.EOF after the final chunk
+	info  Info
+}
+
+func newDecryptReader(r io.Reader, keys *chunkedKeys, info Info) *DecryptReader {
+	return &DecryptReader{r: r, keys: keys, buf: make([]byte, ChunkSize+tagSize), info: info}
+}
+
+// Info describes the message being read.
+func (d *DecryptReader) Info() Info { return d.info }
+
+func (d *DecryptReader) Read(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if len(d.plain) == 0 {
+			if d.err != nil {
+				break
+			}
+			if len(p) >= ChunkSize {
+				// Open the next chunk straight into p.
+				k, err := d.next(p[:0])
+				n, p = n+k, p[k:]
+				if err != nil {
+					break
+				}
+				continue
+			}
+			d.next(nil)
+			continue
+		}
+		k := copy(p, d.plain)
+		d.plain = d.plain[k:]
+		n, p = n+k, p[k:]
+	}
+	if n > 0 {
+		return n, nil
+	}
+	return 0, d.err
+}
+
+// WriteTo writes the plaintext to w as chunks authenticate.
+func (d *DecryptReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if len(d.plain) > 0 {
+			k, err := w.Write(d.plain)
+			total += int64(k)
+			d.plain = d.plain[k:]
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
+		if d.err != nil {
+			if d.err == io.EOF {
+				return total, nil
+			}
+			return total, d.err
+		}
+		d.next(nil)
+	}
+}
+
+// next reads and opens one chunk. With dst non-nil, the plaintext goes to dst
+// (which has room for a full chunk) and its length is returned; otherwise it
+// is left in d.plain.
+func (d *DecryptReader) next(dst []byte) (int, error) {
+	const full = ChunkSize + tagSize
+	k, err := io.ReadFull(d.r, d.buf[:full])
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		if k < tagSize {
+			d.err = ErrTruncated
+			return 0, d.err
+		}
+	case err != nil:
+		d.err = err
+		return 0, err
+	case d.chunk >= maxChunks-1:
+		d.err = ErrTooLarge
+		return 0, d.err
+	}
+	var n [chunkNonceSize]byte
+	d.keys.chunkNonce(&n, d.chunk)
+	intoBuf := dst == nil
+	if intoBuf {
+		dst = d.buf[:0] // open in place
+	}
+	plain, oerr := d.keys.aead.Open(dst, n[:], d.buf[:k], nil)
+	if oerr != nil {
+		d.err = ErrAuthFailed
+		return 0, d.err
+	}
+	d.chunk++
+	if k < full {
+		d.err = io.EOF // the short final chunk: the message is complete
+	}
+	if intoBuf {
+		d.plain = plain
+		return 0, nil
+	}
+	return len(plain), nil
+}
+
+// ReaderAt opens any byte range of a sealed message held in an io.ReaderAt,
+// reading and authenticating only the chunks the range touches. The final
+// chunk is authenticated when the ReaderAt is made, so Size is trustworthy.
+// It is safe for concurrent use.
+type ReaderAt struct {
+	r    io.ReaderAt
+	base int64 // offset of chunk 0 in r
+	size int64 // plaintext length
+	keys *chunkedKeys
+	info Info
+}
+
+// Info describes the message.
+func (ra *ReaderAt) Info() Info { return ra.info }
+
+// Size returns the plaintext length.
+func (ra *ReaderAt) Size() int64 { return ra.size }
+
+func newReaderAt(r io.ReaderAt, base, total int64, keys *chunkedKeys, info Info) (*ReaderAt, error) {
+	const full = ChunkSize + tagSize
+	l := total - base
+	if l < tagSize {
+		return nil, ErrTruncated
+	}
+	last := l / full
+	rem := l % full
+	if rem < tagSize {
+		return nil, ErrTruncated // a message whose final chunk is full or cut
+	}
+	if last >= maxChunks {
+		return nil, ErrTooLarge
+	}
+	ra := &ReaderAt{r: r, base: base, size: last*ChunkSize + rem - tagSize, keys: keys, info: info}
+	buf := make([]byte, rem)
+	if _, err := ra.openChunk(buf, last, buf); err != nil {
+		return nil, err
+	}
+	return ra, nil
+}
+
+// openChunk reads chunk i into buf (sized to the chunk) and opens it into dst.
+func (ra *ReaderAt) openChunk(buf []byte, i int64, dst []byte) ([]byte, error) {
+	if _, err := ra.r.ReadAt(buf, ra.base+i*(ChunkSize+tagSize)); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var n [chunkNonceSize]byte
+	ra.keys.chunkNonce(&n, uint64(i))
+	plain, err := ra.keys.aead.Open(dst[:0], n[:], buf, nil)
+	if err != nil {
+		return nil, ErrAuthFailed
+	}
+	return plain, nil
+}
+
+// ReadAt reads len(p) bytes of plaintext from offset off, authenticating each
+// chunk it touches. Like any io.ReaderAt it returns an error (io.EOF at the
+// end of the message) whenever it reads fewer than len(p) bytes.
+func (ra *ReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("cryptosvc: negative offset")
+	}
+	if off >= ra.size {
+		if len(p) == 0 && off == ra.size {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	var buf []byte
+	n := 0
+	for len(p) > 0 && off < ra.size {
+		i := off / ChunkSize
+		within := int(off % ChunkSize)
+		clen := min(int64(ChunkSize), ra.size-i*ChunkSize)
+		if buf == nil {
+			buf = make([]byte, ChunkSize+tagSize)
+		}
+		plain, err := ra.openChunk(buf[:clen+tagSize], i, buf)
+		if err != nil {
+			return n, err
+		}
+		k := copy(p, plain[within:])
+		n, p, off = n+k, p[k:], off+int64(k)
+	}
+	if len(p) > 0 {
+		return n, io.EOF
+	}
+	return n, nil
+}
