@@ -1,12 +1,14 @@
 package cryptosvc
 
 import (
+	"bytes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha512"
 	"crypto/subtle"
 	"fmt"
 	"hash"
+	"sync"
 
 	"github.com/cipherd/cipherd/kernels"
 )
@@ -47,26 +49,40 @@ func ianaName(c kernels.Cipher) string {
 	return ""
 }
 
-// prk is an HMAC-SHA-512 keyed once with an HKDF pseudorandom key, so that
-// each expansion starts from the keyed state instead of hashing the key again.
-type prk struct{ h hash.Hash }
+// ianaNames holds ianaName of each AEAD ID, as bytes.
+var ianaNames = func() (n [len(aeadIDs)][]byte) {
+	for id, c := range aeadIDs {
+		n[id] = []byte(ianaName(c))
+	}
+	return n
+}()
 
-func newPRK(key []byte) prk { return prk{hmac.New(sha512.New, key)} }
+// prk is HMAC-SHA-512 keyed once with an HKDF pseudorandom key. Expansions
+// take a keyed HMAC from a pool and reset it, which restores the keyed state
+// without hashing the key again, so that deriving a message's keys costs only
+// the blocks of its own info.
+type prk struct{ pool *sync.Pool }
+
+func newPRK(key []byte) prk {
+	k := bytes.Clone(key)
+	return prk{&sync.Pool{New: func() any { return hmac.New(sha512.New, k) }}}
+}
+
+var (
+	zeroByte          = []byte{0}
+	chunkedInfoPrefix = []byte(chunkedInfoLabel)
+)
 
 // expand writes HKDF-Expand(prk, info) into out (at most 255 × 64 bytes). The
 // info is given in parts, concatenated.
 func (p prk) expand(out []byte, info ...[]byte) {
-	c, err := p.h.(hash.Cloner).Clone()
-	if err != nil {
-		panic("cryptosvc: HMAC cannot be cloned: " + err.Error())
-	}
-	h := c.(hash.Hash)
+	h := p.pool.Get().(hash.Hash)
+	defer p.pool.Put(h)
 	var t [sha512.Size]byte
 	var ctr [1]byte
 	for i := 0; len(out) > 0; i++ {
+		h.Reset()
 		if i > 0 {
-			c, _ = p.h.(hash.Cloner).Clone()
-			h = c.(hash.Hash)
 			h.Write(t[:])
 		}
 		for _, part := range info {
@@ -77,6 +93,7 @@ func (p prk) expand(out []byte, info ...[]byte) {
 		h.Sum(t[:0])
 		out = out[copy(out, t[:]):]
 	}
+	clear(t[:])
 }
 
 // chunkedKeys is one message's derived key state.
@@ -92,11 +109,11 @@ func deriveChunked(im *kernels.Implementation, input prk, salt, context []byte) 
 	var commitment [commitmentSize]byte
 	var buf [32 + chunkNonceSize + commitmentSize]byte
 	out := buf[:c.KeySize()+chunkNonceSize+commitmentSize]
-	name := ianaName(c)
-	if name == "" {
+	id := aeadID(c)
+	if id == 0 {
 		return nil, commitment, fmt.Errorf("%w: %s is not a sealed-format AEAD", ErrUnsupported, c)
 	}
-	input.expand(out, []byte(chunkedInfoLabel), []byte(name), []byte{0}, salt, context)
+	input.expand(out, chunkedInfoPrefix, ianaNames[id], zeroByte, salt, context)
 	aead, err := im.NewAEAD(out[:c.KeySize()])
 	clear(out[:c.KeySize()])
 	if err != nil {

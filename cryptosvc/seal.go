@@ -35,11 +35,10 @@ func deriveVersionKeys(secret *Secret) *versionKeys {
 		if c == 0 {
 			continue
 		}
-		name := []byte(ianaName(c))
 		k := buf[:c.KeySize()]
-		master.expand(k, []byte(labelDirect), []byte{0}, name)
+		master.expand(k, []byte(labelDirect), zeroByte, ianaNames[id])
 		vk.direct[id] = newPRK(k)
-		master.expand(k, []byte(labelWrap), []byte{0}, name)
+		master.expand(k, []byte(labelWrap), zeroByte, ianaNames[id])
 		vk.wrap[id] = newPRK(k)
 	}
 	clear(buf[:])

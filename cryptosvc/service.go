@@ -53,7 +53,7 @@ type Info struct {
 type Service struct {
 	store Keystore
 	aead  kernels.Cipher
-	impl  func(kernels.Cipher) *kernels.Implementation
+	impls [len(aeadIDs)]*kernels.Implementation // by AEAD ID; nil: off on this host
 	rand  io.Reader
 	log   *zap.Logger
 	now   func() time.Time
@@ -80,7 +80,6 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		store: cfg.Keystore,
 		aead:  cfg.AEAD,
-		impl:  cfg.Implementation,
 		rand:  cfg.Rand,
 		log:   cfg.Logger,
 		now:   cfg.Now,
@@ -92,15 +91,19 @@ func New(cfg Config) (*Service, error) {
 	if !slices.Contains(SealAEADs, s.aead) {
 		return nil, fmt.Errorf("%w: %s is not an AEAD of the sealed format", ErrInvalidConfig, s.aead)
 	}
-	if s.impl == nil {
-		s.impl = func(c kernels.Cipher) *kernels.Implementation {
-			if av := kernels.Available(c); len(av) > 0 {
-				return av[0]
-			}
-			return nil
+	for _, c := range SealAEADs {
+		var im *kernels.Implementation
+		if cfg.Implementation != nil {
+			im = cfg.Implementation(c)
+		} else if av := kernels.Available(c); len(av) > 0 {
+			im = av[0]
 		}
+		if im != nil && (im.Cipher() != c || !im.Available()) {
+			return nil, fmt.Errorf("%w: Config.Implementation(%s) returned %s", ErrInvalidConfig, c, im)
+		}
+		s.impls[aeadID(c)] = im
 	}
-	if s.impl(s.aead) == nil {
+	if s.impls[aeadID(s.aead)] == nil {
 		return nil, fmt.Errorf("%w: no implementation of %s", ErrUnsupported, s.aead)
 	}
 	if s.rand == nil {
@@ -117,7 +120,7 @@ func New(cfg Config) (*Service, error) {
 
 // implementation returns the implementation of c, or ErrUnsupported.
 func (s *Service) implementation(c kernels.Cipher) (*kernels.Implementation, error) {
-	if im := s.impl(c); im != nil {
+	if im := s.impls[aeadID(c)]; im != nil {
 		return im, nil
 	}
 	return nil, fmt.Errorf("%w: no usable implementation of %s on this host", ErrUnsupported, c)
@@ -153,7 +156,7 @@ func (s *Service) sealAEAD(k *StoredKey) (kernels.Cipher, error) {
 		return s.aead, nil
 	}
 	for _, name := range allowed {
-		if c, err := ParseAEAD(name); err == nil && s.impl(c) != nil {
+		if c, err := ParseAEAD(name); err == nil && s.impls[aeadID(c)] != nil {
 			return c, nil
 		}
 	}

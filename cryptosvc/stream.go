@@ -14,7 +14,8 @@ type EncryptWriter struct {
 	buf   []byte // ChunkSize + tag: plaintext waiting, then its sealed chunk
 	n     int    // plaintext bytes in buf
 	chunk uint64
-	err   error // sticky
+	nonce [chunkNonceSize]byte // here, not on the stack: it would escape per chunk
+	err   error                // sticky
 	info  Info
 }
 
@@ -92,9 +93,8 @@ func (e *EncryptWriter) flush(p []byte) error {
 }
 
 func (e *EncryptWriter) seal(p []byte) error {
-	var n [chunkNonceSize]byte
-	e.keys.chunkNonce(&n, e.chunk)
-	ct := e.keys.aead.Seal(e.buf[:0], n[:], p, nil)
+	e.keys.chunkNonce(&e.nonce, e.chunk)
+	ct := e.keys.aead.Seal(e.buf[:0], e.nonce[:], p, nil)
 	e.chunk++
 	if _, err := e.w.Write(ct); err != nil {
 		e.err = err
@@ -132,6 +132,7 @@ type DecryptReader struct {
 	buf   []byte // one sealed chunk, opened in place
 	plain []byte // authenticated plaintext not yet read
 	chunk uint64
+	nonce [chunkNonceSize]byte
 	err   error // sticky; io.EOF after the final chunk
 	info  Info
 }
@@ -214,13 +215,12 @@ func (d *DecryptReader) next(dst []byte) (int, error) {
 		d.err = ErrTooLarge
 		return 0, d.err
 	}
-	var n [chunkNonceSize]byte
-	d.keys.chunkNonce(&n, d.chunk)
+	d.keys.chunkNonce(&d.nonce, d.chunk)
 	intoBuf := dst == nil
 	if intoBuf {
 		dst = d.buf[:0] // open in place
 	}
-	plain, oerr := d.keys.aead.Open(dst, n[:], d.buf[:k], nil)
+	plain, oerr := d.keys.aead.Open(dst, d.nonce[:], d.buf[:k], nil)
 	if oerr != nil {
 		d.err = ErrAuthFailed
 		return 0, d.err

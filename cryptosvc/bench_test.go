@@ -1,0 +1,306 @@
+package cryptosvc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"testing"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// Compare the streaming benchmarks with BenchmarkRawAEAD, the selected kernel
+// sealing 16 KiB chunks in place with nothing else around it:
+//
+//	go test -run '^$' -bench 'RawAEAD|Stream' -benchmem ./cryptosvc
+
+var benchSizes = []int64{1 << 20, 1 << 30}
+
+// BenchmarkRawAEAD is the ceiling: Seal of one 16 KiB chunk with the
+// implementation the service uses.
+func BenchmarkRawAEAD(b *testing.B) {
+	for _, c := range SealAEADs {
+		b.Run(c.String(), func(b *testing.B) {
+			a, err := kernels.Available(c)[0].NewAEAD(make([]byte, c.KeySize()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, ChunkSize+tagSize)
+			nonce := make([]byte, 12)
+			b.SetBytes(ChunkSize)
+			b.ReportAllocs()
+			for b.Loop() {
+				nonce[0]++
+				a.Seal(buf[:0], nonce, buf[:ChunkSize], nil)
+			}
+		})
+	}
+}
+
+// zeroReader yields n zero bytes without holding them.
+type zeroReader struct{ n int64 }
+
+func (z *zeroReader) Read(p []byte) (int, error) {
+	if z.n <= 0 {
+		return 0, io.EOF
+	}
+	k := int(min(int64(len(p)), z.n))
+	clear(p[:k])
+	z.n -= int64(k)
+	return k, nil
+}
+
+// BenchmarkStreamSeal encrypts a whole stream per op, through ReadFrom as a
+// server copying a request body does, into io.Discard.
+func BenchmarkStreamSeal(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s := newTestService(b, c)
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("%s/%s", c, byteSize(size)), func(b *testing.B) {
+				b.SetBytes(size)
+				b.ReportAllocs()
+				for b.Loop() {
+					w, err := s.EncryptWriter(ctx, "k", io.Discard, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := w.ReadFrom(&zeroReader{size}); err != nil {
+						b.Fatal(err)
+					}
+					if err := w.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// sealedZeros returns a reader over a sealed stream of size zero bytes,
+// produced chunk by chunk as it is read so that 1 GiB needs no 1 GiB buffer:
+// every full chunk of zeros under the same key differs only by its nonce, so
+// the chunks are sealed on the fly.
+type sealedStream struct {
+	head  []byte
+	keys  *chunkedKeys
+	size  int64
+	chunk uint64
+	buf   []byte
+	pend  []byte
+	done  bool
+}
+
+func newSealedZeros(b *testing.B, s *Service, size int64) func() io.Reader {
+	var hdr bytes.Buffer
+	w, err := s.EncryptWriter(context.Background(), "k", &hdr, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	head := bytes.Clone(hdr.Bytes())
+	keys := w.keys
+	return func() io.Reader {
+		return &sealedStream{head: head, keys: keys, size: size, buf: make([]byte, ChunkSize+tagSize)}
+	}
+}
+
+func (z *sealedStream) Read(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if len(z.head) > 0 {
+			k := copy(p, z.head)
+			z.head, p, n = z.head[k:], p[k:], n+k
+			continue
+		}
+		if len(z.pend) == 0 {
+			if z.done {
+				break
+			}
+			l := int(min(z.size, ChunkSize))
+			z.size -= int64(l)
+			var nonce [chunkNonceSize]byte
+			z.keys.chunkNonce(&nonce, z.chunk)
+			z.chunk++
+			clear(z.buf[:l])
+			z.pend = z.keys.aead.Seal(z.buf[:0], nonce[:], z.buf[:l], nil)
+			z.done = l < ChunkSize
+		}
+		k := copy(p, z.pend)
+		z.pend, p, n = z.pend[k:], p[k:], n+k
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// BenchmarkStreamOpen decrypts a whole stream per op into io.Discard. The
+// input is produced by sealing on the fly, so its cost (one Seal per chunk)
+// is included: compare with StreamSeal + RawAEAD, or read ns/op minus the
+// RawAEAD time per chunk.
+func BenchmarkStreamOpen(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s := newTestService(b, c)
+		for _, size := range benchSizes {
+			src := newSealedZeros(b, s, size)
+			b.Run(fmt.Sprintf("%s/%s", c, byteSize(size)), func(b *testing.B) {
+				b.SetBytes(size)
+				b.ReportAllocs()
+				for b.Loop() {
+					r, err := s.DecryptReader(ctx, "k", src(), nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n, err := r.WriteTo(io.Discard); err != nil || n != size {
+						b.Fatal(n, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkStreamOpenOnly decrypts an in-memory 1 MiB stream: the open path
+// alone, for the comparison with RawAEAD.
+func BenchmarkStreamOpenOnly(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s := newTestService(b, c)
+		var buf bytes.Buffer
+		w, _ := s.EncryptWriter(ctx, "k", &buf, nil)
+		w.ReadFrom(&zeroReader{1 << 20})
+		w.Close()
+		ct := buf.Bytes()
+		b.Run(fmt.Sprintf("%s/1MiB", c), func(b *testing.B) {
+			b.SetBytes(1 << 20)
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := s.DecryptReader(ctx, "k", bytes.NewReader(ct), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := r.WriteTo(io.Discard); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSeal64 is a one-shot Seal of 64 bytes, key derivation included.
+func BenchmarkSeal64(b *testing.B) {
+	ctx := context.Background()
+	pt := make([]byte, 64)
+	for _, c := range SealAEADs {
+		s := newTestService(b, c)
+		b.Run(c.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := s.Seal(ctx, "k", pt, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOpen64 is a one-shot Open of a 64-byte message.
+func BenchmarkOpen64(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s := newTestService(b, c)
+		ct, _, _ := s.Seal(ctx, "k", make([]byte, 64), nil)
+		b.Run(c.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := s.Open(ctx, "k", ct, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStreamHeap encrypts then decrypts 1 GiB and reports the largest
+// heap in use seen while doing so (sampled between chunks).
+func BenchmarkStreamHeap(b *testing.B) {
+	ctx := context.Background()
+	s := newTestService(b, kernels.AES128GCM)
+	const size = 1 << 30
+	src := newSealedZeros(b, s, size)
+	for b.Loop() {
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		peak := &heapPeak{base: base.HeapAlloc}
+		w, _ := s.EncryptWriter(ctx, "k", peak, nil)
+		w.ReadFrom(&zeroReader{size})
+		w.Close()
+		r, _ := s.DecryptReader(ctx, "k", src(), nil)
+		r.WriteTo(peak)
+		b.ReportMetric(float64(peak.max), "peak-heap-B")
+	}
+}
+
+// heapPeak is an io.Writer that discards, sampling the heap every 64 writes.
+type heapPeak struct {
+	base, max uint64
+	n         int
+}
+
+func (h *heapPeak) Write(p []byte) (int, error) {
+	if h.n++; h.n%64 == 0 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		if m.HeapAlloc > h.base && m.HeapAlloc-h.base > h.max {
+			h.max = m.HeapAlloc - h.base
+		}
+	}
+	return len(p), nil
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// Streams allocate per stream, never per chunk: twice the data, the same
+// number of allocations.
+func TestStreamAllocationsPerChunk(t *testing.T) {
+	if testing.Short() || underRace {
+		t.Skip("allocation counts")
+	}
+	ctx := context.Background()
+	s := newTestService(t, kernels.AES256GCM)
+	allocs := func(size int64) (seal, open float64) {
+		var buf bytes.Buffer
+		w, _ := s.EncryptWriter(ctx, "k", &buf, nil)
+		w.ReadFrom(&zeroReader{size})
+		w.Close()
+		ct := buf.Bytes()
+		seal = testing.AllocsPerRun(5, func() {
+			w, _ := s.EncryptWriter(ctx, "k", io.Discard, nil)
+			w.ReadFrom(&zeroReader{size})
+			w.Close()
+		})
+		open = testing.AllocsPerRun(5, func() {
+			r, _ := s.DecryptReader(ctx, "k", bytes.NewReader(ct), nil)
+			r.WriteTo(io.Discard)
+		})
+		return seal, open
+	}
+	s1, o1 := allocs(64 * ChunkSize)
+	s2, o2 := allocs(128 * ChunkSize)
+	if s1 != s2 || o1 != o2 {
+		t.Fatalf("allocations grow with the stream: seal %v→%v, open %v→%v", s1, s2, o1, o2)
+	}
+	t.Logf("allocations per stream: seal %v, open %v", s1, o1)
+}

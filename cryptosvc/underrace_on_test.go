@@ -1,0 +1,5 @@
+//go:build race
+
+package cryptosvc
+
+const underRace = true
