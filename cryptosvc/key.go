@@ -191,7 +191,7 @@ func (k *StoredKey) Latest() *StoredVersion {
 
 // Version returns version v, or nil.
 func (k *StoredKey) Version(v uint32) *StoredVersion {
-	if v == 0 || int(v) > len(k.Versions) {
+	if v == 0 || uint64(v) > uint64(len(k.Versions)) { // int(v) < 0 on 32-bit platforms
 		return nil
 	}
 	return &k.Versions[v-1]

@@ -1,0 +1,367 @@
+package cryptosvc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The keyring file is a read-only Keystore in one JSON file, typically a
+// Kubernetes Secret mounted into every replica. Its format, version 1:
+//
+//	{
+//	  "cipherd_keyring": 1,
+//	  "keys": [
+//	    {
+//	      "name": "orders",                      // ValidateKeyName
+//	      "created": "2025-01-02T15:04:05Z",     // RFC 3339
+//	      "config": {                            // KeyConfig's JSON; may be omitted
+//	        "min_decryption_version": 0,
+//	        "deletion_allowed": false
+//	      },
+//	      "versions": [                          // 1, 2, 3… in order
+//	        {"version": 1, "created": "2025-01-02T15:04:05Z",
+//	         "secret": "<standard base64 of 32 bytes>"}
+//	      ]
+//	    }
+//	  ]
+//	}
+//
+// A reader MUST reject: a "cipherd_keyring" other than 1, any field not
+// shown above (at any depth), bytes after the object, a key that fails
+// StoredKey.Validate (bad name, versions not 1…n, bad config), a secret that
+// is not 32 bytes, and two keys of the same name. One bad key rejects the
+// whole file: a keyring is replaced whole or not at all.
+//
+// The file store seals the same per-key record ("name", "created", "config",
+// "versions") as the plaintext of its key files.
+
+// KeyringConfig configures OpenKeyring.
+type KeyringConfig struct {
+	// PollInterval is how often the file is checked for a change (os.Stat,
+	// following symlinks, then the SHA-256 of its content). 0 means 2s; a
+	// negative value never polls: only Reload reloads.
+	PollInterval time.Duration
+	// Logger receives reloads (Info) and rejected files (Error), never key
+	// material. nil means no logging.
+	Logger *zap.Logger
+}
+
+const (
+	krDefaultPoll = 2 * time.Second
+	// krMaxFileSize bounds a keyring file (a Kubernetes Secret is at most
+	// 1 MiB).
+	krMaxFileSize = 16 << 20
+	// krRacyWindow: a file modified this recently is re-hashed even when
+	// os.Stat looks unchanged, because file systems keep coarse timestamps.
+	krRacyWindow = 3 * time.Second
+)
+
+// Keyring is a read-only Keystore backed by a keyring file (format above).
+// It reloads when the file changes: a valid new file replaces the whole key
+// set atomically, an invalid one is logged, reported by LastError, and
+// leaves the previous set in service. Create, Update and Delete return
+// ErrReadOnly. Keys returned by Get are shared: do not modify them.
+type Keyring struct {
+	path string
+	log  *zap.Logger
+
+	set    atomic.Pointer[krSet] // nil only after Close
+	closed atomic.Bool
+
+	// reloadMu serializes loads and guards the fields below it.
+	reloadMu sync.Mutex
+	lastStat os.FileInfo // at the last read
+	lastSeen [sha256.Size]byte
+
+	errMu   sync.Mutex
+	lastErr error
+
+	closeOnce sync.Once
+	stop      chan struct{}
+	done      chan struct{} // nil when not polling
+}
+
+var _ Keystore = (*Keyring)(nil)
+
+// krSet is one loaded keyring; it is never modified after it is published.
+type krSet struct {
+	keys  map[string]*StoredKey
+	names []string // sorted
+	sum   [sha256.Size]byte
+}
+
+// OpenKeyring loads the keyring file at path, which must exist and be
+// valid, and starts polling it for changes (see KeyringConfig).
+func OpenKeyring(path string, cfg KeyringConfig) (*Keyring, error) {
+	r := &Keyring{path: path, log: cfg.Logger, stop: make(chan struct{})}
+	if r.log == nil {
+		r.log = zap.NewNop()
+	}
+	if err := r.krLoad(true); err != nil {
+		return nil, err
+	}
+	interval := cfg.PollInterval
+	if interval == 0 {
+		interval = krDefaultPoll
+	}
+	if interval > 0 {
+		r.done = make(chan struct{})
+		go r.krPoll(interval)
+	}
+	return r, nil
+}
+
+// Get returns the key named name (shared: do not modify it).
+func (r *Keyring) Get(_ context.Context, name string) (*StoredKey, error) {
+	set := r.set.Load()
+	if set == nil || r.closed.Load() {
+		return nil, ErrClosed
+	}
+	k, ok := set.keys[name]
+	if !ok {
+		return nil, ksNotFound(name)
+	}
+	return k, nil
+}
+
+// List returns the names of every key, sorted.
+func (r *Keyring) List(_ context.Context) ([]string, error) {
+	set := r.set.Load()
+	if set == nil || r.closed.Load() {
+		return nil, ErrClosed
+	}
+	return slices.Clone(set.names), nil
+}
+
+// Create returns ErrReadOnly.
+func (r *Keyring) Create(context.Context, *StoredKey) error { return ErrReadOnly }
+
+// Update returns ErrReadOnly.
+func (r *Keyring) Update(context.Context, *StoredKey) error { return ErrReadOnly }
+
+// Delete returns ErrReadOnly.
+func (r *Keyring) Delete(context.Context, string) error { return ErrReadOnly }
+
+// Reload reads the file now. If it is valid it replaces the key set; if it
+// is not, the previous set stays and the error is returned (and reported by
+// LastError until a later load succeeds).
+func (r *Keyring) Reload() error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	return r.krLoad(true)
+}
+
+// LastError returns why the latest load failed, or nil if it succeeded
+// (an unchanged file counts as a success).
+func (r *Keyring) LastError() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.lastErr
+}
+
+// Close stops the poller and drops the keys; later Get and List calls fail
+// with ErrClosed. Closing twice is not an error.
+func (r *Keyring) Close() error {
+	r.closeOnce.Do(func() {
+		r.closed.Store(true)
+		close(r.stop)
+		if r.done != nil {
+			<-r.done
+		}
+		r.set.Store(nil)
+	})
+	return nil
+}
+
+func (r *Keyring) krPoll(interval time.Duration) {
+	defer close(r.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.reloadMu.Lock()
+			_ = r.krLoad(false) // logged and kept for LastError
+			r.reloadMu.Unlock()
+		}
+	}
+}
+
+// krLoad reads the file and, if its hash differs from the loaded set's,
+// parses it. Without force it first skips a file whose os.Stat is unchanged
+// (unless recently modified) or whose content was already tried. Callers
+// hold reloadMu (or own r exclusively, in OpenKeyring).
+func (r *Keyring) krLoad(force bool) error {
+	fi, err := os.Stat(r.path)
+	if err != nil {
+		return r.krFail(err, force)
+	}
+	if !force && r.lastStat != nil && krSameStat(r.lastStat, fi) && time.Since(fi.ModTime()) > krRacyWindow {
+		return nil
+	}
+	data, err := krReadFile(r.path)
+	if err != nil {
+		return r.krFail(err, force)
+	}
+	defer clear(data)
+	r.lastStat = fi
+	sum := sha256.Sum256(data)
+	if !force && sum == r.lastSeen {
+		return nil // this content was already loaded, or rejected and reported
+	}
+	r.lastSeen = sum
+	if cur := r.set.Load(); cur != nil && cur.sum == sum {
+		r.krSetErr(nil)
+		return nil
+	}
+	set, err := krParse(data)
+	if err != nil {
+		return r.krFail(err, force)
+	}
+	set.sum = sum
+	old := r.set.Load()
+	r.set.Store(set)
+	r.krSetErr(nil)
+	if old != nil {
+		r.log.Info("keyring reloaded", zap.String("path", r.path), zap.Int("keys", len(set.names)))
+	}
+	return nil
+}
+
+// krFail records err for LastError and logs it, once per distinct error
+// while polling. err never holds material (see ksUnmarshalStrict).
+func (r *Keyring) krFail(err error, force bool) error {
+	err = fmt.Errorf("cryptosvc: keyring %s: %w", r.path, err)
+	r.errMu.Lock()
+	repeat := r.lastErr != nil && r.lastErr.Error() == err.Error()
+	r.lastErr = err
+	r.errMu.Unlock()
+	if r.set.Load() != nil && (force || !repeat) {
+		r.log.Error("keyring rejected; keeping the previous keys", zap.String("path", r.path), zap.Error(err))
+	}
+	if _, ok := errors.AsType[*os.PathError](err); ok {
+		// The file went away or became unreadable: parse it again whatever
+		// its hash when it comes back.
+		r.lastSeen = [sha256.Size]byte{}
+		r.lastStat = nil
+	}
+	return err
+}
+
+func (r *Keyring) krSetErr(err error) {
+	r.errMu.Lock()
+	r.lastErr = err
+	r.errMu.Unlock()
+}
+
+func krSameStat(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
+}
+
+func krReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, krMaxFileSize+1))
+	if err != nil {
+		clear(data)
+		return nil, err
+	}
+	if len(data) > krMaxFileSize {
+		clear(data)
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidConfig, krMaxFileSize)
+	}
+	return data, nil
+}
+
+// krFile is the keyring file's top level.
+type krFile struct {
+	Version int        `json:"cipherd_keyring"`
+	Keys    []ksRecord `json:"keys"`
+}
+
+// krParse decodes and validates a whole keyring.
+func krParse(data []byte) (*krSet, error) {
+	var f krFile
+	defer func() {
+		for i := range f.Keys {
+			f.Keys[i].clearSecrets()
+		}
+	}()
+	if err := ksUnmarshalStrict(data, &f, ErrInvalidConfig); err != nil {
+		return nil, err
+	}
+	switch f.Version {
+	case 1:
+	case 0:
+		return nil, fmt.Errorf("%w: not a cipherd keyring (\"cipherd_keyring\": 1 is missing)", ErrInvalidConfig)
+	default:
+		return nil, fmt.Errorf("%w: keyring format version %d", ErrUnsupported, f.Version)
+	}
+	set := &krSet{keys: make(map[string]*StoredKey, len(f.Keys))}
+	for i := range f.Keys {
+		k, err := f.Keys[i].storedKey()
+		if err != nil {
+			return nil, fmt.Errorf("keys[%d]: %w", i, err)
+		}
+		if _, dup := set.keys[k.Name]; dup {
+			return nil, fmt.Errorf("%w: keys[%d]: duplicate key name %s", ErrInvalidConfig, i, k.Name)
+		}
+		set.keys[k.Name] = k
+	}
+	set.names = ksSortedNames(set.keys)
+	return set, nil
+}
+
+// WriteKeyring writes keys, sorted by name, in the keyring file format.
+// The output holds every key's material in the clear, by design: it is for
+// tests and for the tooling that builds a Kubernetes Secret. Keep it off
+// logs, terminals and unencrypted disks.
+func WriteKeyring(w io.Writer, keys []*StoredKey) error {
+	sorted := slices.Clone(keys)
+	for _, k := range sorted {
+		if k == nil {
+			return fmt.Errorf("%w: nil key", ErrInvalidConfig)
+		}
+		if err := k.Validate(); err != nil {
+			return err
+		}
+	}
+	slices.SortFunc(sorted, func(a, b *StoredKey) int { return strings.Compare(a.Name, b.Name) })
+	f := krFile{Version: 1, Keys: make([]ksRecord, 0, len(sorted))}
+	for i, k := range sorted {
+		if i > 0 && sorted[i-1].Name == k.Name {
+			return fmt.Errorf("%w: duplicate key name %s", ErrInvalidConfig, k.Name)
+		}
+		f.Keys = append(f.Keys, ksRecordOf(k))
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	defer clear(b)
+	if err != nil {
+		return fmt.Errorf("cryptosvc: encoding keyring: %w", err)
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
+}

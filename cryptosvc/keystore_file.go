@@ -1,0 +1,470 @@
+package cryptosvc
+
+import (
+	"bytes"
+	"context"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// The file keystore keeps one directory, held by one process at a time:
+//
+//	dir/           0700
+//	  .lock        empty; flock(2)ed exclusively while a FileStore is open
+//	  root.check   a fixed plaintext sealed under the root key
+//	  root.key     the development root key (DevRootKey only), base64
+//	  keys/        0700
+//	    <name>.key one sealed file per key
+//	  .tmp-*, keys/.tmp-*  partial writes, removed at open
+//
+// Every file is 0600 and written atomically: a temporary file in the same
+// directory, fsync, rename over the target, fsync of the directory.
+//
+// A sealed file (key or check) is the JSON envelope
+//
+//	{"v":1,"nonce":"<base64, 24 bytes>","ct":"<base64>"}
+//
+// where ct is XChaCha20-Poly1305 under the storage key
+//
+//	HKDF-SHA-256(secret = root key, salt = none, info = "cipherd keystore v1", 32 bytes)
+//
+// with a fresh random nonce for every write and the additional data
+//
+//	"cipherd keystore v1" || 0x00 || "key"   || 0x00 || name    (keys/<name>.key)
+//	"cipherd keystore v1" || 0x00 || "check"                    (root.check)
+//
+// so a key file copied or renamed to another key's name does not open. The
+// plaintext of a key file is the key's record in the keyring file format
+// (keystore_record.go), material in base64; that of root.check is
+// ksCheckPlaintext. Unknown envelope versions, unknown fields and trailing
+// bytes are rejected.
+
+const (
+	ksFormat        = "cipherd keystore v1" // HKDF info and AD prefix
+	ksCheckPlain    = "cipherd keystore root key check v1"
+	ksTempPrefix    = ".tmp-"
+	ksKeySuffix     = ".key"
+	ksMaxSealedSize = 16 << 20
+)
+
+// FileStoreConfig configures OpenFileStore.
+type FileStoreConfig struct {
+	// RootKey encrypts the key files at rest (see LoadRootKey). nil means
+	// DevRootKey decides; nil with DevRootKey false fails with ErrRootKey.
+	RootKey *Secret
+	// DevRootKey, when RootKey is nil, keeps the root key in dir/root.key,
+	// creating it on first use, and logs a warning at every open: the
+	// material then sits next to what it protects. For development only.
+	// false (the default) requires RootKey.
+	DevRootKey bool
+	// Logger receives warnings (development root key, loose directory
+	// permissions, stray files); never material. nil means no logging.
+	Logger *zap.Logger
+	// Rand supplies nonces and a new development root key. nil means
+	// crypto/rand.Reader.
+	Rand io.Reader
+}
+
+// FileStore is the file keystore: one directory, key material encrypted at
+// rest under a root key. Every key is loaded at open; Get and List are
+// served from memory, and writes go to disk first, then to memory. Keys
+// returned by Get are shared: do not modify them.
+//
+// Key names that differ only in case cannot both be created, since some
+// file systems cannot tell their files apart.
+type FileStore struct {
+	dir, keysDir string
+	aead         cipher.AEAD
+	rand         io.Reader
+	log          *zap.Logger
+	lock         *os.File
+
+	wmu    sync.Mutex   // serializes writes and Close
+	mu     sync.RWMutex // guards keys and closed; writers also hold wmu
+	keys   map[string]*StoredKey
+	closed bool
+}
+
+var _ Keystore = (*FileStore)(nil)
+
+// ksEnvelope is a sealed file.
+type ksEnvelope struct {
+	V     int    `json:"v"`
+	Nonce []byte `json:"nonce"`
+	CT    []byte `json:"ct"`
+}
+
+// OpenFileStore opens the keystore in dir, creating dir (0700) if needed,
+// and loads every key. It fails with ErrLocked if another FileStore, in
+// this process or another, holds dir; with ErrRootKey if the root key is
+// missing or is not the one the keystore was created with; and with an
+// error naming the file if a key file does not decode.
+func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
+	if cfg.RootKey == nil && !cfg.DevRootKey {
+		return nil, fmt.Errorf("%w: FileStoreConfig.RootKey is nil and DevRootKey is off", ErrRootKey)
+	}
+	s := &FileStore{
+		dir:     filepath.Clean(dir),
+		rand:    cfg.Rand,
+		log:     cfg.Logger,
+		keys:    make(map[string]*StoredKey),
+		keysDir: filepath.Join(filepath.Clean(dir), "keys"),
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if err := ksMkdir(s.dir, s.log); err != nil {
+		return nil, err
+	}
+	s.lock, err = ksLockDir(filepath.Join(s.dir, ".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.lock.Close()
+		}
+	}()
+
+	root := cfg.RootKey
+	rootKeyPath := filepath.Join(s.dir, "root.key")
+	if root == nil {
+		dev, err := ksDevRootKey(rootKeyPath, s.rand)
+		if err != nil {
+			return nil, err
+		}
+		root = &dev
+	}
+	if err := s.ksInitAEAD(root); err != nil {
+		return nil, err
+	}
+
+	checkPath := filepath.Join(s.dir, "root.check")
+	haveCheck, err := s.ksVerifyCheck(checkPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := ksMkdir(s.keysDir, s.log); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{s.dir, s.keysDir} {
+		if err := ksRemoveTemps(d); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.ksLoadKeys(); err != nil {
+		return nil, err
+	}
+	if !haveCheck {
+		// Written only now, once every existing key has opened under this
+		// root key.
+		if err := s.ksWriteSealed(s.dir, "root.check", []byte(ksCheckPlain), ksAD("check", "")); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.RootKey == nil {
+		s.log.Warn("development root key stored next to the keys: not for production",
+			zap.String("path", rootKeyPath))
+	}
+	return s, nil
+}
+
+// Get returns the key named name (shared: do not modify it).
+func (s *FileStore) Get(_ context.Context, name string) (*StoredKey, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	k, ok := s.keys[name]
+	if !ok {
+		return nil, ksNotFound(name)
+	}
+	return k, nil
+}
+
+// List returns the names of every key, sorted.
+func (s *FileStore) List(_ context.Context) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return ksSortedNames(s.keys), nil
+}
+
+// Create writes a new key. It fails with ErrKeyExists if a key of that
+// name, or of a name equal to it but for case, exists.
+func (s *FileStore) Create(ctx context.Context, k *StoredKey) error {
+	k, err := ksValidClone(k)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.ksWritable(ctx); err != nil {
+		return err
+	}
+	for n := range s.keys {
+		if strings.EqualFold(n, k.Name) {
+			if n == k.Name {
+				return ksExists(k.Name)
+			}
+			return fmt.Errorf("%w: %s differs from %s only in case", ErrKeyExists, k.Name, n)
+		}
+	}
+	return s.ksPut(k)
+}
+
+// Update replaces the key of k's name.
+func (s *FileStore) Update(ctx context.Context, k *StoredKey) error {
+	k, err := ksValidClone(k)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.ksWritable(ctx); err != nil {
+		return err
+	}
+	if _, ok := s.keys[k.Name]; !ok {
+		return ksNotFound(k.Name)
+	}
+	return s.ksPut(k)
+}
+
+// Delete removes the key named name.
+func (s *FileStore) Delete(ctx context.Context, name string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.ksWritable(ctx); err != nil {
+		return err
+	}
+	if _, ok := s.keys[name]; !ok {
+		return ksNotFound(name)
+	}
+	if err := os.Remove(s.ksKeyPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cryptosvc: keystore: deleting key %s: %w", name, err)
+	}
+	if err := ksSyncDir(s.keysDir); err != nil {
+		return fmt.Errorf("cryptosvc: keystore: deleting key %s: %w", name, err)
+	}
+	s.mu.Lock()
+	delete(s.keys, name)
+	s.mu.Unlock()
+	return nil
+}
+
+// Close releases the directory; later calls fail with ErrClosed. It waits
+// for a write in progress. Closing twice is not an error.
+func (s *FileStore) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.keys = nil
+	return s.lock.Close() // closing the descriptor releases the flock
+}
+
+// ksWritable is checked under wmu before a write.
+func (s *FileStore) ksWritable(ctx context.Context) error {
+	if s.closed {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// ksPut writes k (validated, owned) to disk, then to memory. Callers hold
+// wmu. If the error comes after the rename (a failed directory fsync), the
+// new file may or may not survive a crash; memory keeps the old key.
+func (s *FileStore) ksPut(k *StoredKey) error {
+	rec := ksRecordOf(k)
+	pt, err := json.Marshal(&rec)
+	defer clear(pt)
+	if err != nil {
+		return fmt.Errorf("cryptosvc: keystore: encoding key %s: %w", k.Name, err)
+	}
+	if err := s.ksWriteSealed(s.keysDir, k.Name+ksKeySuffix, pt, ksAD("key", k.Name)); err != nil {
+		return fmt.Errorf("cryptosvc: keystore: writing key %s: %w", k.Name, err)
+	}
+	s.mu.Lock()
+	s.keys[k.Name] = k
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *FileStore) ksKeyPath(name string) string {
+	return filepath.Join(s.keysDir, name+ksKeySuffix)
+}
+
+func (s *FileStore) ksInitAEAD(root *Secret) error {
+	key, err := hkdf.Key(sha256.New, root.Expose(), nil, ksFormat, chacha20poly1305.KeySize)
+	defer clear(key)
+	if err != nil {
+		return fmt.Errorf("cryptosvc: keystore: deriving the storage key: %w", err)
+	}
+	s.aead, err = chacha20poly1305.NewX(key)
+	return err
+}
+
+// ksAD is the additional data of a sealed file; names hold no NUL.
+func ksAD(kind, name string) []byte {
+	ad := []byte(ksFormat + "\x00" + kind)
+	if name != "" {
+		ad = append(append(ad, 0), name...)
+	}
+	return ad
+}
+
+// ksWriteSealed seals pt and writes it atomically to dir/name.
+func (s *FileStore) ksWriteSealed(dir, name string, pt, ad []byte) error {
+	env := ksEnvelope{V: 1, Nonce: make([]byte, chacha20poly1305.NonceSizeX)}
+	if _, err := io.ReadFull(s.rand, env.Nonce); err != nil {
+		return fmt.Errorf("reading a nonce: %w", err)
+	}
+	env.CT = s.aead.Seal(nil, env.Nonce, pt, ad)
+	b, err := json.Marshal(&env)
+	if err != nil {
+		return err
+	}
+	return ksWriteFileAtomic(dir, name, append(b, '\n'))
+}
+
+// ksOpenSealed reads a sealed file's plaintext; the caller clears it.
+func (s *FileStore) ksOpenSealed(data, ad []byte) ([]byte, error) {
+	var env ksEnvelope
+	if err := ksUnmarshalStrict(data, &env, ErrMalformed); err != nil {
+		return nil, err
+	}
+	if env.V != 1 {
+		return nil, fmt.Errorf("%w: sealed file version %d", ErrUnsupported, env.V)
+	}
+	if len(env.Nonce) != chacha20poly1305.NonceSizeX || len(env.CT) < s.aead.Overhead() {
+		return nil, fmt.Errorf("%w: bad nonce or ciphertext length", ErrMalformed)
+	}
+	pt, err := s.aead.Open(nil, env.Nonce, env.CT, ad)
+	if err != nil {
+		return nil, ErrAuthFailed
+	}
+	return pt, nil
+}
+
+// ksVerifyCheck opens root.check, reporting whether it exists.
+func (s *FileStore) ksVerifyCheck(path string) (bool, error) {
+	data, err := ksReadSmall(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cryptosvc: keystore: %w", err)
+	}
+	pt, err := s.ksOpenSealed(data, ksAD("check", ""))
+	defer clear(pt)
+	switch {
+	case errors.Is(err, ErrAuthFailed):
+		return false, fmt.Errorf("%w: it does not open %s (another root key sealed this keystore, or the file is damaged)", ErrRootKey, path)
+	case err != nil:
+		return false, fmt.Errorf("cryptosvc: keystore file %s: %w", path, err)
+	case !bytes.Equal(pt, []byte(ksCheckPlain)):
+		return false, fmt.Errorf("cryptosvc: keystore file %s: %w: unexpected content", path, ErrMalformed)
+	}
+	return true, nil
+}
+
+// ksLoadKeys reads every keys/<name>.key into memory.
+func (s *FileStore) ksLoadKeys() error {
+	entries, err := os.ReadDir(s.keysDir)
+	if err != nil {
+		return fmt.Errorf("cryptosvc: keystore: %w", err)
+	}
+	for _, e := range entries {
+		file := e.Name()
+		path := filepath.Join(s.keysDir, file)
+		name, ok := strings.CutSuffix(file, ksKeySuffix)
+		if !ok {
+			s.log.Warn("keystore: ignoring a file that is not a key", zap.String("path", path))
+			continue
+		}
+		if err := ValidateKeyName(name); err != nil {
+			return fmt.Errorf("cryptosvc: keystore file %s: %w", path, err)
+		}
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("cryptosvc: keystore file %s: not a regular file", path)
+		}
+		k, err := s.ksLoadKey(path, name)
+		if err != nil {
+			return fmt.Errorf("cryptosvc: keystore file %s: %w", path, err)
+		}
+		s.keys[name] = k
+	}
+	return nil
+}
+
+func (s *FileStore) ksLoadKey(path, name string) (*StoredKey, error) {
+	data, err := ksReadSmall(path)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := s.ksOpenSealed(data, ksAD("key", name))
+	defer clear(pt)
+	if errors.Is(err, ErrAuthFailed) {
+		return nil, fmt.Errorf("%w (the file is damaged, was renamed from another key, or was sealed under another root key)", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec ksRecord
+	defer rec.clearSecrets()
+	if err := ksUnmarshalStrict(pt, &rec, ErrMalformed); err != nil {
+		return nil, err
+	}
+	k, err := rec.storedKey()
+	if err != nil {
+		return nil, err
+	}
+	if k.Name != name {
+		return nil, fmt.Errorf("%w: the file holds another key", ErrMalformed)
+	}
+	return k, nil
+}
+
+// ksDevRootKey reads the development root key at path, creating it first
+// if it does not exist.
+func ksDevRootKey(path string, r io.Reader) (Secret, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		sec, err := GenerateSecret(r)
+		if err != nil {
+			return Secret{}, err
+		}
+		text := base64.StdEncoding.AppendEncode(nil, sec.Expose())
+		text = append(text, '\n')
+		defer clear(text)
+		if err := ksWriteFileAtomic(filepath.Dir(path), filepath.Base(path), text); err != nil {
+			return Secret{}, fmt.Errorf("cryptosvc: keystore: creating the development root key: %w", err)
+		}
+		return sec, nil
+	}
+	return LoadRootKey(path, "")
+}
