@@ -61,11 +61,14 @@ var ianaNames = func() (n [len(aeadIDs)][]byte) {
 // take a keyed HMAC from a pool and reset it, which restores the keyed state
 // without hashing the key again, so that deriving a message's keys costs only
 // the blocks of its own info.
-type prk struct{ pool *sync.Pool }
+type prk struct {
+	pool *sync.Pool
+	n    int // key length
+}
 
 func newPRK(key []byte) prk {
 	k := bytes.Clone(key)
-	return prk{&sync.Pool{New: func() any { return hmac.New(sha512.New, k) }}}
+	return prk{&sync.Pool{New: func() any { return hmac.New(sha512.New, k) }}, len(k)}
 }
 
 var (
@@ -112,6 +115,9 @@ func deriveChunked(im *kernels.Implementation, input prk, salt, context []byte) 
 	id := aeadID(c)
 	if id == 0 {
 		return nil, commitment, fmt.Errorf("%w: %s is not a sealed-format AEAD", ErrUnsupported, c)
+	}
+	if input.n != c.KeySize() {
+		return nil, commitment, fmt.Errorf("cryptosvc: chunked-encryption input key of %d bytes for %s", input.n, c)
 	}
 	input.expand(out, chunkedInfoPrefix, ianaNames[id], zeroByte, salt, context)
 	aead, err := im.NewAEAD(out[:c.KeySize()])

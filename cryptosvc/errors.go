@@ -12,8 +12,6 @@ var (
 	// ErrTruncated: the ciphertext ends before its final chunk, or its
 	// header is incomplete.
 	ErrTruncated = errors.New("cryptosvc: ciphertext truncated")
-	// ErrTrailingData: bytes follow the final chunk.
-	ErrTrailingData = errors.New("cryptosvc: trailing data after the final chunk")
 	// ErrMalformed: the header does not follow the sealed format.
 	ErrMalformed = errors.New("cryptosvc: malformed ciphertext header")
 	// ErrUnsupported: a format version or AEAD this build does not know, or

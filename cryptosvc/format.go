@@ -130,6 +130,9 @@ func ParseHeader(b []byte) (Header, int, error) {
 	}
 	h.AEAD, h.Mode = aeadIDs[id], mode
 	n := int(b[3])
+	if n == 0 || n > MaxKeyNameLen {
+		return h, 0, fmt.Errorf("%w: invalid key name", ErrMalformed)
+	}
 	off := headerFixed + n
 	if len(b) < off {
 		return h, 0, ErrTruncated
@@ -140,7 +143,7 @@ func ParseHeader(b []byte) (Header, int, error) {
 	}
 	v, vn := binary.Uvarint(b[off:])
 	switch {
-	case vn == 0:
+	case vn == 0 && len(b)-off < binary.MaxVarintLen32: // five continuation bytes already overflow
 		return h, 0, ErrTruncated
 	case vn < 0 || v == 0 || v > 1<<32-1 || vn != uvarintLen(v):
 		return h, 0, fmt.Errorf("%w: key version", ErrMalformed)

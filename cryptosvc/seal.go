@@ -9,10 +9,12 @@ import (
 
 // Labels of the two keys each key version's secret yields per AEAD:
 //
-//	direct input key = HKDF-Expand-SHA-512(secret, "cipherd sealed v1 direct" || 0x00 || aead, len(key))
+//	direct input key = HKDF-Expand-SHA-512(secret, "cipherd sealed v1 direct" || 0x00 || aead || 0x00 || prefix, len(key))
 //	wrapping key     = HKDF-Expand-SHA-512(secret, "cipherd sealed v1 wrap" || 0x00 || aead, len(key))
 //
-// where aead is the IANA name. The direct input key is the chunked-encryption
+// where aead is the IANA name and prefix is the direct-mode header (magic to
+// key version), so that a one-shot message cannot be relabelled to another key
+// name or version even where two hold the same secret. The direct input key is the chunked-encryption
 // input key of one-shot messages; the wrapping key is the input key of the
 // one-chunk message that carries a stream's data key.
 const (
@@ -27,7 +29,7 @@ type versionKeys struct {
 	wrap   [len(aeadIDs)]prk
 }
 
-func deriveVersionKeys(secret *Secret) *versionKeys {
+func deriveVersionKeys(secret *Secret, name string, version uint32) *versionKeys {
 	vk := &versionKeys{secret: *secret}
 	master := newPRK(secret.Expose())
 	var buf [32]byte
@@ -36,7 +38,8 @@ func deriveVersionKeys(secret *Secret) *versionKeys {
 			continue
 		}
 		k := buf[:c.KeySize()]
-		master.expand(k, []byte(labelDirect), zeroByte, ianaNames[id])
+		h := Header{AEAD: c, Mode: ModeDirect, KeyName: name, KeyVersion: version}
+		master.expand(k, []byte(labelDirect), zeroByte, ianaNames[id], zeroByte, h.prefix())
 		vk.direct[id] = newPRK(k)
 		master.expand(k, []byte(labelWrap), zeroByte, ianaNames[id])
 		vk.wrap[id] = newPRK(k)

@@ -136,7 +136,7 @@ func (s *Service) versionKeys(name string, v *StoredVersion) *versionKeys {
 	if vk != nil && vk.secret.Equal(&v.Secret) {
 		return vk
 	}
-	vk = deriveVersionKeys(&v.Secret)
+	vk = deriveVersionKeys(&v.Secret, name, v.Version)
 	s.cacheMu.Lock()
 	if len(s.cache) >= maxCachedVersions {
 		clear(s.cache)

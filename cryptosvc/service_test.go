@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/cipherd/cipherd/kernels"
 )
@@ -92,5 +93,33 @@ func TestSealOpenRoundTrip(t *testing.T) {
 				t.Fatalf("%s n=%d: open of rewrapped stream: %v", c, n, err)
 			}
 		}
+	}
+}
+
+func TestEncryptReader(t *testing.T) {
+	ctx := context.Background()
+	s := newTestService(t, kernels.AES128GCM)
+	for _, n := range []int{0, 5, ChunkSize, ChunkSize + 1, 2 * ChunkSize} {
+		pt := bytes.Repeat([]byte{7}, n)
+		r, err := s.EncryptReader(ctx, "k", bytes.NewReader(pt), []byte("c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct, err := io.ReadAll(iotest.OneByteReader(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, info, err := s.Open(ctx, "k", ct, []byte("c"))
+		if err != nil || !bytes.Equal(got, pt) || info.Mode != ModeEnvelope {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+	}
+	// A source error is returned, and stays.
+	r, _ := s.EncryptReader(ctx, "k", iotest.ErrReader(io.ErrClosedPipe), nil)
+	if _, err := io.ReadAll(r); err != io.ErrClosedPipe {
+		t.Fatalf("source error: %v", err)
+	}
+	if _, err := r.Read(make([]byte, 1)); err != io.ErrClosedPipe {
+		t.Fatalf("error not sticky: %v", err)
 	}
 }

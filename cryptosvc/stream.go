@@ -278,12 +278,16 @@ func newReaderAt(r io.ReaderAt, base, total int64, keys *chunkedKeys, info Info)
 
 // openChunk reads chunk i into buf (sized to the chunk) and opens it into dst.
 func (ra *ReaderAt) openChunk(buf []byte, i int64, dst []byte) ([]byte, error) {
-	if _, err := ra.r.ReadAt(buf, ra.base+i*(ChunkSize+tagSize)); err != nil && !errors.Is(err, io.EOF) {
+	got, err := ra.r.ReadAt(buf, ra.base+i*(ChunkSize+tagSize))
+	if got < len(buf) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, ErrTruncated // the source is shorter than the size given
+		}
 		return nil, err
 	}
-	var n [chunkNonceSize]byte
-	ra.keys.chunkNonce(&n, uint64(i))
-	plain, err := ra.keys.aead.Open(dst[:0], n[:], buf, nil)
+	var nonce [chunkNonceSize]byte
+	ra.keys.chunkNonce(&nonce, uint64(i))
+	plain, err := ra.keys.aead.Open(dst[:0], nonce[:], buf, nil)
 	if err != nil {
 		return nil, ErrAuthFailed
 	}

@@ -1,0 +1,83 @@
+package cryptosvc
+
+import (
+	"context"
+	"io"
+)
+
+// EncryptReader is the pull form of EncryptWriter: reading it yields the
+// sealed stream (header first) of the plaintext it reads from its source,
+// one 16 KiB chunk at a time. It suits a server that hands a reader to its
+// HTTP stack as the response body.
+type EncryptReader struct {
+	src   io.Reader
+	keys  *chunkedKeys
+	buf   []byte // one chunk: plaintext read in, sealed in place
+	out   []byte // sealed bytes not yet returned
+	chunk uint64
+	nonce [chunkNonceSize]byte
+	done  bool  // the final chunk is in out
+	err   error // sticky
+	info  Info
+}
+
+// Info describes the message being produced.
+func (e *EncryptReader) Info() Info { return e.info }
+
+// EncryptReader returns a reader of the sealed stream of src's plaintext
+// under the latest version of key name, bound to context.
+func (s *Service) EncryptReader(ctx context.Context, name string, src io.Reader, context []byte) (*EncryptReader, error) {
+	h, im, vk, err := s.sealTarget(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	input, err := newEnvelope(s.rand, im, h, vk)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, ChunkSize+tagSize, max(ChunkSize+tagSize, maxHeaderSize+chunkedPrefix))
+	head, err := h.AppendBinary(buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	keys, head, err := startBody(head, s.rand, im, input, context)
+	if err != nil {
+		return nil, err
+	}
+	// The header is returned from its own copy, then buf holds chunks.
+	return &EncryptReader{src: src, keys: keys, buf: make([]byte, ChunkSize+tagSize), out: head, info: infoOf(h)}, nil
+}
+
+func (e *EncryptReader) Read(p []byte) (int, error) {
+	for len(e.out) == 0 {
+		if e.err != nil {
+			return 0, e.err
+		}
+		if e.done {
+			e.err = io.EOF
+			return 0, io.EOF
+		}
+		e.fill()
+	}
+	n := copy(p, e.out)
+	e.out = e.out[n:]
+	return n, nil
+}
+
+// fill reads the next chunk of plaintext and seals it into out.
+func (e *EncryptReader) fill() {
+	n, err := io.ReadFull(e.src, e.buf[:ChunkSize])
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		e.done = true // a short read: the final chunk
+	case err != nil:
+		e.err = err
+		return
+	case e.chunk >= maxChunks-1:
+		e.err = ErrTooLarge
+		return
+	}
+	e.keys.chunkNonce(&e.nonce, e.chunk)
+	e.out = e.keys.aead.Seal(e.buf[:0], e.nonce[:], e.buf[:n], nil)
+	e.chunk++
+}
