@@ -1,5 +1,6 @@
 // Command cipherd is the crypto-offload service and its tools.
 //
+//	cipherd [serve] [flags]              run the service (the default)
 //	cipherd speed [flags] [cipher ...]   benchmark, as `openssl speed -evp`
 //	cipherd selftest [flags]             known-answer tests and cipher selection
 //	cipherd version [-json]              build information
@@ -21,6 +22,7 @@ type command struct {
 }
 
 var commands = []command{
+	{"serve", "run the service (the default command)", runServe},
 	{"speed", "measure cipher throughput like `openssl speed -evp`", runSpeed},
 	{"selftest", "run the known-answer tests and the quick cipher selection", runSelftest},
 	{"version", "print build information", runVersion},
@@ -36,11 +38,11 @@ func main() {
 // run dispatches to a subcommand and returns the process exit code:
 // 0 success, 1 failure, 2 usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' && args[0] != "-h" && args[0] != "-help" && args[0] != "--help" {
+		return runServe(ctx, args, stdout, stderr) // serve is the default command
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	for _, c := range commands {

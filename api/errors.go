@@ -1,0 +1,79 @@
+package api
+
+import "fmt"
+
+// Error is the body of every error response, and the error of a failed batch
+// item. Code is stable; Message is for people and may change.
+type Error struct {
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Code is a stable error code.
+type Code string
+
+// Error codes and the HTTP status each is sent with.
+const (
+	CodeBadRequest         Code = "bad_request"          // 400: malformed JSON, bad base64, wrong types, bad parameters
+	CodeInvalidKeyName     Code = "invalid_key_name"     // 400
+	CodeInvalidConfig      Code = "invalid_config"       // 400
+	CodeMalformed          Code = "malformed_ciphertext" // 400: not a cipherd ciphertext, or a bad header
+	CodeTruncated          Code = "truncated_ciphertext" // 400
+	CodeUnsupported        Code = "unsupported"          // 400: unknown format version or AEAD, AEAD off on this host
+	CodeDecryptFailed      Code = "decryption_failed"    // 400: authentication failed (wrong key, context or bytes)
+	CodeKeyMismatch        Code = "key_mismatch"         // 400: ciphertext under another key
+	CodeUnauthenticated    Code = "unauthenticated"      // 401
+	CodeForbidden          Code = "forbidden"            // 403
+	CodeKeyNotFound        Code = "key_not_found"        // 404
+	CodeRouteNotFound      Code = "not_found"            // 404
+	CodeMethodNotAllowed   Code = "method_not_allowed"   // 405
+	CodeKeyExists          Code = "key_exists"           // 409
+	CodeDeletionNotAllowed Code = "deletion_not_allowed" // 409
+	CodeReadOnly           Code = "keystore_read_only"   // 409
+	CodeVersionRetired     Code = "key_version_retired"  // 410
+	CodeTooLarge           Code = "too_large"            // 413: body, item or batch over its limit
+	CodeUnsupportedMedia   Code = "unsupported_media"    // 415
+	CodeRateLimited        Code = "rate_limited"         // 429 with Retry-After
+	CodeInternal           Code = "internal"             // 500: details are logged, never sent
+	CodeNotReady           Code = "not_ready"            // 503
+	CodeTimeout            Code = "timeout"              // 408
+)
+
+// Status returns the HTTP status a code is sent with.
+func (c Code) Status() int {
+	switch c {
+	case CodeUnauthenticated:
+		return 401
+	case CodeForbidden:
+		return 403
+	case CodeKeyNotFound, CodeRouteNotFound:
+		return 404
+	case CodeMethodNotAllowed:
+		return 405
+	case CodeTimeout:
+		return 408
+	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly:
+		return 409
+	case CodeVersionRetired:
+		return 410
+	case CodeTooLarge:
+		return 413
+	case CodeUnsupportedMedia:
+		return 415
+	case CodeRateLimited:
+		return 429
+	case CodeInternal:
+		return 500
+	case CodeNotReady:
+		return 503
+	}
+	return 400
+}
+
+// BatchStatus is the HTTP status of a batch response: 200 when every item
+// succeeded, 207 (Multi-Status) when some failed, and the status of the first
+// item's error when all failed.
+const BatchStatusPartial = 207

@@ -1,0 +1,43 @@
+package api
+
+// Routes. {key} is a key name (1–128 bytes of A–Z a–z 0–9 . _ -).
+const (
+	RouteEncrypt = "/v1/encrypt/:key"
+	RouteDecrypt = "/v1/decrypt/:key"
+	RouteRewrap  = "/v1/rewrap/:key"
+	RouteDataKey = "/v1/datakey/:key"
+
+	RouteKeys      = "/v1/keys"
+	RouteKey       = "/v1/keys/:key"
+	RouteKeyRotate = "/v1/keys/:key/rotate"
+	RouteKeyConfig = "/v1/keys/:key/config"
+
+	RouteSpeed    = "/speed"
+	RouteSpeedRun = "/speed/run"
+	RouteHealthz  = "/healthz"
+	RouteReadyz   = "/readyz"
+	RouteMetrics  = "/metrics"
+	RouteVersion  = "/version"
+	RouteAPI      = "/v1/api"
+	RouteOpenAPI  = "/v1/openapi.json"
+)
+
+// Headers of the streaming routes.
+const (
+	// HeaderContext carries the context (additional data) of a streaming
+	// request, base64-encoded.
+	HeaderContext = "Cipherd-Context"
+	// HeaderKeyVersion and HeaderAEAD describe the sealed stream in the
+	// response to a streaming encrypt.
+	HeaderKeyVersion = "Cipherd-Key-Version"
+	HeaderAEAD       = "Cipherd-Aead"
+	// TrailerStatus ends a streaming decrypt: "ok" when every chunk
+	// authenticated and the stream was complete. A failed stream is aborted
+	// instead, without the terminating chunk, so it never reads as complete.
+	TrailerStatus = "Cipherd-Status"
+	// HeaderRequestID is echoed on every response.
+	HeaderRequestID = "X-Request-Id"
+
+	ContentTypeJSON   = "application/json"
+	ContentTypeStream = "application/octet-stream"
+)

@@ -1,0 +1,139 @@
+package api
+
+import "time"
+
+// EncryptRequest is the body of POST /v1/encrypt/{key}: one item, or a batch
+// in Items (then the other fields must be empty).
+type EncryptRequest struct {
+	EncryptItem
+	Items []EncryptItem `json:"items,omitempty"`
+}
+
+// EncryptItem is one message to seal.
+type EncryptItem struct {
+	Plaintext []byte `json:"plaintext"`
+	Context   []byte `json:"context,omitempty"`
+	Reference string `json:"reference,omitempty"` // echoed back in a batch
+}
+
+// EncryptResult is the result of sealing one item.
+type EncryptResult struct {
+	Ciphertext []byte `json:"ciphertext,omitempty"`
+	KeyVersion uint32 `json:"key_version,omitempty"`
+	AEAD       string `json:"aead,omitempty"`
+	Reference  string `json:"reference,omitempty"`
+	Error      *Error `json:"error,omitempty"` // batch items only
+}
+
+// DecryptRequest is the body of POST /v1/decrypt/{key}, one item or a batch.
+type DecryptRequest struct {
+	DecryptItem
+	Items []DecryptItem `json:"items,omitempty"`
+}
+
+// DecryptItem is one ciphertext to open.
+type DecryptItem struct {
+	Ciphertext []byte `json:"ciphertext"`
+	Context    []byte `json:"context,omitempty"`
+	Reference  string `json:"reference,omitempty"`
+}
+
+// DecryptResult is the result of opening one item.
+type DecryptResult struct {
+	Plaintext  []byte `json:"plaintext,omitempty"`
+	KeyVersion uint32 `json:"key_version,omitempty"`
+	Reference  string `json:"reference,omitempty"`
+	Error      *Error `json:"error,omitempty"`
+}
+
+// RewrapRequest is the body of POST /v1/rewrap/{key}: ciphertexts moved to the
+// key's latest version. A stream's header alone may be sent.
+type RewrapRequest = DecryptRequest
+
+// RewrapResult is the result of rewrapping one item.
+type RewrapResult = EncryptResult
+
+// BatchResponse wraps the results of a batch, in request order.
+type BatchResponse[T any] struct {
+	Items []T `json:"items"`
+}
+
+// DataKeyRequest is the body of POST /v1/datakey/{key}.
+type DataKeyRequest struct {
+	// Bytes is the data key's length: 16, 24, 32 (default) or 64.
+	Bytes int `json:"bytes,omitempty"`
+	// Context is bound to the wrapped copy.
+	Context []byte `json:"context,omitempty"`
+	// WrappedOnly omits the plaintext key from the response.
+	WrappedOnly bool `json:"wrapped_only,omitempty"`
+}
+
+// DataKeyResponse carries a fresh data key.
+type DataKeyResponse struct {
+	Plaintext  []byte `json:"plaintext,omitempty"`
+	Wrapped    []byte `json:"wrapped"`
+	KeyVersion uint32 `json:"key_version"`
+	AEAD       string `json:"aead"`
+}
+
+// KeyConfig is a key's configurable metadata.
+type KeyConfig struct {
+	MinDecryptionVersion uint32   `json:"min_decryption_version,omitempty"`
+	AllowedAEADs         []string `json:"allowed_aeads,omitempty"`
+	AEAD                 string   `json:"aead,omitempty"`
+	DeletionAllowed      bool     `json:"deletion_allowed,omitempty"`
+	RotationPeriod       string   `json:"rotation_period,omitempty"` // e.g. "720h"
+}
+
+// CreateKeyRequest is the body of POST /v1/keys/{key} (may be empty).
+type CreateKeyRequest struct {
+	KeyConfig
+	// Import, when set, is the material of version 1 (32 bytes) instead of a
+	// random secret.
+	Import []byte `json:"import,omitempty"`
+}
+
+// KeyVersion is one version's public metadata.
+type KeyVersion struct {
+	Version uint32    `json:"version"`
+	Created time.Time `json:"created"`
+}
+
+// Key describes a key; material is never included.
+type Key struct {
+	Name          string       `json:"name"`
+	Created       time.Time    `json:"created"`
+	LatestVersion uint32       `json:"latest_version"`
+	Versions      []KeyVersion `json:"versions"`
+	KeyConfig
+}
+
+// KeyList is the body of GET /v1/keys.
+type KeyList struct {
+	Keys []Key `json:"keys"`
+}
+
+// Version is the body of GET /version.
+type Version struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"go_version"`
+	Platform  string `json:"platform"`
+	Revision  string `json:"revision,omitempty"`
+	BuildID   string `json:"build_id,omitempty"`
+}
+
+// Route describes one route in GET /v1/api.
+type Route struct {
+	Method    string `json:"method"`
+	Path      string `json:"path"`
+	MaxBody   int64  `json:"max_body"` // bytes; -1: unlimited (streamed)
+	Timeout   string `json:"timeout"`  // e.g. "15s"; "none" for streams (idle timeout applies)
+	Auth      string `json:"auth"`     // "none", or the operation policies check
+	MaxItems  int    `json:"max_items,omitempty"`
+	Streaming bool   `json:"streaming,omitempty"`
+}
+
+// APIDescription is the body of GET /v1/api.
+type APIDescription struct {
+	Routes []Route `json:"routes"`
+}

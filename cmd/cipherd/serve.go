@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cipherd/cipherd/server"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration file (CIPHERD_CONFIG); see deploy/cipherd.yaml")
+	addr := fs.String("addr", "", "listen address (default 127.0.0.1:8080; CIPHERD_ADDR)")
+	dataDir := fs.String("data-dir", "", "data directory (default ./cipherd-data; CIPHERD_DATA_DIR)")
+	keyring := fs.String("keyring", "", "read-only keyring file instead of the file keystore (CIPHERD_KEYRING)")
+	aead := fs.String("aead", "", "pin the AEAD for new data (CIPHERD_AEAD)")
+	skipBench := fs.Bool("skip-benchmark", false, "choose the AEAD by preference, without the start-up profile")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cipherd serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg, err := loadConfig(*configFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "cipherd serve:", err)
+		return 2
+	}
+	if err := cfg.ApplyEnv(os.Getenv); err != nil {
+		fmt.Fprintln(stderr, "cipherd serve:", err)
+		return 2
+	}
+	for _, f := range []struct {
+		v string
+		p *string
+	}{{*addr, &cfg.Addr}, {*dataDir, &cfg.DataDir}, {*keyring, &cfg.Keyring}, {*aead, &cfg.AEAD}} {
+		if f.v != "" {
+			*f.p = f.v
+		}
+	}
+	cfg.SkipBenchmark = cfg.SkipBenchmark || *skipBench
+	level, err := zap.ParseAtomicLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "cipherd serve: -log-level:", err)
+		return 2
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = level
+	log, err := zc.Build()
+	if err != nil {
+		fmt.Fprintln(stderr, "cipherd serve:", err)
+		return 1
+	}
+	defer log.Sync()
+	cfg.Logger = log
+
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	srv, err := server.New(startCtx, cfg)
+	cancel()
+	if err != nil {
+		log.Error("start-up failed", zap.Error(err))
+		return 1
+	}
+	if tok := srv.AdminTokenGenerated; tok != "" {
+		fmt.Fprintf(stderr, "\n  cipherd admin token (shown once, stored hashed): %s\n\n", tok)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			log.Error("serve failed", zap.Error(err))
+			return 1
+		}
+		return 0
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Defaults().ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Error("shutdown", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// loadConfig reads the YAML configuration file, if any, rejecting unknown keys.
+func loadConfig(path string) (server.Config, error) {
+	var cfg server.Config
+	if path == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}

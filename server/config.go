@@ -1,0 +1,244 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ConfigVersion is the version of the YAML configuration file format.
+const ConfigVersion = 1
+
+// Config configures the server. The zero value of every field means its
+// default, stated in its comment; Defaults fills them in. Each field can be set
+// in the YAML file (key in the yaml tag) and most by an environment variable
+// (named in the comment), which wins over the file.
+type Config struct {
+	// Version of the configuration file format; 0 or 1.
+	Version int `yaml:"version"`
+
+	// Addr to listen on. Default 127.0.0.1:8080. CIPHERD_ADDR.
+	Addr string `yaml:"addr"`
+	// DataDir holds the file keystore, the hashed admin token and the speed
+	// cache. Default ./cipherd-data. CIPHERD_DATA_DIR.
+	DataDir string `yaml:"data_dir"`
+	// Keyring, when set, is a read-only keyring file (a mounted Kubernetes
+	// Secret) that replaces the file keystore; it reloads when it changes.
+	// CIPHERD_KEYRING.
+	Keyring string `yaml:"keyring"`
+	// RootKeyFile holds the root key that encrypts the file keystore at rest
+	// (32 bytes, base64 or hex). CIPHERD_ROOT_KEY_FILE; the key itself may
+	// instead be in CIPHERD_ROOT_KEY. With neither, a development root key is
+	// generated in DataDir, with a loud warning.
+	RootKeyFile string `yaml:"root_key_file"`
+	// DefaultKey is created on first start if missing. Default "default";
+	// "-" creates none. CIPHERD_DEFAULT_KEY.
+	DefaultKey string `yaml:"default_key"`
+
+	// AdminToken, when set, is the admin's bearer token. When empty, a token
+	// is generated on first start, printed once, and stored hashed in
+	// DataDir. CIPHERD_ADMIN_TOKEN (never read from the file).
+	AdminToken string `yaml:"-"`
+	// Identities are the API clients besides the admin, with their policies.
+	Identities []IdentityConfig `yaml:"identities"`
+	// Policies name sets of allow and deny rules; deny wins.
+	Policies []PolicyConfig `yaml:"policies"`
+	// TrustedProxies are the CIDRs of proxies allowed to forward a client's
+	// certificate (X-Forwarded-Client-Cert). CIPHERD_TRUSTED_PROXIES
+	// (comma-separated).
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// RateLimit is the sustained requests per second allowed per identity; 0
+	// means no limit. CIPHERD_RATE_LIMIT.
+	RateLimit float64 `yaml:"rate_limit"`
+	// RateBurst is the burst above RateLimit. Default 2×RateLimit, at least 1.
+	RateBurst int `yaml:"rate_burst"`
+
+	// TLSCert and TLSKey are PEM files; when set the server speaks TLS (1.2
+	// minimum) and reloads them when they change. CIPHERD_TLS_CERT,
+	// CIPHERD_TLS_KEY.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// TLSClientCA, when set, requests client certificates verified against
+	// it (mTLS identities). CIPHERD_TLS_CLIENT_CA.
+	TLSClientCA string `yaml:"tls_client_ca"`
+
+	// AEAD pins the AEAD for new data; empty means the fastest measured.
+	// CIPHERD_AEAD.
+	AEAD string `yaml:"aead"`
+	// AllowedAEADs restricts the AEADs for new data (e.g. AES-GCM only).
+	// CIPHERD_ALLOWED_AEADS (comma-separated).
+	AllowedAEADs []string `yaml:"allowed_aeads"`
+	// SkipBenchmark chooses by order of preference without the start-up
+	// profile. CIPHERD_SKIP_BENCHMARK.
+	SkipBenchmark bool `yaml:"skip_benchmark"`
+
+	// MaxJSONBody is the largest JSON request body. Default 4 MiB.
+	MaxJSONBody int `yaml:"max_json_body"`
+	// MaxBatchItems is the most items in one batch. Default 1000.
+	MaxBatchItems int `yaml:"max_batch_items"`
+	// MaxVerifyFull is the largest stream decrypt=?verify=full buffers.
+	// Default 64 MiB.
+	MaxVerifyFull int64 `yaml:"max_verify_full"`
+	// RequestTimeout bounds reading a request's headers and JSON body.
+	// Default 15s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// StreamIdleTimeout ends a streaming request that sends nothing for this
+	// long. Default 60s.
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
+	// ShutdownTimeout bounds the drain on SIGTERM. Default 20s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// DrainDelay keeps serving with readiness off before closing the
+	// listener, so load balancers notice first. Default 0.
+	DrainDelay time.Duration `yaml:"drain_delay"`
+	// IOBufferSize is the read and write buffer per connection. Default 256 KiB.
+	IOBufferSize int `yaml:"io_buffer_size"`
+
+	// Logger receives access, audit and lifecycle logs. Nil means a zap
+	// production (JSON) logger. Not settable from the file.
+	Logger *zap.Logger `yaml:"-"`
+}
+
+// IdentityConfig is one API client.
+type IdentityConfig struct {
+	// Name identifies the client in logs and metrics.
+	Name string `yaml:"name"`
+	// TokenSHA256 is the hex SHA-256 of its bearer token.
+	TokenSHA256 string `yaml:"token_sha256"`
+	// CertSHA256 is the hex SHA-256 of its client certificate's public key
+	// (SubjectPublicKeyInfo), for mTLS.
+	CertSHA256 string `yaml:"cert_sha256"`
+	// Policies are the names of the policies that apply.
+	Policies []string `yaml:"policies"`
+}
+
+// PolicyConfig is a named set of rules.
+type PolicyConfig struct {
+	Name  string       `yaml:"name"`
+	Allow []RuleConfig `yaml:"allow"`
+	Deny  []RuleConfig `yaml:"deny"`
+}
+
+// RuleConfig allows or denies operations on keys whose names match a pattern
+// (path.Match syntax, e.g. "orders-*").
+type RuleConfig struct {
+	Ops  []string `yaml:"ops"`  // encrypt, decrypt, rewrap, datakey, datakey-plaintext, keys-read, keys-admin, speed-run, or *
+	Keys []string `yaml:"keys"` // patterns
+}
+
+// Defaults returns cfg with every zero field set to its default.
+func (cfg Config) Defaults() Config {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&cfg.Addr, "127.0.0.1:8080")
+	def(&cfg.DataDir, "cipherd-data")
+	def(&cfg.DefaultKey, "default")
+	if cfg.MaxJSONBody <= 0 {
+		cfg.MaxJSONBody = 4 << 20
+	}
+	if cfg.MaxBatchItems <= 0 {
+		cfg.MaxBatchItems = 1000
+	}
+	if cfg.MaxVerifyFull <= 0 {
+		cfg.MaxVerifyFull = 64 << 20
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 15 * time.Second
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		cfg.StreamIdleTimeout = 60 * time.Second
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 20 * time.Second
+	}
+	if cfg.IOBufferSize <= 0 {
+		cfg.IOBufferSize = 256 << 10
+	}
+	if cfg.RateLimit > 0 && cfg.RateBurst <= 0 {
+		cfg.RateBurst = max(1, int(2*cfg.RateLimit))
+	}
+	return cfg
+}
+
+// ApplyEnv overrides cfg with the CIPHERD_* variables that getenv returns.
+func (cfg *Config) ApplyEnv(getenv func(string) string) error {
+	str := func(name string, p *string) {
+		if v := getenv(name); v != "" {
+			*p = v
+		}
+	}
+	list := func(name string, p *[]string) {
+		if v := getenv(name); v != "" {
+			*p = nil
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					*p = append(*p, s)
+				}
+			}
+		}
+	}
+	str("CIPHERD_ADDR", &cfg.Addr)
+	str("CIPHERD_DATA_DIR", &cfg.DataDir)
+	str("CIPHERD_KEYRING", &cfg.Keyring)
+	str("CIPHERD_ROOT_KEY_FILE", &cfg.RootKeyFile)
+	str("CIPHERD_DEFAULT_KEY", &cfg.DefaultKey)
+	str("CIPHERD_ADMIN_TOKEN", &cfg.AdminToken)
+	str("CIPHERD_TLS_CERT", &cfg.TLSCert)
+	str("CIPHERD_TLS_KEY", &cfg.TLSKey)
+	str("CIPHERD_TLS_CLIENT_CA", &cfg.TLSClientCA)
+	str("CIPHERD_AEAD", &cfg.AEAD)
+	list("CIPHERD_ALLOWED_AEADS", &cfg.AllowedAEADs)
+	list("CIPHERD_TRUSTED_PROXIES", &cfg.TrustedProxies)
+	var errs []error
+	if v := getenv("CIPHERD_RATE_LIMIT"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			errs = append(errs, fmt.Errorf("CIPHERD_RATE_LIMIT: %q is not a non-negative number", v))
+		}
+		cfg.RateLimit = f
+	}
+	if v := getenv("CIPHERD_SKIP_BENCHMARK"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CIPHERD_SKIP_BENCHMARK: %q is not a boolean", v))
+		}
+		cfg.SkipBenchmark = b
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks a configuration after Defaults.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if cfg.Version != 0 && cfg.Version != ConfigVersion {
+		errs = append(errs, fmt.Errorf("config version %d is not supported (want %d)", cfg.Version, ConfigVersion))
+	}
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("addr %q: %v", cfg.Addr, err))
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		errs = append(errs, errors.New("tls_cert and tls_key go together"))
+	}
+	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
+		errs = append(errs, errors.New("tls_client_ca needs tls_cert and tls_key"))
+	}
+	for _, p := range cfg.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil {
+			errs = append(errs, fmt.Errorf("trusted proxy %q is not a CIDR", p))
+		}
+	}
+	if cfg.Keyring != "" {
+		if _, err := os.Stat(cfg.Keyring); err != nil {
+			errs = append(errs, fmt.Errorf("keyring: %v", err))
+		}
+	}
+	return errors.Join(errs...)
+}

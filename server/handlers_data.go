@@ -1,0 +1,326 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"go.uber.org/zap"
+
+	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
+)
+
+// readJSON decodes the request body into v: Content-Type JSON, at most limit
+// bytes (413 beyond), no unknown fields, nothing after the value.
+func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
+	if !isJSON(c) && !(optional && c.Request().Header.ContentLength() == 0) {
+		return apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
+	}
+	if cl := c.Request().Header.ContentLength(); cl > limit {
+		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
+	}
+	var body io.Reader = bytes.NewReader(nil)
+	if bs := c.Context().RequestBodyStream(); bs != nil {
+		body = bs
+	}
+	b, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
+	if err != nil {
+		return apiError(api.CodeBadRequest, "reading the request body failed")
+	}
+	if len(b) > limit {
+		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
+	}
+	if optional && len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return apiError(api.CodeBadRequest, "invalid JSON: "+jsonErrorText(err))
+	}
+	if dec.More() {
+		return apiError(api.CodeBadRequest, "invalid JSON: data after the value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return apiError(api.CodeBadRequest, "invalid JSON: data after the value")
+	}
+	return nil
+}
+
+// jsonErrorText describes a decoding error without quoting the input.
+func jsonErrorText(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	var be base64.CorruptInputError
+	switch {
+	case errors.As(err, &be):
+		return fmt.Sprintf("bad base64 at byte %d of a field (byte fields are standard base64)", int64(be))
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at offset %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected end of input"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return "malformed"
+}
+
+func isJSON(c *fiber.Ctx) bool {
+	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
+	return ct == api.ContentTypeJSON
+}
+
+func isStream(c *fiber.Ctx) bool {
+	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
+	return ct == api.ContentTypeStream
+}
+
+// keyParam returns the route's key name, checked.
+func keyParam(c *fiber.Ctx) (string, error) {
+	k := c.Params("key")
+	if err := cryptosvc.ValidateKeyName(k); err != nil {
+		return "", err
+	}
+	return strings.Clone(k), nil
+}
+
+// batchStatus returns 200 when every item succeeded, 207 when some failed,
+// and the first failure's status when all failed.
+func batchStatus(errs []*api.Error) int {
+	failed := 0
+	for _, e := range errs {
+		if e != nil {
+			failed++
+		}
+	}
+	switch {
+	case failed == 0:
+		return fiber.StatusOK
+	case failed < len(errs):
+		return api.BatchStatusPartial
+	}
+	return errs[0].Code.Status()
+}
+
+func (s *Server) checkBatch(n int) error {
+	if n > s.cfg.MaxBatchItems {
+		return apiError(api.CodeTooLarge, fmt.Sprintf("batch of %d items; at most %d", n, s.cfg.MaxBatchItems))
+	}
+	return nil
+}
+
+func (s *Server) handleEncrypt(c *fiber.Ctx) error {
+	key, err := keyParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(c, OpEncrypt, key); err != nil {
+		return err
+	}
+	if isStream(c) {
+		return s.streamEncrypt(c, key)
+	}
+	var req api.EncryptRequest
+	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
+		return err
+	}
+	seal := func(it *api.EncryptItem) (api.EncryptResult, error) {
+		if it.Plaintext == nil {
+			return api.EncryptResult{}, apiError(api.CodeBadRequest, "plaintext is required (base64; \"\" for an empty message)")
+		}
+		ct, info, err := s.svc.Seal(c.UserContext(), key, it.Plaintext, it.Context)
+		s.audit(c, OpEncrypt, key, info, len(it.Plaintext), err)
+		if err != nil {
+			return api.EncryptResult{}, err
+		}
+		s.met.bytes(string(OpEncrypt), info.AEAD.String(), int64(len(it.Plaintext)))
+		return api.EncryptResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
+	}
+	if req.Items == nil {
+		res, err := seal(&req.EncryptItem)
+		if err != nil {
+			return err
+		}
+		return c.JSON(&res)
+	}
+	if req.Plaintext != nil || req.Context != nil || req.Reference != "" {
+		return apiError(api.CodeBadRequest, "a batch has only items")
+	}
+	if err := s.checkBatch(len(req.Items)); err != nil {
+		return err
+	}
+	out := api.BatchResponse[api.EncryptResult]{Items: make([]api.EncryptResult, len(req.Items))}
+	errs := make([]*api.Error, len(req.Items))
+	for i := range req.Items {
+		res, err := seal(&req.Items[i])
+		if err != nil {
+			errs[i] = toAPIError(err)
+			res = api.EncryptResult{Reference: req.Items[i].Reference, Error: errs[i]}
+		}
+		out.Items[i] = res
+	}
+	return c.Status(batchStatus(errs)).JSON(&out)
+}
+
+func (s *Server) handleDecrypt(c *fiber.Ctx) error {
+	key, err := keyParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(c, OpDecrypt, key); err != nil {
+		return err
+	}
+	if isStream(c) {
+		return s.streamDecrypt(c, key)
+	}
+	var req api.DecryptRequest
+	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
+		return err
+	}
+	open := func(it *api.DecryptItem) (api.DecryptResult, error) {
+		if it.Ciphertext == nil {
+			return api.DecryptResult{}, apiError(api.CodeBadRequest, "ciphertext is required (base64)")
+		}
+		pt, info, err := s.svc.Open(c.UserContext(), key, it.Ciphertext, it.Context)
+		s.audit(c, OpDecrypt, key, info, len(it.Ciphertext), err)
+		if err != nil {
+			if errors.Is(err, cryptosvc.ErrAuthFailed) {
+				s.met.decryptFailure()
+			}
+			return api.DecryptResult{}, err
+		}
+		s.met.bytes(string(OpDecrypt), info.AEAD.String(), int64(len(pt)))
+		if pt == nil {
+			pt = []byte{}
+		}
+		return api.DecryptResult{Plaintext: pt, KeyVersion: info.Version, Reference: it.Reference}, nil
+	}
+	if req.Items == nil {
+		res, err := open(&req.DecryptItem)
+		if err != nil {
+			return err
+		}
+		return c.JSON(&res)
+	}
+	if req.Ciphertext != nil || req.Context != nil || req.Reference != "" {
+		return apiError(api.CodeBadRequest, "a batch has only items")
+	}
+	if err := s.checkBatch(len(req.Items)); err != nil {
+		return err
+	}
+	out := api.BatchResponse[api.DecryptResult]{Items: make([]api.DecryptResult, len(req.Items))}
+	errs := make([]*api.Error, len(req.Items))
+	for i := range req.Items {
+		res, err := open(&req.Items[i])
+		if err != nil {
+			errs[i] = toAPIError(err)
+			res = api.DecryptResult{Reference: req.Items[i].Reference, Error: errs[i]}
+		}
+		out.Items[i] = res
+	}
+	return c.Status(batchStatus(errs)).JSON(&out)
+}
+
+func (s *Server) handleRewrap(c *fiber.Ctx) error {
+	key, err := keyParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(c, OpRewrap, key); err != nil {
+		return err
+	}
+	if isStream(c) {
+		return s.streamRewrap(c, key)
+	}
+	var req api.RewrapRequest
+	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
+		return err
+	}
+	rewrap := func(it *api.DecryptItem) (api.RewrapResult, error) {
+		if it.Ciphertext == nil {
+			return api.RewrapResult{}, apiError(api.CodeBadRequest, "ciphertext is required (base64)")
+		}
+		ct, info, err := s.svc.Rewrap(c.UserContext(), key, it.Ciphertext, it.Context)
+		s.audit(c, OpRewrap, key, info, len(it.Ciphertext), err)
+		if err != nil {
+			return api.RewrapResult{}, err
+		}
+		return api.RewrapResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
+	}
+	if req.Items == nil {
+		res, err := rewrap(&req.DecryptItem)
+		if err != nil {
+			return err
+		}
+		return c.JSON(&res)
+	}
+	if req.Ciphertext != nil || req.Context != nil || req.Reference != "" {
+		return apiError(api.CodeBadRequest, "a batch has only items")
+	}
+	if err := s.checkBatch(len(req.Items)); err != nil {
+		return err
+	}
+	out := api.BatchResponse[api.RewrapResult]{Items: make([]api.RewrapResult, len(req.Items))}
+	errs := make([]*api.Error, len(req.Items))
+	for i := range req.Items {
+		res, err := rewrap(&req.Items[i])
+		if err != nil {
+			errs[i] = toAPIError(err)
+			res = api.RewrapResult{Reference: req.Items[i].Reference, Error: errs[i]}
+		}
+		out.Items[i] = res
+	}
+	return c.Status(batchStatus(errs)).JSON(&out)
+}
+
+func (s *Server) handleDataKey(c *fiber.Ctx) error {
+	key, err := keyParam(c)
+	if err != nil {
+		return err
+	}
+	var req api.DataKeyRequest
+	if err := s.readJSON(c, 64<<10, &req, true); err != nil {
+		return err
+	}
+	op := OpDataKeyPlaintext
+	if req.WrappedOnly {
+		op = OpDataKey
+	}
+	if err := s.authorize(c, op, key); err != nil {
+		return err
+	}
+	if req.Bytes == 0 {
+		req.Bytes = 32
+	}
+	dk, err := s.svc.NewDataKey(c.UserContext(), key, req.Bytes, req.Context, !req.WrappedOnly)
+	s.audit(c, op, key, dk.Info, req.Bytes, err)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(&api.DataKeyResponse{Plaintext: dk.Plaintext, Wrapped: dk.Wrapped, KeyVersion: dk.Info.Version, AEAD: dk.Info.AEAD.String()})
+}
+
+// audit logs one cryptographic operation: who, which key and version, what,
+// how many bytes, and the outcome. Never data, keys or context.
+func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error) {
+	level := zap.InfoLevel
+	outcome := "ok"
+	if err != nil {
+		level = zap.WarnLevel
+		outcome = string(toAPIError(err).Code)
+	}
+	if ce := s.log.Check(level, "audit"); ce != nil {
+		ce.Write(zap.String("request_id", requestID(c)), zap.String("identity", callerName(c)),
+			zap.String("op", string(op)), zap.String("key", key), zap.Uint32("key_version", info.Version),
+			zap.Int("bytes", n), zap.String("outcome", outcome))
+	}
+}

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
+)
+
+func toAPIKey(k cryptosvc.Key) api.Key {
+	out := api.Key{Name: k.Name, Created: k.Created, LatestVersion: k.Latest(), KeyConfig: toAPIKeyConfig(k.KeyConfig)}
+	for _, v := range k.Versions {
+		out.Versions = append(out.Versions, api.KeyVersion{Version: v.Version, Created: v.Created})
+	}
+	return out
+}
+
+func toAPIKeyConfig(c cryptosvc.KeyConfig) api.KeyConfig {
+	out := api.KeyConfig{MinDecryptionVersion: c.MinDecryptionVersion, AllowedAEADs: c.AllowedAEADs, AEAD: c.AEAD, DeletionAllowed: c.DeletionAllowed}
+	if c.RotationPeriod > 0 {
+		out.RotationPeriod = time.Duration(c.RotationPeriod).String()
+	}
+	return out
+}
+
+func fromAPIKeyConfig(c api.KeyConfig) (cryptosvc.KeyConfig, error) {
+	out := cryptosvc.KeyConfig{MinDecryptionVersion: c.MinDecryptionVersion, AllowedAEADs: c.AllowedAEADs, AEAD: c.AEAD, DeletionAllowed: c.DeletionAllowed}
+	if c.RotationPeriod != "" {
+		d, err := time.ParseDuration(c.RotationPeriod)
+		if err != nil || d < 0 {
+			return out, apiError(api.CodeInvalidConfig, "rotation_period must be a duration such as \"720h\"")
+		}
+		out.RotationPeriod = cryptosvc.Duration(d)
+	}
+	return out, nil
+}
+
+func (s *Server) handleListKeys(c *fiber.Ctx) error {
+	if err := s.authorize(c, OpKeysRead, "*"); err != nil {
+		return err
+	}
+	keys, err := s.svc.ListKeys(c.UserContext())
+	if err != nil {
+		return err
+	}
+	out := api.KeyList{Keys: []api.Key{}}
+	id, _ := c.Locals(localsIdentity).(*identity)
+	for _, k := range keys {
+		if id != nil && id.allowed(OpKeysRead, k.Name) {
+			out.Keys = append(out.Keys, toAPIKey(k))
+		}
+	}
+	return c.JSON(&out)
+}
+
+func (s *Server) keyOp(c *fiber.Ctx, op Op) (string, error) {
+	key, err := keyParam(c)
+	if err != nil {
+		return "", err
+	}
+	return key, s.authorize(c, op, key)
+}
+
+func (s *Server) handleDescribeKey(c *fiber.Ctx) error {
+	key, err := s.keyOp(c, OpKeysRead)
+	if err != nil {
+		return err
+	}
+	k, err := s.svc.DescribeKey(c.UserContext(), key)
+	if err != nil {
+		return err
+	}
+	out := toAPIKey(k)
+	return c.JSON(&out)
+}
+
+func (s *Server) handleCreateKey(c *fiber.Ctx) error {
+	key, err := s.keyOp(c, OpKeysAdmin)
+	if err != nil {
+		return err
+	}
+	var req api.CreateKeyRequest
+	if err := s.readJSON(c, 64<<10, &req, true); err != nil {
+		return err
+	}
+	cfg, err := fromAPIKeyConfig(req.KeyConfig)
+	if err != nil {
+		return err
+	}
+	var k cryptosvc.Key
+	if req.Import != nil {
+		sec, serr := cryptosvc.NewSecret(req.Import)
+		clear(req.Import)
+		if serr != nil {
+			return serr
+		}
+		k, err = s.svc.ImportKey(c.UserContext(), key, []cryptosvc.Secret{sec}, cfg)
+	} else {
+		k, err = s.svc.CreateKey(c.UserContext(), key, cfg)
+	}
+	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
+	if err != nil {
+		return err
+	}
+	out := toAPIKey(k)
+	return c.Status(fiber.StatusCreated).JSON(&out)
+}
+
+func (s *Server) handleRotateKey(c *fiber.Ctx) error {
+	key, err := s.keyOp(c, OpKeysAdmin)
+	if err != nil {
+		return err
+	}
+	k, err := s.svc.RotateKey(c.UserContext(), key)
+	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
+	if err != nil {
+		return err
+	}
+	out := toAPIKey(k)
+	return c.JSON(&out)
+}
+
+func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
+	key, err := s.keyOp(c, OpKeysAdmin)
+	if err != nil {
+		return err
+	}
+	var req api.KeyConfig
+	if err := s.readJSON(c, 64<<10, &req, false); err != nil {
+		return err
+	}
+	cfg, err := fromAPIKeyConfig(req)
+	if err != nil {
+		return err
+	}
+	k, err := s.svc.ConfigureKey(c.UserContext(), key, cfg)
+	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
+	if err != nil {
+		return err
+	}
+	out := toAPIKey(k)
+	return c.JSON(&out)
+}
+
+func (s *Server) handleDeleteKey(c *fiber.Ctx) error {
+	key, err := s.keyOp(c, OpKeysAdmin)
+	if err != nil {
+		return err
+	}
+	err = s.svc.DeleteKey(c.UserContext(), key)
+	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{}, 0, err)
+	if err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}

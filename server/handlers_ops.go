@@ -1,0 +1,48 @@
+package server
+
+import (
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/internal/buildinfo"
+)
+
+func (s *Server) handleHealthz(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
+// handleReadyz answers 200 once the self-test, the selection and the keys
+// are done, and 503 while draining.
+func (s *Server) handleReadyz(c *fiber.Ctx) error {
+	if !s.Ready() {
+		return apiError(api.CodeNotReady, "not ready (starting or draining)")
+	}
+	return c.JSON(fiber.Map{"status": "ready", "aead": s.sel.AEADName})
+}
+
+func (s *Server) handleVersion(c *fiber.Ctx) error {
+	b := buildinfo.Get()
+	return c.JSON(&api.Version{Version: b.Version, GoVersion: b.GoVersion, Platform: b.Platform, Revision: b.Revision, BuildID: b.BuildID})
+}
+
+// handleAPI lists every route with its body limit, timeout and auth.
+func (s *Server) handleAPI(c *fiber.Ctx) error {
+	var out api.APIDescription
+	for _, r := range s.routes() {
+		ar := api.Route{Method: r.method, Path: r.path, MaxBody: r.maxBody, Timeout: r.timeout.String(), Auth: string(r.op), MaxItems: r.items, Streaming: r.stream}
+		if r.op == "" {
+			ar.Auth = "none"
+		}
+		if r.stream {
+			ar.MaxBody = -1
+			ar.Timeout = "idle " + s.cfg.StreamIdleTimeout.String()
+		}
+		out.Routes = append(out.Routes, ar)
+	}
+	return c.JSON(&out)
+}
+
+func (s *Server) handleOpenAPI(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(openAPIDocument)
+}

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"go.uber.org/zap"
+
+	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/kernels"
+	"github.com/cipherd/cipherd/selftest"
+)
+
+// Server is cipherd's HTTP service: a fiber app over a cryptosvc.Service,
+// with the self-test, the benchmark and the selection behind it.
+type Server struct {
+	cfg   Config
+	log   *zap.Logger
+	app   *fiber.App
+	svc   *cryptosvc.Service
+	store cryptosvc.Keystore
+	kat   *selftest.KATReport
+	sel   *selftest.Selection
+	auth  *authState
+	met   *metrics
+	speed *speedState
+	tls   *tlsState // nil without TLS
+
+	ready    atomic.Bool // self-test, selection and keys done, not draining
+	draining atomic.Bool
+	started  time.Time
+
+	// AdminTokenGenerated is the admin token generated on this start, shown
+	// once; empty when the token was configured or generated earlier.
+	AdminTokenGenerated string
+
+	closeOnce sync.Once
+	bg        context.CancelFunc
+}
+
+// New runs the start-up sequence (known-answer tests, cipher selection, keys,
+// default key, credentials) and returns a server ready to serve. ctx bounds the
+// start-up only.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("server: configuration: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		l, err := zap.NewProduction()
+		if err != nil {
+			return nil, err
+		}
+		log = l
+	}
+	s := &Server{cfg: cfg, log: log, started: time.Now()}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: data directory: %w", err)
+	}
+
+	s.kat = selftest.RunKATs(selftest.KATConfig{Logger: log})
+	if err := s.kat.Err(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	for _, f := range s.kat.Failures() {
+		log.Error("implementation disabled by its known-answer test", zap.String("kat", f.KAT), zap.String("impl", f.CipherName+"/"+f.Impl))
+	}
+	sel, err := s.selectCiphers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.sel = sel
+
+	if err := s.openKeystore(); err != nil {
+		return nil, err
+	}
+	s.svc, err = cryptosvc.New(cryptosvc.Config{
+		Keystore:       s.store,
+		AEAD:           sel.AEAD,
+		Implementation: sel.Implementation,
+		Logger:         log,
+	})
+	if err != nil {
+		s.store.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := s.ensureDefaultKey(ctx); err != nil {
+		s.store.Close()
+		return nil, err
+	}
+	if s.auth, err = newAuth(&s.cfg, log); err != nil {
+		s.store.Close()
+		return nil, err
+	}
+	s.AdminTokenGenerated = s.auth.generated
+	if cfg.TLSCert != "" {
+		if s.tls, err = newTLSState(&s.cfg, log); err != nil {
+			s.store.Close()
+			return nil, err
+		}
+	}
+	s.met = newMetrics()
+	s.speed = newSpeedState(s)
+	s.app = s.newApp()
+
+	bg, cancel := context.WithCancel(context.Background())
+	s.bg = cancel
+	go s.background(bg)
+	s.ready.Store(true)
+	log.Info("cipherd ready",
+		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
+		zap.Bool("profile_cached", sel.Cached), zap.Duration("startup", time.Since(s.started)))
+	return s, nil
+}
+
+// selectCiphers runs the quick profile (cached in the data directory) and
+// chooses the AEAD for new data within the configured limits.
+func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error) {
+	sc := selftest.SelectConfig{
+		KAT:           s.kat,
+		SkipBenchmark: s.cfg.SkipBenchmark,
+		CacheDir:      filepath.Join(s.cfg.DataDir, "speed-cache"),
+		Logger:        s.log,
+	}
+	if s.cfg.AEAD != "" {
+		c, err := cryptosvc.ParseAEAD(s.cfg.AEAD)
+		if err != nil {
+			return nil, fmt.Errorf("server: aead: %w", err)
+		}
+		sc.Pin = c
+	}
+	if len(s.cfg.AllowedAEADs) > 0 {
+		for _, name := range s.cfg.AllowedAEADs {
+			c, err := cryptosvc.ParseAEAD(name)
+			if err != nil {
+				return nil, fmt.Errorf("server: allowed_aeads: %w", err)
+			}
+			sc.Candidates = append(sc.Candidates, c)
+		}
+		// keep the default order of preference among the allowed
+		var ordered []kernels.Cipher
+		for _, c := range selftest.DefaultCandidates() {
+			for _, a := range sc.Candidates {
+				if a == c {
+					ordered = append(ordered, c)
+				}
+			}
+		}
+		sc.Candidates = ordered
+	}
+	sel, err := selftest.Select(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("server: cipher selection: %w", err)
+	}
+	return sel, nil
+}
+
+// openKeystore opens the read-only keyring, or the file keystore with the
+// configured root key (or a development one, loudly).
+func (s *Server) openKeystore() error {
+	if s.cfg.Keyring != "" {
+		kr, err := cryptosvc.OpenKeyring(s.cfg.Keyring, cryptosvc.KeyringConfig{Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("server: keyring: %w", err)
+		}
+		s.store = kr
+		return nil
+	}
+	fc := cryptosvc.FileStoreConfig{Logger: s.log}
+	root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
+	switch {
+	case err == nil:
+		fc.RootKey = &root
+	case s.cfg.RootKeyFile == "" && os.Getenv(cryptosvc.EnvRootKey) == "":
+		fc.DevRootKey = true
+	default:
+		return fmt.Errorf("server: %w", err)
+	}
+	fs, err := cryptosvc.OpenFileStore(filepath.Join(s.cfg.DataDir, "keys"), fc)
+	if err != nil {
+		return fmt.Errorf("server: keystore: %w", err)
+	}
+	s.store = fs
+	return nil
+}
+
+func (s *Server) ensureDefaultKey(ctx context.Context) error {
+	name := s.cfg.DefaultKey
+	if name == "-" || s.cfg.Keyring != "" {
+		return nil
+	}
+	_, err := s.svc.DescribeKey(ctx, name)
+	if errors.Is(err, cryptosvc.ErrKeyNotFound) {
+		_, err = s.svc.CreateKey(ctx, name, cryptosvc.KeyConfig{})
+	}
+	if err != nil {
+		return fmt.Errorf("server: default key %q: %w", name, err)
+	}
+	return nil
+}
+
+// background runs periodic work until ctx ends: the full speed table once,
+// and scheduled key rotation.
+func (s *Server) background(ctx context.Context) {
+	s.speed.runInitial(ctx)
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		if rotated, err := s.svc.RotateDue(ctx); err != nil && !errors.Is(err, cryptosvc.ErrReadOnly) {
+			s.log.Warn("scheduled rotation failed", zap.Error(err))
+		} else if len(rotated) > 0 {
+			s.log.Info("keys rotated on schedule", zap.Strings("keys", rotated))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// App returns the fiber app, to serve directly or to mount under a host app
+// (host.Mount("/crypto", s.App())).
+func (s *Server) App() *fiber.App { return s.app }
+
+// Service returns the embedded cryptosvc.Service.
+func (s *Server) Service() *cryptosvc.Service { return s.svc }
+
+// Ready reports whether /readyz answers 200.
+func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
+
+// Serve accepts connections on ln (wrapping it in TLS when configured) until
+// Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.config())
+	}
+	return s.app.Listener(ln)
+}
+
+// ListenAndServe listens on the configured address and serves.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	s.log.Info("listening", zap.String("addr", ln.Addr().String()), zap.Bool("tls", s.tls != nil))
+	return s.Serve(ln)
+}
+
+// Shutdown turns readiness off, waits DrainDelay so that load balancers stop
+// sending, then stops accepting and waits for requests in flight until ctx
+// ends. It closes the keystore.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.draining.Store(true)
+		s.log.Info("draining", zap.Duration("delay", s.cfg.DrainDelay))
+		select {
+		case <-time.After(s.cfg.DrainDelay):
+		case <-ctx.Done():
+		}
+		err = s.app.ShutdownWithContext(ctx)
+		s.bg()
+		if s.tls != nil {
+			s.tls.close()
+		}
+		if cerr := s.store.Close(); err == nil {
+			err = cerr
+		}
+		s.log.Info("stopped", zap.Error(err))
+	})
+	return err
+}

@@ -1,0 +1,236 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
+)
+
+// Streaming routes read the request body as it arrives and hand fasthttp a
+// reader as the response body, so that one 16 KiB chunk at a time is in
+// memory whatever the size. fasthttp writes a reader's output with chunked
+// transfer encoding; when the reader fails, it stops without the terminating
+// chunk and closes the connection, so no client can take a cut or forged
+// stream for a complete one. A successful decrypt ends with the trailer
+// Cipherd-Status: ok.
+
+// streamContext decodes the Cipherd-Context header.
+func streamContext(c *fiber.Ctx) ([]byte, error) {
+	h := c.Get(api.HeaderContext)
+	if h == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(h)
+	if err != nil {
+		return nil, apiError(api.CodeBadRequest, api.HeaderContext+" must be standard base64")
+	}
+	return b, nil
+}
+
+// idleReader extends the connection's read deadline before every read, so a
+// stream may last any time as long as it keeps moving.
+type idleReader struct {
+	r    io.Reader
+	conn net.Conn
+	idle time.Duration
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	r.conn.SetReadDeadline(time.Now().Add(r.idle))
+	return r.r.Read(p)
+}
+
+// requestBody returns the streamed request body with the idle deadline.
+func (s *Server) requestBody(c *fiber.Ctx) io.Reader {
+	var body io.Reader = bytes.NewReader(nil)
+	if bs := c.Context().RequestBodyStream(); bs != nil {
+		body = bs
+	}
+	return &idleReader{r: body, conn: c.Context().Conn(), idle: s.cfg.StreamIdleTimeout}
+}
+
+// responseStream is the body of a streamed response: it extends the write
+// deadline as it goes, counts bytes, records the outcome, and on success sets
+// the status trailer.
+type responseStream struct {
+	s *Server
+	// fctx outlives the handler (it lives until the response is written);
+	// the fiber.Ctx does not and must not be kept.
+	fctx    *fasthttp.RequestCtx
+	reqID   string
+	caller  string
+	r       io.Reader
+	op      Op
+	key     string
+	info    cryptosvc.Info
+	n       int64
+	trailer bool
+	start   time.Time
+	done    atomic.Bool
+}
+
+func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, trailer bool) error {
+	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now()}
+	if trailer {
+		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {
+			return err
+		}
+	}
+	c.Set(fiber.HeaderContentType, api.ContentTypeStream)
+	c.Set(api.HeaderKeyVersion, strconv.FormatUint(uint64(info.Version), 10))
+	c.Set(api.HeaderAEAD, info.AEAD.String())
+	s.met.streamStart()
+	c.Context().SetBodyStream(rs, -1)
+	return nil
+}
+
+func (rs *responseStream) Read(p []byte) (int, error) {
+	rs.fctx.Conn().SetWriteDeadline(time.Now().Add(rs.s.cfg.StreamIdleTimeout))
+	n, err := rs.r.Read(p)
+	rs.n += int64(n)
+	switch {
+	case err == io.EOF:
+		if rs.trailer {
+			rs.fctx.Response.Header.Set(api.TrailerStatus, "ok")
+		}
+		rs.finish(nil)
+	case err != nil:
+		rs.finish(err)
+	}
+	return n, err
+}
+
+// Close is called by fasthttp when the response ends, however it ends.
+func (rs *responseStream) Close() error {
+	rs.finish(errors.New("stream closed before its end"))
+	return nil
+}
+
+func (rs *responseStream) finish(err error) {
+	if rs.done.Swap(true) {
+		return
+	}
+	s := rs.s
+	s.met.streamEnd()
+	s.met.bytes(string(rs.op), rs.info.AEAD.String(), rs.n)
+	if errors.Is(err, cryptosvc.ErrAuthFailed) {
+		s.met.decryptFailure()
+	}
+	outcome := "ok"
+	level := zap.InfoLevel
+	if err != nil {
+		outcome, level = string(toAPIError(err).Code), zap.WarnLevel
+		if outcome == string(api.CodeInternal) {
+			outcome = "aborted" // the client went away, or an idle timeout
+		}
+	}
+	if ce := s.log.Check(level, "audit"); ce != nil {
+		ce.Write(zap.String("request_id", rs.reqID), zap.String("identity", rs.caller),
+			zap.String("op", string(rs.op)), zap.String("key", rs.key), zap.Uint32("key_version", rs.info.Version),
+			zap.Int64("bytes", rs.n), zap.Bool("stream", true), zap.String("outcome", outcome),
+			zap.Duration("duration", time.Since(rs.start)))
+	}
+}
+
+func (s *Server) streamEncrypt(c *fiber.Ctx, key string) error {
+	ctx, err := streamContext(c)
+	if err != nil {
+		return err
+	}
+	er, err := s.svc.EncryptReader(c.UserContext(), key, s.requestBody(c), ctx)
+	if err != nil {
+		s.audit(c, OpEncrypt, key, cryptosvc.Info{}, 0, err)
+		return err
+	}
+	return s.startStream(c, OpEncrypt, key, er.Info(), er, false)
+}
+
+func (s *Server) streamDecrypt(c *fiber.Ctx, key string) error {
+	ctx, err := streamContext(c)
+	if err != nil {
+		return err
+	}
+	dr, err := s.svc.DecryptReader(c.UserContext(), key, s.requestBody(c), ctx)
+	if err != nil {
+		if errors.Is(err, cryptosvc.ErrAuthFailed) {
+			s.met.decryptFailure()
+		}
+		s.audit(c, OpDecrypt, key, cryptosvc.Info{}, 0, err)
+		return err
+	}
+	if c.Query("verify") == "full" {
+		return s.verifyFull(c, key, dr)
+	}
+	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, true)
+}
+
+// verifyFull buffers the whole plaintext (up to MaxVerifyFull) and answers
+// only once every chunk authenticated.
+func (s *Server) verifyFull(c *fiber.Ctx, key string, dr *cryptosvc.DecryptReader) error {
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(dr, s.cfg.MaxVerifyFull+1))
+	if err == nil && n > s.cfg.MaxVerifyFull {
+		err = apiError(api.CodeTooLarge, fmt.Sprintf("plaintext over %d bytes: stream it without ?verify=full", s.cfg.MaxVerifyFull))
+	}
+	s.audit(c, OpDecrypt, key, dr.Info(), int(n), err)
+	if err != nil {
+		if errors.Is(err, cryptosvc.ErrAuthFailed) {
+			s.met.decryptFailure()
+		}
+		return err
+	}
+	s.met.bytes(string(OpDecrypt), dr.Info().AEAD.String(), n)
+	c.Set(fiber.HeaderContentType, api.ContentTypeStream)
+	c.Set(api.HeaderKeyVersion, strconv.FormatUint(uint64(dr.Info().Version), 10))
+	c.Set(api.HeaderAEAD, dr.Info().AEAD.String())
+	return c.Send(buf.Bytes())
+}
+
+// streamRewrap rewrites a stream's header: the response is the new header
+// followed by whatever of the body the request carries, streamed through. A
+// one-shot message (direct mode) is re-encrypted whole instead, within the
+// JSON body limit.
+func (s *Server) streamRewrap(c *fiber.Ctx, key string) error {
+	ctx, err := streamContext(c)
+	if err != nil {
+		return err
+	}
+	body := s.requestBody(c)
+	h, hdr, err := cryptosvc.ReadHeader(body)
+	if err != nil {
+		return err
+	}
+	in := hdr
+	if h.Mode == cryptosvc.ModeDirect {
+		rest, err := io.ReadAll(io.LimitReader(body, int64(s.cfg.MaxJSONBody)+1))
+		if err != nil {
+			return apiError(api.CodeBadRequest, "reading the request body failed")
+		}
+		if len(rest)+len(hdr) > s.cfg.MaxJSONBody {
+			return apiError(api.CodeTooLarge, "a one-shot message over the body limit cannot be rewrapped")
+		}
+		in = append(hdr, rest...)
+	}
+	out, info, err := s.svc.Rewrap(c.UserContext(), key, in, ctx)
+	s.audit(c, OpRewrap, key, info, len(in), err)
+	if err != nil {
+		return err
+	}
+	if h.Mode == cryptosvc.ModeDirect {
+		return s.startStream(c, OpRewrap, key, info, bytes.NewReader(out), false)
+	}
+	return s.startStream(c, OpRewrap, key, info, io.MultiReader(bytes.NewReader(out), body), false)
+}
