@@ -1,0 +1,114 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// testServer is a real cipherd listening on a loopback port.
+type testServer struct {
+	*Server
+	URL   string // http://127.0.0.1:port
+	Token string // the admin token
+	Logs  *observer.ObservedLogs
+	ln    net.Listener
+}
+
+// startTestServer starts a server with cfg (DataDir, Addr, AdminToken and the
+// logger are filled in when empty; the benchmark is skipped unless
+// cfg.SkipBenchmark is explicitly false via withBenchmark) and stops it when
+// the test ends.
+func startTestServer(t testing.TB, cfg Config) *testServer {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = "test-admin-token"
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	if cfg.Logger == nil {
+		cfg.Logger = zap.New(core)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = ln.Addr().String()
+	srv, err := New(context.Background(), cfg)
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: srv, URL: "http://" + ln.Addr().String(), Token: cfg.AdminToken, Logs: logs, ln: ln}
+	if srv.tls != nil {
+		ts.URL = "https://" + ln.Addr().String()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+	})
+	return ts
+}
+
+// do sends a request with the admin token (unless token is "-") and returns
+// the status and body.
+func (ts *testServer) do(t testing.TB, method, path, contentType string, body io.Reader, token string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	switch token {
+	case "":
+		req.Header.Set("Authorization", "Bearer "+ts.Token)
+	case "-":
+	default:
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return resp.StatusCode, b, resp.Header
+}
+
+// postJSON posts v as JSON with the admin token and decodes the response into out.
+func (ts *testServer) postJSON(t testing.TB, path string, v, out any) int {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := ts.do(t, "POST", path, "application/json", bytes.NewReader(b), "")
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("POST %s: %d %s: %v", path, code, body, err)
+		}
+	}
+	return code
+}
