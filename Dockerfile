@@ -17,4 +17,4 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/cipherd /usr/local/bin/cipherd
 USER nonroot:nonroot
 ENTRYPOINT ["/usr/local/bin/cipherd"]
-CMD ["selftest"]
+CMD ["serve"]
