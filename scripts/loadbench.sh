@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Loopback load benchmark: cipherd's full path against a bare fiber handler
+# doing the same cryptographic work (internal/baseline), same tool, same run,
+# rounds interleaved. Everything listens on 127.0.0.1 and stops by itself.
+#
+#   scripts/loadbench.sh            # JSON 64-byte encrypt with wrk, then streams with curl
+#   DUR=5s ROUNDS=3 CONNS=32 STREAM_MB=1024 scripts/loadbench.sh
+#
+# Needs wrk and curl (apt-get install wrk curl). Prints medians and ratios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${DUR:-10s}
+ROUNDS=${ROUNDS:-3}
+CONNS=${CONNS:-32}
+STREAM_MB=${STREAM_MB:-1024}
+TOKEN=loadbench-token
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+go build -o "$work/cipherd" ./cmd/cipherd
+go build -o "$work/baseline" ./internal/baseline
+
+CIPHERD_ADMIN_TOKEN=$TOKEN CIPHERD_AEAD=aes-128-gcm "$work/cipherd" serve \
+  -addr 127.0.0.1:18480 -data-dir "$work/data" -log-level warn >"$work/cipherd.log" 2>&1 &
+pids+=($!); cpid=$!
+"$work/baseline" -addr 127.0.0.1:18481 >"$work/baseline.log" 2>&1 &
+pids+=($!); bpid=$!
+for i in $(seq 100); do
+  curl -sf localhost:18480/readyz >/dev/null && curl -s -o /dev/null localhost:18481/ && break
+  sleep 0.1
+done
+
+# CPU time (user+sys, in clock ticks) of a process.
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+pt=$(head -c 64 /dev/urandom | base64 -w0)
+cat >"$work/post.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"plaintext":"$pt"}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $TOKEN"
+LUA
+
+declare -A rps cpu
+echo "== 64-byte JSON encrypt, wrk -t1 -c$CONNS -d$DUR, $ROUNDS interleaved rounds"
+for r in $(seq "$ROUNDS"); do
+  for target in cipherd baseline; do
+    if [ $target = cipherd ]; then url=http://127.0.0.1:18480/v1/encrypt/default; pid=$cpid
+    else url=http://127.0.0.1:18481/seal; pid=$bpid; fi
+    t0=$(ticks $pid)
+    out=$(wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$work/post.lua" "$url")
+    t1=$(ticks $pid)
+    reqs=$(echo "$out" | awk '/requests in/ {print $1}')
+    r_s=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
+    p50=$(echo "$out" | awk '$1=="50%" {print $2}')
+    p99=$(echo "$out" | awk '$1=="99%" {print $2}')
+    us=$(awk -v d=$((t1 - t0)) -v n="$reqs" -v hz="$hz" 'BEGIN {printf "%.1f", d / hz * 1e6 / n}')
+    printf '%-9s round %d: %10s req/s  p50 %-8s p99 %-8s server CPU %6s µs/req  non-2xx %s\n' \
+      $target "$r" "$r_s" "$p50" "$p99" "$us" "${non2xx:-0}"
+    rps[$target]+="$r_s "
+    cpu[$target]+="$us "
+  done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+mc=$(echo "${rps[cipherd]}" | median); mb=$(echo "${rps[baseline]}" | median)
+echo "median req/s: cipherd $mc, baseline $mb, ratio $(awk -v a="$mc" -v b="$mb" 'BEGIN {printf "%.2f", a/b}')"
+echo "median server CPU per request: cipherd $(echo "${cpu[cipherd]}" | median) µs, baseline $(echo "${cpu[baseline]}" | median) µs"
+
+echo "== streaming encrypt of $STREAM_MB MiB with curl -T (sparse file, -o /dev/null), $ROUNDS interleaved rounds"
+truncate -s "${STREAM_MB}M" "$work/big"
+for r in $(seq "$ROUNDS"); do
+  for target in cipherd baseline; do
+    if [ $target = cipherd ]; then url=http://127.0.0.1:18480/v1/encrypt/default
+    else url=http://127.0.0.1:18481/stream; fi
+    s=$(curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
+      -T "$work/big" -o /dev/null -w '%{time_total}' "$url")
+    mibs=$(awk -v m="$STREAM_MB" -v s="$s" 'BEGIN {printf "%.0f", m / s}')
+    printf '%-9s round %d: %6s MiB/s\n' $target "$r" "$mibs"
+    rps[s$target]+="$mibs "
+  done
+done
+sc=$(echo "${rps[scipherd]}" | median); sb=$(echo "${rps[sbaseline]}" | median)
+echo "median MiB/s: cipherd $sc, baseline $sb, ratio $(awk -v a="$sc" -v b="$sb" 'BEGIN {printf "%.2f", a/b}')"
+
+echo "== 4 concurrent $STREAM_MB MiB streams through cipherd: peak RSS"
+streams=()
+for i in 1 2 3 4; do
+  curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
+    -T "$work/big" -o /dev/null http://127.0.0.1:18480/v1/encrypt/default &
+  streams+=($!)
+done
+wait "${streams[@]}"
+echo "cipherd peak RSS (VmHWM): $(awk '/VmHWM/ {print $2, $3}' /proc/$cpid/status)"
