@@ -180,6 +180,9 @@ func ReadHeader(r io.Reader) (Header, []byte, error) {
 	if buf, err = readMore(r, buf, int(buf[3])); err != nil {
 		return Header{}, nil, err
 	}
+	if _, _, err := ParseHeader(buf); err != nil && err != ErrTruncated {
+		return Header{}, nil, err // a bad name: report it as Open would
+	}
 	for i := 0; ; i++ { // the version's uvarint, a byte at a time
 		if buf, err = readMore(r, buf, 1); err != nil {
 			return Header{}, nil, err
@@ -187,6 +190,9 @@ func ReadHeader(r io.Reader) (Header, []byte, error) {
 		if buf[len(buf)-1] < 0x80 || i == binary.MaxVarintLen32-1 {
 			break
 		}
+	}
+	if _, _, err := ParseHeader(buf); err != nil && err != ErrTruncated {
+		return Header{}, nil, err // a bad key version
 	}
 	if Mode(buf[2]>>4) == ModeEnvelope {
 		if buf, err = readMore(r, buf, wrappedKeySize(aeadIDs[buf[2]&0x0f])); err != nil {

@@ -167,7 +167,7 @@ func (d *DecryptReader) Read(p []byte) (int, error) {
 		d.plain = d.plain[k:]
 		n, p = n+k, p[k:]
 	}
-	if n > 0 {
+	if n > 0 || len(d.plain) > 0 { // an empty p with plaintext pending is not the end
 		return n, nil
 	}
 	return 0, d.err
