@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cipherd/cipherd/server"
@@ -56,13 +57,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "cipherd serve: -log-level:", err)
 		return 2
 	}
-	zc := zap.NewProductionConfig()
-	zc.Level = level
-	log, err := zc.Build()
-	if err != nil {
-		fmt.Fprintln(stderr, "cipherd serve:", err)
-		return 1
-	}
+	// JSON logs to standard error through a buffer flushed every second (and
+	// at exit): an access and an audit line per request must not cost a
+	// write system call each.
+	sink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(stderr), Size: 256 << 10, FlushInterval: time.Second}
+	defer sink.Stop()
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), sink, level),
+		zap.ErrorOutput(zapcore.AddSync(stderr)))
 	defer log.Sync()
 	cfg.Logger = log
 
