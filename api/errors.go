@@ -31,6 +31,7 @@ const (
 	CodeRouteNotFound      Code = "not_found"            // 404
 	CodeMethodNotAllowed   Code = "method_not_allowed"   // 405
 	CodeKeyExists          Code = "key_exists"           // 409
+	CodeBusy               Code = "busy"                 // 409: a speed run is already in progress
 	CodeDeletionNotAllowed Code = "deletion_not_allowed" // 409
 	CodeReadOnly           Code = "keystore_read_only"   // 409
 	CodeVersionRetired     Code = "key_version_retired"  // 410
@@ -55,7 +56,7 @@ func (c Code) Status() int {
 		return 405
 	case CodeTimeout:
 		return 408
-	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly:
+	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy:
 		return 409
 	case CodeVersionRetired:
 		return 410

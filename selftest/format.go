@@ -47,9 +47,21 @@ func (r *SpeedResult) WriteTable(w io.Writer) error {
 	fmt.Fprintln(bw, "The 'numbers' are in 1000s of bytes per second processed.")
 	writeTableHeader(bw, r.Sizes)
 	for _, row := range r.Rows {
-		writeTableRow(bw, r.rowName(row), row.Cells)
+		writeTableRow(bw, r.rowName(row), row.Cells, r.nameWidth())
 	}
 	return bw.Flush()
+}
+
+// nameWidth is openssl's 13-character name column, widened to the longest
+// name when rows carry implementation names, so the columns stay aligned.
+func (r *SpeedResult) nameWidth() int {
+	w := 13
+	if r.multiImp {
+		for _, row := range r.Rows {
+			w = max(w, len(r.rowName(row))+1)
+		}
+	}
+	return w
 }
 
 // cpuLine summarises the processor in one line.
@@ -70,8 +82,8 @@ func writeTableHeader(w io.Writer, sizes []int) {
 	fmt.Fprintln(w)
 }
 
-func writeTableRow(w io.Writer, name string, cells []SpeedCell) {
-	fmt.Fprintf(w, "%-13s", name)
+func writeTableRow(w io.Writer, name string, cells []SpeedCell, width int) {
+	fmt.Fprintf(w, "%-*s", width, name)
 	for _, c := range cells {
 		fmt.Fprint(w, formatRate(c.BytesPerSecond()))
 	}
@@ -113,15 +125,16 @@ func WriteComparison(w io.Writer, ours, theirs *SpeedResult) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, "The 'numbers' are in 1000s of bytes per second processed; ratio = cipherd ÷ openssl.")
 	writeTableHeader(bw, ours.Sizes)
+	width := ours.nameWidth()
 	for _, row := range ours.Rows {
-		writeTableRow(bw, ours.rowName(row), row.Cells)
+		writeTableRow(bw, ours.rowName(row), row.Cells, width)
 		ref := theirs.find(row.Name)
 		if ref == nil {
-			fmt.Fprintln(bw, "  openssl      (not supported by this openssl)")
+			fmt.Fprintf(bw, "%-*s (not supported by this openssl)\n", width, "  openssl")
 			continue
 		}
-		writeTableRow(bw, "  openssl", ref.Cells)
-		fmt.Fprintf(bw, "%-13s", "  ratio")
+		writeTableRow(bw, "  openssl", ref.Cells, width)
+		fmt.Fprintf(bw, "%-*s", width, "  ratio")
 		for i, c := range row.Cells {
 			if i < len(ref.Cells) && ref.Cells[i].BytesPerSecond() > 0 {
 				fmt.Fprintf(bw, " %11.2fx", c.BytesPerSecond()/ref.Cells[i].BytesPerSecond())

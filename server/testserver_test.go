@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
@@ -24,8 +25,7 @@ type testServer struct {
 }
 
 // startTestServer starts a server with cfg (DataDir, Addr, AdminToken and the
-// logger are filled in when empty; the benchmark is skipped unless
-// cfg.SkipBenchmark is explicitly false via withBenchmark) and stops it when
+// logger are filled in when empty), waits until it answers, and stops it when
 // the test ends.
 func startTestServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
@@ -58,6 +58,19 @@ func startTestServer(t testing.TB, cfg Config) *testServer {
 		defer close(done)
 		srv.Serve(ln)
 	}()
+	// Serve attaches its listener asynchronously; a Shutdown before that
+	// would return at once and leave Serve running.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: time.Second}
+	for i := 0; ; i++ {
+		if r, err := client.Get(ts.URL + "/healthz"); err == nil {
+			r.Body.Close()
+			break
+		}
+		if i > 400 {
+			t.Fatal("server did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -1,0 +1,178 @@
+//go:build unix
+
+package server
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// The browser test renders /speed in a real headless Chromium: the
+// screenshot must be the page with its chart, drawn with no external assets
+// (the browser is kept off the network), and the DOM it built must hold the
+// SVG. CI installs Debian's chromium; elsewhere the test skips without it.
+// Set CIPHERD_SCREENSHOT_DIR to keep the screenshot.
+
+const (
+	shotWidth  = 1280
+	shotHeight = 1600
+)
+
+func chromiumPath() string {
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// runChromium runs headless Chromium with args after the common flags and
+// returns its standard output. The whole process group is killed when it
+// overruns.
+func runChromium(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	profile := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
+		"--user-data-dir=" + profile,
+		"--window-size=" + strconv.Itoa(shotWidth) + "," + strconv.Itoa(shotHeight),
+	}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+profile)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("chromium %s: %s", args[0], time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, lastLines(stderr.String(), 20))
+	}
+	return stdout.Bytes()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func TestSpeedPageBrowser(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed; CI must install it (apt-get install chromium)")
+		}
+		t.Skip("chromium not installed")
+	}
+	ts, v := startBenchServer(t)
+
+	// The DOM as the browser built it: plain /speed, negotiated to HTML by
+	// the browser's own Accept header.
+	dom := string(runChromium(t, bin, "--dump-dom", ts.URL+"/speed"))
+	if !strings.Contains(dom, "<svg") || !strings.Contains(dom, "cipherd") {
+		t.Fatalf("the DOM has no chart:\n%.2000s", dom)
+	}
+	if n := strings.Count(dom, "<polyline"); n != len(v.Table.Rows) {
+		t.Errorf("the DOM has %d polylines, want %d", n, len(v.Table.Rows))
+	}
+
+	shot := filepath.Join(t.TempDir(), "speed.png")
+	runChromium(t, bin, "--screenshot="+shot, ts.URL+"/speed")
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if dir := os.Getenv("CIPHERD_SCREENSHOT_DIR"); dir != "" {
+		b, _ := os.ReadFile(shot)
+		if err := os.WriteFile(filepath.Join(dir, "speed.png"), b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if b := img.Bounds(); b.Dx() != shotWidth || b.Dy() != shotHeight {
+		t.Fatalf("screenshot is %dx%d, want %dx%d", b.Dx(), b.Dy(), shotWidth, shotHeight)
+	}
+
+	st := pixelStats(img)
+	t.Logf("screenshot: %d colours, %.1f%% not white", len(st.colours), 100*float64(st.nonWhite)/float64(shotWidth*shotHeight))
+	if len(st.colours) < 50 || st.nonWhite < shotWidth*shotHeight/20 {
+		t.Errorf("the screenshot looks blank: %d colours, %d pixels not white", len(st.colours), st.nonWhite)
+	}
+	// Every line's colour is on screen: in its legend sample and the
+	// swatch of the table, at least.
+	for _, row := range v.Table.Rows {
+		c, err := kernels.ParseCipher(row.Cipher)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hex := cipherColors[c]
+		if n := st.near(hex, 6); n < 30 {
+			t.Errorf("%s/%s: only %d pixels of its colour %s", row.Cipher, row.Impl, n, hex)
+		}
+	}
+}
+
+type rgb struct{ r, g, b uint8 }
+
+type stats struct {
+	colours  map[rgb]int
+	nonWhite int
+}
+
+func pixelStats(img image.Image) stats {
+	st := stats{colours: map[rgb]int{}}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			c := rgb{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8)}
+			st.colours[c]++
+			if c != (rgb{255, 255, 255}) {
+				st.nonWhite++
+			}
+		}
+	}
+	return st
+}
+
+// near counts the pixels within tol of the colour "#rrggbb" in every channel.
+func (st stats) near(hex string, tol int) int {
+	v, err := strconv.ParseUint(strings.TrimPrefix(hex, "#"), 16, 32)
+	if err != nil {
+		panic("bad colour " + hex)
+	}
+	want := rgb{uint8(v >> 16), uint8(v >> 8), uint8(v)}
+	d := func(a, b uint8) int { return max(int(a)-int(b), int(b)-int(a)) }
+	n := 0
+	for c, k := range st.colours {
+		if d(c.r, want.r) <= tol && d(c.g, want.g) <= tol && d(c.b, want.b) <= tol {
+			n += k
+		}
+	}
+	return n
+}
