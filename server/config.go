@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -50,11 +51,15 @@ type Config struct {
 	// Policies name sets of allow and deny rules; deny wins.
 	Policies []PolicyConfig `yaml:"policies"`
 	// TrustedProxies are the CIDRs of proxies allowed to forward a client's
-	// certificate (X-Forwarded-Client-Cert). CIPHERD_TRUSTED_PROXIES
-	// (comma-separated).
+	// certificate in X-Forwarded-Client-Cert: an Envoy-style header with
+	// Cert= (URL-escaped PEM), a bare URL-escaped PEM, or base64 DER. The
+	// proxy must replace any header the client sent; several entries or lines
+	// are refused. From anyone else the header is ignored.
+	// CIPHERD_TRUSTED_PROXIES (comma-separated).
 	TrustedProxies []string `yaml:"trusted_proxies"`
-	// RateLimit is the sustained requests per second allowed per identity; 0
-	// means no limit. CIPHERD_RATE_LIMIT.
+	// RateLimit is the sustained requests per second allowed per identity
+	// (the admin included), counted after authentication; over it, 429 with
+	// Retry-After. 0 means no limit. CIPHERD_RATE_LIMIT.
 	RateLimit float64 `yaml:"rate_limit"`
 	// RateBurst is the burst above RateLimit. Default 2×RateLimit, at least 1.
 	RateBurst int `yaml:"rate_burst"`
@@ -64,8 +69,9 @@ type Config struct {
 	// CIPHERD_TLS_KEY.
 	TLSCert string `yaml:"tls_cert"`
 	TLSKey  string `yaml:"tls_key"`
-	// TLSClientCA, when set, requests client certificates verified against
-	// it (mTLS identities). CIPHERD_TLS_CLIENT_CA.
+	// TLSClientCA, when set, requests client certificates and verifies them
+	// against it when given (mTLS identities; clients without one can still
+	// use a token); it reloads when it changes. CIPHERD_TLS_CLIENT_CA.
 	TLSClientCA string `yaml:"tls_client_ca"`
 
 	// AEAD pins the AEAD for new data; empty means the fastest measured.
@@ -106,7 +112,8 @@ type Config struct {
 
 // IdentityConfig is one API client.
 type IdentityConfig struct {
-	// Name identifies the client in logs and metrics.
+	// Name identifies the client in logs and metrics; unique; "admin" is
+	// reserved.
 	Name string `yaml:"name"`
 	// TokenSHA256 is the hex SHA-256 of its bearer token.
 	TokenSHA256 string `yaml:"token_sha256"`
@@ -125,7 +132,7 @@ type PolicyConfig struct {
 }
 
 // RuleConfig allows or denies operations on keys whose names match a pattern
-// (path.Match syntax, e.g. "orders-*").
+// (path.Match syntax, e.g. "orders-*"). Ops and Keys are both required.
 type RuleConfig struct {
 	Ops  []string `yaml:"ops"`  // encrypt, decrypt, rewrap, datakey, datakey-plaintext, keys-read, keys-admin, speed-run, or *
 	Keys []string `yaml:"keys"` // patterns
@@ -229,6 +236,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
 		errs = append(errs, errors.New("tls_client_ca needs tls_cert and tls_key"))
+	}
+	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) {
+		errs = append(errs, fmt.Errorf("rate_limit %v must be a finite non-negative number", cfg.RateLimit))
 	}
 	for _, p := range cfg.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil {
