@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
@@ -61,10 +63,12 @@ func toAPIError(err error) *api.Error {
 		case fiber.StatusRequestTimeout:
 			return apiError(api.CodeTimeout, "request timed out")
 		case fiber.StatusUnsupportedMediaType:
-			return apiError(api.CodeUnsupportedMedia, fe.Message)
+			return apiError(api.CodeUnsupportedMedia, "unsupported Content-Type")
 		}
 		if fe.Code >= 400 && fe.Code < 500 {
-			return apiError(api.CodeBadRequest, fe.Message)
+			// fiber's message for a request fasthttp could not parse quotes
+			// the request's bytes: never send it back.
+			return apiError(api.CodeBadRequest, "malformed request: "+strings.ToLower(http.StatusText(fe.Code)))
 		}
 	}
 	return apiError(api.CodeInternal, "internal error")

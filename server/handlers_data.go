@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -31,7 +32,7 @@ func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
 	}
 	b, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
 	if err != nil {
-		return apiError(api.CodeBadRequest, "reading the request body failed")
+		return bodyReadError(c, err)
 	}
 	if len(b) > limit {
 		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
@@ -51,6 +52,18 @@ func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
 		return apiError(api.CodeBadRequest, "invalid JSON: data after the value")
 	}
 	return nil
+}
+
+// bodyReadError answers a request whose body could not be read: 408 when it
+// stopped arriving, 400 when it was cut short or badly framed. The rest of the
+// body is unread, so the connection is closed rather than reused.
+func bodyReadError(c *fiber.Ctx, err error) error {
+	c.Context().SetConnectionClose()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return apiError(api.CodeTimeout, "the request body stopped arriving")
+	}
+	return apiError(api.CodeBadRequest, "reading the request body failed")
 }
 
 // jsonErrorText describes a decoding error without quoting the input.
@@ -297,8 +310,12 @@ func (s *Server) handleDataKey(c *fiber.Ctx) error {
 	if err := s.authorize(c, op, key); err != nil {
 		return err
 	}
-	if req.Bytes == 0 {
+	switch req.Bytes {
+	case 0:
 		req.Bytes = 32
+	case 16, 24, 32, 64:
+	default:
+		return apiError(api.CodeBadRequest, "bytes must be 16, 24, 32 or 64")
 	}
 	dk, err := s.svc.NewDataKey(c.UserContext(), key, req.Bytes, req.Context, !req.WrappedOnly)
 	s.audit(c, op, key, dk.Info, req.Bytes, err)

@@ -40,26 +40,48 @@ func streamContext(c *fiber.Ctx) ([]byte, error) {
 	return b, nil
 }
 
+// errBodyCut: the request body ended before its Content-Length or inside a
+// chunk. Deliberately not io.ErrUnexpectedEOF, which a plaintext reader takes
+// for the short final read of a complete body: a cut upload must never be
+// sealed as a complete stream.
+var errBodyCut = errors.New("server: request body cut short")
+
 // idleReader extends the connection's read deadline before every read, so a
-// stream may last any time as long as it keeps moving.
+// stream may last any time as long as it keeps moving. It reports a body that
+// ends early as errBodyCut and keeps the first read error, so that handlers
+// can tell a failed read from a bad ciphertext.
 type idleReader struct {
 	r    io.Reader
 	conn net.Conn
 	idle time.Duration
+	size int64 // Content-Length; -1 when chunked
+	n    int64
+	err  error // the first read error other than io.EOF
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {
 	r.conn.SetReadDeadline(time.Now().Add(r.idle))
-	return r.r.Read(p)
+	n, err := r.r.Read(p)
+	r.n += int64(n)
+	if err == io.ErrUnexpectedEOF || err == io.EOF && r.size >= 0 && r.n < r.size {
+		err = errBodyCut
+	}
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // requestBody returns the streamed request body with the idle deadline.
-func (s *Server) requestBody(c *fiber.Ctx) io.Reader {
+func (s *Server) requestBody(c *fiber.Ctx) *idleReader {
 	var body io.Reader = bytes.NewReader(nil)
+	size := int64(c.Request().Header.ContentLength())
 	if bs := c.Context().RequestBodyStream(); bs != nil {
 		body = bs
+	} else {
+		size = 0
 	}
-	return &idleReader{r: body, conn: c.Context().Conn(), idle: s.cfg.StreamIdleTimeout}
+	return &idleReader{r: body, conn: c.Context().Conn(), idle: s.cfg.StreamIdleTimeout, size: size}
 }
 
 // responseStream is the body of a streamed response: it extends the write
@@ -163,8 +185,12 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, key string) error {
 	if err != nil {
 		return err
 	}
-	dr, err := s.svc.DecryptReader(c.UserContext(), key, s.requestBody(c), ctx)
+	body := s.requestBody(c)
+	dr, err := s.svc.DecryptReader(c.UserContext(), key, body, ctx)
 	if err != nil {
+		if body.err != nil {
+			err = bodyReadError(c, body.err)
+		}
 		if errors.Is(err, cryptosvc.ErrAuthFailed) {
 			s.met.decryptFailure()
 		}
@@ -172,17 +198,20 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, key string) error {
 		return err
 	}
 	if c.Query("verify") == "full" {
-		return s.verifyFull(c, key, dr)
+		return s.verifyFull(c, key, dr, body)
 	}
 	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, true)
 }
 
 // verifyFull buffers the whole plaintext (up to MaxVerifyFull) and answers
 // only once every chunk authenticated.
-func (s *Server) verifyFull(c *fiber.Ctx, key string, dr *cryptosvc.DecryptReader) error {
+func (s *Server) verifyFull(c *fiber.Ctx, key string, dr *cryptosvc.DecryptReader, body *idleReader) error {
 	var buf bytes.Buffer
 	n, err := buf.ReadFrom(io.LimitReader(dr, s.cfg.MaxVerifyFull+1))
-	if err == nil && n > s.cfg.MaxVerifyFull {
+	switch {
+	case err != nil && body.err != nil:
+		err = bodyReadError(c, body.err)
+	case err == nil && n > s.cfg.MaxVerifyFull:
 		err = apiError(api.CodeTooLarge, fmt.Sprintf("plaintext over %d bytes: stream it without ?verify=full", s.cfg.MaxVerifyFull))
 	}
 	s.audit(c, OpDecrypt, key, dr.Info(), int(n), err)
@@ -211,13 +240,16 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string) error {
 	body := s.requestBody(c)
 	h, hdr, err := cryptosvc.ReadHeader(body)
 	if err != nil {
+		if body.err != nil {
+			return bodyReadError(c, body.err)
+		}
 		return err
 	}
 	in := hdr
 	if h.Mode == cryptosvc.ModeDirect {
 		rest, err := io.ReadAll(io.LimitReader(body, int64(s.cfg.MaxJSONBody)+1))
 		if err != nil {
-			return apiError(api.CodeBadRequest, "reading the request body failed")
+			return bodyReadError(c, err)
 		}
 		if len(rest)+len(hdr) > s.cfg.MaxJSONBody {
 			return apiError(api.CodeTooLarge, "a one-shot message over the body limit cannot be rewrapped")

@@ -1,0 +1,342 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cipherd/cipherd/api"
+)
+
+// The OpenAPI document (openapi.json, served at /v1/openapi.json) and
+// docs/API.md are checked against the code: every route of the route table
+// with its limits, every error code with its status, and every wire type's
+// fields.
+
+// apiCodes returns every api.Code constant, read from the source of package
+// api so that a new code cannot be forgotten here.
+func apiCodes(t *testing.T) []api.Code {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "../api/errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []api.Code
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, s := range gd.Specs {
+			vs := s.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Code" {
+				continue
+			}
+			for _, v := range vs.Values {
+				lit, ok := v.(*ast.BasicLit)
+				if !ok {
+					t.Fatalf("api/errors.go: a Code constant that is not a string literal")
+				}
+				s, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				codes = append(codes, api.Code(s))
+			}
+		}
+	}
+	if len(codes) < 20 {
+		t.Fatalf("found only %d codes in api/errors.go", len(codes))
+	}
+	return codes
+}
+
+// openAPIPath turns a fiber route (/v1/keys/:key) into an OpenAPI path
+// (/v1/keys/{key}).
+func openAPIPath(p string) string {
+	return regexp.MustCompile(`:([a-z]+)`).ReplaceAllString(p, "{$1}")
+}
+
+// defaultRoutes is the route table under the default configuration.
+func defaultRoutes() []route {
+	s := &Server{cfg: Config{}.Defaults()}
+	return s.routes()
+}
+
+type jsonObj = map[string]any
+
+func loadOpenAPI(t *testing.T) jsonObj {
+	t.Helper()
+	var doc jsonObj
+	dec := json.NewDecoder(bytes.NewReader(openAPIDocument))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	return doc
+}
+
+func obj(t *testing.T, v any, where string) jsonObj {
+	t.Helper()
+	o, ok := v.(jsonObj)
+	if !ok {
+		t.Fatalf("%s: not an object", where)
+	}
+	return o
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if v, _ := doc["openapi"].(string); !strings.HasPrefix(v, "3.1.") {
+		t.Errorf("openapi %q, want 3.1.x", v)
+	}
+	info := obj(t, doc["info"], "info")
+	if info["title"] != "cipherd" || info["version"] == nil {
+		t.Errorf("info: %v", info)
+	}
+
+	// Every $ref resolves.
+	var walk func(v any, where string)
+	walk = func(v any, where string) {
+		switch v := v.(type) {
+		case jsonObj:
+			if r, ok := v["$ref"].(string); ok {
+				var cur any = doc
+				for _, part := range strings.Split(strings.TrimPrefix(r, "#/"), "/") {
+					o, _ := cur.(jsonObj)
+					cur = o[part]
+				}
+				if !strings.HasPrefix(r, "#/") || cur == nil {
+					t.Errorf("%s: $ref %s does not resolve", where, r)
+				}
+			}
+			for k, x := range v {
+				walk(x, where+"/"+k)
+			}
+		case []any:
+			for i, x := range v {
+				walk(x, fmt.Sprintf("%s/%d", where, i))
+			}
+		}
+	}
+	walk(doc, "#")
+
+	// Every route with its method and limits, and nothing else.
+	paths := obj(t, doc["paths"], "paths")
+	seen := map[string]bool{}
+	for _, r := range defaultRoutes() {
+		p, m := openAPIPath(r.path), strings.ToLower(r.method)
+		where := r.method + " " + p
+		item, ok := paths[p].(jsonObj)
+		if !ok {
+			t.Errorf("%s: path missing", where)
+			continue
+		}
+		op, ok := item[m].(jsonObj)
+		if !ok {
+			t.Errorf("%s: method missing", where)
+			continue
+		}
+		seen[m+" "+p] = true
+		wantAuth := string(r.op)
+		if wantAuth == "" {
+			wantAuth = "none"
+		}
+		if op["x-cipherd-auth"] != wantAuth {
+			t.Errorf("%s: x-cipherd-auth %v, want %s", where, op["x-cipherd-auth"], wantAuth)
+		}
+		if sec, ok := op["security"].([]any); (r.op == "") != (ok && len(sec) == 0) {
+			t.Errorf("%s: security %v for auth %q", where, op["security"], r.op)
+		}
+		if n, _ := op["x-cipherd-max-body"].(json.Number); n.String() != strconv.FormatInt(r.maxBody, 10) {
+			t.Errorf("%s: x-cipherd-max-body %v, want %d", where, op["x-cipherd-max-body"], r.maxBody)
+		}
+		wantTimeout := r.timeout.String()
+		if r.stream {
+			wantTimeout = "idle " + Config{}.Defaults().StreamIdleTimeout.String()
+		}
+		if op["x-cipherd-timeout"] != wantTimeout {
+			t.Errorf("%s: x-cipherd-timeout %v, want %s", where, op["x-cipherd-timeout"], wantTimeout)
+		}
+		if n, _ := op["x-cipherd-max-items"].(json.Number); r.items != 0 && n.String() != strconv.Itoa(r.items) || r.items == 0 && op["x-cipherd-max-items"] != nil {
+			t.Errorf("%s: x-cipherd-max-items %v, want %d", where, op["x-cipherd-max-items"], r.items)
+		}
+		if st, _ := op["x-cipherd-streaming"].(bool); st != r.stream {
+			t.Errorf("%s: x-cipherd-streaming %v, want %v", where, st, r.stream)
+		}
+		if r.stream {
+			body := obj(t, obj(t, op["requestBody"], where+" requestBody")["content"], where+" content")
+			if body[api.ContentTypeJSON] == nil || body[api.ContentTypeStream] == nil {
+				t.Errorf("%s: a streaming route must take JSON and octet-stream", where)
+			}
+		}
+		if strings.Contains(p, "{key}") {
+			params, _ := json.Marshal(op["parameters"])
+			if !bytes.Contains(params, []byte(`"#/components/parameters/key"`)) {
+				t.Errorf("%s: no key parameter", where)
+			}
+		}
+		responses := obj(t, op["responses"], where+" responses")
+		ok2xx := false
+		for status, resp := range responses {
+			if strings.HasPrefix(status, "2") {
+				ok2xx = true
+				continue
+			}
+			ref, _ := obj(t, resp, where+" "+status)["$ref"].(string)
+			if !strings.HasPrefix(ref, "#/components/responses/") {
+				t.Errorf("%s %s: an error response must be a shared error response", where, status)
+			}
+		}
+		if !ok2xx {
+			t.Errorf("%s: no success response", where)
+		}
+	}
+	for p, item := range paths {
+		for m := range obj(t, item, p) {
+			if !seen[m+" "+p] {
+				t.Errorf("%s %s is documented but not routed", strings.ToUpper(m), p)
+			}
+		}
+	}
+
+	// Every code, in the Error schema and with its status.
+	schemas := obj(t, obj(t, doc["components"], "components")["schemas"], "schemas")
+	errProps := obj(t, obj(t, schemas["Error"], "Error")["properties"], "Error.properties")
+	enum, _ := obj(t, errProps["code"], "Error.code")["enum"].([]any)
+	statuses := obj(t, doc["x-cipherd-error-codes"], "x-cipherd-error-codes")
+	codes := apiCodes(t)
+	for _, c := range codes {
+		if !slices.Contains(enum, any(string(c))) {
+			t.Errorf("code %s is not in the Error schema's enum", c)
+		}
+		st, ok := statuses[string(c)].(jsonObj)
+		if !ok {
+			t.Errorf("code %s is not in x-cipherd-error-codes", c)
+			continue
+		}
+		if n, _ := st["status"].(json.Number); n.String() != strconv.Itoa(c.Status()) {
+			t.Errorf("code %s: documented status %v, sent with %d", c, st["status"], c.Status())
+		}
+	}
+	if len(enum) != len(codes) || len(statuses) != len(codes) {
+		t.Errorf("%d codes in the enum and %d in x-cipherd-error-codes; api has %d", len(enum), len(statuses), len(codes))
+	}
+
+	// Every wire type's JSON fields are its schema's properties.
+	types := map[string]reflect.Type{
+		"EncryptItem":          reflect.TypeFor[api.EncryptItem](),
+		"EncryptRequest":       reflect.TypeFor[api.EncryptRequest](),
+		"EncryptResult":        reflect.TypeFor[api.EncryptResult](),
+		"EncryptBatchResponse": reflect.TypeFor[api.BatchResponse[api.EncryptResult]](),
+		"DecryptItem":          reflect.TypeFor[api.DecryptItem](),
+		"DecryptRequest":       reflect.TypeFor[api.DecryptRequest](),
+		"DecryptResult":        reflect.TypeFor[api.DecryptResult](),
+		"DecryptBatchResponse": reflect.TypeFor[api.BatchResponse[api.DecryptResult]](),
+		"RewrapBatchResponse":  reflect.TypeFor[api.BatchResponse[api.RewrapResult]](),
+		"DataKeyRequest":       reflect.TypeFor[api.DataKeyRequest](),
+		"DataKeyResponse":      reflect.TypeFor[api.DataKeyResponse](),
+		"KeyConfig":            reflect.TypeFor[api.KeyConfig](),
+		"CreateKeyRequest":     reflect.TypeFor[api.CreateKeyRequest](),
+		"KeyVersion":           reflect.TypeFor[api.KeyVersion](),
+		"Key":                  reflect.TypeFor[api.Key](),
+		"KeyList":              reflect.TypeFor[api.KeyList](),
+		"Version":              reflect.TypeFor[api.Version](),
+		"Route":                reflect.TypeFor[api.Route](),
+		"APIDescription":       reflect.TypeFor[api.APIDescription](),
+		"Error":                reflect.TypeFor[api.Error](),
+	}
+	for name, typ := range types {
+		s, ok := schemas[name].(jsonObj)
+		if !ok {
+			t.Errorf("schema %s missing", name)
+			continue
+		}
+		var props []string
+		for p := range obj(t, s["properties"], name+".properties") {
+			props = append(props, p)
+		}
+		slices.Sort(props)
+		want := jsonFields(typ)
+		slices.Sort(want)
+		if !slices.Equal(props, want) {
+			t.Errorf("schema %s has properties %v; %s has JSON fields %v", name, props, typ, want)
+		}
+	}
+}
+
+// jsonFields returns the JSON names of a struct's fields, embedded structs
+// flattened as encoding/json does.
+func jsonFields(typ reflect.Type) []string {
+	var out []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			out = append(out, jsonFields(f.Type)...)
+		case !f.IsExported():
+		case name == "":
+			out = append(out, f.Name)
+		default:
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	code, body, hdr := ts.do(t, "GET", api.RouteOpenAPI, "", nil, "-")
+	if code != 200 || !bytes.Equal(body, openAPIDocument) || !strings.HasPrefix(hdr.Get("Content-Type"), api.ContentTypeJSON) {
+		t.Fatalf("GET %s: %d, %s, %d bytes", api.RouteOpenAPI, code, hdr.Get("Content-Type"), len(body))
+	}
+}
+
+// TestOpenAPIDocsAPI: docs/API.md names every route and has every code in its
+// table with the status it is sent with.
+func TestOpenAPIDocsAPI(t *testing.T) {
+	b, err := os.ReadFile("../docs/API.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, r := range defaultRoutes() {
+		p := openAPIPath(r.path)
+		if !strings.Contains(doc, r.method+" "+p) {
+			t.Errorf("docs/API.md does not mention %s %s", r.method, p)
+		}
+	}
+	for _, c := range apiCodes(t) {
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(string(c)) + "` \\| " + strconv.Itoa(c.Status()) + " \\|")
+		if !row.MatchString(doc) {
+			t.Errorf("docs/API.md has no error table row for `%s` with status %d", c, c.Status())
+		}
+	}
+	// The documented defaults are the defaults.
+	def := Config{}.Defaults()
+	for _, want := range []string{
+		fmt.Sprintf("%d MiB", def.MaxJSONBody>>20),
+		fmt.Sprintf("%d items", def.MaxBatchItems),
+		fmt.Sprintf("%d MiB", def.MaxVerifyFull>>20),
+		def.RequestTimeout.String(),
+		def.StreamIdleTimeout.String(),
+		(5 * time.Minute).String(),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/API.md does not state the default %q", want)
+		}
+	}
+}
