@@ -16,5 +16,7 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/cipherd /usr/local/bin/cipherd
 USER nonroot:nonroot
+# The exec form: the distroless image has no shell and no curl.
+HEALTHCHECK --interval=10s --timeout=3s CMD ["/usr/local/bin/cipherd", "health", "-q"]
 ENTRYPOINT ["/usr/local/bin/cipherd"]
 CMD ["serve"]

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -93,6 +94,8 @@ func (s *Server) requestID(c *fiber.Ctx) error {
 		var b [12]byte
 		rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
+	} else {
+		id = strings.Clone(id) // c.Get points into a buffer fasthttp reuses
 	}
 	c.Locals(localsRequestID, id)
 	c.Set(api.HeaderRequestID, id)

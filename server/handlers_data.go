@@ -26,9 +26,11 @@ func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
 	if cl := c.Request().Header.ContentLength(); cl > limit {
 		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
 	}
-	var body io.Reader = bytes.NewReader(nil)
+	var body io.Reader
 	if bs := c.Context().RequestBodyStream(); bs != nil {
 		body = bs
+	} else {
+		body = bytes.NewReader(c.Body()) // a host app without StreamRequestBody read it whole
 	}
 	b, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
 	if err != nil {

@@ -57,7 +57,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		l, err := zap.NewProduction()
+		zc := zap.NewProductionConfig()
+		zc.Sampling = nil // sampling would drop access and audit lines
+		l, err := zc.Build()
 		if err != nil {
 			return nil, err
 		}

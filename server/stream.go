@@ -74,12 +74,13 @@ func (r *idleReader) Read(p []byte) (int, error) {
 
 // requestBody returns the streamed request body with the idle deadline.
 func (s *Server) requestBody(c *fiber.Ctx) *idleReader {
-	var body io.Reader = bytes.NewReader(nil)
+	var body io.Reader
 	size := int64(c.Request().Header.ContentLength())
 	if bs := c.Context().RequestBodyStream(); bs != nil {
 		body = bs
-	} else {
-		size = 0
+	} else { // a host app without StreamRequestBody has read the body whole
+		b := c.Body()
+		body, size = bytes.NewReader(b), int64(len(b))
 	}
 	return &idleReader{r: body, conn: c.Context().Conn(), idle: s.cfg.StreamIdleTimeout, size: size}
 }

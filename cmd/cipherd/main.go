@@ -3,6 +3,8 @@
 //	cipherd [serve] [flags]              run the service (the default)
 //	cipherd speed [flags] [cipher ...]   benchmark, as `openssl speed -evp`
 //	cipherd selftest [flags]             known-answer tests and cipher selection
+//	cipherd encrypt|decrypt --key NAME   stream stdin to stdout through a server
+//	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
 //	cipherd version [-json]              build information
 package main
 
@@ -26,6 +28,9 @@ var commands = []command{
 	{"speed", "measure cipher throughput like `openssl speed -evp`", runSpeed},
 	{"selftest", "run the known-answer tests and the quick cipher selection", runSelftest},
 	{"version", "print build information", runVersion},
+	{"encrypt", "seal standard input to standard output through a server (--key NAME)", runEncrypt},
+	{"decrypt", "open a sealed stream from standard input through a server (--key NAME)", runDecrypt},
+	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
 }
 
 func main() {

@@ -168,7 +168,8 @@ func TestSpeedUsageErrors(t *testing.T) {
 		{"speed", "-hw", "maybe"},
 		{"speed", "-mr", "-json"},
 		{"nonesuch"},
-		{},
+		{"serve", "extra-argument"},
+		{"serve", "-log-level", "loud"},
 	} {
 		if _, _, code := cipherd(t, nil, args...); code != 2 {
 			t.Errorf("cipherd %q: exit %d, want 2", args, code)

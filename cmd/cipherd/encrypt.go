@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cipherd/cipherd/client"
+)
+
+// stdin is what encrypt and decrypt read (a variable for tests in-process).
+var stdin io.Reader = os.Stdin
+
+const defaultServerURL = "http://127.0.0.1:8080"
+
+// clientFlags are the flags of every command that talks to a server.
+type clientFlags struct {
+	server, token, ca string
+	withToken         bool // send --token or CIPHERD_TOKEN
+	insecure          bool // health only: it sends no token
+}
+
+func (f *clientFlags) register(fs *flag.FlagSet, withToken bool) {
+	def := os.Getenv("CIPHERD_URL")
+	if def == "" {
+		def = defaultServerURL
+	}
+	fs.StringVar(&f.server, "server", def, "cipherd's URL (CIPHERD_URL)")
+	fs.StringVar(&f.ca, "ca", os.Getenv("CIPHERD_CA"), "PEM file of the CA that signed an https server's certificate (CIPHERD_CA)")
+	f.withToken = withToken
+	if withToken {
+		fs.StringVar(&f.token, "token", "", "bearer token (default CIPHERD_TOKEN; prefer the variable: flags show in ps)")
+	}
+}
+
+func (f *clientFlags) client() (*client.Client, error) {
+	var opts []client.Option
+	if f.withToken {
+		tok := f.token
+		if tok == "" {
+			tok = os.Getenv("CIPHERD_TOKEN")
+		}
+		opts = append(opts, client.WithToken(tok))
+	}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", f.ca)
+		}
+		opts = append(opts, client.WithTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
+	if f.insecure {
+		opts = append(opts, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}))
+	}
+	return client.New(f.server, opts...)
+}
+
+func runEncrypt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runCrypt(ctx, "encrypt", args, stdout, stderr)
+}
+
+func runDecrypt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runCrypt(ctx, "decrypt", args, stdout, stderr)
+}
+
+// runCrypt streams standard input through the server to standard output.
+func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(op, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [--context B64] [--server URL] < in > out\n\n", op)
+		if op == "encrypt" {
+			fmt.Fprintln(stderr, "Seals standard input under the key, streaming through a cipherd server.")
+		} else {
+			fmt.Fprintln(stderr, "Opens a sealed stream from standard input. On failure it exits 1 and what it")
+			fmt.Fprintln(stderr, "wrote to standard output must be discarded.")
+		}
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	var cf clientFlags
+	cf.register(fs, true)
+	key := fs.String("key", "", "key name (required)")
+	ctxB64 := fs.String("context", "", "context (additional data) as standard base64; decryption needs the same")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || *key == "" {
+		fs.Usage()
+		return 2
+	}
+	var aad []byte
+	if *ctxB64 != "" {
+		var err error
+		if aad, err = base64.StdEncoding.DecodeString(*ctxB64); err != nil {
+			fmt.Fprintf(stderr, "cipherd %s: --context must be standard base64\n", op)
+			return 2
+		}
+	}
+	c, err := cf.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		return 2
+	}
+	stream := c.EncryptStream
+	if op == "decrypt" {
+		stream = c.DecryptStream
+	}
+	if _, err := stream(ctx, *key, stdout, stdin, aad); err != nil {
+		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		return 1
+	}
+	return 0
+}
+
+// runHealth exits 0 when the server's /readyz answers 200: the container
+// HEALTHCHECK, without curl in the image.
+func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs, false)
+	fs.BoolVar(&cf.insecure, "insecure", false, "do not verify an https server's certificate (the probe sends no token)")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	quiet := fs.Bool("q", false, "print nothing")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cipherd health: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	c, err := cf.client()
+	if err != nil {
+		fmt.Fprintln(stderr, "cipherd health:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := c.Ready(ctx); err != nil {
+		if !*quiet {
+			var ce *client.Error
+			if errors.As(err, &ce) {
+				fmt.Fprintf(stderr, "cipherd health: not ready: %v\n", err)
+			} else {
+				fmt.Fprintf(stderr, "cipherd health: %s unreachable: %v\n", cf.server, err)
+			}
+		}
+		return 1
+	}
+	if !*quiet {
+		fmt.Fprintln(stdout, "ready")
+	}
+	return 0
+}
