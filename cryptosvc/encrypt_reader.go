@@ -27,25 +27,12 @@ func (e *EncryptReader) Info() Info { return e.info }
 // EncryptReader returns a reader of the sealed stream of src's plaintext
 // under the latest version of key name, bound to context.
 func (s *Service) EncryptReader(ctx context.Context, name string, src io.Reader, context []byte) (*EncryptReader, error) {
-	h, im, vk, err := s.sealTarget(ctx, name)
+	keys, head, info, err := s.startStream(ctx, name, context)
 	if err != nil {
 		return nil, err
 	}
-	input, err := newEnvelope(s.rand, im, h, vk)
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, ChunkSize+tagSize, max(ChunkSize+tagSize, maxHeaderSize+chunkedPrefix))
-	head, err := h.AppendBinary(buf[:0])
-	if err != nil {
-		return nil, err
-	}
-	keys, head, err := startBody(head, s.rand, im, input, context)
-	if err != nil {
-		return nil, err
-	}
-	// The header is returned from its own copy, then buf holds chunks.
-	return &EncryptReader{src: src, keys: keys, buf: make([]byte, ChunkSize+tagSize), out: head, info: infoOf(h)}, nil
+	// The start of the stream is returned first, then buf holds chunks.
+	return &EncryptReader{src: src, keys: keys, buf: make([]byte, ChunkSize+tagSize), out: head, info: info}, nil
 }
 
 func (e *EncryptReader) Read(p []byte) (int, error) {

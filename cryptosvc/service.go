@@ -261,26 +261,37 @@ func (s *Service) Open(ctx context.Context, name string, ciphertext, context []b
 // 16 KiB chunk at a time. The header is written before EncryptWriter returns.
 // The caller must Close the writer to complete the message.
 func (s *Service) EncryptWriter(ctx context.Context, name string, w io.Writer, context []byte) (*EncryptWriter, error) {
-	h, im, vk, err := s.sealTarget(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	input, err := newEnvelope(s.rand, im, h, vk)
-	if err != nil {
-		return nil, err
-	}
-	start, err := h.AppendBinary(make([]byte, 0, maxHeaderSize+chunkedPrefix))
-	if err != nil {
-		return nil, err
-	}
-	keys, start, err := startBody(start, s.rand, im, input, context)
+	keys, start, info, err := s.startStream(ctx, name, context)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := w.Write(start); err != nil {
 		return nil, err
 	}
-	return newEncryptWriter(w, keys, infoOf(h)), nil
+	return newEncryptWriter(w, keys, info), nil
+}
+
+// startStream makes a new envelope-mode message under the latest version of
+// key name: it returns the body's key state and the bytes that start the
+// stream (header, salt and commitment).
+func (s *Service) startStream(ctx context.Context, name string, context []byte) (*chunkedKeys, []byte, Info, error) {
+	h, im, vk, err := s.sealTarget(ctx, name)
+	if err != nil {
+		return nil, nil, Info{}, err
+	}
+	input, err := newEnvelope(s.rand, im, h, vk)
+	if err != nil {
+		return nil, nil, Info{}, err
+	}
+	start, err := h.AppendBinary(make([]byte, 0, maxHeaderSize+chunkedPrefix))
+	if err != nil {
+		return nil, nil, Info{}, err
+	}
+	keys, start, err := startBody(start, s.rand, im, input, context)
+	if err != nil {
+		return nil, nil, Info{}, err
+	}
+	return keys, start, infoOf(h), nil
 }
 
 // DecryptReader reads the header and commitment of a sealed message from r

@@ -132,6 +132,37 @@ func (s *Server) checkBatch(n int) error {
 	return nil
 }
 
+// respondItems answers a JSON data request: one item, or a batch in items
+// (when the request's top-level fields are empty) with a result or an error
+// per item, in order. do processes one item; failed builds a batch item's
+// error result.
+func respondItems[I, R any](s *Server, c *fiber.Ctx, single *I, items []I, topLevelSet bool, do func(*I) (R, error), failed func(*I, *api.Error) R) error {
+	if items == nil {
+		res, err := do(single)
+		if err != nil {
+			return err
+		}
+		return c.JSON(&res)
+	}
+	if topLevelSet {
+		return apiError(api.CodeBadRequest, "a batch has only items")
+	}
+	if err := s.checkBatch(len(items)); err != nil {
+		return err
+	}
+	out := api.BatchResponse[R]{Items: make([]R, len(items))}
+	errs := make([]*api.Error, len(items))
+	for i := range items {
+		res, err := do(&items[i])
+		if err != nil {
+			errs[i] = toAPIError(err)
+			res = failed(&items[i], errs[i])
+		}
+		out.Items[i] = res
+	}
+	return c.Status(batchStatus(errs)).JSON(&out)
+}
+
 func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 	key, err := keyParam(c)
 	if err != nil {
@@ -159,30 +190,10 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 		s.met.bytes(string(OpEncrypt), info.AEAD.String(), int64(len(it.Plaintext)))
 		return api.EncryptResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
 	}
-	if req.Items == nil {
-		res, err := seal(&req.EncryptItem)
-		if err != nil {
-			return err
-		}
-		return c.JSON(&res)
-	}
-	if req.Plaintext != nil || req.Context != nil || req.Reference != "" {
-		return apiError(api.CodeBadRequest, "a batch has only items")
-	}
-	if err := s.checkBatch(len(req.Items)); err != nil {
-		return err
-	}
-	out := api.BatchResponse[api.EncryptResult]{Items: make([]api.EncryptResult, len(req.Items))}
-	errs := make([]*api.Error, len(req.Items))
-	for i := range req.Items {
-		res, err := seal(&req.Items[i])
-		if err != nil {
-			errs[i] = toAPIError(err)
-			res = api.EncryptResult{Reference: req.Items[i].Reference, Error: errs[i]}
-		}
-		out.Items[i] = res
-	}
-	return c.Status(batchStatus(errs)).JSON(&out)
+	return respondItems(s, c, &req.EncryptItem, req.Items, req.Plaintext != nil || req.Context != nil || req.Reference != "", seal,
+		func(it *api.EncryptItem, e *api.Error) api.EncryptResult {
+			return api.EncryptResult{Reference: it.Reference, Error: e}
+		})
 }
 
 func (s *Server) handleDecrypt(c *fiber.Ctx) error {
@@ -218,30 +229,10 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 		}
 		return api.DecryptResult{Plaintext: pt, KeyVersion: info.Version, Reference: it.Reference}, nil
 	}
-	if req.Items == nil {
-		res, err := open(&req.DecryptItem)
-		if err != nil {
-			return err
-		}
-		return c.JSON(&res)
-	}
-	if req.Ciphertext != nil || req.Context != nil || req.Reference != "" {
-		return apiError(api.CodeBadRequest, "a batch has only items")
-	}
-	if err := s.checkBatch(len(req.Items)); err != nil {
-		return err
-	}
-	out := api.BatchResponse[api.DecryptResult]{Items: make([]api.DecryptResult, len(req.Items))}
-	errs := make([]*api.Error, len(req.Items))
-	for i := range req.Items {
-		res, err := open(&req.Items[i])
-		if err != nil {
-			errs[i] = toAPIError(err)
-			res = api.DecryptResult{Reference: req.Items[i].Reference, Error: errs[i]}
-		}
-		out.Items[i] = res
-	}
-	return c.Status(batchStatus(errs)).JSON(&out)
+	return respondItems(s, c, &req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", open,
+		func(it *api.DecryptItem, e *api.Error) api.DecryptResult {
+			return api.DecryptResult{Reference: it.Reference, Error: e}
+		})
 }
 
 func (s *Server) handleRewrap(c *fiber.Ctx) error {
@@ -270,30 +261,10 @@ func (s *Server) handleRewrap(c *fiber.Ctx) error {
 		}
 		return api.RewrapResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
 	}
-	if req.Items == nil {
-		res, err := rewrap(&req.DecryptItem)
-		if err != nil {
-			return err
-		}
-		return c.JSON(&res)
-	}
-	if req.Ciphertext != nil || req.Context != nil || req.Reference != "" {
-		return apiError(api.CodeBadRequest, "a batch has only items")
-	}
-	if err := s.checkBatch(len(req.Items)); err != nil {
-		return err
-	}
-	out := api.BatchResponse[api.RewrapResult]{Items: make([]api.RewrapResult, len(req.Items))}
-	errs := make([]*api.Error, len(req.Items))
-	for i := range req.Items {
-		res, err := rewrap(&req.Items[i])
-		if err != nil {
-			errs[i] = toAPIError(err)
-			res = api.RewrapResult{Reference: req.Items[i].Reference, Error: errs[i]}
-		}
-		out.Items[i] = res
-	}
-	return c.Status(batchStatus(errs)).JSON(&out)
+	return respondItems(s, c, &req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", rewrap,
+		func(it *api.DecryptItem, e *api.Error) api.RewrapResult {
+			return api.RewrapResult{Reference: it.Reference, Error: e}
+		})
 }
 
 func (s *Server) handleDataKey(c *fiber.Ctx) error {
