@@ -301,22 +301,13 @@ func (s *Service) DecryptReader(ctx context.Context, name string, r io.Reader, c
 	if err != nil {
 		return nil, err
 	}
-	im, vk, err := s.openTarget(ctx, name, &h)
-	if err != nil {
-		return nil, err
-	}
-	input, err := bodyKey(im, &h, vk)
-	if err != nil {
-		return nil, err
-	}
-	var prefix [chunkedPrefix]byte
-	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+	keys, err := s.openStart(ctx, name, &h, context, func(p []byte) error {
+		_, err := io.ReadFull(r, p)
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, ErrTruncated
+			return ErrTruncated
 		}
-		return nil, err
-	}
-	keys, _, err := openBody(im, input, prefix[:], context)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -332,26 +323,37 @@ func (s *Service) DecryptReaderAt(ctx context.Context, name string, r io.ReaderA
 	if err != nil {
 		return nil, err
 	}
-	im, vk, err := s.openTarget(ctx, name, &h)
-	if err != nil {
-		return nil, err
-	}
-	input, err := bodyKey(im, &h, vk)
-	if err != nil {
-		return nil, err
-	}
-	var prefix [chunkedPrefix]byte
-	if _, err := r.ReadAt(prefix[:], int64(len(hdr))); err != nil {
+	keys, err := s.openStart(ctx, name, &h, context, func(p []byte) error {
+		_, err := r.ReadAt(p, int64(len(hdr)))
 		if errors.Is(err, io.EOF) {
-			return nil, ErrTruncated
+			return ErrTruncated
 		}
-		return nil, err
-	}
-	keys, _, err := openBody(im, input, prefix[:], context)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	return newReaderAt(r, int64(len(hdr)+chunkedPrefix), size, keys, infoOf(&h))
+}
+
+// openStart resolves the key version a header names, reads the body's salt
+// and commitment with readPrefix, checks the commitment, and returns the
+// body's key state.
+func (s *Service) openStart(ctx context.Context, name string, h *Header, context []byte, readPrefix func([]byte) error) (*chunkedKeys, error) {
+	im, vk, err := s.openTarget(ctx, name, h)
+	if err != nil {
+		return nil, err
+	}
+	input, err := bodyKey(im, h, vk)
+	if err != nil {
+		return nil, err
+	}
+	var prefix [chunkedPrefix]byte
+	if err := readPrefix(prefix[:]); err != nil {
+		return nil, err
+	}
+	keys, _, err := openBody(im, input, prefix[:], context)
+	return keys, err
 }
 
 // Rewrap moves a ciphertext to the latest version of its key. A stream

@@ -559,7 +559,7 @@ func katBuild() []KAT {
 		},
 		// RFC 5869 has no SHA-512 vectors. This is Wycheproof's
 		// testvectors_v1/hkdf_sha512_test.json, tcId 70 (C2SP/wycheproof,
-		// Apache-2.0; a copy is in /work/shared/testdata/wycheproof): a 64-byte
+		// Apache-2.0): a 64-byte
 		// IKM and salt, 8 bytes of info, 64 bytes of output.
 		{
 			Name:  "HKDF-SHA-512/wycheproof-tc70",
