@@ -4,17 +4,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -36,72 +32,6 @@ import (
 // is presented but unknown ends the search with 401: a wrong token does not
 // fall back to the connection's certificate, and a forwarded certificate does
 // not fall back to the proxy's own.
-
-// Op is an operation that policies allow or deny.
-type Op string
-
-// Operations.
-const (
-	OpEncrypt          Op = "encrypt"
-	OpDecrypt          Op = "decrypt"
-	OpRewrap           Op = "rewrap"
-	OpDataKey          Op = "datakey"           // wrapped data keys
-	OpDataKeyPlaintext Op = "datakey-plaintext" // data keys with the plaintext copy
-	OpKeysRead         Op = "keys-read"
-	OpKeysAdmin        Op = "keys-admin"
-	OpSpeedRun         Op = "speed-run"
-)
-
-var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun}
-
-// identity is an authenticated caller.
-type identity struct {
-	name     string
-	admin    bool
-	policies []*policy
-}
-
-type rule struct {
-	ops  map[Op]bool
-	keys []string // path.Match patterns, checked at start-up
-}
-
-type policy struct {
-	name        string
-	allow, deny []rule
-}
-
-func (r rule) matches(op Op, key string) bool {
-	if !r.ops[op] {
-		return false
-	}
-	for _, p := range r.keys {
-		if ok, _ := path.Match(p, key); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// allowed reports whether id may do op on key: some rule allows it and no
-// rule of any of its policies denies it. The admin may do everything.
-func (id *identity) allowed(op Op, key string) bool {
-	if id.admin {
-		return true
-	}
-	allow := false
-	for _, p := range id.policies {
-		for _, r := range p.deny {
-			if r.matches(op, key) {
-				return false
-			}
-		}
-		for _, r := range p.allow {
-			allow = allow || r.matches(op, key)
-		}
-	}
-	return allow
-}
 
 // authState holds the credentials. Nothing in it is a secret: tokens are
 // kept as SHA-256 hashes only.
@@ -222,65 +152,6 @@ func adminTokenHash(cfg *Config, log *zap.Logger) (sum [sha256.Size]byte, genera
 	}
 	log.Warn("generated an admin token; it is shown once on standard error and stored only hashed", zap.String("file", file))
 	return sum, tok, nil
-}
-
-func newPolicies(pcs []PolicyConfig) (map[string]*policy, error) {
-	policies := map[string]*policy{}
-	for _, pc := range pcs {
-		if pc.Name == "" || policies[pc.Name] != nil {
-			return nil, fmt.Errorf("server: policy name %q is empty or used twice", pc.Name)
-		}
-		p := &policy{name: pc.Name}
-		for i, list := range [][]RuleConfig{pc.Allow, pc.Deny} {
-			for _, rc := range list {
-				r, err := newRule(rc)
-				if err != nil {
-					return nil, fmt.Errorf("server: policy %s: %w", pc.Name, err)
-				}
-				if i == 0 {
-					p.allow = append(p.allow, r)
-				} else {
-					p.deny = append(p.deny, r)
-				}
-			}
-		}
-		policies[pc.Name] = p
-	}
-	return policies, nil
-}
-
-func newRule(rc RuleConfig) (rule, error) {
-	if len(rc.Ops) == 0 || len(rc.Keys) == 0 {
-		return rule{}, errors.New(`a rule needs ops and keys (use "*" for all)`)
-	}
-	r := rule{ops: map[Op]bool{}, keys: rc.Keys}
-	for _, o := range rc.Ops {
-		switch {
-		case o == "*":
-			for _, op := range allOps {
-				r.ops[op] = true
-			}
-		case validOp(Op(o)):
-			r.ops[Op(o)] = true
-		default:
-			return rule{}, fmt.Errorf("unknown operation %q", o)
-		}
-	}
-	for _, k := range rc.Keys {
-		if _, err := path.Match(k, ""); err != nil {
-			return rule{}, fmt.Errorf("bad key pattern %q", k)
-		}
-	}
-	return r, nil
-}
-
-func validOp(op Op) bool {
-	for _, o := range allOps {
-		if o == op {
-			return true
-		}
-	}
-	return false
 }
 
 func parseSHA256(s string) (sum [sha256.Size]byte, err error) {
@@ -417,139 +288,6 @@ func (s *Server) certIdentity(c *fiber.Ctx) *identity {
 		return nil
 	}
 	return s.auth.certs[sha256.Sum256(st.PeerCertificates[0].RawSubjectPublicKeyInfo)]
-}
-
-// forwardedIdentity returns the identity of the client certificate that a
-// trusted proxy forwarded. The proxy verified it; cipherd only parses it.
-func (s *Server) forwardedIdentity(c *fiber.Ctx) (*identity, error) {
-	all := c.Context().Request.Header.PeekAll(headerForwardedCert)
-	if len(all) != 1 {
-		// A proxy that adds its header line after the client's would
-		// otherwise let the client's be read.
-		return nil, errors.New("several header lines")
-	}
-	cert, err := forwardedCert(string(all[0]))
-	if err != nil {
-		return nil, err
-	}
-	id := s.auth.certs[sha256.Sum256(cert.RawSubjectPublicKeyInfo)]
-	if id == nil {
-		return nil, errors.New("unknown certificate key")
-	}
-	return id, nil
-}
-
-// headerForwardedCert carries the client certificate that a trusted proxy
-// terminated TLS for.
-const headerForwardedCert = "X-Forwarded-Client-Cert"
-
-// forwardedCert parses the X-Forwarded-Client-Cert header of a trusted proxy.
-// Accepted forms:
-//
-//   - Envoy's XFCC: one element of ;-separated key=value pairs (values may be
-//     double-quoted) with the leaf certificate in Cert, as percent-encoded PEM:
-//     By=spiffe://lb;Hash=…;Cert="-----BEGIN%20CERTIFICATE-----%0AMII…";Subject="CN=app"
-//   - the certificate alone, as percent-encoded PEM (nginx's
-//     $ssl_client_escaped_cert);
-//   - base64 DER, alone or as the Cert value (HAProxy's %[ssl_c_der,base64]).
-//
-// Percent-decoding follows RFC 3986, so "+" is a literal plus, as in base64;
-// "-----BEGIN+CERTIFICATE-----" from form encoders is tolerated. A header with
-// several comma-separated elements, or several header lines, is refused: the
-// proxy in front of cipherd must replace any header the client sent, not
-// append to it (Envoy: forward_client_cert_details SANITIZE_SET; HAProxy:
-// http-request set-header, not add-header).
-func forwardedCert(v string) (*x509.Certificate, error) {
-	const maxLen = 32 << 10
-	v = strings.TrimSpace(v)
-	if len(v) > maxLen {
-		return nil, errors.New("header too long")
-	}
-	if strings.HasPrefix(v, "-----BEGIN") {
-		return decodeForwardedCert(v)
-	}
-	elems := splitUnquoted(v, ',')
-	if len(elems) != 1 {
-		return nil, errors.New("several elements; the proxy must replace the header, not append to it")
-	}
-	pairs := splitUnquoted(elems[0], ';')
-	for _, kv := range pairs {
-		k, val, ok := strings.Cut(kv, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(k), "Cert") {
-			return decodeForwardedCert(unquote(strings.TrimSpace(val)))
-		}
-	}
-	if len(pairs) == 1 {
-		return decodeForwardedCert(v)
-	}
-	return nil, errors.New("no Cert field")
-}
-
-func decodeForwardedCert(v string) (*x509.Certificate, error) {
-	s, err := url.PathUnescape(v)
-	if err != nil {
-		return nil, errors.New("bad percent-encoding")
-	}
-	var der []byte
-	if strings.Contains(s, "-----BEGIN") {
-		s = strings.ReplaceAll(s, "-----BEGIN+", "-----BEGIN ")
-		s = strings.ReplaceAll(s, "-----END+", "-----END ")
-		rest := []byte(s)
-		for der == nil {
-			var b *pem.Block
-			if b, rest = pem.Decode(rest); b == nil {
-				return nil, errors.New("no PEM CERTIFICATE block")
-			}
-			if b.Type == "CERTIFICATE" {
-				der = b.Bytes
-			}
-		}
-	} else if der, err = base64.StdEncoding.DecodeString(s); err != nil {
-		return nil, errors.New("neither PEM nor base64 DER")
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, errors.New("not an X.509 certificate")
-	}
-	return cert, nil
-}
-
-// splitUnquoted splits s at every sep outside double quotes (in which a
-// backslash escapes the next byte).
-func splitUnquoted(s string, sep byte) []string {
-	var out []string
-	quoted, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch {
-		case quoted && s[i] == '\\':
-			i++
-		case s[i] == '"':
-			quoted = !quoted
-		case !quoted && s[i] == sep:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
-}
-
-// unquote removes the double quotes around s and its backslash escapes.
-func unquote(s string) string {
-	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
-		return s
-	}
-	s = s[1 : len(s)-1]
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // writeFileAtomic writes a 0600 file through a temporary file and a rename.

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"path"
+)
+
+// Policies: which operations an identity may do on which keys.
+
+// Op is an operation that policies allow or deny.
+type Op string
+
+// Operations.
+const (
+	OpEncrypt          Op = "encrypt"
+	OpDecrypt          Op = "decrypt"
+	OpRewrap           Op = "rewrap"
+	OpDataKey          Op = "datakey"           // wrapped data keys
+	OpDataKeyPlaintext Op = "datakey-plaintext" // data keys with the plaintext copy
+	OpKeysRead         Op = "keys-read"
+	OpKeysAdmin        Op = "keys-admin"
+	OpSpeedRun         Op = "speed-run"
+)
+
+var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun}
+
+// identity is an authenticated caller.
+type identity struct {
+	name     string
+	admin    bool
+	policies []*policy
+}
+
+type rule struct {
+	ops  map[Op]bool
+	keys []string // path.Match patterns, checked at start-up
+}
+
+type policy struct {
+	name        string
+	allow, deny []rule
+}
+
+func (r rule) matches(op Op, key string) bool {
+	if !r.ops[op] {
+		return false
+	}
+	for _, p := range r.keys {
+		if ok, _ := path.Match(p, key); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed reports whether id may do op on key: some rule allows it and no
+// rule of any of its policies denies it. The admin may do everything.
+func (id *identity) allowed(op Op, key string) bool {
+	if id.admin {
+		return true
+	}
+	allow := false
+	for _, p := range id.policies {
+		for _, r := range p.deny {
+			if r.matches(op, key) {
+				return false
+			}
+		}
+		for _, r := range p.allow {
+			allow = allow || r.matches(op, key)
+		}
+	}
+	return allow
+}
+
+func newPolicies(pcs []PolicyConfig) (map[string]*policy, error) {
+	policies := map[string]*policy{}
+	for _, pc := range pcs {
+		if pc.Name == "" || policies[pc.Name] != nil {
+			return nil, fmt.Errorf("server: policy name %q is empty or used twice", pc.Name)
+		}
+		p := &policy{name: pc.Name}
+		for i, list := range [][]RuleConfig{pc.Allow, pc.Deny} {
+			for _, rc := range list {
+				r, err := newRule(rc)
+				if err != nil {
+					return nil, fmt.Errorf("server: policy %s: %w", pc.Name, err)
+				}
+				if i == 0 {
+					p.allow = append(p.allow, r)
+				} else {
+					p.deny = append(p.deny, r)
+				}
+			}
+		}
+		policies[pc.Name] = p
+	}
+	return policies, nil
+}
+
+func newRule(rc RuleConfig) (rule, error) {
+	if len(rc.Ops) == 0 || len(rc.Keys) == 0 {
+		return rule{}, errors.New(`a rule needs ops and keys (use "*" for all)`)
+	}
+	r := rule{ops: map[Op]bool{}, keys: rc.Keys}
+	for _, o := range rc.Ops {
+		switch {
+		case o == "*":
+			for _, op := range allOps {
+				r.ops[op] = true
+			}
+		case validOp(Op(o)):
+			r.ops[Op(o)] = true
+		default:
+			return rule{}, fmt.Errorf("unknown operation %q", o)
+		}
+	}
+	for _, k := range rc.Keys {
+		if _, err := path.Match(k, ""); err != nil {
+			return rule{}, fmt.Errorf("bad key pattern %q", k)
+		}
+	}
+	return r, nil
+}
+
+func validOp(op Op) bool {
+	for _, o := range allOps {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
