@@ -94,10 +94,8 @@ type FileStore struct {
 	log          *zap.Logger
 	lock         *os.File
 
-	wmu    sync.Mutex   // serializes writes and Close
-	mu     sync.RWMutex // guards keys and closed; writers also hold wmu
-	keys   map[string]*StoredKey
-	closed bool
+	wmu    sync.Mutex // serializes writes and Close
+	keySet            // the keys in memory; writers also hold wmu
 }
 
 var _ Keystore = (*FileStore)(nil)
@@ -122,7 +120,7 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 		dir:     filepath.Clean(dir),
 		rand:    cfg.Rand,
 		log:     cfg.Logger,
-		keys:    make(map[string]*StoredKey),
+		keySet:  keySet{keys: make(map[string]*StoredKey)},
 		keysDir: filepath.Join(filepath.Clean(dir), "keys"),
 	}
 	if s.rand == nil {
@@ -185,30 +183,6 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 			zap.String("path", rootKeyPath))
 	}
 	return s, nil
-}
-
-// Get returns the key named name (shared: do not modify it).
-func (s *FileStore) Get(_ context.Context, name string) (*StoredKey, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	k, ok := s.keys[name]
-	if !ok {
-		return nil, ksNotFound(name)
-	}
-	return k, nil
-}
-
-// List returns the names of every key, sorted.
-func (s *FileStore) List(_ context.Context) ([]string, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	return ksSortedNames(s.keys), nil
 }
 
 // Create writes a new key. It fails with ErrKeyExists if a key of that

@@ -13,19 +13,18 @@ import (
 // Create and Update store a deep copy of their argument, so the caller may
 // reuse or modify it afterwards. Get returns the stored key itself, shared
 // with every other caller: it must not be modified (Clone first).
-type MemStore struct {
-	mu     sync.RWMutex
+type MemStore struct{ keySet }
+
+// keySet is the in-memory set of keys behind MemStore and FileStore, which
+// serve Get and List from it alike.
+type keySet struct {
+	mu     sync.RWMutex // guards keys and closed
 	keys   map[string]*StoredKey
 	closed bool
 }
 
-var _ Keystore = (*MemStore)(nil)
-
-// NewMemStore returns an empty MemStore.
-func NewMemStore() *MemStore { return &MemStore{keys: make(map[string]*StoredKey)} }
-
 // Get returns the key named name (shared: do not modify it).
-func (s *MemStore) Get(_ context.Context, name string) (*StoredKey, error) {
+func (s *keySet) Get(_ context.Context, name string) (*StoredKey, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -39,7 +38,7 @@ func (s *MemStore) Get(_ context.Context, name string) (*StoredKey, error) {
 }
 
 // List returns the names of every key, sorted.
-func (s *MemStore) List(_ context.Context) ([]string, error) {
+func (s *keySet) List(_ context.Context) ([]string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -47,6 +46,11 @@ func (s *MemStore) List(_ context.Context) ([]string, error) {
 	}
 	return ksSortedNames(s.keys), nil
 }
+
+var _ Keystore = (*MemStore)(nil)
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore { return &MemStore{keySet{keys: make(map[string]*StoredKey)}} }
 
 // Create stores a copy of k.
 func (s *MemStore) Create(_ context.Context, k *StoredKey) error {
