@@ -124,20 +124,30 @@ func wrapDataKey(rnd io.Reader, im *kernels.Implementation, h *Header, vk *versi
 
 // unwrapDataKey returns the data key's PRK from an envelope header.
 func unwrapDataKey(im *kernels.Implementation, h *Header, vk *versionKeys) (prk, error) {
-	keys, chunks, err := openBody(im, vk.wrap[aeadID(h.AEAD)], h.WrappedKey, h.prefix())
-	if err != nil {
-		return prk{}, err
-	}
 	var dk [32]byte
 	defer clear(dk[:])
-	key, err := keys.openChunks(dk[:0], chunks)
+	key, err := openDataKey(im, h, vk, &dk)
 	if err != nil {
 		return prk{}, err
 	}
-	if len(key) != h.AEAD.KeySize() {
-		return prk{}, ErrAuthFailed
-	}
 	return newPRK(key), nil
+}
+
+// openDataKey opens an envelope header's wrapped data key into dk and
+// returns it (a slice of dk, which the caller clears).
+func openDataKey(im *kernels.Implementation, h *Header, vk *versionKeys, dk *[32]byte) ([]byte, error) {
+	keys, chunks, err := openBody(im, vk.wrap[aeadID(h.AEAD)], h.WrappedKey, h.prefix())
+	if err != nil {
+		return nil, err
+	}
+	key, err := keys.openChunks(dk[:0], chunks)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != h.AEAD.KeySize() {
+		return nil, ErrAuthFailed
+	}
+	return key, nil
 }
 
 // bodyKey returns the input key of a message's body: the version's direct

@@ -378,13 +378,9 @@ func (s *Service) Rewrap(ctx context.Context, name string, ciphertext, context [
 	if err != nil {
 		return nil, Info{}, err
 	}
-	keys, chunks, err := openBody(im, vk.wrap[aeadID(h.AEAD)], h.WrappedKey, h.prefix())
-	if err != nil {
-		return nil, Info{}, err
-	}
 	var dk [32]byte
 	defer clear(dk[:])
-	key, err := keys.openChunks(dk[:0], chunks)
+	key, err := openDataKey(im, &h, vk, &dk)
 	if err != nil {
 		return nil, Info{}, err
 	}

@@ -71,8 +71,6 @@ func (s *Server) newApp() *fiber.App {
 	app.Use(s.requestID)
 	app.Use(recover.New())
 	app.Use(s.observe)
-	v1 := app.Group("/v1")
-	_ = v1
 	for _, r := range s.routes() {
 		h := []fiber.Handler{}
 		if r.op != "" {

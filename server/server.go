@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,15 +151,10 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 			sc.Candidates = append(sc.Candidates, c)
 		}
 		// keep the default order of preference among the allowed
-		var ordered []kernels.Cipher
-		for _, c := range selftest.DefaultCandidates() {
-			for _, a := range sc.Candidates {
-				if a == c {
-					ordered = append(ordered, c)
-				}
-			}
-		}
-		sc.Candidates = ordered
+		allowed := sc.Candidates
+		sc.Candidates = slices.DeleteFunc(selftest.DefaultCandidates(), func(c kernels.Cipher) bool {
+			return !slices.Contains(allowed, c)
+		})
 	}
 	sel, err := selftest.Select(ctx, sc)
 	if err != nil {
