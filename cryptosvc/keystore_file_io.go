@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cipherd/cipherd/internal/atomicfile"
 	"go.uber.org/zap"
 )
 
@@ -42,36 +43,9 @@ func ksMkdir(dir string, log *zap.Logger) error {
 	return nil
 }
 
-// ksWriteFileAtomic replaces dir/name with data: a 0600 temporary file in
-// dir, fsync, close, rename, fsync of dir.
-func ksWriteFileAtomic(dir, name string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, ksTempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil { // CreateTemp's mode, made explicit
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return ksSyncDir(dir)
+// ksWriteFileAtomic replaces dir/name with data, atomically and durably.
+func ksWriteFileAtomic(dir, name string, data []byte) error {
+	return atomicfile.Write(filepath.Join(dir, name), data, ksTempPrefix)
 }
 
 // ksRemoveTemps removes what interrupted writes left in dir.
@@ -95,17 +69,7 @@ func ksRemoveTemps(dir string) error {
 	return nil
 }
 
-func ksSyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func ksSyncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 func ksReadSmall(path string) ([]byte, error) {
 	f, err := os.Open(path)

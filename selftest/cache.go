@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cipherd/cipherd/internal/atomicfile"
 	"github.com/cipherd/cipherd/internal/buildinfo"
 	"github.com/cipherd/cipherd/kernels"
 )
@@ -79,8 +80,7 @@ func loadProfile(dir string, key cacheKey) (*cacheEntry, error) {
 	return &e, nil
 }
 
-// storeProfile writes the entry atomically: a temporary file in the same
-// directory, synced, then renamed over the old one.
+// storeProfile writes the entry atomically (internal/atomicfile).
 func storeProfile(dir string, e cacheEntry) error {
 	if e.Key.BuildID == "" {
 		return nil
@@ -92,21 +92,5 @@ func storeProfile(dir string, e cacheEntry) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".speed-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // no-op once renamed
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), e.Key.file(dir))
+	return atomicfile.Write(e.Key.file(dir), b, ".speed-")
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/internal/atomicfile"
 )
 
 // Callers are identified, in this order, by
@@ -147,7 +148,7 @@ func adminTokenHash(cfg *Config, log *zap.Logger) (sum [sha256.Size]byte, genera
 	rand.Read(raw[:])
 	tok := "cdadm_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	sum = sha256.Sum256([]byte(tok))
-	if err := writeFileAtomic(file, []byte(hex.EncodeToString(sum[:])+"\n")); err != nil {
+	if err := atomicfile.Write(file, []byte(hex.EncodeToString(sum[:])+"\n"), ".tmp-"); err != nil {
 		return sum, "", fmt.Errorf("server: storing the admin token hash: %w", err)
 	}
 	log.Warn("generated an admin token; it is shown once on standard error and stored only hashed", zap.String("file", file))
@@ -288,25 +289,4 @@ func (s *Server) certIdentity(c *fiber.Ctx) *identity {
 		return nil
 	}
 	return s.auth.certs[sha256.Sum256(st.PeerCertificates[0].RawSubjectPublicKeyInfo)]
-}
-
-// writeFileAtomic writes a 0600 file through a temporary file and a rename.
-func writeFileAtomic(name string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), name)
 }
