@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -146,6 +147,9 @@ func respondItems[I, R any](s *Server, c *fiber.Ctx, single *I, items []I, topLe
 	}
 	if topLevelSet {
 		return apiError(api.CodeBadRequest, "a batch has only items")
+	}
+	if st := state(c); st != nil {
+		st.batch = true
 	}
 	if err := s.checkBatch(len(items)); err != nil {
 		return err
@@ -299,18 +303,36 @@ func (s *Server) handleDataKey(c *fiber.Ctx) error {
 	return c.JSON(&api.DataKeyResponse{Plaintext: dk.Plaintext, Wrapped: dk.Wrapped, KeyVersion: dk.Info.Version, AEAD: dk.Info.AEAD.String()})
 }
 
-// audit logs one cryptographic operation: who, which key and version, what,
+// auditRecord is one cryptographic operation: which key and version, what,
 // how many bytes, and the outcome. Never data, keys or context.
+type auditRecord struct {
+	op      Op
+	key     string
+	version uint32
+	bytes   int
+	outcome string
+	level   zapcore.Level
+}
+
+func (a *auditRecord) fields(fs []zap.Field) []zap.Field {
+	return append(fs, zap.String("op", string(a.op)), zap.String("key", a.key), zap.Uint32("key_version", a.version),
+		zap.Int("bytes", a.bytes), zap.String("outcome", a.outcome))
+}
+
+// audit logs one cryptographic operation with the caller's identity. The
+// single operation of a request rides on its access line, which then reads
+// "audit" (see record); the items of a batch get a line each.
 func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error) {
-	level := zap.InfoLevel
-	outcome := "ok"
+	a := auditRecord{op: op, key: key, version: info.Version, bytes: n, outcome: "ok", level: zap.InfoLevel}
 	if err != nil {
-		level = zap.WarnLevel
-		outcome = string(toAPIError(err).Code)
+		a.level = zap.WarnLevel
+		a.outcome = string(toAPIError(err).Code)
 	}
-	if ce := s.log.Check(level, "audit"); ce != nil {
-		ce.Write(zap.String("request_id", requestID(c)), zap.String("identity", callerName(c)),
-			zap.String("op", string(op)), zap.String("key", key), zap.Uint32("key_version", info.Version),
-			zap.Int("bytes", n), zap.String("outcome", outcome))
+	if st := state(c); st != nil && !st.batch && !st.audited {
+		st.audit, st.audited = a, true
+		return
+	}
+	if ce := s.log.Check(a.level, "audit"); ce != nil {
+		ce.Write(a.fields([]zap.Field{zap.String("request_id", requestID(c)), zap.String("identity", callerName(c))})...)
 	}
 }

@@ -268,7 +268,10 @@ func (s *Server) readsBody(method, route string) bool {
 
 // record counts one request and writes its access line: who, what route,
 // the outcome, sizes and time. Never bodies, paths (they may carry data on a
-// mistyped route), query strings, headers or context.
+// mistyped route), query strings, headers or context. A request that did one
+// cryptographic operation gets one line for both: the access fields plus the
+// audit record (op, key, key_version, bytes, outcome), with the message
+// "audit" and the audit's level, so that the common case costs one log entry.
 func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status int, panicked bool) {
 	d := time.Since(start)
 	r := c.Route()
@@ -280,7 +283,13 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	s.met.request(route, method, status, d)
 	s.closeIfUnread(c, route, status)
 
-	ce := s.accessLog().Check(zap.InfoLevel, "access")
+	msg, level := "access", zap.InfoLevel
+	st := state(c)
+	audited := st != nil && st.audited
+	if audited {
+		msg, level = "audit", max(level, st.audit.level)
+	}
+	ce := s.accessLog().Check(level, msg)
 	if ce == nil {
 		return
 	}
@@ -290,7 +299,7 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	if !stream {
 		out = len(resp.Body())
 	}
-	fields := make([]zap.Field, 0, 11)
+	fields := make([]zap.Field, 0, 16)
 	fields = append(fields,
 		zap.String("request_id", requestID(c)),
 		zap.String("identity", callerName(c)),
@@ -307,6 +316,9 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	}
 	if panicked {
 		fields = append(fields, zap.Bool("panic", true))
+	}
+	if audited {
+		fields = st.audit.fields(fields)
 	}
 	ce.Write(fields...)
 }
