@@ -104,14 +104,21 @@ func jsonErrorText(err error) string {
 	return "malformed"
 }
 
-func isJSON(c *fiber.Ctx) bool {
-	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
-	return ct == api.ContentTypeJSON
-}
+func isJSON(c *fiber.Ctx) bool { return mediaType(c) == api.ContentTypeJSON }
 
-func isStream(c *fiber.Ctx) bool {
-	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
-	return ct == api.ContentTypeStream
+func isStream(c *fiber.Ctx) bool { return mediaType(c) == api.ContentTypeStream }
+
+// mediaType returns the request's Content-Type without parameters, lowered
+// only when it has to be.
+func mediaType(c *fiber.Ctx) string {
+	ct, _, _ := strings.Cut(c.Get(fiber.HeaderContentType), ";")
+	ct = strings.TrimSpace(ct)
+	for i := 0; i < len(ct); i++ {
+		if 'A' <= ct[i] && ct[i] <= 'Z' {
+			return strings.ToLower(ct)
+		}
+	}
+	return ct
 }
 
 // keyParam returns the route's key name, checked.
