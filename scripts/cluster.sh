@@ -123,7 +123,8 @@ cl_pid_of() {
 cl_scale() {
   command -v wrk >/dev/null || { echo "scale needs wrk" >&2; exit 1; }
   local dur=${DUR:-10s} conns=${CONNS:-32} threads=${THREADS:-2} rounds=${ROUNDS:-3} r n url out
-  local pt
+  local pt rps
+  declare -A all=()
   pt=$(head -c 64 /dev/urandom | base64 -w0)
   cat >"$CL_WORK/encrypt.lua" <<LUA
 wrk.method = "POST"
@@ -142,14 +143,19 @@ LUA
         url="http://$CL_LB_ADDR"
       fi
       out=$(wrk -t"$threads" -c"$conns" -d"$dur" --latency -s "$CL_WORK/encrypt.lua" "$url/v1/encrypt/$CL_KEY")
+      rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+      all[$n]+="$rps "
       printf 'round %d %-22s %10s req/s  p50 %-8s p90 %-8s p99 %-8s non-2xx %s  socket errors %s\n' "$r" \
-        "$([ "$n" = direct ] && echo "1 replica, direct" || echo "$n behind haproxy")" \
-        "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
+        "$([ "$n" = direct ] && echo "1 replica, direct" || echo "$n behind haproxy")" "$rps" \
         "$(echo "$out" | awk '$1 == "50%" {print $2}')" "$(echo "$out" | awk '$1 == "90%" {print $2}')" \
         "$(echo "$out" | awk '$1 == "99%" {print $2}')" \
         "$(echo "$out" | awk '/Non-2xx/ {print $NF}' | grep . || echo 0)" \
         "$(echo "$out" | awk '/Socket errors/ {print $4 $5 $6 $7 $8 $9 $10 $11}' | grep . || echo 0)"
     done
+  done
+  for n in direct 1 2 3; do
+    printf 'median %-21s %10s req/s\n' "$([ "$n" = direct ] && echo "1 replica, direct" || echo "$n behind haproxy")" \
+      "$(echo "${all[$n]}" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}')"
   done
 }
 

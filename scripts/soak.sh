@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Soak test on loopback: wrk keeps JSON encrypt and decrypt of a small message
 # going for DURATION seconds, against one cipherd replica or against replicas
-# behind HAProxy (scripts/cluster.sh), while the RSS, goroutines and open
-# files of every cipherd process are sampled into a CSV.
+# behind HAProxy (scripts/cluster.sh), while the RSS, live heap, goroutines
+# and open files of every cipherd process are sampled into a CSV.
 #
 #   scripts/soak.sh                          # 600 s, one replica, direct
 #   REPLICAS=3 scripts/soak.sh               # three replicas behind HAProxy
@@ -11,14 +11,16 @@
 # Settings (environment): DURATION (s, 600), REPLICAS (1), HAPROXY (0 with
 # one replica, 1 with more), CONNS (16), THREADS (2), SAMPLE (s between
 # samples, 5), WARMUP (s of load before measuring, 10; 2 when DURATION < 60),
-# RSS_GROWTH_PCT (20), GOROUTINE_GROWTH (20), OUT (directory for the CSV and
-# the logs; a new one under /tmp), PORT_BASE (18600).
+# RSS_GROWTH_PCT (20), HEAP_GROWTH_PCT (20), GOROUTINE_GROWTH (20), OUT
+# (directory for the CSV and the logs; a new one under /tmp), PORT_BASE
+# (18600).
 #
 # Exits 1 when a response is not 2xx or does not hold what it should (a
 # decryption must give back the plaintext), on any socket error or timeout,
 # when a replica logs an error or exits, or when, from the first third of the
 # samples to the last, a replica's median RSS grows by more than
-# RSS_GROWTH_PCT percent or its largest goroutine count by more than
+# RSS_GROWTH_PCT percent, its median live heap (go_gc_heap_live_bytes) by more
+# than HEAP_GROWTH_PCT percent, or its largest goroutine count by more than
 # GOROUTINE_GROWTH. Needs go, curl, wrk (and haproxy with HAPROXY=1).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
@@ -31,6 +33,7 @@ THREADS=${THREADS:-2}
 SAMPLE=${SAMPLE:-5}
 WARMUP=${WARMUP:-$([ "$DURATION" -lt 60 ] && echo 2 || echo 10)}
 RSS_GROWTH_PCT=${RSS_GROWTH_PCT:-20}
+HEAP_GROWTH_PCT=${HEAP_GROWTH_PCT:-20}
 GOROUTINE_GROWTH=${GOROUTINE_GROWTH:-20}
 OUT=${OUT:-$(mktemp -d /tmp/cipherd-soak.XXXXXX)}
 mkdir -p "$OUT"
@@ -94,24 +97,26 @@ echo "soak: $target, wrk -t$THREADS -c$CONNS, ${WARMUP}s warm-up then ${DURATION
 wrk -t"$THREADS" -c"$CONNS" -d"${WARMUP}s" -s "$CL_WORK/soak.lua" "$url" >/dev/null
 
 # sample: one row per process: seconds since start, process, RSS (KiB),
-# goroutines (cipherd only), open file descriptors.
+# goroutines and live heap after the last GC (KiB) (cipherd only), open file
+# descriptors.
 sample() {
-  local t0=$1 i pid now g
+  local t0=$1 i pid now gh
   while :; do
     now=$(($(date +%s) - t0))
     for i in "${!CL_PIDS[@]}"; do
       pid=${CL_PIDS[$i]}
-      g=$(curl -s --max-time 2 "http://${CL_ADDRS[$i]}/metrics" | awk '$1 == "go_goroutines" {print $2}')
+      gh=$(curl -s --max-time 2 "http://${CL_ADDRS[$i]}/metrics" |
+        awk '$1 == "go_goroutines" {g = $2} $1 == "go_gc_heap_live_bytes" {h = int($2 / 1024)} END {print g "," h}')
       printf '%s,cipherd%d,%s,%s,%s\n' "$now" $((i + 1)) "$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo)" \
-        "${g:-}" "$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)"
+        "$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)" "$gh"
     done
     if [ -n "$CL_LB_PID" ]; then
-      printf '%s,haproxy,%s,,%s\n' "$now" "$(awk '/^VmRSS/ {print $2}' "/proc/$CL_LB_PID/status")" "$(ls "/proc/$CL_LB_PID/fd" | wc -l)"
+      printf '%s,haproxy,%s,%s,,\n' "$now" "$(awk '/^VmRSS/ {print $2}' "/proc/$CL_LB_PID/status")" "$(ls "/proc/$CL_LB_PID/fd" | wc -l)"
     fi
     sleep "$SAMPLE"
   done
 }
-echo "seconds,process,rss_kb,goroutines,fds" >"$CSV"
+echo "seconds,process,rss_kb,fds,goroutines,heap_live_kb" >"$CSV"
 sample "$(date +%s)" >>"$CSV" &
 sampler=$!
 out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 5s --latency -s "$CL_WORK/soak.lua" "$url")
@@ -136,30 +141,32 @@ for i in "${!CL_PIDS[@]}"; do
   name=cipherd$((i + 1))
   kill -0 "${CL_PIDS[$i]}" 2>/dev/null || fail+=("$name exited")
   if grep -q '"level":"error"' "$CL_WORK/$name.log"; then fail+=("$name logged errors"); fi
-  # Thirds of this process's samples: median RSS and largest goroutine count.
-  read -r n rss0 rss1 g0 g1 f0 f1 first_rss last_rss first_g last_g < <(awk -F, -v p="$name" '
-    $2 == p && $3 != "" && $4 != "" { n++; rss[n] = $3; g[n] = $4; f[n] = $5 }
+  # Thirds of this process's samples: medians of RSS and live heap, largest
+  # goroutine count.
+  read -r n rss0 rss1 h0 h1 g0 g1 f0 f1 first_rss last_rss first_g last_g < <(awk -F, -v p="$name" '
+    $2 == p && $3 != "" && $5 != "" && $6 != "" { n++; rss[n] = $3; f[n] = $4; g[n] = $5; h[n] = $6 }
     function median(a, lo, hi,   m, i, j, t, s) {
       m = 0; for (i = lo; i <= hi; i++) s[++m] = a[i]
       for (i = 2; i <= m; i++) { t = s[i]; for (j = i - 1; j >= 1 && s[j] > t; j--) s[j + 1] = s[j]; s[j + 1] = t }
-      return m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2
+      return m % 2 ? s[(m + 1) / 2] : int((s[m / 2] + s[m / 2 + 1]) / 2)
     }
     function maxof(a, lo, hi,   i, x) { x = a[lo]; for (i = lo; i <= hi; i++) if (a[i] > x) x = a[i]; return x }
     END {
-      if (n < 3) { print n, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0; exit }
+      if (n < 3) { print n, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0; exit }
       k = int(n / 3)
-      print n, median(rss, 1, k), median(rss, n - k + 1, n), maxof(g, 1, k), maxof(g, n - k + 1, n),
-        maxof(f, 1, k), maxof(f, n - k + 1, n), rss[1], rss[n], g[1], g[n]
+      print n, median(rss, 1, k), median(rss, n - k + 1, n), median(h, 1, k), median(h, n - k + 1, n),
+        maxof(g, 1, k), maxof(g, n - k + 1, n), maxof(f, 1, k), maxof(f, n - k + 1, n), rss[1], rss[n], g[1], g[n]
     }' "$CSV")
-  printf '%s: %d samples; RSS first %d KiB, last %d KiB (median of first third %s, last third %s); goroutines first %s, last %s (max of first third %s, last third %s); fds max %s then %s\n' \
-    "$name" "$n" "$first_rss" "$last_rss" "$rss0" "$rss1" "$first_g" "$last_g" "$g0" "$g1" "$f0" "$f1"
+  printf '%s: %d samples; RSS first %d KiB, last %d KiB (median of first third %s, last third %s); live heap median %s KiB then %s KiB; goroutines first %s, last %s (max of first third %s, last third %s); fds max %s then %s\n' \
+    "$name" "$n" "$first_rss" "$last_rss" "$rss0" "$rss1" "$h0" "$h1" "$first_g" "$last_g" "$g0" "$g1" "$f0" "$f1"
   if [ "$n" -lt 3 ]; then fail+=("$name: only $n samples"); continue; fi
-  awk -v a="$rss0" -v b="$rss1" -v p="$RSS_GROWTH_PCT" 'BEGIN {exit !(b > a * (1 + p / 100))}' &&
-    fail+=("$name RSS grew from $rss0 to $rss1 KiB (more than $RSS_GROWTH_PCT%)")
+  grow() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN {exit !(b > a * (1 + p / 100))}'; }
+  if grow "$rss0" "$rss1" "$RSS_GROWTH_PCT"; then fail+=("$name RSS grew from $rss0 to $rss1 KiB (more than $RSS_GROWTH_PCT%)"); fi
+  if grow "$h0" "$h1" "$HEAP_GROWTH_PCT"; then fail+=("$name live heap grew from $h0 to $h1 KiB (more than $HEAP_GROWTH_PCT%)"); fi
   [ "$g1" -le $((g0 + GOROUTINE_GROWTH)) ] || fail+=("$name goroutines grew from $g0 to $g1")
 done
 if [ "$HAPROXY" = 1 ]; then
-  echo "haproxy: $(awk -F, '$2 == "haproxy" {n++; if (n == 1) a = $3; b = $3} END {printf "RSS first %d KiB, last %d KiB", a, b}' "$CSV")"
+  echo "haproxy: $(awk -F, '$2 == "haproxy" {n++; if (n == 1) {a = $3; c = $4}; b = $3; d = $4} END {printf "RSS first %d KiB, last %d KiB; fds %d then %d", a, b, c, d}' "$CSV")"
   echo "haproxy servers: $(cl_status | tr '\n' ' ')"
   [ "$(cl_status | grep -c ' UP$')" = "$REPLICAS" ] || fail+=("HAProxy does not see every replica UP")
   curl -sf "http://$CL_STATS_ADDR/;csv" | awk -F, '
