@@ -232,8 +232,9 @@ func testKeyringRotation(t *testing.T, c *cluster, v1 []sealed) {
 	rotated := time.Now()
 	for _, r := range c.replicas {
 		var version uint32
+		probe := ctx(t)
 		ok := poll(15*time.Second, func() bool {
-			res, err := r.api.Encrypt(ctx(t), testKey, []byte("probe"), nil)
+			res, err := r.api.Encrypt(probe, testKey, []byte("probe"), nil)
 			if err != nil {
 				t.Fatalf("%s: %v", r.name, err)
 			}

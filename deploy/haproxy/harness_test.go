@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,11 +26,12 @@ import (
 // on 127.0.0.1 on ports picked free.
 
 const (
-	testToken  = "cluster-test-token"
-	testKey    = "orders"
-	drainDelay = 2 * time.Second // cipherd's drain_delay; HAProxy needs ~0.3s to notice (fastChecks)
-	// fastChecks replaces the example's check intervals: a replica is out
+	testToken = "cluster-test-token"
+	testKey   = "orders"
+	// drainDelay is the replicas' drain_delay. The test replaces the
+	// example's check intervals with these: HAProxy takes a replica out
 	// after inter + (fall-1)*fastinter = 300ms, far inside drainDelay.
+	drainDelay                 = 2 * time.Second
 	checkInter, checkFastInter = "200ms", "100ms"
 )
 
@@ -299,19 +299,9 @@ func (c *cluster) dumpLogs(t *testing.T) {
 	}
 }
 
-// ctx is a context for one request of the test.
+// ctx is a context for a few requests of the test.
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	t.Cleanup(cancel)
 	return c
-}
-
-// readAll is io.ReadAll for a reader that must not fail.
-func readAll(t *testing.T, r io.Reader) []byte {
-	t.Helper()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
