@@ -9,6 +9,7 @@ package haproxy
 import (
 	"bytes"
 	"crypto/rand"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -135,9 +136,10 @@ func testAnyReplicaOpensAny(t *testing.T, c *cluster) []sealed {
 	return all
 }
 
-// (b) kill -9 of one replica under load: nothing the client was told
-// succeeded is lost, failures are only those the client saw, and once
-// HAProxy marks the replica DOWN every request succeeds.
+// (b) kill -9 of one replica under load, with a stream surely in flight on
+// it: nothing the client was told succeeded is lost (the cut stream reads as
+// failed), failures are only those the client saw, and once HAProxy marks the
+// replica DOWN every request succeeds.
 func testKillOneReplica(t *testing.T, c *cluster) {
 	victim := c.replicas[1]
 	survivors := []*client.Client{c.replicas[0].api, c.replicas[2].api}
@@ -149,6 +151,22 @@ func testKillOneReplica(t *testing.T, c *cluster) {
 	if c.counter(t, "cipherd/"+victim.name, "hrsp_2xx") == served {
 		t.Fatalf("%s had no share of the load", victim.name)
 	}
+	// Streams in flight at the moment of the kill, one of them surely on
+	// the victim: round robin reaches it within a few.
+	hc := &http.Client{Transport: newTransport()}
+	var streams []*slowStream
+	var onVictim *slowStream
+	for i := 0; onVictim == nil; i++ {
+		if i == 30 {
+			t.Fatalf("30 streams through HAProxy and none on %s", victim.name)
+		}
+		s := startSlowStream(t, c, hc, i)
+		streams = append(streams, s)
+		if s.aead == victim.aead {
+			onVictim = s
+		}
+	}
+
 	killed := time.Now()
 	if err := syscall.Kill(-victim.proc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -158,6 +176,20 @@ func testKillOneReplica(t *testing.T, c *cluster) {
 	down := time.Now()
 	l.waitProgress(t, 300)
 	l.finish()
+
+	for _, s := range streams {
+		a, err := s.finish()
+		switch {
+		case s == onVictim && err == nil:
+			t.Errorf("the stream in flight on %s when it was killed reads as complete", victim.name)
+		case s == onVictim:
+			l.failures = append(l.failures, failure{killed, "encrypt (slow stream on the killed replica)", err})
+		case err != nil:
+			t.Errorf("a stream in flight on a surviving replica (%s) failed: %v", s.aead, err)
+		default:
+			l.acks = append(l.acks, a)
+		}
+	}
 
 	if len(l.corrupt) > 0 {
 		t.Fatalf("%d round trips decrypted to another plaintext: %v", len(l.corrupt), l.corrupt[:1])
