@@ -385,7 +385,7 @@ func TestMetricsExposition(t *testing.T) {
 	if v := fams["cipherd_aead_info"].value("cipherd_aead_info", map[string]string{"aead": aead}); v != 1 {
 		t.Errorf("cipherd_aead_info{aead=%s} = %v", aead, v)
 	}
-	for _, name := range []string{"cipherd_build_info", "cipherd_uptime_seconds", "process_start_time_seconds", "cipherd_ready"} {
+	for _, name := range []string{"cipherd_build_info", "cipherd_uptime_seconds", "process_start_time_seconds", "cipherd_ready", "go_goroutines", "go_gc_heap_live_bytes"} {
 		if f := fams[name]; f == nil || len(f.samples) != 1 || f.samples[0].value <= 0 {
 			t.Errorf("%s missing or not positive", name)
 		}
