@@ -242,19 +242,26 @@ func runTimed(ctx context.Context, ops []func(), d time.Duration) (int64, time.D
 			defer wg.Done()
 			ready.Done()
 			<-starts
+			// At least one operation each, however late the scheduler runs
+			// this worker on a loaded machine.
 			var n int64
-			for !stop.Load() {
+			for {
 				op()
 				n++
+				if stop.Load() {
+					break
+				}
 			}
 			total.Add(n)
 		}()
 	}
 	ready.Wait()
 	runtime.Gosched()
+	// The clock starts before the timer, so that the time measured is never
+	// shorter than d, however long this goroutine waits between the two.
+	start := time.Now()
 	timer := time.AfterFunc(d, func() { stop.Store(true) })
 	unwatch := context.AfterFunc(ctx, func() { stop.Store(true) })
-	start := time.Now()
 	close(starts)
 	wg.Wait()
 	elapsed := time.Since(start)
