@@ -1,0 +1,431 @@
+// Command ctr generates the VAES AES-CTR kernels, kernels/ctr_amd64.s and
+// their Go declarations: ctrXORVAES512 (zmm, AVX-512) and ctrXORVAES256 (ymm,
+// VAES with AVX2 only).
+//
+// Both XOR n bytes of AES-CTR keystream into dst. The 128-bit big-endian
+// counter block arrives as two native 64-bit words, low half first. The
+// kernels keep it little-endian in 64-bit vector lanes, one block per 128-bit
+// lane, add block numbers to the low words with VPADDQ and byte-reverse each
+// lane with VPSHUFB to get the big-endian block to encrypt. VPADDQ does not
+// carry into the high word: the Go caller splits a call where the low half
+// would wrap, so within one call the blocks the caller asked for never carry.
+// (Blocks computed past the end of the data may wrap; they are discarded.)
+//
+// The final XOR with the data is folded into the last round:
+// AESENCLAST(k, s) ^ d = AESENCLAST(k ^ d, s).
+//
+// When n is not a multiple of 16 the kernels also write the whole keystream
+// block of the last, partial block to ks, so that the caller can serve the
+// rest of that block to its next call.
+package main
+
+//go:generate go run . -out ../../ctr_amd64.s -stubs ../../ctr_stub_amd64.go -pkg kernels
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+var (
+	zmm  = []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
+	ymm  = []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
+	mask = []OpmaskPhysical{K0, K1, K2, K3, K4, K5, K6, K7}
+)
+
+// Constants, in 16-byte units that VBROADCASTI32X4 and VBROADCASTI128 repeat
+// into every lane.
+var (
+	bswapMask   Mem // VPSHUFB control reversing the 16 bytes of a lane
+	laneOffsets Mem // 64-bit words 0,0, 1,0, 2,0, 3,0: block number of each lane
+	inc4        Mem // 4,0: four blocks, one zmm
+	inc2        Mem // 2,0: two blocks, one ymm
+)
+
+const signature = "func(rk *[15][16]byte, rounds int, ctr *[2]uint64, dst *byte, src *byte, n int, ks *[16]byte)"
+
+// Argument registers, shared by both kernels.
+var (
+	rkPtr  = RAX // round keys
+	rounds = RBX // 10 or 14
+	ctrPtr = RCX // counter: low, high 64-bit halves
+	dst    = RDX
+	src    = RSI
+	n      = RDI // bytes left
+	ksPtr  = R8  // keystream of the last partial block
+)
+
+func main() {
+	ConstraintExpr("amd64,gc,!purego")
+	constants()
+	ctrVAES512()
+	ctrVAES256()
+	Generate()
+}
+
+func constants() {
+	bswapMask = GLOBL("ctrBswapMask", RODATA|NOPTR)
+	DATA(0, U64(0x08090a0b0c0d0e0f))
+	DATA(8, U64(0x0001020304050607))
+
+	laneOffsets = GLOBL("ctrLaneOffsets", RODATA|NOPTR)
+	for j := 0; j < 4; j++ {
+		DATA(16*j, U64(j))
+		DATA(16*j+8, U64(0))
+	}
+
+	inc4 = GLOBL("ctrInc4", RODATA|NOPTR)
+	DATA(0, U64(4))
+	DATA(8, U64(0))
+
+	inc2 = GLOBL("ctrInc2", RODATA|NOPTR)
+	DATA(0, U64(2))
+	DATA(8, U64(0))
+}
+
+func loadArgs() {
+	Load(Param("rk"), rkPtr)
+	Load(Param("rounds"), rounds)
+	Load(Param("ctr"), ctrPtr)
+	Load(Param("dst"), dst)
+	Load(Param("src"), src)
+	Load(Param("n"), n)
+	Load(Param("ks"), ksPtr)
+}
+
+// advance moves src and dst forward by k bytes and takes k from n.
+func advance(k int) {
+	ADDQ(U32(k), src)
+	ADDQ(U32(k), dst)
+	SUBQ(U32(k), n)
+}
+
+// ---------------------------------------------------------------------------
+// zmm: 32 registers hold 8 states (32 blocks), the counter, its increment, the
+// byte-swap mask, every round key, and temporaries.
+
+const (
+	zStateN = 8
+	zCtr    = 8
+	zInc    = 9
+	zBswap  = 10
+	zKey0   = 13 // round key i in Z(13+i), i = 0…14
+)
+
+var zTemps = []VecPhysical{Z11, Z12, Z28, Z29, Z30, Z31}
+
+func zKey(i int) VecPhysical { return zmm[zKey0+i] }
+
+func ctrVAES512() {
+	TEXT("ctrXORVAES512", NOSPLIT, signature)
+	Pragma("noescape")
+	Doc(
+		"ctrXORVAES512 XORs n bytes of AES-CTR keystream into dst, 32 blocks per",
+		"iteration in zmm registers. The blocks' counters are ctr[1]:ctr[0]+i, and",
+		"ctr[0]+ceil(n/16)-1 must not wrap. rounds is 10 or 14. If n%16 != 0 the",
+		"keystream block of the last, partial block is written to ks.",
+	)
+	scratch := AllocLocal(4 * 64)
+	loadArgs()
+	TESTQ(n, n)
+	JLE(LabelRef("ret"))
+
+	Comment("Counters of the first four blocks, little-endian, one per lane.")
+	VBROADCASTI32X4(Mem{Base: ctrPtr}, zmm[zCtr])
+	VPADDQ(laneOffsets, zmm[zCtr], zmm[zCtr])
+	VBROADCASTI32X4(inc4, zmm[zInc])
+	VBROADCASTI32X4(bswapMask, zmm[zBswap])
+	CMPQ(rounds, U32(14))
+	JEQ(LabelRef("aes256"))
+	body512(10, scratch)
+	body512(14, scratch)
+	Label("ret")
+	RET()
+}
+
+// zEncrypt runs every round but the last on states Z0…Z(nv-1), built from the
+// next nv×4 counters. With advance set the counter register moves past them.
+func zEncrypt(nv, rounds int, advanceCtr bool) {
+	for i := 0; i < nv; i++ {
+		VPSHUFB(zmm[zBswap], zmm[zCtr], zmm[i])
+		if advanceCtr || i < nv-1 {
+			VPADDQ(zmm[zInc], zmm[zCtr], zmm[zCtr])
+		}
+	}
+	for i := 0; i < nv; i++ {
+		VPXORD(zKey(0), zmm[i], zmm[i])
+	}
+	for r := 1; r < rounds; r++ {
+		for i := 0; i < nv; i++ {
+			VAESENC(zKey(r), zmm[i], zmm[i])
+		}
+	}
+}
+
+func body512(rounds int, scratch Mem) {
+	p := fmt.Sprintf("aes%d_", map[int]int{10: 128, 14: 256}[rounds])
+	Label(p[:len(p)-1])
+	Commentf("AES-%s: all %d round keys stay in Z%d…Z%d.", p[3:6], rounds+1, zKey0, zKey0+rounds)
+	for i := 0; i <= rounds; i++ {
+		VBROADCASTI32X4(Mem{Base: rkPtr, Disp: 16 * i}, zKey(i))
+	}
+	last := zKey(rounds)
+	CMPQ(n, U32(512))
+	JB(LabelRef(p + "tail"))
+
+	Label(p + "loop")
+	Comment("512 bytes: 8 vectors of 4 blocks.")
+	zEncrypt(zStateN, rounds, true)
+	for i := 0; i < zStateN; i++ {
+		t := zTemps[i%len(zTemps)]
+		VPXORD(Mem{Base: src, Disp: 64 * i}, last, t)
+		VAESENCLAST(t, zmm[i], zmm[i])
+		VMOVDQU64(zmm[i], Mem{Base: dst, Disp: 64 * i})
+	}
+	advance(512)
+	CMPQ(n, U32(512))
+	JAE(LabelRef(p + "loop"))
+
+	Label(p + "tail")
+	Comment("1 to 511 bytes left: 1, 2, 4 or 8 vectors, the last ones masked.")
+	TESTQ(n, n)
+	JZ(LabelRef(p + "done"))
+	XORQ(R12, R12) // zero, for clamping
+	XORQ(R10, R10)
+	NOTQ(R10) // all ones, for BZHI
+	CMPQ(n, U32(64))
+	JBE(LabelRef(p + "tail1"))
+	CMPQ(n, U32(128))
+	JBE(LabelRef(p + "tail2"))
+	CMPQ(n, U32(256))
+	JBE(LabelRef(p + "tail4"))
+	zTail(p, rounds, 8, 4, scratch)
+	Label(p + "tail1")
+	zTail(p, rounds, 1, 0, scratch)
+	Label(p + "tail2")
+	zTail(p, rounds, 2, 1, scratch)
+	Label(p + "tail4")
+	zTail(p, rounds, 4, 2, scratch)
+
+	Label(p + "done")
+	VZEROUPPER()
+	RET()
+}
+
+// zTail processes the last n bytes, 64×(nv/2) < n ≤ 64×nv, with nv vectors:
+// vectors before first are whole, the others are loaded and stored under byte
+// masks K1, K2, … (some may be empty). It ends with a jump to done.
+func zTail(p string, rounds, nv, first int, scratch Mem) {
+	Commentf("Tail of %d vectors; byte masks for vectors %d…%d.", nv, first, nv-1)
+	for i := first; i < nv; i++ {
+		// mask = 2^clamp(n - 64i, 0, 64) - 1; BZHI leaves all 64 bits
+		// set when the index (bits 7:0, here < 256) is 64 or more.
+		MOVQ(n, R11)
+		if i > 0 {
+			SUBQ(U32(64*i), R11)
+			CMOVQLT(R12, R11)
+		}
+		BZHIQ(R11, R10, R11)
+		KMOVQ(R11, mask[1+i-first])
+	}
+	zEncrypt(nv, rounds, false)
+	last := zKey(rounds)
+	for i := 0; i < nv; i++ {
+		t := zTemps[i%len(zTemps)]
+		if i < first {
+			VPXORD(Mem{Base: src, Disp: 64 * i}, last, t)
+			VAESENCLAST(t, zmm[i], zmm[i])
+			VMOVDQU64(zmm[i], Mem{Base: dst, Disp: 64 * i})
+			continue
+		}
+		k := mask[1+i-first]
+		VMOVDQU8_Z(Mem{Base: src, Disp: 64 * i}, k, t)
+		VPXORD(t, last, t)
+		VAESENCLAST(t, zmm[i], zmm[i])
+		VMOVDQU8(zmm[i], k, Mem{Base: dst, Disp: 64 * i})
+	}
+	Comment("A partial last block: its data bytes were loaded as zero, so the",
+		"rest of its output block is keystream. Copy that block to ks.")
+	TESTQ(U32(15), n)
+	JZ(LabelRef(p + "done"))
+	for i := first; i < nv; i++ {
+		VMOVDQU64(zmm[i], scratch.Offset(64*(i-first)))
+	}
+	MOVQ(n, R11)
+	ANDQ(I32(-16), R11)
+	LEAQ(scratch, R9)
+	VMOVDQU(Mem{Base: R9, Index: R11, Scale: 1, Disp: -64 * first}, X11)
+	VMOVDQU(X11, Mem{Base: ksPtr})
+	JMP(LabelRef(p + "done"))
+}
+
+// ---------------------------------------------------------------------------
+// ymm: only 16 registers without AVX-512, so 8 states (16 blocks), the
+// counter, its increment, the byte-swap mask, the first and last round keys
+// and two temporaries; the middle round keys are broadcast from memory once
+// per round per 8 vectors.
+
+const (
+	yStateN = 8
+	yCtr    = 8
+	yInc    = 9
+	yBswap  = 10
+	yTmp    = 12
+	yFirst  = 13
+	yLast   = 14
+)
+
+var yKeyTemps = []VecPhysical{Y11, Y15}
+
+func ctrVAES256() {
+	TEXT("ctrXORVAES256", NOSPLIT, signature)
+	Pragma("noescape")
+	Doc(
+		"ctrXORVAES256 XORs n bytes of AES-CTR keystream into dst, 16 blocks per",
+		"iteration in ymm registers (VAES with AVX2, no AVX-512). The blocks'",
+		"counters are ctr[1]:ctr[0]+i, and ctr[0]+ceil(n/16)-1 must not wrap.",
+		"rounds is 10 or 14. If n%16 != 0 the keystream block of the last, partial",
+		"block is written to ks.",
+	)
+	loadArgs()
+	TESTQ(n, n)
+	JLE(LabelRef("ret"))
+
+	Comment("Counters of the first two blocks, little-endian, one per lane.")
+	VBROADCASTI128(Mem{Base: ctrPtr}, ymm[yCtr])
+	VPADDQ(laneOffsets, ymm[yCtr], ymm[yCtr])
+	VBROADCASTI128(inc2, ymm[yInc])
+	VBROADCASTI128(bswapMask, ymm[yBswap])
+	CMPQ(rounds, U32(14))
+	JEQ(LabelRef("aes256"))
+	body256(10)
+	body256(14)
+	Label("ret")
+	RET()
+}
+
+// yEncrypt runs every round but the last on states Y0…Y(nv-1), built from the
+// next nv×2 counters. With advance set the counter register moves past them.
+func yEncrypt(nv, rounds int, advanceCtr bool) {
+	for i := 0; i < nv; i++ {
+		VPSHUFB(ymm[yBswap], ymm[yCtr], ymm[i])
+		if advanceCtr || i < nv-1 {
+			VPADDQ(ymm[yInc], ymm[yCtr], ymm[yCtr])
+		}
+	}
+	for i := 0; i < nv; i++ {
+		VPXOR(ymm[yFirst], ymm[i], ymm[i])
+	}
+	for r := 1; r < rounds; r++ {
+		k := yKeyTemps[r%len(yKeyTemps)]
+		VBROADCASTI128(Mem{Base: rkPtr, Disp: 16 * r}, k)
+		for i := 0; i < nv; i++ {
+			VAESENC(k, ymm[i], ymm[i])
+		}
+	}
+}
+
+func body256(rounds int) {
+	p := fmt.Sprintf("aes%d_", map[int]int{10: 128, 14: 256}[rounds])
+	Label(p[:len(p)-1])
+	VBROADCASTI128(Mem{Base: rkPtr}, ymm[yFirst])
+	VBROADCASTI128(Mem{Base: rkPtr, Disp: 16 * rounds}, ymm[yLast])
+	CMPQ(n, U32(256))
+	JB(LabelRef(p + "tail"))
+
+	Label(p + "loop")
+	Comment("256 bytes: 8 vectors of 2 blocks.")
+	yEncrypt(yStateN, rounds, true)
+	for i := 0; i < yStateN; i++ {
+		VPXOR(Mem{Base: src, Disp: 32 * i}, ymm[yLast], ymm[yTmp])
+		VAESENCLAST(ymm[yTmp], ymm[i], ymm[i])
+		VMOVDQU(ymm[i], Mem{Base: dst, Disp: 32 * i})
+	}
+	advance(256)
+	CMPQ(n, U32(256))
+	JAE(LabelRef(p + "loop"))
+
+	Label(p + "tail")
+	Comment("1 to 255 bytes left: keystream for 1, 2, 4 or 8 vectors.")
+	TESTQ(n, n)
+	JZ(LabelRef(p + "done"))
+	CMPQ(n, U32(32))
+	JBE(LabelRef(p + "tail1"))
+	CMPQ(n, U32(64))
+	JBE(LabelRef(p + "tail2"))
+	CMPQ(n, U32(128))
+	JBE(LabelRef(p + "tail4"))
+	yTail(p, rounds, 8)
+	Label(p + "tail1")
+	yTail(p, rounds, 1)
+	Label(p + "tail2")
+	yTail(p, rounds, 2)
+	Label(p + "tail4")
+	yTail(p, rounds, 4)
+
+	Label(p + "partial")
+	Comment("Y0 holds the keystream for the last 0 to 31 bytes.")
+	TESTQ(n, n)
+	JZ(LabelRef(p + "done"))
+	CMPQ(n, U32(16))
+	JB(LabelRef(p + "short"))
+	VPXOR(Mem{Base: src}, X0, X1)
+	VMOVDQU(X1, Mem{Base: dst})
+	advance(16)
+	JZ(LabelRef(p + "done"))
+	VEXTRACTI128(U8(1), Y0, X0)
+	Label(p + "short")
+	Comment("1 to 15 bytes: keep the block's keystream in ks and XOR from there.")
+	VMOVDQU(X0, Mem{Base: ksPtr})
+	for _, w := range []struct {
+		size int
+		r    Register
+		mov  func(mr, mr1 Op)
+		xor  func(mr, mr1 Op)
+	}{{8, R11, MOVQ, XORQ}, {4, R11L, MOVL, XORL}, {2, R11W, MOVW, XORW}, {1, R11B, MOVB, XORB}} {
+		skip := fmt.Sprintf("%sno%d", p, w.size)
+		TESTQ(U32(w.size), n)
+		JZ(LabelRef(skip))
+		w.mov(Mem{Base: src}, w.r)
+		w.xor(Mem{Base: ksPtr}, w.r)
+		w.mov(w.r, Mem{Base: dst})
+		if w.size > 1 {
+			ADDQ(U32(w.size), src)
+			ADDQ(U32(w.size), dst)
+			ADDQ(U32(w.size), ksPtr)
+		}
+		Label(skip)
+	}
+
+	Label(p + "done")
+	VZEROUPPER()
+	RET()
+}
+
+// yTail computes the keystream of nv vectors for the last n bytes,
+// 32×(nv/2) < n ≤ 32×nv, XORs whole vectors into dst and leaves the rest to
+// the partial path, with the keystream moved to Y0.
+func yTail(p string, rounds, nv int) {
+	Commentf("Tail of %d vectors.", nv)
+	yEncrypt(nv, rounds, false)
+	for i := 0; i < nv; i++ {
+		VAESENCLAST(ymm[yLast], ymm[i], ymm[i])
+	}
+	for i := 0; i < nv; i++ {
+		CMPQ(n, U32(32))
+		JB(LabelRef(fmt.Sprintf("%st%dpartial%d", p, nv, i)))
+		VPXOR(Mem{Base: src}, ymm[i], ymm[i])
+		VMOVDQU(ymm[i], Mem{Base: dst})
+		advance(32)
+	}
+	JMP(LabelRef(p + "done"))
+	for i := 0; i < nv; i++ {
+		Label(fmt.Sprintf("%st%dpartial%d", p, nv, i))
+		if i > 0 {
+			VMOVDQU(ymm[i], Y0)
+		}
+		JMP(LabelRef(p + "partial"))
+	}
+}
