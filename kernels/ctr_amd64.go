@@ -39,10 +39,10 @@ func init() {
 // and OpenSSL.
 type ctrVAES struct {
 	aesSchedule
-	ctr   [2]uint64 // the next block's counter: low, high 64 bits
-	ks    [16]byte  // keystream of the block before ctr
-	avail int       // unused bytes at the end of ks
-	zmm   bool      // ctrXORVAES512 rather than ctrXORVAES256
+	lo, hi uint64   // the next block's counter, low and high 64 bits
+	ks     [16]byte // keystream of the block before ctr
+	avail  int      // unused bytes at the end of ks
+	zmm    bool     // ctrXORVAES512 rather than ctrXORVAES256
 }
 
 func newCTRVAES(key, iv []byte, zmm bool) *ctrVAES {
@@ -50,8 +50,8 @@ func newCTRVAES(key, iv []byte, zmm bool) *ctrVAES {
 	sched := newAESSchedule(key)
 	s.aesSchedule = *sched
 	sched.wipe()
-	s.ctr[1] = binary.BigEndian.Uint64(iv[:8])
-	s.ctr[0] = binary.BigEndian.Uint64(iv[8:16])
+	s.hi = binary.BigEndian.Uint64(iv[:8])
+	s.lo = binary.BigEndian.Uint64(iv[8:16])
 	return s
 }
 
@@ -79,7 +79,7 @@ func (s *ctrVAES) XORKeyStream(dst, src []byte) {
 	}
 	// The kernels add to the low 64 bits of the counter only: if they would
 	// wrap within this call, stop there first.
-	if lo := s.ctr[0]; lo != 0 && uint64(len(src)+15)/16 > -lo {
+	if lo := s.lo; lo != 0 && uint64(len(src)+15)/16 > -lo {
 		k := int(-lo) * 16
 		s.xor(dst[:k], src[:k])
 		dst, src = dst[k:], src[k:]
@@ -92,14 +92,14 @@ func (s *ctrVAES) XORKeyStream(dst, src []byte) {
 func (s *ctrVAES) xor(dst, src []byte) {
 	n := len(src)
 	if s.zmm {
-		ctrXORVAES512(&s.rk, s.rounds, &s.ctr, &dst[0], &src[0], n, &s.ks)
+		ctrXORVAES512(&s.rk, s.rounds, s.lo, s.hi, &dst[0], &src[0], n, &s.ks)
 	} else {
-		ctrXORVAES256(&s.rk, s.rounds, &s.ctr, &dst[0], &src[0], n, &s.ks)
+		ctrXORVAES256(&s.rk, s.rounds, s.lo, s.hi, &dst[0], &src[0], n, &s.ks)
 	}
-	lo := s.ctr[0]
-	s.ctr[0] += uint64(n+15) / 16
-	if s.ctr[0] < lo {
-		s.ctr[1]++ // the low half reached 2⁶⁴ exactly; the high half wraps at 2⁶⁴ too
+	lo := s.lo
+	s.lo += uint64(n+15) / 16
+	if s.lo < lo {
+		s.hi++ // the low half reached 2⁶⁴ exactly; the high half wraps at 2⁶⁴ too
 	}
 	s.avail = -n & 15
 }

@@ -26,21 +26,24 @@ DATA ctrInc2<>+0(SB)/8, $0x0000000000000002
 DATA ctrInc2<>+8(SB)/8, $0x0000000000000000
 GLOBL ctrInc2<>(SB), RODATA|NOPTR, $16
 
-// func ctrXORVAES512(rk *[15][16]byte, rounds int, ctr *[2]uint64, dst *byte, src *byte, n int, ks *[16]byte)
+// func ctrXORVAES512(rk *[15][16]byte, rounds int, lo uint64, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)
 // Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, VAES
-TEXT ·ctrXORVAES512(SB), NOSPLIT, $256-56
+TEXT ·ctrXORVAES512(SB), NOSPLIT, $256-64
 	MOVQ  rk+0(FP), AX
 	MOVQ  rounds+8(FP), BX
-	MOVQ  ctr+16(FP), CX
-	MOVQ  dst+24(FP), DX
-	MOVQ  src+32(FP), SI
-	MOVQ  n+40(FP), DI
-	MOVQ  ks+48(FP), R8
+	MOVQ  dst+32(FP), DX
+	MOVQ  src+40(FP), SI
+	MOVQ  n+48(FP), DI
+	MOVQ  ks+56(FP), R8
 	TESTQ DI, DI
 	JLE   ret
 
-	// Counters of the first four blocks, little-endian, one per lane.
-	VBROADCASTI32X4 (CX), Z8
+	// Counters of the first four blocks, little-endian, one per lane. The
+	// halves are loaded as they were stored, 8 bytes each, so that the loads
+	// are forwarded from the caller's stores.
+	VPBROADCASTQ    lo+16(FP), Z8
+	VPBROADCASTQ    hi+24(FP), Z9
+	VPUNPCKLQDQ     Z9, Z8, Z8
 	VPADDQ          ctrLaneOffsets<>+0(SB), Z8, Z8
 	VBROADCASTI32X4 ctrInc4<>+0(SB), Z9
 	VBROADCASTI32X4 ctrBswapMask<>+0(SB), Z10
@@ -207,7 +210,6 @@ aes128_tail:
 	// Tail of 8 vectors; byte masks for vectors 4…7.
 	MOVQ        DI, R11
 	SUBQ        $0x00000100, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
 	MOVQ        DI, R11
@@ -401,7 +403,6 @@ aes128_tail2:
 	// Tail of 2 vectors; byte masks for vectors 1…1.
 	MOVQ        DI, R11
 	SUBQ        $0x00000040, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
 	VPSHUFB     Z10, Z8, Z0
@@ -451,7 +452,6 @@ aes128_tail4:
 	// Tail of 4 vectors; byte masks for vectors 2…3.
 	MOVQ        DI, R11
 	SUBQ        $0x00000080, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
 	MOVQ        DI, R11
@@ -734,7 +734,6 @@ aes256_tail:
 	// Tail of 8 vectors; byte masks for vectors 4…7.
 	MOVQ        DI, R11
 	SUBQ        $0x00000100, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
 	MOVQ        DI, R11
@@ -964,7 +963,6 @@ aes256_tail2:
 	// Tail of 2 vectors; byte masks for vectors 1…1.
 	MOVQ        DI, R11
 	SUBQ        $0x00000040, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
 	VPSHUFB     Z10, Z8, Z0
@@ -1022,7 +1020,6 @@ aes256_tail4:
 	// Tail of 4 vectors; byte masks for vectors 2…3.
 	MOVQ        DI, R11
 	SUBQ        $0x00000080, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
 	MOVQ        DI, R11
@@ -1127,21 +1124,22 @@ aes256_done:
 ret:
 	RET
 
-// func ctrXORVAES256(rk *[15][16]byte, rounds int, ctr *[2]uint64, dst *byte, src *byte, n int, ks *[16]byte)
+// func ctrXORVAES256(rk *[15][16]byte, rounds int, lo uint64, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)
 // Requires: AVX, AVX2, VAES
-TEXT ·ctrXORVAES256(SB), NOSPLIT, $0-56
+TEXT ·ctrXORVAES256(SB), NOSPLIT, $0-64
 	MOVQ  rk+0(FP), AX
 	MOVQ  rounds+8(FP), BX
-	MOVQ  ctr+16(FP), CX
-	MOVQ  dst+24(FP), DX
-	MOVQ  src+32(FP), SI
-	MOVQ  n+40(FP), DI
-	MOVQ  ks+48(FP), R8
+	MOVQ  dst+32(FP), DX
+	MOVQ  src+40(FP), SI
+	MOVQ  n+48(FP), DI
+	MOVQ  ks+56(FP), R8
 	TESTQ DI, DI
 	JLE   ret
 
 	// Counters of the first two blocks, little-endian, one per lane.
-	VBROADCASTI128 (CX), Y8
+	VPBROADCASTQ   lo+16(FP), Y8
+	VPBROADCASTQ   hi+24(FP), Y9
+	VPUNPCKLQDQ    Y9, Y8, Y8
 	VPADDQ         ctrLaneOffsets<>+0(SB), Y8, Y8
 	VBROADCASTI128 ctrInc2<>+0(SB), Y9
 	VBROADCASTI128 ctrBswapMask<>+0(SB), Y10

@@ -5,18 +5,18 @@
 package kernels
 
 // ctrXORVAES512 XORs n bytes of AES-CTR keystream into dst, 32 blocks per
-// iteration in zmm registers. The blocks' counters are ctr[1]:ctr[0]+i, and
-// ctr[0]+ceil(n/16)-1 must not wrap. rounds is 10 or 14. If n%16 != 0 the
+// iteration in zmm registers. The blocks' counters are hi:lo+i, and
+// lo+ceil(n/16)-1 must not wrap. rounds is 10 or 14. If n%16 != 0 the
 // keystream block of the last, partial block is written to ks.
 //
 //go:noescape
-func ctrXORVAES512(rk *[15][16]byte, rounds int, ctr *[2]uint64, dst *byte, src *byte, n int, ks *[16]byte)
+func ctrXORVAES512(rk *[15][16]byte, rounds int, lo uint64, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)
 
 // ctrXORVAES256 XORs n bytes of AES-CTR keystream into dst, 16 blocks per
 // iteration in ymm registers (VAES with AVX2, no AVX-512). The blocks'
-// counters are ctr[1]:ctr[0]+i, and ctr[0]+ceil(n/16)-1 must not wrap.
+// counters are hi:lo+i, and lo+ceil(n/16)-1 must not wrap.
 // rounds is 10 or 14. If n%16 != 0 the keystream block of the last, partial
 // block is written to ks.
 //
 //go:noescape
-func ctrXORVAES256(rk *[15][16]byte, rounds int, ctr *[2]uint64, dst *byte, src *byte, n int, ks *[16]byte)
+func ctrXORVAES256(rk *[15][16]byte, rounds int, lo uint64, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)

@@ -44,13 +44,12 @@ var (
 	inc2        Mem // 2,0: two blocks, one ymm
 )
 
-const signature = "func(rk *[15][16]byte, rounds int, ctr *[2]uint64, dst *byte, src *byte, n int, ks *[16]byte)"
+const signature = "func(rk *[15][16]byte, rounds int, lo, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)"
 
 // Argument registers, shared by both kernels.
 var (
 	rkPtr  = RAX // round keys
 	rounds = RBX // 10 or 14
-	ctrPtr = RCX // counter: low, high 64-bit halves
 	dst    = RDX
 	src    = RSI
 	n      = RDI // bytes left
@@ -88,11 +87,19 @@ func constants() {
 func loadArgs() {
 	Load(Param("rk"), rkPtr)
 	Load(Param("rounds"), rounds)
-	Load(Param("ctr"), ctrPtr)
 	Load(Param("dst"), dst)
 	Load(Param("src"), src)
 	Load(Param("n"), n)
 	Load(Param("ks"), ksPtr)
+}
+
+// paramAddr returns the stack address of a scalar argument.
+func paramAddr(name string) Mem {
+	b, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
 }
 
 // advance moves src and dst forward by k bytes and takes k from n.
@@ -123,8 +130,8 @@ func ctrVAES512() {
 	Pragma("noescape")
 	Doc(
 		"ctrXORVAES512 XORs n bytes of AES-CTR keystream into dst, 32 blocks per",
-		"iteration in zmm registers. The blocks' counters are ctr[1]:ctr[0]+i, and",
-		"ctr[0]+ceil(n/16)-1 must not wrap. rounds is 10 or 14. If n%16 != 0 the",
+		"iteration in zmm registers. The blocks' counters are hi:lo+i, and",
+		"lo+ceil(n/16)-1 must not wrap. rounds is 10 or 14. If n%16 != 0 the",
 		"keystream block of the last, partial block is written to ks.",
 	)
 	scratch := AllocLocal(4 * 64)
@@ -132,8 +139,12 @@ func ctrVAES512() {
 	TESTQ(n, n)
 	JLE(LabelRef("ret"))
 
-	Comment("Counters of the first four blocks, little-endian, one per lane.")
-	VBROADCASTI32X4(Mem{Base: ctrPtr}, zmm[zCtr])
+	Comment("Counters of the first four blocks, little-endian, one per lane. The",
+		"halves are loaded as they were stored, 8 bytes each, so that the loads",
+		"are forwarded from the caller's stores.")
+	VPBROADCASTQ(paramAddr("lo"), zmm[zCtr])
+	VPBROADCASTQ(paramAddr("hi"), zmm[zInc])
+	VPUNPCKLQDQ(zmm[zInc], zmm[zCtr], zmm[zCtr])
 	VPADDQ(laneOffsets, zmm[zCtr], zmm[zCtr])
 	VBROADCASTI32X4(inc4, zmm[zInc])
 	VBROADCASTI32X4(bswapMask, zmm[zBswap])
@@ -221,10 +232,13 @@ func zTail(p string, rounds, nv, first int, scratch Mem) {
 	Commentf("Tail of %d vectors; byte masks for vectors %d…%d.", nv, first, nv-1)
 	for i := first; i < nv; i++ {
 		// mask = 2^clamp(n - 64i, 0, 64) - 1; BZHI leaves all 64 bits
-		// set when the index (bits 7:0, here < 256) is 64 or more.
+		// set when the index (bits 7:0, here < 256) is 64 or more. Only
+		// vectors after the first masked one can be empty (n - 64i ≤ 0).
 		MOVQ(n, R11)
 		if i > 0 {
 			SUBQ(U32(64*i), R11)
+		}
+		if i > first {
 			CMOVQLT(R12, R11)
 		}
 		BZHIQ(R11, R10, R11)
@@ -285,7 +299,7 @@ func ctrVAES256() {
 	Doc(
 		"ctrXORVAES256 XORs n bytes of AES-CTR keystream into dst, 16 blocks per",
 		"iteration in ymm registers (VAES with AVX2, no AVX-512). The blocks'",
-		"counters are ctr[1]:ctr[0]+i, and ctr[0]+ceil(n/16)-1 must not wrap.",
+		"counters are hi:lo+i, and lo+ceil(n/16)-1 must not wrap.",
 		"rounds is 10 or 14. If n%16 != 0 the keystream block of the last, partial",
 		"block is written to ks.",
 	)
@@ -294,7 +308,9 @@ func ctrVAES256() {
 	JLE(LabelRef("ret"))
 
 	Comment("Counters of the first two blocks, little-endian, one per lane.")
-	VBROADCASTI128(Mem{Base: ctrPtr}, ymm[yCtr])
+	VPBROADCASTQ(paramAddr("lo"), ymm[yCtr])
+	VPBROADCASTQ(paramAddr("hi"), ymm[yInc])
+	VPUNPCKLQDQ(ymm[yInc], ymm[yCtr], ymm[yCtr])
 	VPADDQ(laneOffsets, ymm[yCtr], ymm[yCtr])
 	VBROADCASTI128(inc2, ymm[yInc])
 	VBROADCASTI128(bswapMask, ymm[yBswap])
