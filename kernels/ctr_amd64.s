@@ -27,8 +27,8 @@ DATA ctrInc2<>+8(SB)/8, $0x0000000000000000
 GLOBL ctrInc2<>(SB), RODATA|NOPTR, $16
 
 // func ctrXORVAES512(rk *[15][16]byte, rounds int, lo uint64, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV, VAES
-TEXT ·ctrXORVAES512(SB), NOSPLIT, $256-64
+// Requires: AVX, AVX512BW, AVX512F, BMI2, VAES
+TEXT ·ctrXORVAES512(SB), NOSPLIT, $64-64
 	MOVQ  rk+0(FP), AX
 	MOVQ  rounds+8(FP), BX
 	MOVQ  dst+32(FP), DX
@@ -194,39 +194,600 @@ aes128_loop:
 	JAE         aes128_loop
 
 aes128_tail:
-	// 1 to 511 bytes left: 1, 2, 4 or 8 vectors, the last ones masked.
+	// 1 to 511 bytes left: 1 to 8 vectors, the last one masked.
 	TESTQ DI, DI
 	JZ    aes128_done
-	XORQ  R12, R12
-	XORQ  R10, R10
-	NOTQ  R10
-	CMPQ  DI, $0x00000040
-	JBE   aes128_tail1
-	CMPQ  DI, $0x00000080
-	JBE   aes128_tail2
 	CMPQ  DI, $0x00000100
-	JBE   aes128_tail4
+	JA    aes128_tail5to8
+	CMPQ  DI, $0x00000080
+	JA    aes128_tail3to4
+	CMPQ  DI, $0x00000040
+	JA    aes128_tail2
 
-	// Tail of 8 vectors; byte masks for vectors 4…7.
+	// Tail of 1 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPXORD      Z13, Z0, Z0
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VMOVDQU8.Z  (SI), K1, Z11
+	VPXORD      Z11, Z23, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU8    Z0, K1, (DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes128_done
+	VMOVDQU64 Z0, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   (R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes128_done
+
+aes128_tail3to4:
+	CMPQ DI, $0x000000c0
+	JA   aes128_tail4
+
+	// Tail of 3 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x00000080, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VPXORD      (SI), Z23, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z23, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VMOVDQU8.Z  128(SI), K1, Z28
+	VPXORD      Z28, Z23, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU8    Z2, K1, 128(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes128_done
+	VMOVDQU64 Z2, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -128(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes128_done
+
+aes128_tail5to8:
+	CMPQ DI, $0x00000180
+	JA   aes128_tail7to8
+	CMPQ DI, $0x00000140
+	JA   aes128_tail6
+
+	// Tail of 5 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
 	MOVQ        DI, R11
 	SUBQ        $0x00000100, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
-	MOVQ        DI, R11
-	SUBQ        $0x00000140, R11
-	CMOVQLT     R12, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K2
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z4
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VPXORD      Z13, Z4, Z4
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z14, Z4, Z4
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z15, Z4, Z4
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z16, Z4, Z4
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z17, Z4, Z4
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z18, Z4, Z4
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z19, Z4, Z4
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z20, Z4, Z4
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z21, Z4, Z4
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z22, Z4, Z4
+	VPXORD      (SI), Z23, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z23, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z23, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VPXORD      192(SI), Z23, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU64   Z3, 192(DX)
+	VMOVDQU8.Z  256(SI), K1, Z30
+	VPXORD      Z30, Z23, Z30
+	VAESENCLAST Z30, Z4, Z4
+	VMOVDQU8    Z4, K1, 256(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes128_done
+	VMOVDQU64 Z4, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -256(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes128_done
+
+aes128_tail7to8:
+	CMPQ DI, $0x000001c0
+	JA   aes128_tail8
+
+	// Tail of 7 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
 	MOVQ        DI, R11
 	SUBQ        $0x00000180, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K3
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z4
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z5
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z6
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VPXORD      Z13, Z4, Z4
+	VPXORD      Z13, Z5, Z5
+	VPXORD      Z13, Z6, Z6
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z14, Z4, Z4
+	VAESENC     Z14, Z5, Z5
+	VAESENC     Z14, Z6, Z6
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z15, Z4, Z4
+	VAESENC     Z15, Z5, Z5
+	VAESENC     Z15, Z6, Z6
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z16, Z4, Z4
+	VAESENC     Z16, Z5, Z5
+	VAESENC     Z16, Z6, Z6
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z17, Z4, Z4
+	VAESENC     Z17, Z5, Z5
+	VAESENC     Z17, Z6, Z6
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z18, Z4, Z4
+	VAESENC     Z18, Z5, Z5
+	VAESENC     Z18, Z6, Z6
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z19, Z4, Z4
+	VAESENC     Z19, Z5, Z5
+	VAESENC     Z19, Z6, Z6
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z20, Z4, Z4
+	VAESENC     Z20, Z5, Z5
+	VAESENC     Z20, Z6, Z6
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z21, Z4, Z4
+	VAESENC     Z21, Z5, Z5
+	VAESENC     Z21, Z6, Z6
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z22, Z4, Z4
+	VAESENC     Z22, Z5, Z5
+	VAESENC     Z22, Z6, Z6
+	VPXORD      (SI), Z23, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z23, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z23, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VPXORD      192(SI), Z23, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU64   Z3, 192(DX)
+	VPXORD      256(SI), Z23, Z30
+	VAESENCLAST Z30, Z4, Z4
+	VMOVDQU64   Z4, 256(DX)
+	VPXORD      320(SI), Z23, Z31
+	VAESENCLAST Z31, Z5, Z5
+	VMOVDQU64   Z5, 320(DX)
+	VMOVDQU8.Z  384(SI), K1, Z11
+	VPXORD      Z11, Z23, Z11
+	VAESENCLAST Z11, Z6, Z6
+	VMOVDQU8    Z6, K1, 384(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes128_done
+	VMOVDQU64 Z6, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -384(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes128_done
+
+aes128_tail2:
+	// Tail of 2 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x00000040, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VPXORD      (SI), Z23, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VMOVDQU8.Z  64(SI), K1, Z12
+	VPXORD      Z12, Z23, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU8    Z1, K1, 64(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes128_done
+	VMOVDQU64 Z1, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -64(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes128_done
+
+aes128_tail4:
+	// Tail of 4 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x000000c0, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VPXORD      (SI), Z23, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z23, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z23, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VMOVDQU8.Z  192(SI), K1, Z29
+	VPXORD      Z29, Z23, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU8    Z3, K1, 192(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes128_done
+	VMOVDQU64 Z3, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -192(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes128_done
+
+aes128_tail6:
+	// Tail of 6 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x00000140, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z4
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z5
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VPXORD      Z13, Z4, Z4
+	VPXORD      Z13, Z5, Z5
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z14, Z4, Z4
+	VAESENC     Z14, Z5, Z5
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z15, Z4, Z4
+	VAESENC     Z15, Z5, Z5
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z16, Z4, Z4
+	VAESENC     Z16, Z5, Z5
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z17, Z4, Z4
+	VAESENC     Z17, Z5, Z5
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z18, Z4, Z4
+	VAESENC     Z18, Z5, Z5
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z19, Z4, Z4
+	VAESENC     Z19, Z5, Z5
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z20, Z4, Z4
+	VAESENC     Z20, Z5, Z5
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z21, Z4, Z4
+	VAESENC     Z21, Z5, Z5
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z22, Z4, Z4
+	VAESENC     Z22, Z5, Z5
+	VPXORD      (SI), Z23, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z23, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z23, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VPXORD      192(SI), Z23, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU64   Z3, 192(DX)
+	VPXORD      256(SI), Z23, Z30
+	VAESENCLAST Z30, Z4, Z4
+	VMOVDQU64   Z4, 256(DX)
+	VMOVDQU8.Z  320(SI), K1, Z31
+	VPXORD      Z31, Z23, Z31
+	VAESENCLAST Z31, Z5, Z5
+	VMOVDQU8    Z5, K1, 320(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes128_done
+	VMOVDQU64 Z5, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -320(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes128_done
+
+aes128_tail8:
+	// Tail of 8 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
 	MOVQ        DI, R11
 	SUBQ        $0x000001c0, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K4
+	KMOVQ       R11, K1
 	VPSHUFB     Z10, Z8, Z0
 	VPADDQ      Z9, Z8, Z8
 	VPSHUFB     Z10, Z8, Z1
@@ -334,203 +895,29 @@ aes128_tail:
 	VPXORD      192(SI), Z23, Z29
 	VAESENCLAST Z29, Z3, Z3
 	VMOVDQU64   Z3, 192(DX)
-	VMOVDQU8.Z  256(SI), K1, Z30
-	VPXORD      Z30, Z23, Z30
+	VPXORD      256(SI), Z23, Z30
 	VAESENCLAST Z30, Z4, Z4
-	VMOVDQU8    Z4, K1, 256(DX)
-	VMOVDQU8.Z  320(SI), K2, Z31
-	VPXORD      Z31, Z23, Z31
+	VMOVDQU64   Z4, 256(DX)
+	VPXORD      320(SI), Z23, Z31
 	VAESENCLAST Z31, Z5, Z5
-	VMOVDQU8    Z5, K2, 320(DX)
-	VMOVDQU8.Z  384(SI), K3, Z11
-	VPXORD      Z11, Z23, Z11
+	VMOVDQU64   Z5, 320(DX)
+	VPXORD      384(SI), Z23, Z11
 	VAESENCLAST Z11, Z6, Z6
-	VMOVDQU8    Z6, K3, 384(DX)
-	VMOVDQU8.Z  448(SI), K4, Z12
+	VMOVDQU64   Z6, 384(DX)
+	VMOVDQU8.Z  448(SI), K1, Z12
 	VPXORD      Z12, Z23, Z12
 	VAESENCLAST Z12, Z7, Z7
-	VMOVDQU8    Z7, K4, 448(DX)
+	VMOVDQU8    Z7, K1, 448(DX)
 
 	// A partial last block: its data bytes were loaded as zero, so the
 	// rest of its output block is keystream. Copy that block to ks.
 	TESTQ     $0x0000000f, DI
 	JZ        aes128_done
-	VMOVDQU64 Z4, (SP)
-	VMOVDQU64 Z5, 64(SP)
-	VMOVDQU64 Z6, 128(SP)
-	VMOVDQU64 Z7, 192(SP)
+	VMOVDQU64 Z7, (SP)
 	MOVQ      DI, R11
 	ANDQ      $-16, R11
 	LEAQ      (SP), R9
-	VMOVDQU   -256(R9)(R11*1), X11
-	VMOVDQU   X11, (R8)
-	JMP       aes128_done
-
-aes128_tail1:
-	// Tail of 1 vectors; byte masks for vectors 0…0.
-	MOVQ        DI, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K1
-	VPSHUFB     Z10, Z8, Z0
-	VPXORD      Z13, Z0, Z0
-	VAESENC     Z14, Z0, Z0
-	VAESENC     Z15, Z0, Z0
-	VAESENC     Z16, Z0, Z0
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VMOVDQU8.Z  (SI), K1, Z11
-	VPXORD      Z11, Z23, Z11
-	VAESENCLAST Z11, Z0, Z0
-	VMOVDQU8    Z0, K1, (DX)
-
-	// A partial last block: its data bytes were loaded as zero, so the
-	// rest of its output block is keystream. Copy that block to ks.
-	TESTQ     $0x0000000f, DI
-	JZ        aes128_done
-	VMOVDQU64 Z0, (SP)
-	MOVQ      DI, R11
-	ANDQ      $-16, R11
-	LEAQ      (SP), R9
-	VMOVDQU   (R9)(R11*1), X11
-	VMOVDQU   X11, (R8)
-	JMP       aes128_done
-
-aes128_tail2:
-	// Tail of 2 vectors; byte masks for vectors 1…1.
-	MOVQ        DI, R11
-	SUBQ        $0x00000040, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K1
-	VPSHUFB     Z10, Z8, Z0
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z1
-	VPXORD      Z13, Z0, Z0
-	VPXORD      Z13, Z1, Z1
-	VAESENC     Z14, Z0, Z0
-	VAESENC     Z14, Z1, Z1
-	VAESENC     Z15, Z0, Z0
-	VAESENC     Z15, Z1, Z1
-	VAESENC     Z16, Z0, Z0
-	VAESENC     Z16, Z1, Z1
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VPXORD      (SI), Z23, Z11
-	VAESENCLAST Z11, Z0, Z0
-	VMOVDQU64   Z0, (DX)
-	VMOVDQU8.Z  64(SI), K1, Z12
-	VPXORD      Z12, Z23, Z12
-	VAESENCLAST Z12, Z1, Z1
-	VMOVDQU8    Z1, K1, 64(DX)
-
-	// A partial last block: its data bytes were loaded as zero, so the
-	// rest of its output block is keystream. Copy that block to ks.
-	TESTQ     $0x0000000f, DI
-	JZ        aes128_done
-	VMOVDQU64 Z1, (SP)
-	MOVQ      DI, R11
-	ANDQ      $-16, R11
-	LEAQ      (SP), R9
-	VMOVDQU   -64(R9)(R11*1), X11
-	VMOVDQU   X11, (R8)
-	JMP       aes128_done
-
-aes128_tail4:
-	// Tail of 4 vectors; byte masks for vectors 2…3.
-	MOVQ        DI, R11
-	SUBQ        $0x00000080, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K1
-	MOVQ        DI, R11
-	SUBQ        $0x000000c0, R11
-	CMOVQLT     R12, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K2
-	VPSHUFB     Z10, Z8, Z0
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z1
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z2
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z3
-	VPXORD      Z13, Z0, Z0
-	VPXORD      Z13, Z1, Z1
-	VPXORD      Z13, Z2, Z2
-	VPXORD      Z13, Z3, Z3
-	VAESENC     Z14, Z0, Z0
-	VAESENC     Z14, Z1, Z1
-	VAESENC     Z14, Z2, Z2
-	VAESENC     Z14, Z3, Z3
-	VAESENC     Z15, Z0, Z0
-	VAESENC     Z15, Z1, Z1
-	VAESENC     Z15, Z2, Z2
-	VAESENC     Z15, Z3, Z3
-	VAESENC     Z16, Z0, Z0
-	VAESENC     Z16, Z1, Z1
-	VAESENC     Z16, Z2, Z2
-	VAESENC     Z16, Z3, Z3
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z17, Z2, Z2
-	VAESENC     Z17, Z3, Z3
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z18, Z2, Z2
-	VAESENC     Z18, Z3, Z3
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z19, Z2, Z2
-	VAESENC     Z19, Z3, Z3
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z20, Z2, Z2
-	VAESENC     Z20, Z3, Z3
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VPXORD      (SI), Z23, Z11
-	VAESENCLAST Z11, Z0, Z0
-	VMOVDQU64   Z0, (DX)
-	VPXORD      64(SI), Z23, Z12
-	VAESENCLAST Z12, Z1, Z1
-	VMOVDQU64   Z1, 64(DX)
-	VMOVDQU8.Z  128(SI), K1, Z28
-	VPXORD      Z28, Z23, Z28
-	VAESENCLAST Z28, Z2, Z2
-	VMOVDQU8    Z2, K1, 128(DX)
-	VMOVDQU8.Z  192(SI), K2, Z29
-	VPXORD      Z29, Z23, Z29
-	VAESENCLAST Z29, Z3, Z3
-	VMOVDQU8    Z3, K2, 192(DX)
-
-	// A partial last block: its data bytes were loaded as zero, so the
-	// rest of its output block is keystream. Copy that block to ks.
-	TESTQ     $0x0000000f, DI
-	JZ        aes128_done
-	VMOVDQU64 Z2, (SP)
-	VMOVDQU64 Z3, 64(SP)
-	MOVQ      DI, R11
-	ANDQ      $-16, R11
-	LEAQ      (SP), R9
-	VMOVDQU   -128(R9)(R11*1), X11
+	VMOVDQU   -448(R9)(R11*1), X11
 	VMOVDQU   X11, (R8)
 
 aes128_done:
@@ -718,39 +1105,712 @@ aes256_loop:
 	JAE         aes256_loop
 
 aes256_tail:
-	// 1 to 511 bytes left: 1, 2, 4 or 8 vectors, the last ones masked.
+	// 1 to 511 bytes left: 1 to 8 vectors, the last one masked.
 	TESTQ DI, DI
 	JZ    aes256_done
-	XORQ  R12, R12
-	XORQ  R10, R10
-	NOTQ  R10
-	CMPQ  DI, $0x00000040
-	JBE   aes256_tail1
-	CMPQ  DI, $0x00000080
-	JBE   aes256_tail2
 	CMPQ  DI, $0x00000100
-	JBE   aes256_tail4
+	JA    aes256_tail5to8
+	CMPQ  DI, $0x00000080
+	JA    aes256_tail3to4
+	CMPQ  DI, $0x00000040
+	JA    aes256_tail2
 
-	// Tail of 8 vectors; byte masks for vectors 4…7.
+	// Tail of 1 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPXORD      Z13, Z0, Z0
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VMOVDQU8.Z  (SI), K1, Z11
+	VPXORD      Z11, Z27, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU8    Z0, K1, (DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes256_done
+	VMOVDQU64 Z0, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   (R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes256_done
+
+aes256_tail3to4:
+	CMPQ DI, $0x000000c0
+	JA   aes256_tail4
+
+	// Tail of 3 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x00000080, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VPXORD      (SI), Z27, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z27, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VMOVDQU8.Z  128(SI), K1, Z28
+	VPXORD      Z28, Z27, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU8    Z2, K1, 128(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes256_done
+	VMOVDQU64 Z2, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -128(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes256_done
+
+aes256_tail5to8:
+	CMPQ DI, $0x00000180
+	JA   aes256_tail7to8
+	CMPQ DI, $0x00000140
+	JA   aes256_tail6
+
+	// Tail of 5 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
 	MOVQ        DI, R11
 	SUBQ        $0x00000100, R11
 	BZHIQ       R11, R10, R11
 	KMOVQ       R11, K1
-	MOVQ        DI, R11
-	SUBQ        $0x00000140, R11
-	CMOVQLT     R12, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K2
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z4
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VPXORD      Z13, Z4, Z4
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z14, Z4, Z4
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z15, Z4, Z4
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z16, Z4, Z4
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z17, Z4, Z4
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z18, Z4, Z4
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z19, Z4, Z4
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z20, Z4, Z4
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z21, Z4, Z4
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z22, Z4, Z4
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VAESENC     Z23, Z4, Z4
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z24, Z4, Z4
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z25, Z4, Z4
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z26, Z4, Z4
+	VPXORD      (SI), Z27, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z27, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z27, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VPXORD      192(SI), Z27, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU64   Z3, 192(DX)
+	VMOVDQU8.Z  256(SI), K1, Z30
+	VPXORD      Z30, Z27, Z30
+	VAESENCLAST Z30, Z4, Z4
+	VMOVDQU8    Z4, K1, 256(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes256_done
+	VMOVDQU64 Z4, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -256(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes256_done
+
+aes256_tail7to8:
+	CMPQ DI, $0x000001c0
+	JA   aes256_tail8
+
+	// Tail of 7 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
 	MOVQ        DI, R11
 	SUBQ        $0x00000180, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K3
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z4
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z5
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z6
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VPXORD      Z13, Z4, Z4
+	VPXORD      Z13, Z5, Z5
+	VPXORD      Z13, Z6, Z6
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z14, Z4, Z4
+	VAESENC     Z14, Z5, Z5
+	VAESENC     Z14, Z6, Z6
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z15, Z4, Z4
+	VAESENC     Z15, Z5, Z5
+	VAESENC     Z15, Z6, Z6
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z16, Z4, Z4
+	VAESENC     Z16, Z5, Z5
+	VAESENC     Z16, Z6, Z6
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z17, Z4, Z4
+	VAESENC     Z17, Z5, Z5
+	VAESENC     Z17, Z6, Z6
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z18, Z4, Z4
+	VAESENC     Z18, Z5, Z5
+	VAESENC     Z18, Z6, Z6
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z19, Z4, Z4
+	VAESENC     Z19, Z5, Z5
+	VAESENC     Z19, Z6, Z6
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z20, Z4, Z4
+	VAESENC     Z20, Z5, Z5
+	VAESENC     Z20, Z6, Z6
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z21, Z4, Z4
+	VAESENC     Z21, Z5, Z5
+	VAESENC     Z21, Z6, Z6
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z22, Z4, Z4
+	VAESENC     Z22, Z5, Z5
+	VAESENC     Z22, Z6, Z6
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VAESENC     Z23, Z4, Z4
+	VAESENC     Z23, Z5, Z5
+	VAESENC     Z23, Z6, Z6
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z24, Z4, Z4
+	VAESENC     Z24, Z5, Z5
+	VAESENC     Z24, Z6, Z6
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z25, Z4, Z4
+	VAESENC     Z25, Z5, Z5
+	VAESENC     Z25, Z6, Z6
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z26, Z4, Z4
+	VAESENC     Z26, Z5, Z5
+	VAESENC     Z26, Z6, Z6
+	VPXORD      (SI), Z27, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z27, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z27, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VPXORD      192(SI), Z27, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU64   Z3, 192(DX)
+	VPXORD      256(SI), Z27, Z30
+	VAESENCLAST Z30, Z4, Z4
+	VMOVDQU64   Z4, 256(DX)
+	VPXORD      320(SI), Z27, Z31
+	VAESENCLAST Z31, Z5, Z5
+	VMOVDQU64   Z5, 320(DX)
+	VMOVDQU8.Z  384(SI), K1, Z11
+	VPXORD      Z11, Z27, Z11
+	VAESENCLAST Z11, Z6, Z6
+	VMOVDQU8    Z6, K1, 384(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes256_done
+	VMOVDQU64 Z6, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -384(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes256_done
+
+aes256_tail2:
+	// Tail of 2 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x00000040, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VPXORD      (SI), Z27, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VMOVDQU8.Z  64(SI), K1, Z12
+	VPXORD      Z12, Z27, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU8    Z1, K1, 64(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes256_done
+	VMOVDQU64 Z1, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -64(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes256_done
+
+aes256_tail4:
+	// Tail of 4 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x000000c0, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VPXORD      (SI), Z27, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z27, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z27, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VMOVDQU8.Z  192(SI), K1, Z29
+	VPXORD      Z29, Z27, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU8    Z3, K1, 192(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes256_done
+	VMOVDQU64 Z3, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -192(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes256_done
+
+aes256_tail6:
+	// Tail of 6 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
+	MOVQ        DI, R11
+	SUBQ        $0x00000140, R11
+	BZHIQ       R11, R10, R11
+	KMOVQ       R11, K1
+	VPSHUFB     Z10, Z8, Z0
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z1
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z2
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z3
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z4
+	VPADDQ      Z9, Z8, Z8
+	VPSHUFB     Z10, Z8, Z5
+	VPXORD      Z13, Z0, Z0
+	VPXORD      Z13, Z1, Z1
+	VPXORD      Z13, Z2, Z2
+	VPXORD      Z13, Z3, Z3
+	VPXORD      Z13, Z4, Z4
+	VPXORD      Z13, Z5, Z5
+	VAESENC     Z14, Z0, Z0
+	VAESENC     Z14, Z1, Z1
+	VAESENC     Z14, Z2, Z2
+	VAESENC     Z14, Z3, Z3
+	VAESENC     Z14, Z4, Z4
+	VAESENC     Z14, Z5, Z5
+	VAESENC     Z15, Z0, Z0
+	VAESENC     Z15, Z1, Z1
+	VAESENC     Z15, Z2, Z2
+	VAESENC     Z15, Z3, Z3
+	VAESENC     Z15, Z4, Z4
+	VAESENC     Z15, Z5, Z5
+	VAESENC     Z16, Z0, Z0
+	VAESENC     Z16, Z1, Z1
+	VAESENC     Z16, Z2, Z2
+	VAESENC     Z16, Z3, Z3
+	VAESENC     Z16, Z4, Z4
+	VAESENC     Z16, Z5, Z5
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z17, Z1, Z1
+	VAESENC     Z17, Z2, Z2
+	VAESENC     Z17, Z3, Z3
+	VAESENC     Z17, Z4, Z4
+	VAESENC     Z17, Z5, Z5
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z18, Z1, Z1
+	VAESENC     Z18, Z2, Z2
+	VAESENC     Z18, Z3, Z3
+	VAESENC     Z18, Z4, Z4
+	VAESENC     Z18, Z5, Z5
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z19, Z1, Z1
+	VAESENC     Z19, Z2, Z2
+	VAESENC     Z19, Z3, Z3
+	VAESENC     Z19, Z4, Z4
+	VAESENC     Z19, Z5, Z5
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z20, Z1, Z1
+	VAESENC     Z20, Z2, Z2
+	VAESENC     Z20, Z3, Z3
+	VAESENC     Z20, Z4, Z4
+	VAESENC     Z20, Z5, Z5
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z21, Z1, Z1
+	VAESENC     Z21, Z2, Z2
+	VAESENC     Z21, Z3, Z3
+	VAESENC     Z21, Z4, Z4
+	VAESENC     Z21, Z5, Z5
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z22, Z1, Z1
+	VAESENC     Z22, Z2, Z2
+	VAESENC     Z22, Z3, Z3
+	VAESENC     Z22, Z4, Z4
+	VAESENC     Z22, Z5, Z5
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z23, Z1, Z1
+	VAESENC     Z23, Z2, Z2
+	VAESENC     Z23, Z3, Z3
+	VAESENC     Z23, Z4, Z4
+	VAESENC     Z23, Z5, Z5
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z24, Z1, Z1
+	VAESENC     Z24, Z2, Z2
+	VAESENC     Z24, Z3, Z3
+	VAESENC     Z24, Z4, Z4
+	VAESENC     Z24, Z5, Z5
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z25, Z1, Z1
+	VAESENC     Z25, Z2, Z2
+	VAESENC     Z25, Z3, Z3
+	VAESENC     Z25, Z4, Z4
+	VAESENC     Z25, Z5, Z5
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z26, Z1, Z1
+	VAESENC     Z26, Z2, Z2
+	VAESENC     Z26, Z3, Z3
+	VAESENC     Z26, Z4, Z4
+	VAESENC     Z26, Z5, Z5
+	VPXORD      (SI), Z27, Z11
+	VAESENCLAST Z11, Z0, Z0
+	VMOVDQU64   Z0, (DX)
+	VPXORD      64(SI), Z27, Z12
+	VAESENCLAST Z12, Z1, Z1
+	VMOVDQU64   Z1, 64(DX)
+	VPXORD      128(SI), Z27, Z28
+	VAESENCLAST Z28, Z2, Z2
+	VMOVDQU64   Z2, 128(DX)
+	VPXORD      192(SI), Z27, Z29
+	VAESENCLAST Z29, Z3, Z3
+	VMOVDQU64   Z3, 192(DX)
+	VPXORD      256(SI), Z27, Z30
+	VAESENCLAST Z30, Z4, Z4
+	VMOVDQU64   Z4, 256(DX)
+	VMOVDQU8.Z  320(SI), K1, Z31
+	VPXORD      Z31, Z27, Z31
+	VAESENCLAST Z31, Z5, Z5
+	VMOVDQU8    Z5, K1, 320(DX)
+
+	// A partial last block: its data bytes were loaded as zero, so the
+	// rest of its output block is keystream. Copy that block to ks.
+	TESTQ     $0x0000000f, DI
+	JZ        aes256_done
+	VMOVDQU64 Z5, (SP)
+	MOVQ      DI, R11
+	ANDQ      $-16, R11
+	LEAQ      (SP), R9
+	VMOVDQU   -320(R9)(R11*1), X11
+	VMOVDQU   X11, (R8)
+	JMP       aes256_done
+
+aes256_tail8:
+	// Tail of 8 vectors.
+	XORQ        R10, R10
+	NOTQ        R10
 	MOVQ        DI, R11
 	SUBQ        $0x000001c0, R11
-	CMOVQLT     R12, R11
 	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K4
+	KMOVQ       R11, K1
 	VPSHUFB     Z10, Z8, Z0
 	VPADDQ      Z9, Z8, Z8
 	VPSHUFB     Z10, Z8, Z1
@@ -890,231 +1950,29 @@ aes256_tail:
 	VPXORD      192(SI), Z27, Z29
 	VAESENCLAST Z29, Z3, Z3
 	VMOVDQU64   Z3, 192(DX)
-	VMOVDQU8.Z  256(SI), K1, Z30
-	VPXORD      Z30, Z27, Z30
+	VPXORD      256(SI), Z27, Z30
 	VAESENCLAST Z30, Z4, Z4
-	VMOVDQU8    Z4, K1, 256(DX)
-	VMOVDQU8.Z  320(SI), K2, Z31
-	VPXORD      Z31, Z27, Z31
+	VMOVDQU64   Z4, 256(DX)
+	VPXORD      320(SI), Z27, Z31
 	VAESENCLAST Z31, Z5, Z5
-	VMOVDQU8    Z5, K2, 320(DX)
-	VMOVDQU8.Z  384(SI), K3, Z11
-	VPXORD      Z11, Z27, Z11
+	VMOVDQU64   Z5, 320(DX)
+	VPXORD      384(SI), Z27, Z11
 	VAESENCLAST Z11, Z6, Z6
-	VMOVDQU8    Z6, K3, 384(DX)
-	VMOVDQU8.Z  448(SI), K4, Z12
+	VMOVDQU64   Z6, 384(DX)
+	VMOVDQU8.Z  448(SI), K1, Z12
 	VPXORD      Z12, Z27, Z12
 	VAESENCLAST Z12, Z7, Z7
-	VMOVDQU8    Z7, K4, 448(DX)
+	VMOVDQU8    Z7, K1, 448(DX)
 
 	// A partial last block: its data bytes were loaded as zero, so the
 	// rest of its output block is keystream. Copy that block to ks.
 	TESTQ     $0x0000000f, DI
 	JZ        aes256_done
-	VMOVDQU64 Z4, (SP)
-	VMOVDQU64 Z5, 64(SP)
-	VMOVDQU64 Z6, 128(SP)
-	VMOVDQU64 Z7, 192(SP)
+	VMOVDQU64 Z7, (SP)
 	MOVQ      DI, R11
 	ANDQ      $-16, R11
 	LEAQ      (SP), R9
-	VMOVDQU   -256(R9)(R11*1), X11
-	VMOVDQU   X11, (R8)
-	JMP       aes256_done
-
-aes256_tail1:
-	// Tail of 1 vectors; byte masks for vectors 0…0.
-	MOVQ        DI, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K1
-	VPSHUFB     Z10, Z8, Z0
-	VPXORD      Z13, Z0, Z0
-	VAESENC     Z14, Z0, Z0
-	VAESENC     Z15, Z0, Z0
-	VAESENC     Z16, Z0, Z0
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z26, Z0, Z0
-	VMOVDQU8.Z  (SI), K1, Z11
-	VPXORD      Z11, Z27, Z11
-	VAESENCLAST Z11, Z0, Z0
-	VMOVDQU8    Z0, K1, (DX)
-
-	// A partial last block: its data bytes were loaded as zero, so the
-	// rest of its output block is keystream. Copy that block to ks.
-	TESTQ     $0x0000000f, DI
-	JZ        aes256_done
-	VMOVDQU64 Z0, (SP)
-	MOVQ      DI, R11
-	ANDQ      $-16, R11
-	LEAQ      (SP), R9
-	VMOVDQU   (R9)(R11*1), X11
-	VMOVDQU   X11, (R8)
-	JMP       aes256_done
-
-aes256_tail2:
-	// Tail of 2 vectors; byte masks for vectors 1…1.
-	MOVQ        DI, R11
-	SUBQ        $0x00000040, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K1
-	VPSHUFB     Z10, Z8, Z0
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z1
-	VPXORD      Z13, Z0, Z0
-	VPXORD      Z13, Z1, Z1
-	VAESENC     Z14, Z0, Z0
-	VAESENC     Z14, Z1, Z1
-	VAESENC     Z15, Z0, Z0
-	VAESENC     Z15, Z1, Z1
-	VAESENC     Z16, Z0, Z0
-	VAESENC     Z16, Z1, Z1
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VPXORD      (SI), Z27, Z11
-	VAESENCLAST Z11, Z0, Z0
-	VMOVDQU64   Z0, (DX)
-	VMOVDQU8.Z  64(SI), K1, Z12
-	VPXORD      Z12, Z27, Z12
-	VAESENCLAST Z12, Z1, Z1
-	VMOVDQU8    Z1, K1, 64(DX)
-
-	// A partial last block: its data bytes were loaded as zero, so the
-	// rest of its output block is keystream. Copy that block to ks.
-	TESTQ     $0x0000000f, DI
-	JZ        aes256_done
-	VMOVDQU64 Z1, (SP)
-	MOVQ      DI, R11
-	ANDQ      $-16, R11
-	LEAQ      (SP), R9
-	VMOVDQU   -64(R9)(R11*1), X11
-	VMOVDQU   X11, (R8)
-	JMP       aes256_done
-
-aes256_tail4:
-	// Tail of 4 vectors; byte masks for vectors 2…3.
-	MOVQ        DI, R11
-	SUBQ        $0x00000080, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K1
-	MOVQ        DI, R11
-	SUBQ        $0x000000c0, R11
-	CMOVQLT     R12, R11
-	BZHIQ       R11, R10, R11
-	KMOVQ       R11, K2
-	VPSHUFB     Z10, Z8, Z0
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z1
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z2
-	VPADDQ      Z9, Z8, Z8
-	VPSHUFB     Z10, Z8, Z3
-	VPXORD      Z13, Z0, Z0
-	VPXORD      Z13, Z1, Z1
-	VPXORD      Z13, Z2, Z2
-	VPXORD      Z13, Z3, Z3
-	VAESENC     Z14, Z0, Z0
-	VAESENC     Z14, Z1, Z1
-	VAESENC     Z14, Z2, Z2
-	VAESENC     Z14, Z3, Z3
-	VAESENC     Z15, Z0, Z0
-	VAESENC     Z15, Z1, Z1
-	VAESENC     Z15, Z2, Z2
-	VAESENC     Z15, Z3, Z3
-	VAESENC     Z16, Z0, Z0
-	VAESENC     Z16, Z1, Z1
-	VAESENC     Z16, Z2, Z2
-	VAESENC     Z16, Z3, Z3
-	VAESENC     Z17, Z0, Z0
-	VAESENC     Z17, Z1, Z1
-	VAESENC     Z17, Z2, Z2
-	VAESENC     Z17, Z3, Z3
-	VAESENC     Z18, Z0, Z0
-	VAESENC     Z18, Z1, Z1
-	VAESENC     Z18, Z2, Z2
-	VAESENC     Z18, Z3, Z3
-	VAESENC     Z19, Z0, Z0
-	VAESENC     Z19, Z1, Z1
-	VAESENC     Z19, Z2, Z2
-	VAESENC     Z19, Z3, Z3
-	VAESENC     Z20, Z0, Z0
-	VAESENC     Z20, Z1, Z1
-	VAESENC     Z20, Z2, Z2
-	VAESENC     Z20, Z3, Z3
-	VAESENC     Z21, Z0, Z0
-	VAESENC     Z21, Z1, Z1
-	VAESENC     Z21, Z2, Z2
-	VAESENC     Z21, Z3, Z3
-	VAESENC     Z22, Z0, Z0
-	VAESENC     Z22, Z1, Z1
-	VAESENC     Z22, Z2, Z2
-	VAESENC     Z22, Z3, Z3
-	VAESENC     Z23, Z0, Z0
-	VAESENC     Z23, Z1, Z1
-	VAESENC     Z23, Z2, Z2
-	VAESENC     Z23, Z3, Z3
-	VAESENC     Z24, Z0, Z0
-	VAESENC     Z24, Z1, Z1
-	VAESENC     Z24, Z2, Z2
-	VAESENC     Z24, Z3, Z3
-	VAESENC     Z25, Z0, Z0
-	VAESENC     Z25, Z1, Z1
-	VAESENC     Z25, Z2, Z2
-	VAESENC     Z25, Z3, Z3
-	VAESENC     Z26, Z0, Z0
-	VAESENC     Z26, Z1, Z1
-	VAESENC     Z26, Z2, Z2
-	VAESENC     Z26, Z3, Z3
-	VPXORD      (SI), Z27, Z11
-	VAESENCLAST Z11, Z0, Z0
-	VMOVDQU64   Z0, (DX)
-	VPXORD      64(SI), Z27, Z12
-	VAESENCLAST Z12, Z1, Z1
-	VMOVDQU64   Z1, 64(DX)
-	VMOVDQU8.Z  128(SI), K1, Z28
-	VPXORD      Z28, Z27, Z28
-	VAESENCLAST Z28, Z2, Z2
-	VMOVDQU8    Z2, K1, 128(DX)
-	VMOVDQU8.Z  192(SI), K2, Z29
-	VPXORD      Z29, Z27, Z29
-	VAESENCLAST Z29, Z3, Z3
-	VMOVDQU8    Z3, K2, 192(DX)
-
-	// A partial last block: its data bytes were loaded as zero, so the
-	// rest of its output block is keystream. Copy that block to ks.
-	TESTQ     $0x0000000f, DI
-	JZ        aes256_done
-	VMOVDQU64 Z2, (SP)
-	VMOVDQU64 Z3, 64(SP)
-	MOVQ      DI, R11
-	ANDQ      $-16, R11
-	LEAQ      (SP), R9
-	VMOVDQU   -128(R9)(R11*1), X11
+	VMOVDQU   -448(R9)(R11*1), X11
 	VMOVDQU   X11, (R8)
 
 aes256_done:

@@ -134,7 +134,7 @@ func ctrVAES512() {
 		"lo+ceil(n/16)-1 must not wrap. rounds is 10 or 14. If n%16 != 0 the",
 		"keystream block of the last, partial block is written to ks.",
 	)
-	scratch := AllocLocal(4 * 64)
+	scratch := AllocLocal(64)
 	loadArgs()
 	TESTQ(n, n)
 	JLE(LabelRef("ret"))
@@ -200,77 +200,79 @@ func body512(rounds int, scratch Mem) {
 	JAE(LabelRef(p + "loop"))
 
 	Label(p + "tail")
-	Comment("1 to 511 bytes left: 1, 2, 4 or 8 vectors, the last ones masked.")
+	Comment("1 to 511 bytes left: 1 to 8 vectors, the last one masked.")
 	TESTQ(n, n)
 	JZ(LabelRef(p + "done"))
-	XORQ(R12, R12) // zero, for clamping
-	XORQ(R10, R10)
-	NOTQ(R10) // all ones, for BZHI
-	CMPQ(n, U32(64))
-	JBE(LabelRef(p + "tail1"))
-	CMPQ(n, U32(128))
-	JBE(LabelRef(p + "tail2"))
+	// A binary search on n-1 for the number of vectors, ⌈n/64⌉.
 	CMPQ(n, U32(256))
-	JBE(LabelRef(p + "tail4"))
-	zTail(p, rounds, 8, 4, scratch)
-	Label(p + "tail1")
-	zTail(p, rounds, 1, 0, scratch)
-	Label(p + "tail2")
-	zTail(p, rounds, 2, 1, scratch)
-	Label(p + "tail4")
-	zTail(p, rounds, 4, 2, scratch)
+	JA(LabelRef(p + "tail5to8"))
+	CMPQ(n, U32(128))
+	JA(LabelRef(p + "tail3to4"))
+	CMPQ(n, U32(64))
+	JA(LabelRef(p + "tail2"))
+	zTail(p, rounds, 1, scratch)
+	Label(p + "tail3to4")
+	CMPQ(n, U32(192))
+	JA(LabelRef(p + "tail4"))
+	zTail(p, rounds, 3, scratch)
+	Label(p + "tail5to8")
+	CMPQ(n, U32(384))
+	JA(LabelRef(p + "tail7to8"))
+	CMPQ(n, U32(320))
+	JA(LabelRef(p + "tail6"))
+	zTail(p, rounds, 5, scratch)
+	Label(p + "tail7to8")
+	CMPQ(n, U32(448))
+	JA(LabelRef(p + "tail8"))
+	zTail(p, rounds, 7, scratch)
+	for _, nv := range []int{2, 4, 6, 8} {
+		Label(fmt.Sprintf("%stail%d", p, nv))
+		zTail(p, rounds, nv, scratch)
+	}
 
 	Label(p + "done")
 	VZEROUPPER()
 	RET()
 }
 
-// zTail processes the last n bytes, 64×(nv/2) < n ≤ 64×nv, with nv vectors:
-// vectors before first are whole, the others are loaded and stored under byte
-// masks K1, K2, … (some may be empty). It ends with a jump to done.
-func zTail(p string, rounds, nv, first int, scratch Mem) {
-	Commentf("Tail of %d vectors; byte masks for vectors %d…%d.", nv, first, nv-1)
-	for i := first; i < nv; i++ {
-		// mask = 2^clamp(n - 64i, 0, 64) - 1; BZHI leaves all 64 bits
-		// set when the index (bits 7:0, here < 256) is 64 or more. Only
-		// vectors after the first masked one can be empty (n - 64i ≤ 0).
-		MOVQ(n, R11)
-		if i > 0 {
-			SUBQ(U32(64*i), R11)
-		}
-		if i > first {
-			CMOVQLT(R12, R11)
-		}
-		BZHIQ(R11, R10, R11)
-		KMOVQ(R11, mask[1+i-first])
+// zTail processes the last n bytes, 64(nv-1) < n ≤ 64nv, with nv vectors: all
+// but the last whole, the last loaded and stored under the byte mask K1. It
+// ends with a jump to done.
+func zTail(p string, rounds, nv int, scratch Mem) {
+	Commentf("Tail of %d vectors.", nv)
+	lastVec := nv - 1
+	// K1 = 2^(n-64(nv-1)) - 1, BZHI of all ones; n-64(nv-1) is 1…64, and
+	// BZHI leaves all bits set for 64.
+	XORQ(R10, R10)
+	NOTQ(R10)
+	MOVQ(n, R11)
+	if lastVec > 0 {
+		SUBQ(U32(64*lastVec), R11)
 	}
+	BZHIQ(R11, R10, R11)
+	KMOVQ(R11, K1)
 	zEncrypt(nv, rounds, false)
 	last := zKey(rounds)
-	for i := 0; i < nv; i++ {
+	for i := 0; i < lastVec; i++ {
 		t := zTemps[i%len(zTemps)]
-		if i < first {
-			VPXORD(Mem{Base: src, Disp: 64 * i}, last, t)
-			VAESENCLAST(t, zmm[i], zmm[i])
-			VMOVDQU64(zmm[i], Mem{Base: dst, Disp: 64 * i})
-			continue
-		}
-		k := mask[1+i-first]
-		VMOVDQU8_Z(Mem{Base: src, Disp: 64 * i}, k, t)
-		VPXORD(t, last, t)
+		VPXORD(Mem{Base: src, Disp: 64 * i}, last, t)
 		VAESENCLAST(t, zmm[i], zmm[i])
-		VMOVDQU8(zmm[i], k, Mem{Base: dst, Disp: 64 * i})
+		VMOVDQU64(zmm[i], Mem{Base: dst, Disp: 64 * i})
 	}
+	t, z := zTemps[lastVec%len(zTemps)], zmm[lastVec]
+	VMOVDQU8_Z(Mem{Base: src, Disp: 64 * lastVec}, K1, t)
+	VPXORD(t, last, t)
+	VAESENCLAST(t, z, z)
+	VMOVDQU8(z, K1, Mem{Base: dst, Disp: 64 * lastVec})
 	Comment("A partial last block: its data bytes were loaded as zero, so the",
 		"rest of its output block is keystream. Copy that block to ks.")
 	TESTQ(U32(15), n)
 	JZ(LabelRef(p + "done"))
-	for i := first; i < nv; i++ {
-		VMOVDQU64(zmm[i], scratch.Offset(64*(i-first)))
-	}
+	VMOVDQU64(z, scratch)
 	MOVQ(n, R11)
 	ANDQ(I32(-16), R11)
 	LEAQ(scratch, R9)
-	VMOVDQU(Mem{Base: R9, Index: R11, Scale: 1, Disp: -64 * first}, X11)
+	VMOVDQU(Mem{Base: R9, Index: R11, Scale: 1, Disp: -64 * lastVec}, X11)
 	VMOVDQU(X11, Mem{Base: ksPtr})
 	JMP(LabelRef(p + "done"))
 }
