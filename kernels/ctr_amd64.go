@@ -36,11 +36,12 @@ func init() {
 
 // ctrVAES is an AES-CTR keystream: the counter block increments as one
 // 128-bit big-endian integer and wraps at 2¹²⁸, as in crypto/cipher.NewCTR
-// and OpenSSL.
+// and OpenSSL. A call that ends inside a block leaves the rest of that block's
+// keystream in ks for the next call.
 type ctrVAES struct {
 	aesSchedule
 	lo, hi uint64   // the next block's counter, low and high 64 bits
-	ks     [16]byte // keystream of the block before ctr
+	ks     [16]byte // keystream of the block before lo, hi
 	avail  int      // unused bytes at the end of ks
 	zmm    bool     // ctrXORVAES512 rather than ctrXORVAES256
 }
