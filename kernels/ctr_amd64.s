@@ -26,6 +26,46 @@ DATA ctrInc2<>+0(SB)/8, $0x0000000000000002
 DATA ctrInc2<>+8(SB)/8, $0x0000000000000000
 GLOBL ctrInc2<>(SB), RODATA|NOPTR, $16
 
+DATA ctrInc16Y<>+0(SB)/8, $0x0000000000000010
+DATA ctrInc16Y<>+8(SB)/8, $0x0000000000000000
+DATA ctrInc16Y<>+16(SB)/8, $0x0000000000000010
+DATA ctrInc16Y<>+24(SB)/8, $0x0000000000000000
+GLOBL ctrInc16Y<>(SB), RODATA|NOPTR, $32
+
+DATA ctrByteOffsY<>+0(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+8(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+16(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+24(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+32(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+40(SB)/8, $0x0200000000000000
+DATA ctrByteOffsY<>+48(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+56(SB)/8, $0x0200000000000000
+DATA ctrByteOffsY<>+64(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+72(SB)/8, $0x0400000000000000
+DATA ctrByteOffsY<>+80(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+88(SB)/8, $0x0400000000000000
+DATA ctrByteOffsY<>+96(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+104(SB)/8, $0x0600000000000000
+DATA ctrByteOffsY<>+112(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+120(SB)/8, $0x0600000000000000
+DATA ctrByteOffsY<>+128(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+136(SB)/8, $0x0800000000000000
+DATA ctrByteOffsY<>+144(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+152(SB)/8, $0x0800000000000000
+DATA ctrByteOffsY<>+160(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+168(SB)/8, $0x0a00000000000000
+DATA ctrByteOffsY<>+176(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+184(SB)/8, $0x0a00000000000000
+DATA ctrByteOffsY<>+192(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+200(SB)/8, $0x0c00000000000000
+DATA ctrByteOffsY<>+208(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+216(SB)/8, $0x0c00000000000000
+DATA ctrByteOffsY<>+224(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+232(SB)/8, $0x0e00000000000000
+DATA ctrByteOffsY<>+240(SB)/8, $0x0000000000000000
+DATA ctrByteOffsY<>+248(SB)/8, $0x0e00000000000000
+GLOBL ctrByteOffsY<>(SB), RODATA|NOPTR, $256
+
 // func ctrXORVAES512(rk *[15][16]byte, rounds int, lo uint64, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)
 // Requires: AVX, AVX512BW, AVX512F, BMI2, VAES
 TEXT ·ctrXORVAES512(SB), NOSPLIT, $64-64
@@ -2007,25 +2047,47 @@ TEXT ·ctrXORVAES256(SB), NOSPLIT, $0-64
 	VBROADCASTI128 160(AX), Y14
 	CMPQ           DI, $0x00000100
 	JB             aes128_tail
+	MOVQ           lo+16(FP), R9
 
 aes128_loop:
-	// 256 bytes: 8 vectors of 2 blocks.
-	VPSHUFB        Y10, Y8, Y0
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y1
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y2
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y3
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y4
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y5
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y6
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y7
-	VPADDQ         Y9, Y8, Y8
+	// 256 bytes: 8 vectors of 2 blocks, counters lo+0…lo+15. Unless the
+	// low byte of lo is above 240, adding 2i to the last byte of the
+	// big-endian blocks lo, lo+1 cannot carry, and one VPSHUFB and 8 VPADDB
+	// replace 8 VPSHUFB and 8 VPADDQ, which compete with VAESENC for ports.
+	CMPB    R9, $0xf0
+	JA      aes128_ctrslow
+	VPSHUFB Y10, Y8, Y12
+	VPADDB  ctrByteOffsY<>+0(SB), Y12, Y0
+	VPADDB  ctrByteOffsY<>+32(SB), Y12, Y1
+	VPADDB  ctrByteOffsY<>+64(SB), Y12, Y2
+	VPADDB  ctrByteOffsY<>+96(SB), Y12, Y3
+	VPADDB  ctrByteOffsY<>+128(SB), Y12, Y4
+	VPADDB  ctrByteOffsY<>+160(SB), Y12, Y5
+	VPADDB  ctrByteOffsY<>+192(SB), Y12, Y6
+	VPADDB  ctrByteOffsY<>+224(SB), Y12, Y7
+	VPADDQ  ctrInc16Y<>+0(SB), Y8, Y8
+	JMP     aes128_ctrdone
+
+aes128_ctrslow:
+	VPSHUFB Y10, Y8, Y0
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y1
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y2
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y3
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y4
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y5
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y6
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y7
+	VPADDQ  Y9, Y8, Y8
+
+aes128_ctrdone:
+	ADDQ           $0x00000010, R9
 	VPXOR          Y13, Y0, Y0
 	VPXOR          Y13, Y1, Y1
 	VPXOR          Y13, Y2, Y2
@@ -2621,25 +2683,47 @@ aes256:
 	VBROADCASTI128 224(AX), Y14
 	CMPQ           DI, $0x00000100
 	JB             aes256_tail
+	MOVQ           lo+16(FP), R9
 
 aes256_loop:
-	// 256 bytes: 8 vectors of 2 blocks.
-	VPSHUFB        Y10, Y8, Y0
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y1
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y2
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y3
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y4
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y5
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y6
-	VPADDQ         Y9, Y8, Y8
-	VPSHUFB        Y10, Y8, Y7
-	VPADDQ         Y9, Y8, Y8
+	// 256 bytes: 8 vectors of 2 blocks, counters lo+0…lo+15. Unless the
+	// low byte of lo is above 240, adding 2i to the last byte of the
+	// big-endian blocks lo, lo+1 cannot carry, and one VPSHUFB and 8 VPADDB
+	// replace 8 VPSHUFB and 8 VPADDQ, which compete with VAESENC for ports.
+	CMPB    R9, $0xf0
+	JA      aes256_ctrslow
+	VPSHUFB Y10, Y8, Y12
+	VPADDB  ctrByteOffsY<>+0(SB), Y12, Y0
+	VPADDB  ctrByteOffsY<>+32(SB), Y12, Y1
+	VPADDB  ctrByteOffsY<>+64(SB), Y12, Y2
+	VPADDB  ctrByteOffsY<>+96(SB), Y12, Y3
+	VPADDB  ctrByteOffsY<>+128(SB), Y12, Y4
+	VPADDB  ctrByteOffsY<>+160(SB), Y12, Y5
+	VPADDB  ctrByteOffsY<>+192(SB), Y12, Y6
+	VPADDB  ctrByteOffsY<>+224(SB), Y12, Y7
+	VPADDQ  ctrInc16Y<>+0(SB), Y8, Y8
+	JMP     aes256_ctrdone
+
+aes256_ctrslow:
+	VPSHUFB Y10, Y8, Y0
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y1
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y2
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y3
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y4
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y5
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y6
+	VPADDQ  Y9, Y8, Y8
+	VPSHUFB Y10, Y8, Y7
+	VPADDQ  Y9, Y8, Y8
+
+aes256_ctrdone:
+	ADDQ           $0x00000010, R9
 	VPXOR          Y13, Y0, Y0
 	VPXOR          Y13, Y1, Y1
 	VPXOR          Y13, Y2, Y2

@@ -42,6 +42,8 @@ var (
 	laneOffsets Mem // 64-bit words 0,0, 1,0, 2,0, 3,0: block number of each lane
 	inc4        Mem // 4,0: four blocks, one zmm
 	inc2        Mem // 2,0: two blocks, one ymm
+	inc16Y      Mem // 16,0, 16,0: 16 blocks, eight ymm (32 bytes)
+	byteOffsY   Mem // 8 ymm constants: byte 15 of each lane is 2i, the others 0
 )
 
 const signature = "func(rk *[15][16]byte, rounds int, lo, hi uint64, dst *byte, src *byte, n int, ks *[16]byte)"
@@ -82,6 +84,20 @@ func constants() {
 	inc2 = GLOBL("ctrInc2", RODATA|NOPTR)
 	DATA(0, U64(2))
 	DATA(8, U64(0))
+
+	inc16Y = GLOBL("ctrInc16Y", RODATA|NOPTR)
+	for j := 0; j < 2; j++ {
+		DATA(16*j, U64(16))
+		DATA(16*j+8, U64(0))
+	}
+
+	byteOffsY = GLOBL("ctrByteOffsY", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		for j := 0; j < 2; j++ {
+			DATA(32*i+16*j, U64(0))
+			DATA(32*i+16*j+8, U64(uint64(2*i)<<56))
+		}
+	}
 }
 
 func loadArgs() {
@@ -327,12 +343,23 @@ func ctrVAES256() {
 // yEncrypt runs every round but the last on states Y0…Y(nv-1), built from the
 // next nv×2 counters. With advance set the counter register moves past them.
 func yEncrypt(nv, rounds int, advanceCtr bool) {
+	yCounters(nv, advanceCtr)
+	yRounds(nv, rounds)
+}
+
+// yCounters sets Y0…Y(nv-1) to the next nv×2 counter blocks, big-endian, one
+// VPSHUFB per vector.
+func yCounters(nv int, advanceCtr bool) {
 	for i := 0; i < nv; i++ {
 		VPSHUFB(ymm[yBswap], ymm[yCtr], ymm[i])
 		if advanceCtr || i < nv-1 {
 			VPADDQ(ymm[yInc], ymm[yCtr], ymm[yCtr])
 		}
 	}
+}
+
+// yRounds runs every round but the last on states Y0…Y(nv-1).
+func yRounds(nv, rounds int) {
 	for i := 0; i < nv; i++ {
 		VPXOR(ymm[yFirst], ymm[i], ymm[i])
 	}
@@ -352,10 +379,26 @@ func body256(rounds int) {
 	VBROADCASTI128(Mem{Base: rkPtr, Disp: 16 * rounds}, ymm[yLast])
 	CMPQ(n, U32(256))
 	JB(LabelRef(p + "tail"))
+	Load(Param("lo"), R9) // its low byte follows the counter through the loop
 
 	Label(p + "loop")
-	Comment("256 bytes: 8 vectors of 2 blocks.")
-	yEncrypt(yStateN, rounds, true)
+	Comment("256 bytes: 8 vectors of 2 blocks, counters lo+0…lo+15. Unless the",
+		"low byte of lo is above 240, adding 2i to the last byte of the",
+		"big-endian blocks lo, lo+1 cannot carry, and one VPSHUFB and 8 VPADDB",
+		"replace 8 VPSHUFB and 8 VPADDQ, which compete with VAESENC for ports.")
+	CMPB(R9B, U8(240))
+	JA(LabelRef(p + "ctrslow"))
+	VPSHUFB(ymm[yBswap], ymm[yCtr], ymm[yTmp])
+	for i := 0; i < yStateN; i++ {
+		VPADDB(byteOffsY.Offset(32*i), ymm[yTmp], ymm[i])
+	}
+	VPADDQ(inc16Y, ymm[yCtr], ymm[yCtr])
+	JMP(LabelRef(p + "ctrdone"))
+	Label(p + "ctrslow")
+	yCounters(yStateN, true)
+	Label(p + "ctrdone")
+	ADDQ(U32(16), R9)
+	yRounds(yStateN, rounds)
 	for i := 0; i < yStateN; i++ {
 		VPXOR(Mem{Base: src, Disp: 32 * i}, ymm[yLast], ymm[yTmp])
 		VAESENCLAST(ymm[yTmp], ymm[i], ymm[i])
