@@ -62,9 +62,7 @@ func chachaAVX2() {
 	Doc("chachaXORAVX2 is chachaXORAVX512 for AVX2: it XORs the floor(n/64) full",
 		"ChaCha20 blocks of src into dst and, if n%64 != 0, writes the keystream of",
 		"the next block to ks; n > 0. It computes 8 blocks per pass.")
-	frame := AllocLocal(avx2Frame)
-	bcast := func(w int) Mem { return frame.Offset(avx2Bcast + 32*w) }
-	spill := func(w int) Mem { return frame.Offset(avx2Spill + 32*w) }
+	frame := AllocLocal(avx2Frame + 32)
 
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
@@ -72,6 +70,13 @@ func chachaAVX2() {
 	state := Load(Param("state"), GP64())
 	ks := Load(Param("ks"), GP64())
 	rounds := GP64()
+
+	Comment("Align the frame to 32 bytes, so that no spill crosses a cache line.")
+	base := GP64()
+	LEAQ(frame.Offset(31), base)
+	ANDQ(I32(-32), base)
+	bcast := func(w int) Mem { return Mem{Base: base, Disp: avx2Bcast + 32*w} }
+	spill := func(w int) Mem { return Mem{Base: base, Disp: avx2Spill + 32*w} }
 
 	Comment("Broadcast the input state; the counters of the first 8 blocks are counter+0 … counter+7.")
 	for w := 0; w < 16; w++ {
@@ -155,15 +160,14 @@ func chachaAVX2() {
 		}
 	}
 
+	r := io{dst: dst, src: src, n: n, ks: ks}
+	xor := func(m Mem, x VecPhysical) { VPXOR(m, x, x) }
+	mov := func(x VecPhysical, m Mem) { VMOVDQU(x, m) }
 	CMPQ(n, U32(512))
 	JB(LabelRef("avx2_tail"))
 	Comment("8 full blocks.")
 	for h := 0; h < 2; h++ {
-		transpose8(h, spill, func(b int, x VecPhysical) {
-			at := 64*b + 32*h
-			VPXOR(Mem{Base: src, Disp: at}, x, x)
-			VMOVDQU(x, Mem{Base: dst, Disp: at})
-		})
+		avx2Half(h, spill, halfStore(r, h, false, "avx2", xor, mov))
 	}
 	ADDQ(U32(512), src)
 	ADDQ(U32(512), dst)
@@ -178,21 +182,7 @@ func chachaAVX2() {
 	Comment("Fewer than 8 blocks left: n < 512. XOR the full blocks, then keep",
 		"the keystream of a final partial block in ks.")
 	for h := 0; h < 2; h++ {
-		transpose8(h, spill, func(b int, x VecPhysical) {
-			at := 64*b + 32*h
-			partial := fmt.Sprintf("avx2_partial%d_%d", b, h)
-			next := fmt.Sprintf("avx2_next%d_%d", b, h)
-			CMPQ(n, U32(64*(b+1)))
-			JB(LabelRef(partial))
-			VPXOR(Mem{Base: src, Disp: at}, x, x)
-			VMOVDQU(x, Mem{Base: dst, Disp: at})
-			JMP(LabelRef(next))
-			Label(partial)
-			CMPQ(n, U32(64*b))
-			JBE(LabelRef(next))
-			VMOVDQU(x, Mem{Base: ks, Disp: 32 * h})
-			Label(next)
-		})
+		avx2Half(h, spill, halfStore(r, h, true, "avx2", xor, mov))
 	}
 
 	Label("avx2_done")
@@ -200,25 +190,19 @@ func chachaAVX2() {
 	RET()
 }
 
-// transpose8 transposes words 8h…8h+7 of 8 blocks (in Y0…Y7 for h = 0, in
-// their spill slots for h = 1) into 32-byte halves of blocks, passing the
-// half of block b to out. Y8…Y11 are scratch.
+// transpose8 transposes 8 words of 8 blocks, word i in w[i], into 32-byte
+// halves of blocks, passing the half of block b to out; t is scratch.
 //
 // A 4×4 transpose within each 128-bit lane (VPUNPCK{L,H}DQ, then
-// VPUNPCK{L,H}QDQ) leaves in Y(4q+k) the words 8h+4q…8h+4q+3 of block k in
-// the low lane and of block 4+k in the high lane; VPERM2I128 joins the low
-// lanes of Yk and Y(4+k) into block k's half and the high lanes into block
-// 4+k's.
-func transpose8(h int, spill func(int) Mem, out func(b int, x VecPhysical)) {
-	Commentf("Transpose words %d…%d.", 8*h, 8*h+7)
-	if h == 1 {
-		for w := 0; w < 8; w++ {
-			VMOVDQU(spill(8+w), ymm(w))
-		}
-	}
-	t := [4]VecPhysical{Y8, Y9, Y10, Y11}
+// VPUNPCK{L,H}QDQ) leaves in w[4q+k] the words 4q…4q+3 of block k in the low
+// lane and of block 4+k in the high lane; VPERM2I128 joins the low lanes of
+// w[k] and w[4+k] into block k's half and the high lanes into block 4+k's.
+//
+// With evex set, VSHUFI32X4 replaces VPERM2I128, which has no EVEX form and
+// so cannot reach Y16–Y31.
+func transpose8(w [8]VecPhysical, t [4]VecPhysical, evex bool, out func(b int, x VecPhysical)) {
 	for q := 0; q < 2; q++ {
-		x := [4]VecPhysical{ymm(4 * q), ymm(4*q + 1), ymm(4*q + 2), ymm(4*q + 3)}
+		x := w[4*q : 4*q+4]
 		VPUNPCKLDQ(x[1], x[0], t[0])
 		VPUNPCKHDQ(x[1], x[0], t[1])
 		VPUNPCKLDQ(x[3], x[2], t[2])
@@ -229,9 +213,26 @@ func transpose8(h int, spill func(int) Mem, out func(b int, x VecPhysical)) {
 		VPUNPCKHQDQ(t[3], t[1], x[3])
 	}
 	for k := 0; k < 4; k++ {
-		VPERM2I128(U8(0x20), ymm(4+k), ymm(k), t[0]) // low lanes: block k
-		VPERM2I128(U8(0x31), ymm(4+k), ymm(k), t[1]) // high lanes: block 4+k
+		if evex {
+			VSHUFI32X4(U8(0), w[4+k], w[k], t[0]) // low lanes: block k
+			VSHUFI32X4(U8(3), w[4+k], w[k], t[1]) // high lanes: block 4+k
+		} else {
+			VPERM2I128(U8(0x20), w[4+k], w[k], t[0])
+			VPERM2I128(U8(0x31), w[4+k], w[k], t[1])
+		}
 		out(k, t[0])
 		out(4+k, t[1])
 	}
+}
+
+// avx2Half transposes words 8h…8h+7 (in Y0…Y7 for h = 0, in their spill
+// slots for h = 1) with Y8…Y11 as scratch.
+func avx2Half(h int, spill func(int) Mem, out func(b int, x VecPhysical)) {
+	Commentf("Transpose words %d…%d.", 8*h, 8*h+7)
+	if h == 1 {
+		for w := 0; w < 8; w++ {
+			VMOVDQU(spill(8+w), ymm(w))
+		}
+	}
+	transpose8([8]VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}, [4]VecPhysical{Y8, Y9, Y10, Y11}, false, out)
 }
