@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -14,17 +12,18 @@ func ymm(i int) VecPhysical {
 }
 
 // The AVX2 kernel computes 8 blocks per pass, word i of the 8 blocks in a ymm
-// register. Sixteen words and the scratch registers of the rotations do not
-// fit in AVX2's 16 registers, so two of the four "c" words (8…11) live in
-// memory at any time, as in OpenSSL's ChaCha20_8x: the column round runs
-// quarter rounds 0 and 1 with words 8 and 9 in Y8 and Y9, then swaps in
-// words 10 and 11 for quarter rounds 2 and 3; the diagonal round's first two
-// quarter rounds use words 10 and 11 too, and its last two 8 and 9 again.
-// Each double round thus swaps twice, and Y10 and Y11 are scratch. The
-// out-of-order core overlaps the two halves of a round, which share no word.
+// register. Sixteen words and a scratch register for the rotations by 12 and
+// 7 (shift, shift, OR) do not fit in AVX2's 16 registers, so word 11 lives in
+// memory and Y11 is the scratch register. Word 11 is a "c" word, which a
+// quarter round reads and writes only in its second and fourth steps
+// (c += d; b ^= c): there the sum goes to Y11, is stored back and XORed into
+// b, and then Y11 serves the rotations. All four quarter rounds of a round
+// run interleaved, which the dependency chains need: each step is an add, an
+// xor and a 2-cycle rotation.
 //
 // The stack frame holds, per word, its broadcast input state (word 12: the
-// counters of the current 8 blocks) and a spill slot.
+// counters of the current 8 blocks) and a slot for word 11 and, after the
+// rounds, for the words waiting for the second transpose.
 
 const (
 	avx2Bcast = 0       // 16 × 32 bytes: input state, word i in every lane
@@ -89,74 +88,28 @@ func chachaAVX2() {
 
 	Label("avx2_group")
 	for w := 0; w < 16; w++ {
-		switch w {
-		case 10, 11:
-			VMOVDQU(bcast(w), Y10)
-			VMOVDQU(Y10, spill(w))
-		default:
-			VMOVDQU(bcast(w), ymm(w))
+		if w == 11 {
+			VMOVDQU(bcast(w), Y11)
+			VMOVDQU(Y11, spill(w))
+			continue
 		}
+		VMOVDQU(bcast(w), ymm(w))
 	}
 	MOVQ(U32(10), rounds)
 	Label("avx2_doubleround")
-	ops := vecOps{
-		add: func(s, d Op) { VPADDD(s, d, d) },
-		xor: func(s, d Op) { VPXOR(s, d, d) },
-		rot: func(x Op, r, q int) {
-			switch r {
-			case 16:
-				VPSHUFB(rot16Mask, x, x)
-			case 8:
-				VPSHUFB(rot8Mask, x, x)
-			default:
-				t := ymm(10 + q)
-				VPSLLD(U8(r), x, t)
-				VPSRLD(U8(32-r), x, x)
-				VPOR(t, x, x)
-			}
-		},
-	}
-	// regs maps state words to registers while words lo and hi are in Y8 and Y9.
-	regs := func(lo, hi int) func(int) Op {
-		return func(w int) Op {
-			switch w {
-			case lo:
-				return Y8
-			case hi:
-				return Y9
-			case 8, 9, 10, 11:
-				panic(fmt.Sprintf("word %d is spilled", w))
-			}
-			return ymm(w)
-		}
-	}
-	swap := func(outLo, outHi, inLo, inHi int) {
-		VMOVDQU(Y8, spill(outLo))
-		VMOVDQU(Y9, spill(outHi))
-		VMOVDQU(spill(inLo), Y8)
-		VMOVDQU(spill(inHi), Y9)
-	}
-	quarterRounds(ops, columns[0:2], regs(8, 9))
-	swap(8, 9, 10, 11)
-	quarterRounds(ops, columns[2:4], regs(10, 11))
-	quarterRounds(ops, diagonals[0:2], regs(10, 11))
-	swap(10, 11, 8, 9)
-	quarterRounds(ops, diagonals[2:4], regs(8, 9))
+	quarterRoundsAVX2(columns, spill(11))
+	quarterRoundsAVX2(diagonals, spill(11))
 	DECQ(rounds)
 	JNZ(LabelRef("avx2_doubleround"))
 
 	Comment("Add the input state; park words 8…15 in their spill slots.")
 	for w := 0; w < 16; w++ {
-		switch w {
-		case 10, 11:
-			VMOVDQU(spill(w), Y10)
-			VPADDD(bcast(w), Y10, Y10)
-			VMOVDQU(Y10, spill(w))
-		default:
-			VPADDD(bcast(w), ymm(w), ymm(w))
-			if w >= 8 {
-				VMOVDQU(ymm(w), spill(w))
-			}
+		if w == 11 {
+			VMOVDQU(spill(w), Y11)
+		}
+		VPADDD(bcast(w), ymm(w), ymm(w))
+		if w >= 8 {
+			VMOVDQU(ymm(w), spill(w))
 		}
 	}
 
@@ -188,6 +141,57 @@ func chachaAVX2() {
 	Label("avx2_done")
 	VZEROUPPER()
 	RET()
+}
+
+// quarterRoundsAVX2 emits the four quarter rounds qrs, interleaved step by
+// step, with word 11 at mem11 and Y11 as scratch.
+func quarterRoundsAVX2(qrs [4][4]int, mem11 Mem) {
+	const inMem = 11
+	tmp := Y11
+	reg := func(w int) VecPhysical {
+		if w == inMem {
+			panic("word 11 is in memory")
+		}
+		return ymm(w)
+	}
+	rot := func(x VecPhysical, r int) {
+		switch r {
+		case 16:
+			VPSHUFB(rot16Mask, x, x)
+		case 8:
+			VPSHUFB(rot8Mask, x, x)
+		default:
+			VPSLLD(U8(r), x, tmp)
+			VPSRLD(U8(32-r), x, x)
+			VPOR(tmp, x, x)
+		}
+	}
+	// step emits x += y; z ^= x; z <<<= r for every quarter round.
+	step := func(x, y, z, r int) {
+		for _, qr := range qrs {
+			if qr[x] == inMem {
+				VPADDD(mem11, reg(qr[y]), tmp)
+				continue
+			}
+			VPADDD(reg(qr[y]), reg(qr[x]), reg(qr[x]))
+		}
+		for _, qr := range qrs {
+			if qr[x] == inMem {
+				VMOVDQU(tmp, mem11)
+				VPXOR(tmp, reg(qr[z]), reg(qr[z]))
+				continue
+			}
+			VPXOR(reg(qr[x]), reg(qr[z]), reg(qr[z]))
+		}
+		for _, qr := range qrs {
+			rot(reg(qr[z]), r)
+		}
+	}
+	const a, b, c, d = 0, 1, 2, 3
+	step(a, b, d, 16)
+	step(c, d, b, 12)
+	step(a, b, d, 8)
+	step(c, d, b, 7)
 }
 
 // transpose8 transposes 8 words of 8 blocks, word i in w[i], into 32-byte
