@@ -60,7 +60,7 @@ func (k chachaKernel) blocks(dst, src *byte, n int, state *[16]uint32, ks *[64]b
 // chachaState returns the input state of block counter (RFC 8439 §2.3).
 func chachaState(key *[8]uint32, nonce *[3]uint32, counter uint32) [16]uint32 {
 	return [16]uint32{
-		0x61707865, 0x3320646e, 0x79622d32, 0x6b206574, // "expand 32-byte k"
+		0x61707865, 0x3320646e, 0x79622d32, 0x6b206574, // "expand 32-byte k", as in newChaChaStream
 		key[0], key[1], key[2], key[3], key[4], key[5], key[6], key[7],
 		counter, nonce[0], nonce[1], nonce[2],
 	}
@@ -109,16 +109,14 @@ type chachaStream struct {
 // the lengths.
 func newChaChaStream(k chachaKernel, key, iv []byte) *chachaStream {
 	s := &chachaStream{kernel: k}
-	var kw [8]uint32
-	for i := range kw {
-		kw[i] = binary.LittleEndian.Uint32(key[4*i:])
+	s.state[0], s.state[1], s.state[2], s.state[3] = 0x61707865, 0x3320646e, 0x79622d32, 0x6b206574
+	for i := range 8 {
+		s.state[4+i] = binary.LittleEndian.Uint32(key[4*i:])
 	}
-	var nw [3]uint32
-	for i := range nw {
-		nw[i] = binary.LittleEndian.Uint32(iv[4+4*i:])
+	for i := range 4 { // the counter, then the nonce
+		s.state[12+i] = binary.LittleEndian.Uint32(iv[4*i:])
 	}
-	s.counter = uint64(binary.LittleEndian.Uint32(iv))
-	s.state = chachaState(&kw, &nw, uint32(s.counter))
+	s.counter = uint64(s.state[12])
 	return s
 }
 
