@@ -78,6 +78,8 @@ func chacha20XORAVX2(dst, src []byte, key *[8]uint32, nonce *[3]uint32, counter 
 	chachaXOR(chachaAVX2, dst, src, key, nonce, counter)
 }
 
+// chachaXOR is chacha20XORAVX512 and chacha20XORAVX2 for kernel k. The
+// length and counter checks are cheap insurance: the callers guarantee both.
 func chachaXOR(k chachaKernel, dst, src []byte, key *[8]uint32, nonce *[3]uint32, counter uint32) {
 	if len(src) == 0 {
 		return

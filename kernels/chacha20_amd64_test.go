@@ -179,3 +179,21 @@ func TestChaCha20KernelsShortDst(t *testing.T) {
 		fn(nil, nil, &kw, &nw, 0) // empty: nothing to do, no panic
 	})
 }
+
+// The kernel functions allocate nothing: the ChaCha20-Poly1305 kernels call
+// them once or twice per message.
+func TestChaCha20KernelsZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	forEachChaChaFunc(t, func(t *testing.T, fn chachaFunc) {
+		var kw [8]uint32
+		var nw [3]uint32
+		for _, n := range []int{16, 64, 100, 1024, 1100} {
+			buf := make([]byte, n)
+			if a := testing.AllocsPerRun(20, func() { fn(buf, buf, &kw, &nw, 7) }); a != 0 {
+				t.Errorf("len %d: %.1f allocations per call", n, a)
+			}
+		}
+	})
+}
