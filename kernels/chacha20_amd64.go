@@ -15,7 +15,7 @@ func init() {
 	register(&Implementation{
 		name: "avx512", cipher: ChaCha20, priority: 30,
 		requires:  []string{"AVX", "AVX2", "AVX512F", "AVX512VL"},
-		asmFuncs:  []string{"chachaXORAVX512", "chachaBlockScalar"},
+		asmFuncs:  []string{"chachaXORAVX512", "chachaXORAVX512x17", "chachaBlockScalar"},
 		newStream: func(key, iv []byte) (cipher.Stream, error) { return newChaChaStream(chachaAVX512, key, iv), nil },
 	})
 	register(&Implementation{
@@ -36,25 +36,40 @@ const (
 	chachaAVX2
 )
 
-// blocks runs the kernel over n > 0 bytes of src, starting at the block of
-// state. It XORs the first done bytes into dst, a multiple of 64, and leaves
-// the keystream of the block that holds the other n-done (at most 64) in ks.
+// blocks runs the kernel over len(src) > 0 bytes of src, starting at the
+// block of state; len(dst) >= len(src). It XORs the first done bytes into
+// dst, a multiple of 64, and leaves the keystream of the block that holds the
+// other len(src)-done (at most 64) in ks. It may change state's counter word.
+//
 // A message of one block goes to ks whole: it is computed in general-purpose
-// registers, whose rotations have the shorter dependency chain.
-func (k chachaKernel) blocks(dst, src *byte, n int, state *[16]uint32, ks *[64]byte) (done int) {
+// registers, whose rotations have the shorter dependency chain. The AVX-512
+// kernel takes groups of 17 blocks first, 16 in zmm registers and one in
+// general-purpose registers at the same time.
+func (k chachaKernel) blocks(dst, src []byte, state *[16]uint32, ks *[64]byte) (done int) {
+	const group = 17 * 64
+	if k == chachaAVX512 && len(src) >= group {
+		g := len(src) / group
+		chachaXORAVX512x17(&dst[0], &src[0], g, state)
+		done = g * group
+		state[12] += uint32(17 * g)
+		if done == len(src) {
+			return done
+		}
+	}
+	n := len(src) - done
 	if n <= 64 {
 		chachaBlockScalar(state, ks)
-		return 0
+		return done
 	}
 	switch k {
 	case chachaAVX512:
-		chachaXORAVX512(dst, src, n, state, ks)
+		chachaXORAVX512(&dst[done], &src[done], n, state, ks)
 	case chachaAVX2:
-		chachaXORAVX2(dst, src, n, state, ks)
+		chachaXORAVX2(&dst[done], &src[done], n, state, ks)
 	default:
 		panic("kernels: unknown ChaCha20 kernel")
 	}
-	return n &^ 63
+	return done + n&^63
 }
 
 // chachaState returns the input state of block counter (RFC 8439 §2.3).
@@ -92,7 +107,7 @@ func chachaXOR(k chachaKernel, dst, src []byte, key *[8]uint32, nonce *[3]uint32
 	}
 	state := chachaState(key, nonce, counter)
 	var ks [64]byte
-	if done := k.blocks(&dst[0], &src[0], len(src), &state, &ks); done < len(src) {
+	if done := k.blocks(dst, src, &state, &ks); done < len(src) {
 		subtle.XORBytes(dst[done:len(src)], src[done:], ks[:])
 	}
 }
@@ -149,7 +164,7 @@ func (s *chachaStream) XORKeyStream(dst, src []byte) {
 		panic("kernels: ChaCha20 block counter would wrap")
 	}
 	s.state[12] = uint32(s.counter)
-	done := s.kernel.blocks(&dst[0], &src[0], len(src), &s.state, &s.ks)
+	done := s.kernel.blocks(dst, src, &s.state, &s.ks)
 	s.counter += blocks
 	if done < len(src) {
 		n := subtle.XORBytes(dst[done:], src[done:], s.ks[:])

@@ -32,6 +32,7 @@ func main() {
 	chachaAVX512() // first: it emits chachaIota16, which both kernels use
 	chachaAVX2()
 	chachaScalar()
+	chachaAVX512x17()
 	Generate()
 }
 
