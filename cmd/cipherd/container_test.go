@@ -121,9 +121,8 @@ func execForm(t *testing.T, in dfInstr) []string {
 	return argv
 }
 
-// keyValues parses ENV and LABEL arguments: key=value pairs, values
-// optionally double-quoted (without spaces inside quotes being split: the
-// values here are quoted exactly when they hold spaces).
+// keyValues parses ENV and LABEL arguments: key=value pairs separated by
+// spaces, a value double-quoted when it holds spaces (no escapes).
 func keyValues(t *testing.T, in dfInstr) map[string]string {
 	t.Helper()
 	out := map[string]string{}
