@@ -243,18 +243,24 @@ func runTimed(ctx context.Context, ops []func(), d time.Duration) (int64, time.D
 			ready.Done()
 			<-starts
 			var n int64
-			for !stop.Load() {
+			for { // at least one op, however late this worker starts
 				op()
 				n++
+				if stop.Load() {
+					break
+				}
 			}
 			total.Add(n)
 		}()
 	}
 	ready.Wait()
 	runtime.Gosched()
+	// The clock starts before the timer is armed: on a busy host this
+	// goroutine may be descheduled in between, and the cell must not then
+	// measure a stop that came before its start.
+	start := time.Now()
 	timer := time.AfterFunc(d, func() { stop.Store(true) })
 	unwatch := context.AfterFunc(ctx, func() { stop.Store(true) })
-	start := time.Now()
 	close(starts)
 	wg.Wait()
 	elapsed := time.Since(start)
