@@ -332,6 +332,29 @@ func krParse(data []byte) (*krSet, error) {
 	return set, nil
 }
 
+// ReadKeyring reads a keyring file's content from r and validates it exactly
+// as OpenKeyring does. It returns the keys sorted by name; they own their
+// material. It is for the tooling that edits keyring files (cipherd keyring).
+func ReadKeyring(r io.Reader) ([]*StoredKey, error) {
+	data, err := io.ReadAll(io.LimitReader(r, krMaxFileSize+1))
+	defer clear(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > krMaxFileSize {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidConfig, krMaxFileSize)
+	}
+	set, err := krParse(data)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]*StoredKey, len(set.names))
+	for i, name := range set.names {
+		keys[i] = set.keys[name]
+	}
+	return keys, nil
+}
+
 // WriteKeyring writes keys, sorted by name, in the keyring file format.
 // The output holds every key's material in the clear, by design: it is for
 // tests and for the tooling that builds a Kubernetes Secret. Keep it off

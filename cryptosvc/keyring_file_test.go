@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -435,4 +436,28 @@ func TestKeyringConcurrentReload(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+func TestReadKeyring(t *testing.T) {
+	keys := []*StoredKey{ksTestKey(t, "zulu", 3), ksTestKey(t, "alpha", 2)}
+	got, err := ReadKeyring(bytes.NewReader(krEncode(t, keys...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "alpha" || got[1].Name != "zulu" {
+		t.Fatalf("ReadKeyring returned %d keys, not alpha and zulu in order", len(got))
+	}
+	ksAssertKey(t, got[0], keys[1])
+	ksAssertKey(t, got[1], keys[0])
+
+	// It refuses exactly what OpenKeyring refuses.
+	for name, tc := range krInvalidDocs(t, keys[1]) {
+		if _, err := ReadKeyring(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: ReadKeyring = %v, want %v", name, err, tc.want)
+		}
+	}
+	big := io.MultiReader(strings.NewReader(`{"cipherd_keyring": 1, "keys": [] `), strings.NewReader(strings.Repeat(" ", krMaxFileSize)), strings.NewReader("}"))
+	if _, err := ReadKeyring(big); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("oversized keyring: %v", err)
+	}
 }

@@ -196,6 +196,28 @@ func (m *tpMessage) mustFail(t *testing.T, what string, bad []byte, w tpWant, re
 		}
 	}
 
+	// DecryptWriter, fed in pieces of readSize: it writes the plaintext of
+	// the chunks before the failure, as DecryptReader returns it, and fails
+	// with the same error, from Write or from Close.
+	var out bytes.Buffer
+	dw := m.s.DecryptWriter(ctx, tpKey, &out, tpContext)
+	var werr error
+	for rest := bad; len(rest) > 0 && werr == nil; {
+		k := min(len(rest), readSize)
+		_, werr = dw.Write(rest[:k])
+		rest = rest[k:]
+	}
+	if werr == nil {
+		werr = dw.Close()
+	}
+	wantN := max(w.stream, 0)
+	if !errors.Is(werr, w.err) || out.Len() != wantN || !bytes.Equal(out.Bytes(), m.pt[:wantN]) {
+		t.Errorf("%s: DecryptWriter (writes of %d): %d bytes, %v; want %d, %v", what, readSize, out.Len(), werr, wantN, w.err)
+	}
+	if _, err2 := dw.Write([]byte{0}); err2 != werr {
+		t.Errorf("%s: DecryptWriter: Write after failing: %v; want %v", what, err2, werr)
+	}
+
 	ra, err := m.s.DecryptReaderAt(ctx, tpKey, bytes.NewReader(bad), int64(len(bad)), tpContext)
 	switch {
 	case w.readerAt < 0:

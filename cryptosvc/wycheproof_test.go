@@ -304,6 +304,29 @@ func runWycheproofVector(t *testing.T, im *kernels.Implementation, v *wpVector) 
 		}
 	}
 
+	// Pushed through a DecryptWriter in pieces of 5000 bytes.
+	{
+		h := sha512.New()
+		cw := &countWriter{w: h}
+		dw := newDecryptWriter(cw, keys, Info{})
+		var err error
+		for rest := chunks; len(rest) > 0 && err == nil; {
+			k := min(len(rest), 5000)
+			_, err = dw.Write(rest[:k])
+			rest = rest[k:]
+		}
+		if err == nil {
+			err = dw.Close()
+		}
+		switch {
+		case valid && err != nil:
+			t.Errorf("DecryptWriter: %v", err)
+		case !valid && (err == nil || !errors.Is(err, ErrAuthFailed) && !errors.Is(err, ErrTruncated)):
+			t.Errorf("DecryptWriter: %v, want an authentication or truncation error", err)
+		}
+		v.checkPlain(t, "DecryptWriter", cw.n, h)
+	}
+
 	// Random access.
 	ra, err := newReaderAt(bytes.NewReader(v.ct), chunkedPrefix, int64(len(v.ct)), keys, Info{})
 	switch {
@@ -344,4 +367,15 @@ func runWycheproofVector(t *testing.T, im *kernels.Implementation, v *wpVector) 
 			t.Errorf("ReadAt [%d, %d): %d, %v", r[0], r[1], k, err)
 		}
 	}
+}
+
+// countWriter counts what passes through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.w.Write(p)
 }

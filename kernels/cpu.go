@@ -62,12 +62,58 @@ var features = []feature{
 	{"pmull", "PMULL", cpuid.PMULL, &hasPMULL, nil},
 }
 
+// avoNames maps the ISA names that avo writes in a generated function's
+// "// Requires:" line to the flags above. The amd64 baseline (SSE2, CMOV, …)
+// is always present.
+var avoNames = map[string]*bool{
+	"AES":        &hasAESNI,
+	"PCLMULQDQ":  &hasPCLMULQDQ,
+	"SSSE3":      &hasSSSE3,
+	"AVX":        &hasAVX,
+	"AVX2":       &hasAVX2,
+	"BMI2":       &hasBMI2,
+	"ADX":        &hasADX,
+	"AVX512F":    &hasAVX512F,
+	"AVX512BW":   &hasAVX512BW,
+	"AVX512VL":   &hasAVX512VL,
+	"AVX512IFMA": &hasAVX512IFMA,
+	"VAES":       &hasVAES,
+	"VPCLMULQDQ": &hasVPCLMULQDQ,
+	"GFNI":       &hasGFNI,
+	"SHA":        &hasSHA,
+}
+
+var baselineAMD64 = map[string]bool{"SSE": true, "SSE2": true, "CMOV": true, "CPUID": true}
+
+// cpuHas reports whether the host has every named feature (avo's spelling).
+// An unknown name is a programming error and panics at start-up.
+func cpuHas(names ...string) bool {
+	ok := true
+	for _, n := range names {
+		if baselineAMD64[n] {
+			ok = ok && runtime.GOARCH == "amd64"
+			continue
+		}
+		f, known := avoNames[n]
+		if !known {
+			panic("kernels: cpuHas: unknown CPU feature " + n)
+		}
+		ok = ok && *f
+	}
+	return ok
+}
+
 // disabledByGODEBUG lists the features switched off by GODEBUG=cpu.<name>=off
 // (or cpu.all=off), the same settings Go's runtime honours for the standard
 // library's own assembly.
 var disabledByGODEBUG []string
 
-func init() {
+// The flags are set during package variable initialisation, which completes
+// before any init function runs, so every file's init may register
+// implementations gated on them whatever the order of the files.
+var _ = detectFeatures()
+
+func detectFeatures() struct{} {
 	off := godebugCPUOff(os.Getenv("GODEBUG"))
 	for _, f := range features {
 		on := cpuid.CPU.Supports(f.id)
@@ -80,6 +126,7 @@ func init() {
 		}
 		*f.flag = on
 	}
+	return struct{}{}
 }
 
 // godebugCPUOff returns the cpu.* options set to "off" in a GODEBUG value.

@@ -15,6 +15,14 @@ type Implementation struct {
 	priority  int // higher is preferred when the benchmark has not decided
 	available bool
 
+	// requires lists the CPU features the implementation needs, spelled as
+	// avo spells them in the "// Requires:" line of generated assembly
+	// ("AVX512F", "VAES", …); available is cpuHas(requires...). asmFuncs names
+	// the assembly functions it calls, so that a test can check each
+	// function's Requires line against this gate.
+	requires []string
+	asmFuncs []string
+
 	newAEAD   func(key []byte) (cipher.AEAD, error)
 	newStream func(key, iv []byte) (cipher.Stream, error)
 	newMode   func(key, iv []byte, decrypt bool) (cipher.BlockMode, error)
@@ -29,6 +37,11 @@ func (im *Implementation) Cipher() Cipher { return im.cipher }
 
 // Available reports whether this host can run the implementation.
 func (im *Implementation) Available() bool { return im.available }
+
+// Requires returns the CPU features the implementation needs (avo's names,
+// such as "AVX512F" or "VAES"); nil for portable code and for code that
+// dispatches internally, like the standard library's.
+func (im *Implementation) Requires() []string { return slices.Clone(im.requires) }
 
 // String returns "cipher/name", such as "aes-128-gcm/stdlib".
 func (im *Implementation) String() string { return im.cipher.String() + "/" + im.name }
@@ -94,7 +107,12 @@ func (im *Implementation) NewDecrypter(key, iv []byte) (cipher.BlockMode, error)
 var registry [numCiphers][]*Implementation
 
 // register adds an implementation. It is called from init functions only.
+// An implementation that lists its required CPU features is available exactly
+// when the host has all of them.
 func register(im *Implementation) {
+	if im.requires != nil {
+		im.available = cpuHas(im.requires...)
+	}
 	switch {
 	case !im.cipher.Valid():
 		panic("kernels: register: invalid cipher")

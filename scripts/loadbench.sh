@@ -7,6 +7,10 @@
 #   DUR=5s ROUNDS=3 CONNS=32 STREAM_MB=1024 scripts/loadbench.sh
 #
 # Needs wrk and curl (apt-get install wrk curl). Prints medians and ratios.
+# cipherd logs at info level, one access (or audit) line per request, to a
+# file: the access log is part of the path being measured. STREAM_MB=0 skips
+# the streaming rounds. CHART_DIR=docs/img also writes the medians as tables
+# and SVG charts (internal/benchchart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-10s}
@@ -23,13 +27,19 @@ go build -o "$work/cipherd" ./cmd/cipherd
 go build -o "$work/baseline" ./internal/baseline
 
 CIPHERD_ADMIN_TOKEN=$TOKEN CIPHERD_AEAD=aes-128-gcm "$work/cipherd" serve \
-  -addr 127.0.0.1:18480 -data-dir "$work/data" -log-level warn >"$work/cipherd.log" 2>&1 &
+  -addr 127.0.0.1:18480 -data-dir "$work/data" -log-level info >"$work/cipherd.log" 2>&1 &
 pids+=($!); cpid=$!
 "$work/baseline" -addr 127.0.0.1:18481 >"$work/baseline.log" 2>&1 &
 pids+=($!); bpid=$!
 for i in $(seq 100); do
   curl -sf localhost:18480/readyz >/dev/null && curl -s -o /dev/null localhost:18481/ && break
   sleep 0.1
+done
+# cipherd measures its full speed table in the background after it is ready:
+# wait for that to finish, or its CPU would be counted against the requests.
+for i in $(seq 600); do
+  curl -s localhost:18480/speed | grep -q '"table_state":"done"' && break
+  sleep 0.5
 done
 
 # CPU time (user+sys, in clock ticks) of a process.
@@ -69,6 +79,22 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR
 mc=$(echo "${rps[cipherd]}" | median); mb=$(echo "${rps[baseline]}" | median)
 echo "median req/s: cipherd $mc, baseline $mb, ratio $(awk -v a="$mc" -v b="$mb" 'BEGIN {printf "%.2f", a/b}')"
 echo "median server CPU per request: cipherd $(echo "${cpu[cipherd]}" | median) µs, baseline $(echo "${cpu[baseline]}" | median) µs"
+note="wrk -t1 -c$CONNS -d$DUR on loopback, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
+chart() { # name title unit rows...
+  [ -n "${CHART_DIR:-}" ] || return 0
+  local name=$1 title=$2 unit=$3; shift 3
+  mkdir -p "$CHART_DIR"
+  { echo "# title: $title"; echo "# unit: $unit"; echo "# note: $note"; printf '%s\n' "$@"; } >"$CHART_DIR/$name.tsv"
+  go run ./internal/benchchart <"$CHART_DIR/$name.tsv" >"$CHART_DIR/$name.svg"
+  echo "wrote $CHART_DIR/$name.svg"
+}
+chart service-json "64-byte JSON encrypt: cipherd against a bare fiber handler" "requests per second (higher is better); server CPU µs per request (lower is better)" \
+  "$(printf 'req/s\tcipherd (full path)\t%s' "$mc")" "$(printf 'req/s\tbare fiber + AES-GCM\t%s' "$mb")"
+chart service-cpu "Server CPU per 64-byte JSON encrypt" "µs per request (lower is better)" \
+  "$(printf 'CPU/request\tcipherd (full path)\t%s' "$(echo "${cpu[cipherd]}" | median)")" \
+  "$(printf 'CPU/request\tbare fiber + AES-GCM\t%s' "$(echo "${cpu[baseline]}" | median)")"
+
+[ "$STREAM_MB" -gt 0 ] || exit 0
 
 echo "== streaming encrypt of $STREAM_MB MiB with curl -T (sparse file, -o /dev/null), $ROUNDS interleaved rounds"
 truncate -s "${STREAM_MB}M" "$work/big"
@@ -85,6 +111,9 @@ for r in $(seq "$ROUNDS"); do
 done
 sc=$(echo "${rps[scipherd]}" | median); sb=$(echo "${rps[sbaseline]}" | median)
 echo "median MiB/s: cipherd $sc, baseline $sb, ratio $(awk -v a="$sc" -v b="$sb" 'BEGIN {printf "%.2f", a/b}')"
+note="curl -T of $STREAM_MB MiB on loopback, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
+chart service-stream "Streaming encrypt over HTTP: cipherd against a bare fiber handler" "MiB/s (higher is better)" \
+  "$(printf '%s MiB\tcipherd (full path)\t%s' "$STREAM_MB" "$sc")" "$(printf '%s MiB\tbare fiber + AES-GCM\t%s' "$STREAM_MB" "$sb")"
 
 echo "== 4 concurrent $STREAM_MB MiB streams through cipherd: peak RSS"
 streams=()

@@ -82,7 +82,17 @@ func (s *Server) newApp() *fiber.App {
 	return app
 }
 
-const localsRequestID = "cipherd.request_id"
+const localsRequest = "cipherd.request"
+
+// reqState is what the middleware and the handlers of one request share: its
+// ID, and the audit record of its one cryptographic operation, which goes
+// out on the request's access line instead of a line of its own.
+type reqState struct {
+	id      string
+	batch   bool // the handler audits several items: each gets its own line
+	audited bool // audit holds the request's operation, not yet logged
+	audit   auditRecord
+}
 
 // requestID takes the caller's X-Request-Id when it is short and plain, or
 // makes one, and echoes it on the response.
@@ -95,7 +105,7 @@ func (s *Server) requestID(c *fiber.Ctx) error {
 	} else {
 		id = strings.Clone(id) // c.Get points into a buffer fasthttp reuses
 	}
-	c.Locals(localsRequestID, id)
+	c.Locals(localsRequest, &reqState{id: id})
 	c.Set(api.HeaderRequestID, id)
 	return c.Next()
 }
@@ -113,7 +123,16 @@ func plainID(id string) bool {
 	return true
 }
 
+// state returns the request's shared state; nil for a context that did not
+// pass through the requestID middleware.
+func state(c *fiber.Ctx) *reqState {
+	st, _ := c.Locals(localsRequest).(*reqState)
+	return st
+}
+
 func requestID(c *fiber.Ctx) string {
-	id, _ := c.Locals(localsRequestID).(string)
-	return id
+	if st := state(c); st != nil {
+		return st.id
+	}
+	return ""
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -20,28 +21,43 @@ import (
 // readJSON decodes the request body into v: Content-Type JSON, at most limit
 // bytes (413 beyond), no unknown fields, nothing after the value.
 func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
+	b, err := s.readJSONBody(c, limit, optional)
+	if err != nil || b == nil {
+		return err
+	}
+	return decodeJSON(b, v)
+}
+
+// readJSONBody checks a JSON request's type and size and reads its body. It
+// returns nil (and no error) for an empty body when the body is optional.
+func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, error) {
 	if !isJSON(c) && !(optional && c.Request().Header.ContentLength() == 0) {
-		return apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
+		return nil, apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
 	}
 	if cl := c.Request().Header.ContentLength(); cl > limit {
-		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
+		return nil, apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
 	}
-	var body io.Reader
+	var b []byte
 	if bs := c.Context().RequestBodyStream(); bs != nil {
-		body = bs
+		var err error
+		if b, err = io.ReadAll(io.LimitReader(bs, int64(limit)+1)); err != nil {
+			return nil, bodyReadError(c, err)
+		}
 	} else {
-		body = bytes.NewReader(c.Body()) // a host app without StreamRequestBody read it whole
-	}
-	b, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
-	if err != nil {
-		return bodyReadError(c, err)
+		b = c.Body() // a host app without StreamRequestBody read it whole
 	}
 	if len(b) > limit {
-		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
+		return nil, apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", limit))
 	}
 	if optional && len(bytes.TrimSpace(b)) == 0 {
-		return nil
+		return nil, nil
 	}
+	return b, nil
+}
+
+// decodeJSON decodes exactly one JSON value into v, refusing unknown fields
+// and anything after the value.
+func decodeJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -88,14 +104,21 @@ func jsonErrorText(err error) string {
 	return "malformed"
 }
 
-func isJSON(c *fiber.Ctx) bool {
-	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
-	return ct == api.ContentTypeJSON
-}
+func isJSON(c *fiber.Ctx) bool { return mediaType(c) == api.ContentTypeJSON }
 
-func isStream(c *fiber.Ctx) bool {
-	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
-	return ct == api.ContentTypeStream
+func isStream(c *fiber.Ctx) bool { return mediaType(c) == api.ContentTypeStream }
+
+// mediaType returns the request's Content-Type without parameters, lowered
+// only when it has to be.
+func mediaType(c *fiber.Ctx) string {
+	ct, _, _ := strings.Cut(c.Get(fiber.HeaderContentType), ";")
+	ct = strings.TrimSpace(ct)
+	for i := 0; i < len(ct); i++ {
+		if 'A' <= ct[i] && ct[i] <= 'Z' {
+			return strings.ToLower(ct)
+		}
+	}
+	return ct
 }
 
 // keyParam returns the route's key name, checked.
@@ -132,6 +155,26 @@ func (s *Server) checkBatch(n int) error {
 	return nil
 }
 
+// sendResult answers with one result as JSON, written straight into the
+// response's buffer when the fast encoder takes it.
+func sendResult(c *fiber.Ctx, res any) error {
+	resp := c.Response()
+	body := resp.SwapBody(nil)[:0]
+	ok := false
+	switch r := res.(type) {
+	case *api.EncryptResult:
+		body, ok = appendEncryptResult(body, r)
+	case *api.DecryptResult:
+		body, ok = appendDecryptResult(body, r)
+	}
+	resp.SwapBody(body)
+	if !ok {
+		return c.JSON(res)
+	}
+	resp.Header.SetContentType(fiber.MIMEApplicationJSON)
+	return nil
+}
+
 // respondItems answers a JSON data request: one item, or a batch in items
 // (when the request's top-level fields are empty) with a result or an error
 // per item, in order. do processes one item; failed builds a batch item's
@@ -142,10 +185,13 @@ func respondItems[I, R any](s *Server, c *fiber.Ctx, single *I, items []I, topLe
 		if err != nil {
 			return err
 		}
-		return c.JSON(&res)
+		return sendResult(c, &res)
 	}
 	if topLevelSet {
 		return apiError(api.CodeBadRequest, "a batch has only items")
+	}
+	if st := state(c); st != nil {
+		st.batch = true
 	}
 	if err := s.checkBatch(len(items)); err != nil {
 		return err
@@ -174,9 +220,17 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 	if isStream(c) {
 		return s.streamEncrypt(c, key)
 	}
-	var req api.EncryptRequest
-	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
+	b, err := s.readJSONBody(c, s.cfg.MaxJSONBody, false)
+	if err != nil {
 		return err
+	}
+	var req api.EncryptRequest
+	var fast bool
+	if req.Plaintext, req.Context, req.Reference, fast = decodeItem(b, "plaintext"); !fast {
+		req = api.EncryptRequest{}
+		if err := decodeJSON(b, &req); err != nil {
+			return err
+		}
 	}
 	seal := func(it *api.EncryptItem) (api.EncryptResult, error) {
 		if it.Plaintext == nil {
@@ -207,9 +261,17 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 	if isStream(c) {
 		return s.streamDecrypt(c, key)
 	}
-	var req api.DecryptRequest
-	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
+	b, err := s.readJSONBody(c, s.cfg.MaxJSONBody, false)
+	if err != nil {
 		return err
+	}
+	var req api.DecryptRequest
+	var fast bool
+	if req.Ciphertext, req.Context, req.Reference, fast = decodeItem(b, "ciphertext"); !fast {
+		req = api.DecryptRequest{}
+		if err := decodeJSON(b, &req); err != nil {
+			return err
+		}
 	}
 	open := func(it *api.DecryptItem) (api.DecryptResult, error) {
 		if it.Ciphertext == nil {
@@ -299,18 +361,36 @@ func (s *Server) handleDataKey(c *fiber.Ctx) error {
 	return c.JSON(&api.DataKeyResponse{Plaintext: dk.Plaintext, Wrapped: dk.Wrapped, KeyVersion: dk.Info.Version, AEAD: dk.Info.AEAD.String()})
 }
 
-// audit logs one cryptographic operation: who, which key and version, what,
+// auditRecord is one cryptographic operation: which key and version, what,
 // how many bytes, and the outcome. Never data, keys or context.
+type auditRecord struct {
+	op      Op
+	key     string
+	version uint32
+	bytes   int
+	outcome string
+	level   zapcore.Level
+}
+
+func (a *auditRecord) fields(fs []zap.Field) []zap.Field {
+	return append(fs, zap.String("op", string(a.op)), zap.String("key", a.key), zap.Uint32("key_version", a.version),
+		zap.Int("bytes", a.bytes), zap.String("outcome", a.outcome))
+}
+
+// audit logs one cryptographic operation with the caller's identity. The
+// single operation of a request rides on its access line, which then reads
+// "audit" (see record); the items of a batch get a line each.
 func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error) {
-	level := zap.InfoLevel
-	outcome := "ok"
+	a := auditRecord{op: op, key: key, version: info.Version, bytes: n, outcome: "ok", level: zap.InfoLevel}
 	if err != nil {
-		level = zap.WarnLevel
-		outcome = string(toAPIError(err).Code)
+		a.level = zap.WarnLevel
+		a.outcome = string(toAPIError(err).Code)
 	}
-	if ce := s.log.Check(level, "audit"); ce != nil {
-		ce.Write(zap.String("request_id", requestID(c)), zap.String("identity", callerName(c)),
-			zap.String("op", string(op)), zap.String("key", key), zap.Uint32("key_version", info.Version),
-			zap.Int("bytes", n), zap.String("outcome", outcome))
+	if st := state(c); st != nil && !st.batch && !st.audited {
+		st.audit, st.audited = a, true
+		return
+	}
+	if ce := s.log.Check(a.level, "audit"); ce != nil {
+		ce.Write(a.fields([]zap.Field{zap.String("request_id", requestID(c)), zap.String("identity", callerName(c))})...)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -268,7 +269,10 @@ func (s *Server) readsBody(method, route string) bool {
 
 // record counts one request and writes its access line: who, what route,
 // the outcome, sizes and time. Never bodies, paths (they may carry data on a
-// mistyped route), query strings, headers or context.
+// mistyped route), query strings, headers or context. A request that did one
+// cryptographic operation gets one line for both: the access fields plus the
+// audit record (op, key, key_version, bytes, outcome), with the message
+// "audit" and the audit's level, so that the common case costs one log entry.
 func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status int, panicked bool) {
 	d := time.Since(start)
 	r := c.Route()
@@ -280,7 +284,13 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	s.met.request(route, method, status, d)
 	s.closeIfUnread(c, route, status)
 
-	ce := s.accessLog().Check(zap.InfoLevel, "access")
+	msg, level := "access", zap.InfoLevel
+	st := state(c)
+	audited := st != nil && st.audited
+	if audited {
+		msg, level = "audit", max(level, st.audit.level)
+	}
+	ce := s.accessLog().Check(level, msg)
 	if ce == nil {
 		return
 	}
@@ -290,7 +300,7 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	if !stream {
 		out = len(resp.Body())
 	}
-	fields := make([]zap.Field, 0, 11)
+	fields := make([]zap.Field, 0, 16)
 	fields = append(fields,
 		zap.String("request_id", requestID(c)),
 		zap.String("identity", callerName(c)),
@@ -307,6 +317,9 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	}
 	if panicked {
 		fields = append(fields, zap.Bool("panic", true))
+	}
+	if audited {
+		fields = st.audit.fields(fields)
 	}
 	ce.Write(fields...)
 }
@@ -392,6 +405,20 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("process_start_time_seconds", float64(s.started.UnixNano())/1e9)
 	w.family("go_goroutines", "gauge", "Goroutines that currently exist.")
 	w.sample("go_goroutines", float64(runtime.NumGoroutine()))
+	w.family("go_gc_heap_live_bytes", "gauge", "Heap memory occupied by live objects, as of the last garbage collection.")
+	w.sample("go_gc_heap_live_bytes", heapLive())
+}
+
+// heapLive is the runtime's live heap after the last collection: the figure
+// that grows with a leak, where RSS also follows buffers in use and memory
+// not yet returned to the system.
+func heapLive() float64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return math.NaN()
+	}
+	return float64(s[0].Value.Uint64())
 }
 
 // writeSpeedMetrics publishes the cipher selection and the measured speeds:

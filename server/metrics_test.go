@@ -385,7 +385,7 @@ func TestMetricsExposition(t *testing.T) {
 	if v := fams["cipherd_aead_info"].value("cipherd_aead_info", map[string]string{"aead": aead}); v != 1 {
 		t.Errorf("cipherd_aead_info{aead=%s} = %v", aead, v)
 	}
-	for _, name := range []string{"cipherd_build_info", "cipherd_uptime_seconds", "process_start_time_seconds", "cipherd_ready"} {
+	for _, name := range []string{"cipherd_build_info", "cipherd_uptime_seconds", "process_start_time_seconds", "cipherd_ready", "go_goroutines", "go_gc_heap_live_bytes"} {
 		if f := fams[name]; f == nil || len(f.samples) != 1 || f.samples[0].value <= 0 {
 			t.Errorf("%s missing or not positive", name)
 		}
@@ -491,10 +491,17 @@ func TestAccessLog(t *testing.T) {
 	send("GET", "/v1/keys/default", api.RouteKey, "", nil, ts.Token, nil)
 	send("DELETE", "/v1/no/such/"+queryV, routeUnmatched, "", nil, "", nil)
 
-	access := ts.Logs.FilterMessage("access").All()
+	// One line per request: "access", or "audit" with the access fields when
+	// the request did one cryptographic operation (then at the audit's level).
+	var access []observer.LoggedEntry
+	for _, e := range ts.Logs.All() {
+		if _, ok := e.ContextMap()["route"]; ok && (e.Message == "access" || e.Message == "audit") {
+			access = append(access, e)
+		}
+	}
 	if len(access) != len(reqs) {
 		for _, e := range access {
-			t.Logf("access %v", e.ContextMap())
+			t.Logf("%s %v", e.Message, e.ContextMap())
 		}
 		t.Fatalf("%d access lines for %d requests", len(access), len(reqs))
 	}
@@ -502,8 +509,16 @@ func TestAccessLog(t *testing.T) {
 	for _, e := range access {
 		m := e.ContextMap()
 		byID[fmt.Sprint(m["request_id"])] = m
-		if e.Level != zapcore.InfoLevel {
-			t.Errorf("access line at %v", e.Level)
+		_, audited := m["op"]
+		if audited != (e.Message == "audit") {
+			t.Errorf("%s line with op %v", e.Message, m["op"])
+		}
+		wantLevel := zapcore.InfoLevel
+		if audited && m["outcome"] != "ok" {
+			wantLevel = zapcore.WarnLevel
+		}
+		if e.Level != wantLevel {
+			t.Errorf("%s line %v at %v, want %v", e.Message, m, e.Level, wantLevel)
 		}
 	}
 	for _, r := range reqs {
@@ -527,7 +542,14 @@ func TestAccessLog(t *testing.T) {
 		if st, _ := m["stream"].(bool); st != r.stream {
 			t.Errorf("%s %s: stream = %v, want %v", r.method, r.route, st, r.stream)
 		}
-		if r.route != routeUnmatched && strings.Contains(fmt.Sprint(m), "default") {
+		_, audited := m["op"]
+		if wantAudit := !r.stream && (r.route == api.RouteEncrypt && r.status == 200 || r.route == api.RouteDecrypt && r.status != 200); audited != wantAudit {
+			t.Errorf("%s %s (%d): audit fields %v, want %v: %v", r.method, r.route, r.status, audited, wantAudit, m)
+		}
+		if audited && (m["key"] != "default" || m["op"] == "") {
+			t.Errorf("%s %s: audit fields without the key or op: %v", r.method, r.route, m)
+		}
+		if !audited && r.route != routeUnmatched && strings.Contains(fmt.Sprint(m), "default") {
 			t.Errorf("%s %s: the key name is in the access line: %v", r.method, r.route, m)
 		}
 	}
@@ -678,5 +700,88 @@ func TestAccessConnectionReuse(t *testing.T) {
 		if resp.StatusCode != c.status || resp.Close != c.close {
 			t.Errorf("%s: status %d, close %v; want %d, %v", c.name, resp.StatusCode, resp.Close, c.status, c.close)
 		}
+	}
+}
+
+// TestAuditLines: a request with one cryptographic operation logs one line
+// carrying both the access and the audit fields; each item of a batch gets an
+// audit line of its own, next to the request's access line; a failed item is
+// logged at warn with its error code.
+func TestAuditLines(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	ts.Logs.TakeAll()
+	byRequest := func(id string) (lines []observer.LoggedEntry) {
+		for _, e := range ts.Logs.All() {
+			if e.ContextMap()["request_id"] == id {
+				lines = append(lines, e)
+			}
+		}
+		return lines
+	}
+	post := func(body string) string {
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/encrypt/default", strings.NewReader(body))
+		req.Header.Set("Content-Type", api.ContentTypeJSON)
+		req.Header.Set("Authorization", "Bearer "+ts.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get(api.HeaderRequestID)
+	}
+
+	single := byRequest(post(`{"plaintext":"aGVsbG8="}`))
+	if len(single) != 1 || single[0].Message != "audit" {
+		t.Fatalf("single encrypt: %d lines %v, want one audit line", len(single), single)
+	}
+	m := single[0].ContextMap()
+	for k, want := range map[string]any{"op": "encrypt", "key": "default", "key_version": uint32(1), "bytes": int64(5), "outcome": "ok", "route": api.RouteEncrypt, "status": int64(200), "identity": "admin"} {
+		if m[k] != want {
+			t.Errorf("single encrypt: %s = %#v, want %#v", k, m[k], want)
+		}
+	}
+
+	// A batch of three: two encryptions and one item refused before any
+	// cryptography (no plaintext), which is answered but not audited.
+	batch := byRequest(post(`{"items":[{"plaintext":"YQ=="},{"context":"Yg=="},{"plaintext":"Yw=="}]}`))
+	var audits, access int
+	for _, e := range batch {
+		m := e.ContextMap()
+		switch e.Message {
+		case "audit":
+			audits++
+			if _, ok := m["route"]; ok {
+				t.Errorf("batch item audit line carries access fields: %v", m)
+			}
+			if m["outcome"] != "ok" || e.Level != zapcore.InfoLevel || m["op"] != "encrypt" {
+				t.Errorf("batch item line at %v: %v", e.Level, m)
+			}
+		case "access":
+			access++
+			if _, ok := m["op"]; ok {
+				t.Errorf("batch access line carries an item's audit fields: %v", m)
+			}
+		}
+	}
+	if audits != 2 || access != 1 {
+		t.Errorf("batch of 3: %d audit lines and %d access lines, want 2 and 1", audits, access)
+	}
+
+	// A failed operation: the one line is at warn, with the error's code.
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/decrypt/default", strings.NewReader(`{"ciphertext":"zQEQB2RlZmF1bHQBAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="}`))
+	req.Header.Set("Content-Type", api.ContentTypeJSON)
+	req.Header.Set("Authorization", "Bearer "+ts.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	failed := byRequest(resp.Header.Get(api.HeaderRequestID))
+	if len(failed) != 1 || failed[0].Message != "audit" || failed[0].Level != zapcore.WarnLevel {
+		t.Fatalf("failed decrypt (%d): lines %v, want one audit line at warn", resp.StatusCode, failed)
+	}
+	if m := failed[0].ContextMap(); m["outcome"] == "ok" || m["op"] != "decrypt" || m["status"] != int64(resp.StatusCode) {
+		t.Errorf("failed decrypt line: %v", m)
 	}
 }

@@ -5,6 +5,7 @@
 //	cipherd selftest [flags]             known-answer tests and cipher selection
 //	cipherd encrypt|decrypt --key NAME   stream stdin to stdout through a server
 //	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
+//	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
 //	cipherd version [-json]              build information
 package main
 
@@ -31,6 +32,7 @@ var commands = []command{
 	{"encrypt", "seal standard input to standard output through a server (--key NAME)", runEncrypt},
 	{"decrypt", "open a sealed stream from standard input through a server (--key NAME)", runDecrypt},
 	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
+	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
 }
 
 func main() {

@@ -1,0 +1,307 @@
+//go:build linux
+
+package haproxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cipherd/cipherd/client"
+)
+
+// The harness runs real processes: cipherd replicas built from this tree and
+// the host's haproxy, each in a process group of its own, killed with the
+// test (t.Cleanup, and SIGKILL if the test binary dies). Everything listens
+// on 127.0.0.1 on ports picked free.
+
+const (
+	testToken = "cluster-test-token"
+	testKey   = "orders"
+	// drainDelay is the replicas' drain_delay. The test replaces the
+	// example's check intervals with these: HAProxy takes a replica out
+	// after inter + (fall-1)*fastinter = 300ms, far inside drainDelay.
+	drainDelay                 = 2 * time.Second
+	checkInter, checkFastInter = "200ms", "100ms"
+)
+
+// process is a running child in its own process group.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // Wait's, once exited is closed
+}
+
+// startProcess starts bin with args, appending its output to logPath. The
+// process is killed when owner (the test that owns the cluster, which may
+// outlive t) ends.
+func startProcess(t, owner *testing.T, logPath string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	logs, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(logs, "==== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(append([]string{bin}, args...), " "))
+	p := &process{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = logs, logs
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		logs.Close()
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		logs.Close()
+		close(p.exited)
+	}()
+	owner.Cleanup(func() { p.kill() })
+	return p
+}
+
+// kill sends SIGKILL to the process group and waits for the process.
+func (p *process) kill() {
+	select {
+	case <-p.exited:
+	default:
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// waitExit waits up to d for the process to exit and returns its Wait error.
+func (p *process) waitExit(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(d):
+		t.Fatalf("process %d did not exit within %v", p.cmd.Process.Pid, d)
+		return nil
+	}
+}
+
+// poll calls cond every 20ms until it is true or d has passed.
+func poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// buildCipherd builds cmd/cipherd once into a temporary directory.
+func buildCipherd(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "cipherd")
+	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/cipherd")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// replica is one cipherd serve process, restartable on the same address and
+// data directory.
+type replica struct {
+	name, aead, addr string
+	dataDir, config  string
+	logPath          string
+	proc             *process
+	api              *client.Client // direct, not through HAProxy
+}
+
+func (r *replica) url() string { return "http://" + r.addr }
+
+// start runs the replica and waits until its /readyz answers 200.
+func (r *replica) start(t *testing.T, c *cluster) {
+	t.Helper()
+	env := []string{
+		"CIPHERD_ADDR=" + r.addr,
+		"CIPHERD_DATA_DIR=" + r.dataDir,
+		"CIPHERD_KEYRING=" + c.keyring,
+		"CIPHERD_ADMIN_TOKEN=" + testToken,
+		"CIPHERD_AEAD=" + r.aead,
+		"CIPHERD_SKIP_BENCHMARK=1",
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CIPHERD_") {
+			env = append(env, kv)
+		}
+	}
+	r.proc = startProcess(t, c.t, r.logPath, env, c.bin, "serve", "-config", r.config)
+}
+
+func (r *replica) waitReady(t *testing.T) {
+	t.Helper()
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	ok := poll(30*time.Second, func() bool {
+		if !r.proc.running() {
+			return true
+		}
+		resp, err := hc.Get(r.url() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if !ok || !r.proc.running() {
+		t.Fatalf("%s did not become ready (exited: %v)", r.name, !r.proc.running())
+	}
+}
+
+// cluster is three replicas behind one HAProxy.
+type cluster struct {
+	t                 *testing.T // the owner: processes live until it ends
+	bin, dir, keyring string
+	replicas          []*replica
+	lb                *process
+	lbAddr, lbLog     string
+	statsSocket       string
+	api               *client.Client // through HAProxy
+}
+
+// newTransport is a keep-alive transport that never uses a proxy.
+func newTransport() *http.Transport {
+	return &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
+}
+
+func newClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	c, err := client.New(url, client.WithToken(testToken), client.WithHTTPClient(&http.Client{Transport: newTransport()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startCluster makes a keyring with `cipherd keyring new`, starts one
+// replica per AEAD and HAProxy with the example configuration, and waits
+// until HAProxy sees every replica UP.
+func startCluster(t *testing.T, haproxy string, aeads ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: buildCipherd(t), dir: t.TempDir()}
+	c.keyring = filepath.Join(c.dir, "keyring.json")
+	if out, err := exec.Command(c.bin, "keyring", "new", "-o", c.keyring, testKey).CombinedOutput(); err != nil {
+		t.Fatalf("cipherd keyring new: %v\n%s", err, out)
+	}
+	for i, aead := range aeads {
+		name := fmt.Sprintf("cipherd%d", i+1)
+		r := &replica{name: name, aead: aead, addr: freeAddr(t),
+			dataDir: filepath.Join(c.dir, name), config: filepath.Join(c.dir, name+".yaml"), logPath: filepath.Join(c.dir, name+".log")}
+		cfg := fmt.Sprintf("version: 1\ndrain_delay: %s\nshutdown_timeout: 30s\n", drainDelay)
+		if err := os.WriteFile(r.config, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r.api = newClient(t, r.url())
+		c.replicas = append(c.replicas, r)
+		r.start(t, c)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.dumpLogs(t)
+		}
+	})
+	for _, r := range c.replicas {
+		r.waitReady(t)
+	}
+
+	example, err := os.ReadFile("haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.lbAddr = freeAddr(t)
+	c.statsSocket = filepath.Join(c.dir, "haproxy.sock")
+	lp := lbParams{Bind: c.lbAddr, StatsBind: freeAddr(t), Socket: c.statsSocket,
+		Inter: checkInter, FastInter: checkFastInter, DownInter: checkInter}
+	for _, r := range c.replicas {
+		lp.Servers = append(lp.Servers, [2]string{r.name, r.addr})
+	}
+	cfg, err := renderConfig(string(example), lp)
+	if err != nil {
+		t.Fatalf("deploy/haproxy/haproxy.cfg: %v", err)
+	}
+	cfgPath := filepath.Join(c.dir, "haproxy.cfg")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(haproxy, "-c", "-f", cfgPath).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s\n%s", err, out, cfg)
+	}
+	c.lbLog = filepath.Join(c.dir, "haproxy.log")
+	c.lb = startProcess(t, t, c.lbLog, os.Environ(), haproxy, "-db", "-f", cfgPath)
+	for _, r := range c.replicas {
+		c.waitStatus(t, r, "UP")
+	}
+	c.api = newClient(t, "http://"+c.lbAddr)
+	return c
+}
+
+// dumpLogs logs the end of every process's output.
+func (c *cluster) dumpLogs(t *testing.T) {
+	paths := []string{c.lbLog}
+	for _, r := range c.replicas {
+		paths = append(paths, r.logPath)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var lines [][]byte // without the access and audit lines of each request
+		for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			if !bytes.Contains(l, []byte(`"msg":"access"`)) && !bytes.Contains(l, []byte(`"msg":"audit"`)) {
+				lines = append(lines, l)
+			}
+		}
+		lines = lines[max(0, len(lines)-40):]
+		t.Logf("---- last lines of %s:\n%s", filepath.Base(p), bytes.Join(lines, []byte("\n")))
+	}
+}
+
+// ctx is a context for a few requests of the test.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}

@@ -1,0 +1,42 @@
+//go:build amd64 && gc && !purego
+
+package kernels
+
+import "unsafe"
+
+// aesSchedule is an expanded AES encryption key, the form every VAES kernel
+// takes: round key i is rk[i], in the byte order AESENC consumes. The
+// schedule is computed with AESKEYGENASSIST, in constant time.
+type aesSchedule struct {
+	rounds int // 10 for AES-128, 14 for AES-256
+	rk     [15][16]byte
+}
+
+// aesScheduleFuncs are the assembly functions behind newAESSchedule and
+// encryptBlock, listed in the asmFuncs of every implementation that uses them.
+var aesScheduleFuncs = []string{"expandKey128", "expandKey256", "encryptBlockAESNI"}
+
+// newAESSchedule expands a 16- or 32-byte key. The caller has checked the
+// key's length and that the host has AES-NI.
+func newAESSchedule(key []byte) *aesSchedule {
+	s := new(aesSchedule)
+	switch len(key) {
+	case 16:
+		s.rounds = 10
+		expandKey128((*[16]byte)(key), (*[11][16]byte)(unsafe.Pointer(&s.rk)))
+	case 32:
+		s.rounds = 14
+		expandKey256((*[32]byte)(key), &s.rk)
+	default:
+		panic("kernels: AES key of invalid length")
+	}
+	return s
+}
+
+// encryptBlock encrypts one 16-byte block.
+func (s *aesSchedule) encryptBlock(dst, src *[16]byte) {
+	encryptBlockAESNI(s.rounds, &s.rk, dst, src)
+}
+
+// wipe zeroes the round keys.
+func (s *aesSchedule) wipe() { clear(s.rk[:]) }

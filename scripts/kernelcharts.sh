@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Kernel charts for docs/BENCHMARKS.md: every implementation of each cipher
+# (`cipherd speed -impl all`) against `openssl speed -elapsed`, cipher by
+# cipher and round by round interleaved, medians of ROUNDS rounds; writes
+# tables and SVG charts (internal/benchchart) at 16 KiB and 1 KiB to OUT.
+#
+#   scripts/kernelcharts.sh                      # ROUNDS=3 SECONDS_PER_CELL=1 OUT=docs/img
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+S=${SECONDS_PER_CELL:-1}
+OUT=${OUT:-docs/img}
+CIPHERS=${CIPHERS:-"aes-128-gcm aes-256-gcm aes-128-ctr aes-256-ctr chacha20 chacha20-poly1305"}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$OUT"
+go build -o "$work/cipherd" ./cmd/cipherd
+
+# Raw rows: cipher, series, size, bytes per second.
+for r in $(seq "$ROUNDS"); do
+  for c in $CIPHERS; do
+    "$work/cipherd" speed -mr -impl all -seconds "$S" -evp "$c" 2>/dev/null | awk -F: -v c="$c" '
+      /^\+H:/ { for (i = 2; i <= NF; i++) size[i] = $i }
+      /^\+F:/ { split($3, p, "/"); impl = p[2]
+                name = impl == "stdlib" ? "Go stdlib" : impl == "xcrypto" ? "Go x/crypto" : "cipherd " impl
+                for (i = 4; i <= NF; i++) print c "\t" name "\t" size[i-2] "\t" $i }' >>"$work/raw"
+    if openssl speed -mr -elapsed -seconds "$S" -evp "$c" >"$work/ossl" 2>/dev/null; then
+      awk -F: -v c="$c" '
+        /^\+H:/ { for (i = 2; i <= NF; i++) size[i] = $i }
+        /^\+F:/ { for (i = 4; i <= NF; i++) print c "\t" "OpenSSL " v "\t" size[i-2] "\t" $i }' \
+        v="$(openssl version | awk '{print $2}')" "$work/ossl" >>"$work/raw"
+    fi
+    echo "round $r: $c" >&2
+  done
+done
+
+# Medians per cell, in GB/s, for one size.
+table() {
+  awk -F'\t' -v size="$1" '$3 == size { k = $1 "\t" $2; n[k]++; v[k, n[k]] = $4 / 1e9; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+    END { for (j = 1; j <= m; j++) { k = order[j]; c = n[k]
+            for (a = 1; a <= c; a++) x[a] = v[k, a]
+            for (a = 1; a <= c; a++) for (b = a + 1; b <= c; b++) if (x[b] < x[a]) { t = x[a]; x[a] = x[b]; x[b] = t }
+            med = c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2
+            printf "%s\t%.3f\n", k, med } }' "$work/raw"
+}
+host="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) vCPU"
+for spec in "16384 16k 16 KiB" "1024 1k 1 KiB"; do
+  read -r size tag label <<<"$spec"
+  {
+    echo "# title: Cipher kernels, $label messages, one core (higher is better)"
+    echo "# unit: GB/s"
+    echo "# note: $host; median of $ROUNDS interleaved rounds; scripts/kernelcharts.sh"
+    table "$size"
+  } >"$OUT/kernels-$tag.tsv"
+  go run ./internal/benchchart <"$OUT/kernels-$tag.tsv" >"$OUT/kernels-$tag.svg"
+  echo "wrote $OUT/kernels-$tag.tsv and .svg"
+done

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"encoding/base64"
+	"strconv"
+
+	"github.com/cipherd/cipherd/api"
+)
+
+// A fast path for the commonest JSON bodies: one item of base64 fields, and
+// its one result. decodeItem accepts a strict subset of what encoding/json
+// accepts and, for that subset, yields exactly what it would; anything else
+// (escapes, nulls, other fields, batches, duplicate or differently cased
+// names, bad base64) returns ok = false and goes the general way, which
+// also produces the error messages. FuzzDecodeItem holds it to that.
+
+// decodeItem parses {"<data>": b64, "context": b64, "reference": string}
+// with every field optional, in any order. A present base64 field decodes to
+// a non-nil slice, as encoding/json does.
+func decodeItem(b []byte, dataField string) (data, context []byte, reference string, ok bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, nil, "", false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return nil, nil, "", skipSpace(b, i+1) == len(b)
+	}
+	var seenData, seenContext, seenRef bool
+	for {
+		name, j, okName := plainString(b, i)
+		if !okName {
+			return nil, nil, "", false
+		}
+		j = skipSpace(b, j)
+		if j >= len(b) || b[j] != ':' {
+			return nil, nil, "", false
+		}
+		val, k, okVal := plainString(b, skipSpace(b, j+1))
+		if !okVal {
+			return nil, nil, "", false
+		}
+		switch {
+		case string(name) == dataField && !seenData:
+			seenData = true
+			if data, ok = decodeBase64(val); !ok {
+				return nil, nil, "", false
+			}
+		case string(name) == "context" && !seenContext:
+			seenContext = true
+			if context, ok = decodeBase64(val); !ok {
+				return nil, nil, "", false
+			}
+		case string(name) == "reference" && !seenRef:
+			seenRef = true
+			for _, ch := range val {
+				if ch < 0x20 || ch > 0x7e { // not plain ASCII: let encoding/json check it
+					return nil, nil, "", false
+				}
+			}
+			reference = string(val)
+		default:
+			return nil, nil, "", false
+		}
+		k = skipSpace(b, k)
+		if k >= len(b) {
+			return nil, nil, "", false
+		}
+		switch b[k] {
+		case ',':
+			i = skipSpace(b, k+1)
+		case '}':
+			return data, context, reference, skipSpace(b, k+1) == len(b)
+		default:
+			return nil, nil, "", false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads a JSON string at b[i] that has no escapes and no control
+// characters, and returns its contents and the index after its closing quote.
+func plainString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch ch := b[j]; {
+		case ch == '"':
+			return b[i+1 : j], j + 1, true
+		case ch == '\\' || ch < 0x20:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+func decodeBase64(s []byte) ([]byte, bool) {
+	out := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+	n, err := base64.StdEncoding.Decode(out, s)
+	return out[:n], err == nil
+}
+
+// appendEncryptResult appends r as encoding/json would marshal it, or
+// reports false for the results it leaves to encoding/json (errors, and
+// references, which may need escaping).
+func appendEncryptResult(b []byte, r *api.EncryptResult) ([]byte, bool) {
+	if r.Error != nil || r.Reference != "" || !plainASCII(r.AEAD) {
+		return b, false
+	}
+	b = append(b, '{')
+	sep := false
+	if len(r.Ciphertext) > 0 {
+		b = append(b, `"ciphertext":"`...)
+		b = base64.StdEncoding.AppendEncode(b, r.Ciphertext)
+		b = append(b, '"')
+		sep = true
+	}
+	if r.KeyVersion != 0 {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"key_version":`...)
+		b = strconv.AppendUint(b, uint64(r.KeyVersion), 10)
+		sep = true
+	}
+	if r.AEAD != "" {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"aead":"`...)
+		b = append(b, r.AEAD...)
+		b = append(b, '"')
+	}
+	return append(b, '}'), true
+}
+
+// appendDecryptResult is appendEncryptResult for a decryption.
+func appendDecryptResult(b []byte, r *api.DecryptResult) ([]byte, bool) {
+	if r.Error != nil || r.Reference != "" {
+		return b, false
+	}
+	b = append(b, '{')
+	sep := false
+	if len(r.Plaintext) > 0 {
+		b = append(b, `"plaintext":"`...)
+		b = base64.StdEncoding.AppendEncode(b, r.Plaintext)
+		b = append(b, '"')
+		sep = true
+	}
+	if r.KeyVersion != 0 {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"key_version":`...)
+		b = strconv.AppendUint(b, uint64(r.KeyVersion), 10)
+	}
+	return append(b, '}'), true
+}
+
+// plainASCII reports whether s needs no escaping in JSON (encoding/json also
+// escapes <, > and &).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if ch := s[i]; ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' || ch == '<' || ch == '>' || ch == '&' {
+			return false
+		}
+	}
+	return true
+}
