@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -379,8 +380,9 @@ func TestDeploymentServes(t *testing.T) {
 		t.Fatalf("encrypt with the Secret's admin token and key %s: %v", keyName, err)
 	}
 
-	// Rotate: add a version to the key and update the Secret.
-	p.secret["keyring.json"] = addVersion(t, p.secret["keyring.json"], keyName)
+	// Rotate as docs/OPERATIONS.md says: cipherd keyring rotate, then
+	// update the Secret.
+	p.secret["keyring.json"] = rotateWithCLI(t, p.secret["keyring.json"], keyName)
 	for mountPath, v := range p.volumes {
 		if v.Secret != nil {
 			kubeletWrite(t, p.host(mountPath), p.mountedFiles(t, m, v))
@@ -444,27 +446,23 @@ func firstKey(t *testing.T, keyring string) string {
 	return f.Keys[0].Name
 }
 
-// addVersion appends a new random version to key name, as an operator
-// rotating the key by hand would.
-func addVersion(t *testing.T, keyring, name string) string {
+// rotateWithCLI runs the real `cipherd keyring rotate` on a copy of keyring
+// and returns the result.
+func rotateWithCLI(t *testing.T, keyring, name string) string {
 	t.Helper()
-	var f map[string]any
-	if err := json.Unmarshal([]byte(keyring), &f); err != nil {
+	dir := t.TempDir()
+	bin, file := filepath.Join(dir, "cipherd"), filepath.Join(dir, "keyring.json")
+	// go test puts its own GOROOT/bin first on the PATH of the tests it runs.
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/cipherd/cipherd/cmd/cipherd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(file, []byte(keyring), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range f["keys"].([]any) {
-		k := k.(map[string]any)
-		if k["name"] != name {
-			continue
-		}
-		vs := k["versions"].([]any)
-		k["versions"] = append(vs, map[string]any{
-			"version": len(vs) + 1,
-			"created": time.Now().UTC().Format(time.RFC3339),
-			"secret":  base64.StdEncoding.EncodeToString(randomBytes(32)),
-		})
+	if out, err := exec.Command(bin, "keyring", "rotate", "-f", file, name).CombinedOutput(); err != nil {
+		t.Fatalf("cipherd keyring rotate: %v\n%s", err, out)
 	}
-	b, err := json.MarshalIndent(f, "", "  ")
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
