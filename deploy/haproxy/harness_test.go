@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,9 +126,10 @@ func freeAddr(t *testing.T) string {
 // buildCipherd builds cmd/cipherd once into a temporary directory.
 func buildCipherd(t *testing.T) string {
 	t.Helper()
+	// go test puts its own GOROOT/bin first on the PATH of the tests it runs.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go command to build cipherd with: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "cipherd")
 	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/cipherd")
