@@ -25,7 +25,9 @@ ARG TARGETOS
 ARG TARGETARCH
 # CGO_ENABLED=0: a static binary, nothing needed from the runtime image but
 # the CA certificates. -trimpath and no VCS stamp: reproducible from the tree.
-RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+# GOTOOLCHAIN=auto: build with at least the toolchain go.mod names (its
+# standard library carries security fixes the 1.26 image may predate).
+RUN GOTOOLCHAIN=auto CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -buildvcs=false \
       -ldflags "-s -w -X github.com/cipherd/cipherd/internal/buildinfo.Version=${VERSION}" \
       -o /out/cipherd ./cmd/cipherd

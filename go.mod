@@ -2,6 +2,8 @@ module github.com/cipherd/cipherd
 
 go 1.26.0
 
+toolchain go1.26.10
+
 require (
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/klauspost/cpuid/v2 v2.4.2

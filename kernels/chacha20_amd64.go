@@ -30,8 +30,9 @@ func init() {
 }
 
 // A chachaKernel names one of the assembly kernels. The kernels are called
-// directly, not through function values, so that the compiler sees their
-// go:noescape and keeps the state and keystream buffers on the stack.
+// directly, not through function values, so that the compiler sees that
+// their arguments do not escape (the stubs' noescape directive) and keeps the
+// state and keystream buffers on the stack.
 type chachaKernel uint8
 
 const (

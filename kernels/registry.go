@@ -114,6 +114,8 @@ func register(im *Implementation) {
 		im.available = cpuHas(im.requires...)
 	}
 	switch {
+	case len(im.asmFuncs) > 0 && im.requires == nil:
+		panic("kernels: register: " + im.String() + " calls assembly but names no CPU features")
 	case !im.cipher.Valid():
 		panic("kernels: register: invalid cipher")
 	case im.cipher.Kind() == KindAEAD && im.newAEAD == nil,
