@@ -277,7 +277,7 @@ func TestSpeedJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.Host.GOMAXPROCS <= 0 || len(back.Rows) != 1 || back.Rows[0].Cipher != "ChaCha20" ||
-		back.Rows[0].Impl != "xcrypto" || back.Rows[0].Cells[0].Size != 64 || back.Rows[0].Cells[0].Ops <= 0 {
+		back.Rows[0].Impl != kernels.Available(kernels.ChaCha20)[0].Name() || back.Rows[0].Cells[0].Size != 64 || back.Rows[0].Cells[0].Ops <= 0 {
 		t.Fatalf("unexpected JSON %s", b)
 	}
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// zmm returns Z0…Z31 by number.
+func zmm(i int) VecPhysical {
+	return []VecPhysical{
+		Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+		Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31,
+	}[i]
+}
+
+// The AVX-512 kernel's registers: Z0–Z15 hold the 16 state words of 16
+// blocks during the rounds and block j's keystream after the transpose;
+// Z16–Z19 are scratch for the transpose; Z30 holds 16 in every lane and Z31
+// the counter word of the current group of blocks.
+var (
+	zTmp     = [4]VecPhysical{Z16, Z17, Z18, Z19}
+	zSixteen = Z30
+	zCounter = Z31
+)
+
+// iota16 holds 0, 1, …, 15: lane j of the first group's counter word is
+// counter+j.
+var iota16 Mem
+
+func iotaData() {
+	iota16 = GLOBL("chachaIota16", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(i))
+	}
+}
+
+func chachaAVX512() {
+	iotaData()
+	TEXT("chachaXORAVX512", NOSPLIT, "func(dst, src *byte, n int, state *[16]uint32, ks *[64]byte)")
+	Pragma("noescape")
+	Doc("chachaXORAVX512 XORs the floor(n/64) full ChaCha20 blocks of src into dst",
+		"and, if n%64 != 0, writes the keystream of the next block to ks. The first",
+		"block's input state is state (its word 12 the block counter); n > 0. It",
+		"computes 16 blocks per pass, one per 32-bit lane of the zmm registers.")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("n"), GP64())
+	state := Load(Param("state"), GP64())
+	ks := Load(Param("ks"), GP64())
+	rounds := GP64()
+
+	Comment("Counter words of the first 16 blocks: counter+0 … counter+15.")
+	VPBROADCASTD(Mem{Base: state, Disp: 4 * 12}, zCounter)
+	VPADDD(iota16, zCounter, zCounter)
+	sixteen := GP32()
+	MOVL(U32(16), sixteen)
+	VPBROADCASTD(sixteen, zSixteen)
+
+	Label("avx512_group")
+	Comment("State words for 16 blocks: word i of every block in Zi.")
+	for i := 0; i < 16; i++ {
+		if i == 12 {
+			VMOVDQA32(zCounter, zmm(12))
+			continue
+		}
+		VPBROADCASTD(Mem{Base: state, Disp: 4 * i}, zmm(i))
+	}
+	MOVQ(U32(10), rounds)
+	Label("avx512_doubleround")
+	ops := vecOps{
+		add: func(s, d Op) { VPADDD(s, d, d) },
+		xor: func(s, d Op) { VPXORD(s, d, d) },
+		rot: func(x Op, r, _ int) { VPROLD(U8(r), x, x) },
+	}
+	reg := func(w int) Op { return zmm(w) }
+	quarterRounds(ops, columns[:], reg)
+	quarterRounds(ops, diagonals[:], reg)
+	DECQ(rounds)
+	JNZ(LabelRef("avx512_doubleround"))
+
+	Comment("Add the input state.")
+	for i := 0; i < 16; i++ {
+		if i == 12 {
+			VPADDD(zCounter, zmm(12), zmm(12))
+			continue
+		}
+		VPADDD_BCST(Mem{Base: state, Disp: 4 * i}, zmm(i), zmm(i))
+	}
+	transpose16()
+
+	CMPQ(n, U32(1024))
+	JB(LabelRef("avx512_tail"))
+	Comment("16 full blocks.")
+	for j := 0; j < 16; j++ {
+		VPXORD(Mem{Base: src, Disp: 64 * j}, zmm(j), zmm(j))
+		VMOVDQU32(zmm(j), Mem{Base: dst, Disp: 64 * j})
+	}
+	ADDQ(U32(1024), src)
+	ADDQ(U32(1024), dst)
+	VPADDD(zSixteen, zCounter, zCounter)
+	SUBQ(U32(1024), n)
+	JNZ(LabelRef("avx512_group"))
+	JMP(LabelRef("avx512_done"))
+
+	Label("avx512_tail")
+	Comment("Fewer than 16 blocks left: n < 1024. XOR the full blocks, then keep",
+		"the keystream of a final partial block in ks.")
+	for j := 0; j < 16; j++ {
+		CMPQ(n, U32(64*(j+1)))
+		JB(LabelRef(fmt.Sprintf("avx512_partial%d", j)))
+		VPXORD(Mem{Base: src, Disp: 64 * j}, zmm(j), zmm(j))
+		VMOVDQU32(zmm(j), Mem{Base: dst, Disp: 64 * j})
+	}
+	JMP(LabelRef("avx512_done"))
+	for j := 0; j < 16; j++ {
+		Label(fmt.Sprintf("avx512_partial%d", j))
+		CMPQ(n, U32(64*j))
+		JE(LabelRef("avx512_done"))
+		VMOVDQU32(zmm(j), Mem{Base: ks})
+		JMP(LabelRef("avx512_done"))
+	}
+
+	Label("avx512_done")
+	VZEROUPPER()
+	RET()
+}
+
+// transpose16 turns Zi = word i of blocks 0…15 into Zj = words 0…15 of
+// block j, with Z16–Z19 as scratch.
+//
+// First, within every 128-bit lane, each quad of words 4q…4q+3 goes through a
+// 4×4 transpose (VPUNPCK{L,H}DQ, then VPUNPCK{L,H}QDQ), which leaves in
+// Z(4q+k) lane L the words 4q…4q+3 of block 4L+k. Then, for each k, the four
+// registers Zk, Z(4+k), Z(8+k), Z(12+k) go through a 4×4 transpose of 128-bit
+// lanes (two rounds of VSHUFI32X4), which leaves block 4L+k in Z(4L+k).
+func transpose16() {
+	Comment("Transpose: 4×4 dwords within each 128-bit lane.")
+	t := zTmp
+	for q := 0; q < 4; q++ {
+		x := [4]VecPhysical{zmm(4 * q), zmm(4*q + 1), zmm(4*q + 2), zmm(4*q + 3)}
+		VPUNPCKLDQ(x[1], x[0], t[0]) // x0[0] x1[0] x0[1] x1[1]
+		VPUNPCKHDQ(x[1], x[0], t[1]) // x0[2] x1[2] x0[3] x1[3]
+		VPUNPCKLDQ(x[3], x[2], t[2])
+		VPUNPCKHDQ(x[3], x[2], t[3])
+		VPUNPCKLQDQ(t[2], t[0], x[0]) // x0[0] x1[0] x2[0] x3[0]
+		VPUNPCKHQDQ(t[2], t[0], x[1])
+		VPUNPCKLQDQ(t[3], t[1], x[2])
+		VPUNPCKHQDQ(t[3], t[1], x[3])
+	}
+	Comment("Transpose: 4×4 128-bit lanes across registers.")
+	// shuf sets dst's lanes 0 and 1 from lo and its lanes 2 and 3 from hi,
+	// each picked by two bits of sel.
+	shuf := func(sel uint8, lo, hi, dst VecPhysical) { VSHUFI32X4(U8(sel), hi, lo, dst) }
+	for k := 0; k < 4; k++ {
+		y := [4]VecPhysical{zmm(k), zmm(4 + k), zmm(8 + k), zmm(12 + k)}
+		shuf(0x44, y[0], y[1], t[0]) // y0.L0 y0.L1 y1.L0 y1.L1
+		shuf(0xee, y[0], y[1], t[1]) // y0.L2 y0.L3 y1.L2 y1.L3
+		shuf(0x44, y[2], y[3], t[2])
+		shuf(0xee, y[2], y[3], t[3])
+		shuf(0x88, t[0], t[2], y[0]) // y0.L0 y1.L0 y2.L0 y3.L0: block k
+		shuf(0xdd, t[0], t[2], y[1]) // block 4+k
+		shuf(0x88, t[1], t[3], y[2]) // block 8+k
+		shuf(0xdd, t[1], t[3], y[3]) // block 12+k
+	}
+}
