@@ -1,0 +1,88 @@
+//go:build amd64 && gc && !purego
+
+package kernels
+
+import (
+	"bytes"
+	"testing"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// The ChaCha20-Poly1305 kernels' own boundaries, on top of the registry-wide
+// AEAD suites: the short path (one or two 4-block calls), the switch to the
+// 16-block kernel, and the pieces of long messages, each with additional
+// data that straddles the IFMA threshold.
+func TestChaCha20Poly1305Boundaries(t *testing.T) {
+	var lengths []int
+	for _, b := range []int{192, chachaPolyShort, chachaPolyPiece + 192, 2*chachaPolyPiece + 192, 3 * chachaPolyPiece} {
+		for d := -17; d <= 17; d++ {
+			lengths = append(lengths, b+d)
+		}
+	}
+	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
+		newRef := chacha20poly1305.New
+		if c == XChaCha20Poly1305 {
+			newRef = chacha20poly1305.NewX
+		}
+		forEachImpl(t, c, func(t *testing.T, im *Implementation) {
+			r := newRand(t)
+			for _, n := range lengths {
+				for _, aadLen := range []int{0, 13, 255, 256, 257, 1000} {
+					key, nonce, pt, aad := r.bytes(32), r.bytes(c.IVSize()), r.bytes(n), r.bytes(aadLen)
+					ref, err := newRef(key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := ref.Seal(nil, nonce, pt, aad)
+					a := mustAEAD(t, im, key)
+					buf := bytes.Clone(pt)
+					if got := a.Seal(buf[:0], nonce, buf, aad); !bytes.Equal(got, want) {
+						t.Fatalf("len %d, aad %d: in-place Seal differs from x/crypto", n, aadLen)
+					}
+					if got, err := a.Open(nil, nonce, want, aad); err != nil || !bytes.Equal(got, pt) {
+						t.Fatalf("len %d, aad %d: Open of x/crypto's output = %v", n, aadLen, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func FuzzChaCha20Poly1305AgainstXCrypto(f *testing.F) {
+	f.Add(false, []byte{}, []byte{}, []byte{}, []byte{}, uint32(0))
+	f.Add(true, []byte("0123456789abcdef0123456789abcdef"), []byte("nonce-nonce-nonce-nonce-"), []byte("aad"), []byte("plaintext"), uint32(5))
+	f.Add(false, bytes.Repeat([]byte{0xff}, 32), bytes.Repeat([]byte{0xff}, 12), bytes.Repeat([]byte{0xff}, 300), bytes.Repeat([]byte{0xff}, 449), uint32(1000))
+	f.Add(true, []byte{1}, []byte{2}, make([]byte, 17), make([]byte, 8192+200), uint32(70000))
+	f.Fuzz(func(t *testing.T, extended bool, key, nonce, aad, pt []byte, flip uint32) {
+		if len(pt) > maxFuzzLen || len(aad) > maxFuzzLen {
+			t.Skip()
+		}
+		c, newRef := ChaCha20Poly1305, chacha20poly1305.New
+		if extended {
+			c, newRef = XChaCha20Poly1305, chacha20poly1305.NewX
+		}
+		key, nonce = fit(key, 32), fit(nonce, c.IVSize())
+		ref, err := newRef(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ref.Seal(nil, nonce, pt, aad)
+		bad := bytes.Clone(want)
+		bit := int(flip) % (8 * len(bad))
+		bad[bit/8] ^= 1 << (bit % 8)
+		for _, im := range Available(c) {
+			a := mustAEAD(t, im, key)
+			if got := a.Seal(nil, nonce, pt, aad); !bytes.Equal(got, want) {
+				t.Fatalf("%s: Seal differs from x/crypto", im)
+			}
+			buf := bytes.Clone(want)
+			if got, err := a.Open(buf[:0], nonce, buf, aad); err != nil || !bytes.Equal(got, pt) {
+				t.Fatalf("%s: in-place Open of x/crypto's output = %v", im, err)
+			}
+			if got, err := a.Open(nil, nonce, bad, aad); err == nil || got != nil {
+				t.Fatalf("%s: Open accepted bit %d flipped", im, bit)
+			}
+		}
+	})
+}
