@@ -9,7 +9,8 @@ import (
 
 // poly1305MAC is Poly1305 (RFC 8439 §2.5) over the kernels of
 // poly1305_amd64.s: 64-bit limbs with MULX one block at a time, and, when
-// ifma is set, AVX-512 IFMA eight blocks per multiply for long inputs.
+// ifma is set, AVX-512 IFMA sixteen blocks per step (two 8-lane
+// accumulators) for long inputs.
 //
 // ChaCha20-Poly1305 feeds it whole blocks (blocks, padded); update and
 // sum also take any split of a message, as a plain MAC does. It is a value
@@ -21,7 +22,7 @@ type poly1305MAC struct {
 	powers bool      // tbl holds r's powers
 	n      int       // bytes buffered in buf by update
 	buf    [16]byte
-	tbl    [80]uint64 // written by poly1305PowersIFMA when first needed
+	tbl    [120]uint64 // written by poly1305PowersIFMA when first needed
 }
 
 // poly1305IFMAMin is the shortest input the IFMA kernel takes: below it,
@@ -52,7 +53,7 @@ func (m *poly1305MAC) blocks(p []byte) {
 			poly1305PowersIFMA(&m.st, &m.tbl)
 			m.powers = true
 		}
-		k := len(p) &^ 127
+		k := len(p) &^ 255
 		poly1305BlocksIFMA(&m.st, &m.tbl, p[:k])
 		p = p[k:]
 	}

@@ -7,11 +7,12 @@
 //
 //   - poly1305BlocksMULX absorbs 16-byte blocks one at a time with 64-bit
 //     limbs and MULX. It serves short inputs, tails and hosts without IFMA.
-//   - poly1305BlocksIFMA absorbs 128 bytes (8 blocks) per multiply with
-//     AVX-512 IFMA in radix 2⁴⁴: lane j of an 8-lane accumulator takes every
-//     8th block and is multiplied by r⁸; the last 8 blocks are multiplied by
-//     r⁸…r¹ lane by lane, after which the lanes are summed. The powers come
-//     from poly1305PowersIFMA, once per key.
+//   - poly1305BlocksIFMA absorbs 256 bytes (16 blocks) per step with AVX-512
+//     IFMA in radix 2⁴⁴: two independent 8-lane accumulators, A for blocks
+//     0–7 of each step and B for blocks 8–15, are each multiplied by r¹⁶, so
+//     that the two multiply-and-carry chains overlap. The last step
+//     multiplies A by r¹⁶…r⁹ and B by r⁸…r¹ lane by lane, after which all
+//     lanes are summed. The powers come from poly1305PowersIFMA, once per key.
 package main
 
 //go:generate go run . -out ../../poly1305_amd64.s -stubs ../../poly1305_stub_amd64.go -pkg kernels
@@ -211,14 +212,14 @@ func mulReduce(h [3]VecVirtual, r mulr, c consts) {
 	VPADDQ(t, h[1], h[1])
 }
 
-// Layout of the powers table, in 64-byte rows: r⁸ broadcast to every lane
-// (l0, l1, l2, 20·l1, 20·l2), then the per-lane powers for the last 8 blocks
-// in the same five rows.
+// Layout of the powers table, in 64-byte rows of 8 lanes, five rows
+// (l0, l1, l2, 20·l1, 20·l2) per multiplier: r¹⁶ in every lane, then the lane
+// powers for accumulator A's last blocks, then B's.
 const (
 	rowsPerMul = 5
-	tblR8      = 0
-	tblLanes   = rowsPerMul * 64
-	tblWords   = 2 * rowsPerMul * 8
+	tblR16     = 0
+	tblA       = rowsPerMul * 64
+	tblB       = 2 * rowsPerMul * 64
 )
 
 type vmulr struct{ r0, r1, r2, s1, s2 VecVirtual }
@@ -262,10 +263,11 @@ func storeMulr(v vmulr, tbl Register, off int) {
 }
 
 func powersIFMA() {
-	TEXT("poly1305PowersIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64)")
+	TEXT("poly1305PowersIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[120]uint64)")
 	Pragma("noescape")
 	Doc("poly1305PowersIFMA writes the powers of st's r that poly1305BlocksIFMA",
-		"multiplies by: r⁸ in every lane, and r⁸ r⁴ r⁷ r³ r⁶ r² r⁵ r¹ by lane.")
+		"multiplies by: r¹⁶ in every lane; r¹⁶ r¹² r¹⁵ r¹¹ r¹⁴ r¹⁰ r¹³ r⁹ by lane;",
+		"and r⁸ r⁴ r⁷ r³ r⁶ r² r⁵ r¹ by lane.")
 	st := Load(Param("st"), GP64())
 	tbl := Load(Param("tbl"), GP64())
 	c := loadConsts()
@@ -311,10 +313,15 @@ func powersIFMA() {
 	KMOVW(m, k)
 	lanes := blend(k, q, z)
 	lanes.withS()
-	storeMulr(lanes, tbl, tblLanes)
+	storeMulr(lanes, tbl, tblB)
 	p8 := product(p4, p4, c)
 	p8.withS()
-	storeMulr(p8, tbl, tblR8)
+	hi := product(lanes, p8, c)
+	hi.withS()
+	storeMulr(hi, tbl, tblA)
+	p16 := product(p8, p8, c)
+	p16.withS()
+	storeMulr(p16, tbl, tblR16)
 	VZEROUPPER()
 	RET()
 }
@@ -328,12 +335,12 @@ func loadMulr(tbl Register, off int) vmulr {
 	return v
 }
 
-// absorb adds 8 blocks at msg to the lanes of h: lane j takes block
+// absorb adds the 8 blocks at msg to the lanes of h: lane j takes block
 // order[j] = 0 4 1 5 2 6 3 7, the order VPUNPCK{L,H}QDQ leaves them in.
-func absorb(h [3]VecVirtual, msg Register, c consts, hibit VecVirtual) {
+func absorb(h [3]VecVirtual, msg Mem, c consts, hibit VecVirtual) {
 	a, b, lo, hi, t := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
-	VMOVDQU64(Mem{Base: msg}, a)
-	VMOVDQU64(Mem{Base: msg, Disp: 64}, b)
+	VMOVDQU64(msg, a)
+	VMOVDQU64(msg.Offset(64), b)
 	VPUNPCKLQDQ(b, a, lo) // low words of blocks 0 4 1 5 2 6 3 7
 	VPUNPCKHQDQ(b, a, hi) // high words
 	// l0 = lo & m44; l1 = (lo>>44 | hi<<20) & m44; l2 = hi>>24 | 2⁴⁰.
@@ -349,15 +356,15 @@ func absorb(h [3]VecVirtual, msg Register, c consts, hibit VecVirtual) {
 }
 
 func blocksIFMA() {
-	TEXT("poly1305BlocksIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64, msg []byte)")
+	TEXT("poly1305BlocksIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[120]uint64, msg []byte)")
 	Pragma("noescape")
-	Doc("poly1305BlocksIFMA absorbs the len(msg)/128 groups of 8 blocks of msg into st,",
+	Doc("poly1305BlocksIFMA absorbs the len(msg)/256 groups of 16 blocks of msg into st,",
 		"with the powers of r that poly1305PowersIFMA wrote to tbl.")
 	st := Load(Param("st"), GP64())
 	tbl := Load(Param("tbl"), GP64())
 	msg := Load(Param("msg").Base(), GP64())
 	n := Load(Param("msg").Len(), GP64())
-	SHRQ(U8(7), n)
+	SHRQ(U8(8), n)
 	JZ(LabelRef("ifma_done"))
 
 	c := loadConsts()
@@ -366,43 +373,55 @@ func blocksIFMA() {
 	MOVQ(U64(1<<40), t)
 	VPBROADCASTQ(t, hibit)
 
-	Comment("h into lane 0 in radix 2⁴⁴; the other lanes start at 0.")
+	Comment("h into lane 0 of A in radix 2⁴⁴; the other lanes, and B, start at 0.")
 	h0, h1, h2 := GP64(), GP64(), GP64()
 	MOVQ(Mem{Base: st, Disp: offH0}, h0)
 	MOVQ(Mem{Base: st, Disp: offH1}, h1)
 	MOVQ(Mem{Base: st, Disp: offH2}, h2)
 	m44 := GP64()
 	MOVQ(U64(mask44), m44)
-	h := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
+	a := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
+	b := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
 	MOVQ(h0, t)
 	ANDQ(m44, t)
-	VMOVQ(t, h[0].AsX())
+	VMOVQ(t, a[0].AsX())
 	SHRQ(U8(44), h0)
 	MOVQ(h1, t)
 	SHLQ(U8(20), t)
 	ORQ(h0, t)
 	ANDQ(m44, t)
-	VMOVQ(t, h[1].AsX())
+	VMOVQ(t, a[1].AsX())
 	SHRQ(U8(24), h1)
 	SHLQ(U8(40), h2)
 	ORQ(h1, h2)
-	VMOVQ(h2, h[2].AsX())
+	VMOVQ(h2, a[2].AsX())
+	for i := range b {
+		VPXORQ(c.m44, c.m44, b[i])
+	}
 
-	r8 := loadMulr(tbl, tblR8)
+	r16 := loadMulr(tbl, tblR16)
 	DECQ(n)
 	JZ(LabelRef("ifma_last"))
 	Label("ifma_loop")
-	absorb(h, msg, c, hibit)
-	mulReduce(h, r8.op(), c)
-	ADDQ(U32(128), msg)
+	absorb(a, Mem{Base: msg}, c, hibit)
+	absorb(b, Mem{Base: msg, Disp: 128}, c, hibit)
+	mulReduce(a, r16.op(), c)
+	mulReduce(b, r16.op(), c)
+	ADDQ(U32(256), msg)
 	DECQ(n)
 	JNZ(LabelRef("ifma_loop"))
 
 	Label("ifma_last")
-	absorb(h, msg, c, hibit)
-	mulReduce(h, loadMulr(tbl, tblLanes).op(), c)
+	absorb(a, Mem{Base: msg}, c, hibit)
+	absorb(b, Mem{Base: msg, Disp: 128}, c, hibit)
+	mulReduce(a, loadMulr(tbl, tblA).op(), c)
+	mulReduce(b, loadMulr(tbl, tblB).op(), c)
+	h := a
+	for i := range h {
+		VPADDQ(b[i], h[i], h[i])
+	}
 
-	Comment("Sum the lanes: each limb is below 2⁴⁴+2¹¹, the sums below 2⁴⁸.")
+	Comment("Sum the lanes: each limb is below 2⁴⁵+2¹², the sums below 2⁴⁹.")
 	out := [3]GPVirtual{h0, h1, h2}
 	for i := range h {
 		s := ZMM()
