@@ -18,6 +18,12 @@ func init() {
 		asmFuncs:  []string{"chachaXORAVX512"},
 		newStream: func(key, iv []byte) (cipher.Stream, error) { return newChaChaStream(chachaAVX512, key, iv), nil },
 	})
+	register(&Implementation{
+		name: "avx2", cipher: ChaCha20, priority: 25,
+		requires:  []string{"AVX", "AVX2"},
+		asmFuncs:  []string{"chachaXORAVX2"},
+		newStream: func(key, iv []byte) (cipher.Stream, error) { return newChaChaStream(chachaAVX2, key, iv), nil },
+	})
 }
 
 // A chachaKernel names one of the assembly kernels. The kernels are called
@@ -36,6 +42,8 @@ func (k chachaKernel) blocks(dst, src *byte, n int, state *[16]uint32, ks *[64]b
 	switch k {
 	case chachaAVX512:
 		chachaXORAVX512(dst, src, n, state, ks)
+	case chachaAVX2:
+		chachaXORAVX2(dst, src, n, state, ks)
 	default:
 		panic("kernels: unknown ChaCha20 kernel")
 	}
@@ -55,6 +63,11 @@ func chachaState(key *[8]uint32, nonce *[3]uint32, counter uint32) [16]uint32 {
 // and that dst and src are equal or do not overlap.
 func chacha20XORAVX512(dst, src []byte, key *[8]uint32, nonce *[3]uint32, counter uint32) {
 	chachaXOR(chachaAVX512, dst, src, key, nonce, counter)
+}
+
+// chacha20XORAVX2 is chacha20XORAVX512 for AVX2.
+func chacha20XORAVX2(dst, src []byte, key *[8]uint32, nonce *[3]uint32, counter uint32) {
+	chachaXOR(chachaAVX2, dst, src, key, nonce, counter)
 }
 
 func chachaXOR(k chachaKernel, dst, src []byte, key *[8]uint32, nonce *[3]uint32, counter uint32) {

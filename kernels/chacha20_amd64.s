@@ -452,3 +452,626 @@ avx512_partial15:
 avx512_done:
 	VZEROUPPER
 	RET
+
+DATA chachaRot16<>+0(SB)/4, $0x01000302
+DATA chachaRot16<>+4(SB)/4, $0x05040706
+DATA chachaRot16<>+8(SB)/4, $0x09080b0a
+DATA chachaRot16<>+12(SB)/4, $0x0d0c0f0e
+DATA chachaRot16<>+16(SB)/4, $0x01000302
+DATA chachaRot16<>+20(SB)/4, $0x05040706
+DATA chachaRot16<>+24(SB)/4, $0x09080b0a
+DATA chachaRot16<>+28(SB)/4, $0x0d0c0f0e
+GLOBL chachaRot16<>(SB), RODATA|NOPTR, $32
+
+DATA chachaRot8<>+0(SB)/4, $0x02010003
+DATA chachaRot8<>+4(SB)/4, $0x06050407
+DATA chachaRot8<>+8(SB)/4, $0x0a09080b
+DATA chachaRot8<>+12(SB)/4, $0x0e0d0c0f
+DATA chachaRot8<>+16(SB)/4, $0x02010003
+DATA chachaRot8<>+20(SB)/4, $0x06050407
+DATA chachaRot8<>+24(SB)/4, $0x0a09080b
+DATA chachaRot8<>+28(SB)/4, $0x0e0d0c0f
+GLOBL chachaRot8<>(SB), RODATA|NOPTR, $32
+
+DATA chachaEights<>+0(SB)/4, $0x00000008
+DATA chachaEights<>+4(SB)/4, $0x00000008
+DATA chachaEights<>+8(SB)/4, $0x00000008
+DATA chachaEights<>+12(SB)/4, $0x00000008
+DATA chachaEights<>+16(SB)/4, $0x00000008
+DATA chachaEights<>+20(SB)/4, $0x00000008
+DATA chachaEights<>+24(SB)/4, $0x00000008
+DATA chachaEights<>+28(SB)/4, $0x00000008
+GLOBL chachaEights<>(SB), RODATA|NOPTR, $32
+
+// func chachaXORAVX2(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
+// Requires: AVX, AVX2
+TEXT ·chachaXORAVX2(SB), $1024-40
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ state+24(FP), BX
+	MOVQ ks+32(FP), SI
+
+	// Broadcast the input state; the counters of the first 8 blocks are counter+0 … counter+7.
+	VPBROADCASTD (BX), Y0
+	VMOVDQU      Y0, (SP)
+	VPBROADCASTD 4(BX), Y0
+	VMOVDQU      Y0, 32(SP)
+	VPBROADCASTD 8(BX), Y0
+	VMOVDQU      Y0, 64(SP)
+	VPBROADCASTD 12(BX), Y0
+	VMOVDQU      Y0, 96(SP)
+	VPBROADCASTD 16(BX), Y0
+	VMOVDQU      Y0, 128(SP)
+	VPBROADCASTD 20(BX), Y0
+	VMOVDQU      Y0, 160(SP)
+	VPBROADCASTD 24(BX), Y0
+	VMOVDQU      Y0, 192(SP)
+	VPBROADCASTD 28(BX), Y0
+	VMOVDQU      Y0, 224(SP)
+	VPBROADCASTD 32(BX), Y0
+	VMOVDQU      Y0, 256(SP)
+	VPBROADCASTD 36(BX), Y0
+	VMOVDQU      Y0, 288(SP)
+	VPBROADCASTD 40(BX), Y0
+	VMOVDQU      Y0, 320(SP)
+	VPBROADCASTD 44(BX), Y0
+	VMOVDQU      Y0, 352(SP)
+	VPBROADCASTD 48(BX), Y0
+	VPADDD       chachaIota16<>+0(SB), Y0, Y0
+	VMOVDQU      Y0, 384(SP)
+	VPBROADCASTD 52(BX), Y0
+	VMOVDQU      Y0, 416(SP)
+	VPBROADCASTD 56(BX), Y0
+	VMOVDQU      Y0, 448(SP)
+	VPBROADCASTD 60(BX), Y0
+	VMOVDQU      Y0, 480(SP)
+
+avx2_group:
+	VMOVDQU (SP), Y0
+	VMOVDQU 32(SP), Y1
+	VMOVDQU 64(SP), Y2
+	VMOVDQU 96(SP), Y3
+	VMOVDQU 128(SP), Y4
+	VMOVDQU 160(SP), Y5
+	VMOVDQU 192(SP), Y6
+	VMOVDQU 224(SP), Y7
+	VMOVDQU 256(SP), Y8
+	VMOVDQU 288(SP), Y9
+	VMOVDQU 320(SP), Y10
+	VMOVDQU Y10, 832(SP)
+	VMOVDQU 352(SP), Y10
+	VMOVDQU Y10, 864(SP)
+	VMOVDQU 384(SP), Y12
+	VMOVDQU 416(SP), Y13
+	VMOVDQU 448(SP), Y14
+	VMOVDQU 480(SP), Y15
+	MOVQ    $0x0000000a, BX
+
+avx2_doubleround:
+	VPADDD  Y4, Y0, Y0
+	VPADDD  Y5, Y1, Y1
+	VPXOR   Y0, Y12, Y12
+	VPXOR   Y1, Y13, Y13
+	VPSHUFB chachaRot16<>+0(SB), Y12, Y12
+	VPSHUFB chachaRot16<>+0(SB), Y13, Y13
+	VPADDD  Y12, Y8, Y8
+	VPADDD  Y13, Y9, Y9
+	VPXOR   Y8, Y4, Y4
+	VPXOR   Y9, Y5, Y5
+	VPSLLD  $0x0c, Y4, Y10
+	VPSRLD  $0x14, Y4, Y4
+	VPOR    Y10, Y4, Y4
+	VPSLLD  $0x0c, Y5, Y11
+	VPSRLD  $0x14, Y5, Y5
+	VPOR    Y11, Y5, Y5
+	VPADDD  Y4, Y0, Y0
+	VPADDD  Y5, Y1, Y1
+	VPXOR   Y0, Y12, Y12
+	VPXOR   Y1, Y13, Y13
+	VPSHUFB chachaRot8<>+0(SB), Y12, Y12
+	VPSHUFB chachaRot8<>+0(SB), Y13, Y13
+	VPADDD  Y12, Y8, Y8
+	VPADDD  Y13, Y9, Y9
+	VPXOR   Y8, Y4, Y4
+	VPXOR   Y9, Y5, Y5
+	VPSLLD  $0x07, Y4, Y10
+	VPSRLD  $0x19, Y4, Y4
+	VPOR    Y10, Y4, Y4
+	VPSLLD  $0x07, Y5, Y11
+	VPSRLD  $0x19, Y5, Y5
+	VPOR    Y11, Y5, Y5
+	VMOVDQU Y8, 768(SP)
+	VMOVDQU Y9, 800(SP)
+	VMOVDQU 832(SP), Y8
+	VMOVDQU 864(SP), Y9
+	VPADDD  Y6, Y2, Y2
+	VPADDD  Y7, Y3, Y3
+	VPXOR   Y2, Y14, Y14
+	VPXOR   Y3, Y15, Y15
+	VPSHUFB chachaRot16<>+0(SB), Y14, Y14
+	VPSHUFB chachaRot16<>+0(SB), Y15, Y15
+	VPADDD  Y14, Y8, Y8
+	VPADDD  Y15, Y9, Y9
+	VPXOR   Y8, Y6, Y6
+	VPXOR   Y9, Y7, Y7
+	VPSLLD  $0x0c, Y6, Y10
+	VPSRLD  $0x14, Y6, Y6
+	VPOR    Y10, Y6, Y6
+	VPSLLD  $0x0c, Y7, Y11
+	VPSRLD  $0x14, Y7, Y7
+	VPOR    Y11, Y7, Y7
+	VPADDD  Y6, Y2, Y2
+	VPADDD  Y7, Y3, Y3
+	VPXOR   Y2, Y14, Y14
+	VPXOR   Y3, Y15, Y15
+	VPSHUFB chachaRot8<>+0(SB), Y14, Y14
+	VPSHUFB chachaRot8<>+0(SB), Y15, Y15
+	VPADDD  Y14, Y8, Y8
+	VPADDD  Y15, Y9, Y9
+	VPXOR   Y8, Y6, Y6
+	VPXOR   Y9, Y7, Y7
+	VPSLLD  $0x07, Y6, Y10
+	VPSRLD  $0x19, Y6, Y6
+	VPOR    Y10, Y6, Y6
+	VPSLLD  $0x07, Y7, Y11
+	VPSRLD  $0x19, Y7, Y7
+	VPOR    Y11, Y7, Y7
+	VPADDD  Y5, Y0, Y0
+	VPADDD  Y6, Y1, Y1
+	VPXOR   Y0, Y15, Y15
+	VPXOR   Y1, Y12, Y12
+	VPSHUFB chachaRot16<>+0(SB), Y15, Y15
+	VPSHUFB chachaRot16<>+0(SB), Y12, Y12
+	VPADDD  Y15, Y8, Y8
+	VPADDD  Y12, Y9, Y9
+	VPXOR   Y8, Y5, Y5
+	VPXOR   Y9, Y6, Y6
+	VPSLLD  $0x0c, Y5, Y10
+	VPSRLD  $0x14, Y5, Y5
+	VPOR    Y10, Y5, Y5
+	VPSLLD  $0x0c, Y6, Y11
+	VPSRLD  $0x14, Y6, Y6
+	VPOR    Y11, Y6, Y6
+	VPADDD  Y5, Y0, Y0
+	VPADDD  Y6, Y1, Y1
+	VPXOR   Y0, Y15, Y15
+	VPXOR   Y1, Y12, Y12
+	VPSHUFB chachaRot8<>+0(SB), Y15, Y15
+	VPSHUFB chachaRot8<>+0(SB), Y12, Y12
+	VPADDD  Y15, Y8, Y8
+	VPADDD  Y12, Y9, Y9
+	VPXOR   Y8, Y5, Y5
+	VPXOR   Y9, Y6, Y6
+	VPSLLD  $0x07, Y5, Y10
+	VPSRLD  $0x19, Y5, Y5
+	VPOR    Y10, Y5, Y5
+	VPSLLD  $0x07, Y6, Y11
+	VPSRLD  $0x19, Y6, Y6
+	VPOR    Y11, Y6, Y6
+	VMOVDQU Y8, 832(SP)
+	VMOVDQU Y9, 864(SP)
+	VMOVDQU 768(SP), Y8
+	VMOVDQU 800(SP), Y9
+	VPADDD  Y7, Y2, Y2
+	VPADDD  Y4, Y3, Y3
+	VPXOR   Y2, Y13, Y13
+	VPXOR   Y3, Y14, Y14
+	VPSHUFB chachaRot16<>+0(SB), Y13, Y13
+	VPSHUFB chachaRot16<>+0(SB), Y14, Y14
+	VPADDD  Y13, Y8, Y8
+	VPADDD  Y14, Y9, Y9
+	VPXOR   Y8, Y7, Y7
+	VPXOR   Y9, Y4, Y4
+	VPSLLD  $0x0c, Y7, Y10
+	VPSRLD  $0x14, Y7, Y7
+	VPOR    Y10, Y7, Y7
+	VPSLLD  $0x0c, Y4, Y11
+	VPSRLD  $0x14, Y4, Y4
+	VPOR    Y11, Y4, Y4
+	VPADDD  Y7, Y2, Y2
+	VPADDD  Y4, Y3, Y3
+	VPXOR   Y2, Y13, Y13
+	VPXOR   Y3, Y14, Y14
+	VPSHUFB chachaRot8<>+0(SB), Y13, Y13
+	VPSHUFB chachaRot8<>+0(SB), Y14, Y14
+	VPADDD  Y13, Y8, Y8
+	VPADDD  Y14, Y9, Y9
+	VPXOR   Y8, Y7, Y7
+	VPXOR   Y9, Y4, Y4
+	VPSLLD  $0x07, Y7, Y10
+	VPSRLD  $0x19, Y7, Y7
+	VPOR    Y10, Y7, Y7
+	VPSLLD  $0x07, Y4, Y11
+	VPSRLD  $0x19, Y4, Y4
+	VPOR    Y11, Y4, Y4
+	DECQ    BX
+	JNZ     avx2_doubleround
+
+	// Add the input state; park words 8…15 in their spill slots.
+	VPADDD  (SP), Y0, Y0
+	VPADDD  32(SP), Y1, Y1
+	VPADDD  64(SP), Y2, Y2
+	VPADDD  96(SP), Y3, Y3
+	VPADDD  128(SP), Y4, Y4
+	VPADDD  160(SP), Y5, Y5
+	VPADDD  192(SP), Y6, Y6
+	VPADDD  224(SP), Y7, Y7
+	VPADDD  256(SP), Y8, Y8
+	VMOVDQU Y8, 768(SP)
+	VPADDD  288(SP), Y9, Y9
+	VMOVDQU Y9, 800(SP)
+	VMOVDQU 832(SP), Y10
+	VPADDD  320(SP), Y10, Y10
+	VMOVDQU Y10, 832(SP)
+	VMOVDQU 864(SP), Y10
+	VPADDD  352(SP), Y10, Y10
+	VMOVDQU Y10, 864(SP)
+	VPADDD  384(SP), Y12, Y12
+	VMOVDQU Y12, 896(SP)
+	VPADDD  416(SP), Y13, Y13
+	VMOVDQU Y13, 928(SP)
+	VPADDD  448(SP), Y14, Y14
+	VMOVDQU Y14, 960(SP)
+	VPADDD  480(SP), Y15, Y15
+	VMOVDQU Y15, 992(SP)
+	CMPQ    DX, $0x00000200
+	JB      avx2_tail
+
+	// 8 full blocks.
+	// Transpose words 0…7.
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x31, Y4, Y0, Y9
+	VPXOR       (CX), Y8, Y8
+	VMOVDQU     Y8, (AX)
+	VPXOR       256(CX), Y9, Y9
+	VMOVDQU     Y9, 256(AX)
+	VPERM2I128  $0x20, Y5, Y1, Y8
+	VPERM2I128  $0x31, Y5, Y1, Y9
+	VPXOR       64(CX), Y8, Y8
+	VMOVDQU     Y8, 64(AX)
+	VPXOR       320(CX), Y9, Y9
+	VMOVDQU     Y9, 320(AX)
+	VPERM2I128  $0x20, Y6, Y2, Y8
+	VPERM2I128  $0x31, Y6, Y2, Y9
+	VPXOR       128(CX), Y8, Y8
+	VMOVDQU     Y8, 128(AX)
+	VPXOR       384(CX), Y9, Y9
+	VMOVDQU     Y9, 384(AX)
+	VPERM2I128  $0x20, Y7, Y3, Y8
+	VPERM2I128  $0x31, Y7, Y3, Y9
+	VPXOR       192(CX), Y8, Y8
+	VMOVDQU     Y8, 192(AX)
+	VPXOR       448(CX), Y9, Y9
+	VMOVDQU     Y9, 448(AX)
+
+	// Transpose words 8…15.
+	VMOVDQU     768(SP), Y0
+	VMOVDQU     800(SP), Y1
+	VMOVDQU     832(SP), Y2
+	VMOVDQU     864(SP), Y3
+	VMOVDQU     896(SP), Y4
+	VMOVDQU     928(SP), Y5
+	VMOVDQU     960(SP), Y6
+	VMOVDQU     992(SP), Y7
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x31, Y4, Y0, Y9
+	VPXOR       32(CX), Y8, Y8
+	VMOVDQU     Y8, 32(AX)
+	VPXOR       288(CX), Y9, Y9
+	VMOVDQU     Y9, 288(AX)
+	VPERM2I128  $0x20, Y5, Y1, Y8
+	VPERM2I128  $0x31, Y5, Y1, Y9
+	VPXOR       96(CX), Y8, Y8
+	VMOVDQU     Y8, 96(AX)
+	VPXOR       352(CX), Y9, Y9
+	VMOVDQU     Y9, 352(AX)
+	VPERM2I128  $0x20, Y6, Y2, Y8
+	VPERM2I128  $0x31, Y6, Y2, Y9
+	VPXOR       160(CX), Y8, Y8
+	VMOVDQU     Y8, 160(AX)
+	VPXOR       416(CX), Y9, Y9
+	VMOVDQU     Y9, 416(AX)
+	VPERM2I128  $0x20, Y7, Y3, Y8
+	VPERM2I128  $0x31, Y7, Y3, Y9
+	VPXOR       224(CX), Y8, Y8
+	VMOVDQU     Y8, 224(AX)
+	VPXOR       480(CX), Y9, Y9
+	VMOVDQU     Y9, 480(AX)
+	ADDQ        $0x00000200, CX
+	ADDQ        $0x00000200, AX
+	VMOVDQU     384(SP), Y0
+	VPADDD      chachaEights<>+0(SB), Y0, Y0
+	VMOVDQU     Y0, 384(SP)
+	SUBQ        $0x00000200, DX
+	JNZ         avx2_group
+	JMP         avx2_done
+
+avx2_tail:
+	// Fewer than 8 blocks left: n < 512. XOR the full blocks, then keep
+	// the keystream of a final partial block in ks.
+	// Transpose words 0…7.
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x31, Y4, Y0, Y9
+	CMPQ        DX, $0x00000040
+	JB          avx2_partial0_0
+	VPXOR       (CX), Y8, Y8
+	VMOVDQU     Y8, (AX)
+	JMP         avx2_next0_0
+
+avx2_partial0_0:
+	CMPQ    DX, $0x00000000
+	JBE     avx2_next0_0
+	VMOVDQU Y8, (SI)
+
+avx2_next0_0:
+	CMPQ    DX, $0x00000140
+	JB      avx2_partial4_0
+	VPXOR   256(CX), Y9, Y9
+	VMOVDQU Y9, 256(AX)
+	JMP     avx2_next4_0
+
+avx2_partial4_0:
+	CMPQ    DX, $0x00000100
+	JBE     avx2_next4_0
+	VMOVDQU Y9, (SI)
+
+avx2_next4_0:
+	VPERM2I128 $0x20, Y5, Y1, Y8
+	VPERM2I128 $0x31, Y5, Y1, Y9
+	CMPQ       DX, $0x00000080
+	JB         avx2_partial1_0
+	VPXOR      64(CX), Y8, Y8
+	VMOVDQU    Y8, 64(AX)
+	JMP        avx2_next1_0
+
+avx2_partial1_0:
+	CMPQ    DX, $0x00000040
+	JBE     avx2_next1_0
+	VMOVDQU Y8, (SI)
+
+avx2_next1_0:
+	CMPQ    DX, $0x00000180
+	JB      avx2_partial5_0
+	VPXOR   320(CX), Y9, Y9
+	VMOVDQU Y9, 320(AX)
+	JMP     avx2_next5_0
+
+avx2_partial5_0:
+	CMPQ    DX, $0x00000140
+	JBE     avx2_next5_0
+	VMOVDQU Y9, (SI)
+
+avx2_next5_0:
+	VPERM2I128 $0x20, Y6, Y2, Y8
+	VPERM2I128 $0x31, Y6, Y2, Y9
+	CMPQ       DX, $0x000000c0
+	JB         avx2_partial2_0
+	VPXOR      128(CX), Y8, Y8
+	VMOVDQU    Y8, 128(AX)
+	JMP        avx2_next2_0
+
+avx2_partial2_0:
+	CMPQ    DX, $0x00000080
+	JBE     avx2_next2_0
+	VMOVDQU Y8, (SI)
+
+avx2_next2_0:
+	CMPQ    DX, $0x000001c0
+	JB      avx2_partial6_0
+	VPXOR   384(CX), Y9, Y9
+	VMOVDQU Y9, 384(AX)
+	JMP     avx2_next6_0
+
+avx2_partial6_0:
+	CMPQ    DX, $0x00000180
+	JBE     avx2_next6_0
+	VMOVDQU Y9, (SI)
+
+avx2_next6_0:
+	VPERM2I128 $0x20, Y7, Y3, Y8
+	VPERM2I128 $0x31, Y7, Y3, Y9
+	CMPQ       DX, $0x00000100
+	JB         avx2_partial3_0
+	VPXOR      192(CX), Y8, Y8
+	VMOVDQU    Y8, 192(AX)
+	JMP        avx2_next3_0
+
+avx2_partial3_0:
+	CMPQ    DX, $0x000000c0
+	JBE     avx2_next3_0
+	VMOVDQU Y8, (SI)
+
+avx2_next3_0:
+	CMPQ    DX, $0x00000200
+	JB      avx2_partial7_0
+	VPXOR   448(CX), Y9, Y9
+	VMOVDQU Y9, 448(AX)
+	JMP     avx2_next7_0
+
+avx2_partial7_0:
+	CMPQ    DX, $0x000001c0
+	JBE     avx2_next7_0
+	VMOVDQU Y9, (SI)
+
+avx2_next7_0:
+	// Transpose words 8…15.
+	VMOVDQU     768(SP), Y0
+	VMOVDQU     800(SP), Y1
+	VMOVDQU     832(SP), Y2
+	VMOVDQU     864(SP), Y3
+	VMOVDQU     896(SP), Y4
+	VMOVDQU     928(SP), Y5
+	VMOVDQU     960(SP), Y6
+	VMOVDQU     992(SP), Y7
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VPERM2I128  $0x20, Y4, Y0, Y8
+	VPERM2I128  $0x31, Y4, Y0, Y9
+	CMPQ        DX, $0x00000040
+	JB          avx2_partial0_1
+	VPXOR       32(CX), Y8, Y8
+	VMOVDQU     Y8, 32(AX)
+	JMP         avx2_next0_1
+
+avx2_partial0_1:
+	CMPQ    DX, $0x00000000
+	JBE     avx2_next0_1
+	VMOVDQU Y8, 32(SI)
+
+avx2_next0_1:
+	CMPQ    DX, $0x00000140
+	JB      avx2_partial4_1
+	VPXOR   288(CX), Y9, Y9
+	VMOVDQU Y9, 288(AX)
+	JMP     avx2_next4_1
+
+avx2_partial4_1:
+	CMPQ    DX, $0x00000100
+	JBE     avx2_next4_1
+	VMOVDQU Y9, 32(SI)
+
+avx2_next4_1:
+	VPERM2I128 $0x20, Y5, Y1, Y8
+	VPERM2I128 $0x31, Y5, Y1, Y9
+	CMPQ       DX, $0x00000080
+	JB         avx2_partial1_1
+	VPXOR      96(CX), Y8, Y8
+	VMOVDQU    Y8, 96(AX)
+	JMP        avx2_next1_1
+
+avx2_partial1_1:
+	CMPQ    DX, $0x00000040
+	JBE     avx2_next1_1
+	VMOVDQU Y8, 32(SI)
+
+avx2_next1_1:
+	CMPQ    DX, $0x00000180
+	JB      avx2_partial5_1
+	VPXOR   352(CX), Y9, Y9
+	VMOVDQU Y9, 352(AX)
+	JMP     avx2_next5_1
+
+avx2_partial5_1:
+	CMPQ    DX, $0x00000140
+	JBE     avx2_next5_1
+	VMOVDQU Y9, 32(SI)
+
+avx2_next5_1:
+	VPERM2I128 $0x20, Y6, Y2, Y8
+	VPERM2I128 $0x31, Y6, Y2, Y9
+	CMPQ       DX, $0x000000c0
+	JB         avx2_partial2_1
+	VPXOR      160(CX), Y8, Y8
+	VMOVDQU    Y8, 160(AX)
+	JMP        avx2_next2_1
+
+avx2_partial2_1:
+	CMPQ    DX, $0x00000080
+	JBE     avx2_next2_1
+	VMOVDQU Y8, 32(SI)
+
+avx2_next2_1:
+	CMPQ    DX, $0x000001c0
+	JB      avx2_partial6_1
+	VPXOR   416(CX), Y9, Y9
+	VMOVDQU Y9, 416(AX)
+	JMP     avx2_next6_1
+
+avx2_partial6_1:
+	CMPQ    DX, $0x00000180
+	JBE     avx2_next6_1
+	VMOVDQU Y9, 32(SI)
+
+avx2_next6_1:
+	VPERM2I128 $0x20, Y7, Y3, Y8
+	VPERM2I128 $0x31, Y7, Y3, Y9
+	CMPQ       DX, $0x00000100
+	JB         avx2_partial3_1
+	VPXOR      224(CX), Y8, Y8
+	VMOVDQU    Y8, 224(AX)
+	JMP        avx2_next3_1
+
+avx2_partial3_1:
+	CMPQ    DX, $0x000000c0
+	JBE     avx2_next3_1
+	VMOVDQU Y8, 32(SI)
+
+avx2_next3_1:
+	CMPQ    DX, $0x00000200
+	JB      avx2_partial7_1
+	VPXOR   480(CX), Y9, Y9
+	VMOVDQU Y9, 480(AX)
+	JMP     avx2_next7_1
+
+avx2_partial7_1:
+	CMPQ    DX, $0x000001c0
+	JBE     avx2_next7_1
+	VMOVDQU Y9, 32(SI)
+
+avx2_next7_1:
+avx2_done:
+	VZEROUPPER
+	RET

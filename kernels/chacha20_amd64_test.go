@@ -22,6 +22,7 @@ var chachaFuncs = []struct {
 	fn   chachaFunc
 }{
 	{"avx512", chacha20XORAVX512},
+	{"avx2", chacha20XORAVX2},
 }
 
 func forEachChaChaFunc(t *testing.T, f func(t *testing.T, fn chachaFunc)) {

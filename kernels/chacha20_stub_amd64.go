@@ -11,3 +11,10 @@ package kernels
 //
 //go:noescape
 func chachaXORAVX512(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
+
+// chachaXORAVX2 is chachaXORAVX512 for AVX2: it XORs the floor(n/64) full
+// ChaCha20 blocks of src into dst and, if n%64 != 0, writes the keystream of
+// the next block to ks; n > 0. It computes 8 blocks per pass.
+//
+//go:noescape
+func chachaXORAVX2(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
