@@ -33,6 +33,15 @@ func init() {
 			newAEAD:  avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
+	avx2 := chachaPolySuite{chacha: chachaAVX2}
+	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
+		register(&Implementation{
+			name: "avx2", cipher: c, priority: 25,
+			requires: []string{"AVX", "AVX2", "BMI2"},
+			asmFuncs: append([]string{"chachaXORAVX2"}, poly1305MULXFuncs...),
+			newAEAD:  avx2.newAEAD(c == XChaCha20Poly1305),
+		})
+	}
 }
 
 // chachaPolySuite names the kernels one implementation uses.
@@ -55,7 +64,9 @@ func (s chachaPolySuite) newAEAD(extended bool) func(key []byte) (cipher.AEAD, e
 // chachaPolyShort is the longest message whose keystream comes from
 // chachaKeystream4AVX512VL alone, 4 blocks per call: one or two calls cost
 // less than a pass of the 16-block kernel. Longer messages take their first
-// 3 blocks from the call that makes the Poly1305 key.
+// 3 blocks from the call that makes the Poly1305 key. Without that kernel, a
+// message this short goes through one call of the suite's kernel together
+// with block 0 (at most 8 blocks: one pass of the 8-block AVX2 kernel).
 const chachaPolyShort = 448
 
 // chachaPolyPiece is how much a long message is encrypted before it is
@@ -86,6 +97,8 @@ func (a *chachaPoly) xor(dst, src []byte, key *[8]uint32, nonce *[3]uint32, coun
 	switch a.suite.chacha {
 	case chachaAVX512:
 		chacha20XORAVX512(dst, src, key, nonce, counter)
+	case chachaAVX2:
+		chacha20XORAVX2(dst, src, key, nonce, counter)
 	default:
 		panic("kernels: chacha20-poly1305: unknown ChaCha20 kernel")
 	}
@@ -196,6 +209,23 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 			span(off, end, ks[:end-off])
 		}
 		clear(ks[:])
+	} else if len(in) <= chachaPolyShort {
+		// One kernel call for block 0 and the message: its keystream over
+		// zeros, then over the message.
+		var buf [64 + chachaPolyShort]byte
+		copy(buf[64:], in)
+		a.xor(buf[:64+len(in)], buf[:64+len(in)], key, nonce, 0)
+		m.init((*[32]byte)(buf[:32]), a.suite.ifma)
+		m.padded(aad)
+		if !seal {
+			m.padded(in)
+		}
+		copy(out, buf[64:64+len(in)])
+		if seal {
+			m.padded(out)
+		}
+		clear(buf[:])
+		off = len(in)
 	} else {
 		var block [32]byte
 		a.xor(block[:], block[:], key, nonce, 0)

@@ -86,3 +86,26 @@ func FuzzChaCha20Poly1305AgainstXCrypto(f *testing.F) {
 		}
 	})
 }
+
+// TestChaCha20Poly1305ZeroAllocsShort extends TestZeroAllocs, which
+// measures 16 KiB messages, to the short paths: nothing they keep on the
+// stack may move to the heap.
+func TestChaCha20Poly1305ZeroAllocsShort(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
+		forEachImpl(t, c, func(t *testing.T, im *Implementation) {
+			if im.Name() == "xcrypto" {
+				t.Skip("x/crypto's allocations are TestZeroAllocs's business")
+			}
+			for _, size := range []int{0, 16, 200, chachaPolyShort, chachaPolyShort + 1, 1024} {
+				for _, op := range []opConstructor{newSealOp, newOpenOp} {
+					if n := testing.AllocsPerRun(20, op(t, im, size)); n != 0 {
+						t.Errorf("%d bytes: %.1f allocations per message", size, n)
+					}
+				}
+			}
+		})
+	}
+}
