@@ -28,7 +28,9 @@ func init() {
 	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
 		register(&Implementation{
 			name: "avx512", cipher: c, priority: 30,
-			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512IFMA", "BMI2"},
+			// AVX512BW: chachaKeystream4AVX512VL's EVEX VPSHUFB, which
+			// its Requires line does not show (see _asm/chachapoly).
+			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512VL", "AVX512IFMA", "BMI2"},
 			asmFuncs: append([]string{"chachaXORAVX512", "chachaKeystream4AVX512VL"}, poly1305IFMAFuncs...),
 			newAEAD:  avx512.newAEAD(c == XChaCha20Poly1305),
 		})
