@@ -28,9 +28,7 @@ func init() {
 	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
 		register(&Implementation{
 			name: "avx512", cipher: c, priority: 30,
-			// AVX512BW: chachaKeystream4AVX512VL's EVEX VPSHUFB, which
-			// its Requires line does not show (see _asm/chachapoly).
-			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512VL", "AVX512IFMA", "BMI2"},
+			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512IFMA", "BMI2"},
 			asmFuncs: append([]string{"chachaXORAVX512", "chachaKeystream4AVX512VL"}, poly1305IFMAFuncs...),
 			newAEAD:  avx512.newAEAD(c == XChaCha20Poly1305),
 		})
@@ -180,9 +178,13 @@ func (a *chachaPoly) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 // right after it is written, or right before it is overwritten.
 func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
 	var m poly1305MAC
+	var tbl *poly1305Powers
+	if a.suite.ifma && max(len(in), len(aad)) >= poly1305IFMAMin {
+		tbl = new(poly1305Powers) // on the stack, cleared only when needed
+	}
 	span := func(off, end int, ks []byte) {
 		if !seal {
-			m.padded(in[off:end]) // pads only the last span: the others are whole blocks
+			m.padded(in[off:end], tbl) // pads only the last span: the others are whole blocks
 		}
 		if ks != nil {
 			subtle.XORBytes(out[off:end], in[off:end], ks)
@@ -190,7 +192,7 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 			a.xor(out[off:end], in[off:end], key, nonce, uint32(1+off/64))
 		}
 		if seal {
-			m.padded(out[off:end])
+			m.padded(out[off:end], tbl)
 		}
 	}
 	off := 0
@@ -200,8 +202,8 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 		state := chachaState(key, nonce, 0)
 		var ks [256]byte
 		chachaKeystream4AVX512VL(&state, &ks)
-		m.init((*[32]byte)(ks[:32]), a.suite.ifma)
-		m.padded(aad)
+		m.init((*[32]byte)(ks[:32]))
+		m.padded(aad, tbl)
 		end := min(len(in), 192)
 		span(0, end, ks[64:64+end])
 		for off = end; off < len(in) && len(in) <= chachaPolyShort; off = end {
@@ -217,30 +219,30 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 		var buf [64 + chachaPolyShort]byte
 		copy(buf[64:], in)
 		a.xor(buf[:64+len(in)], buf[:64+len(in)], key, nonce, 0)
-		m.init((*[32]byte)(buf[:32]), a.suite.ifma)
-		m.padded(aad)
+		m.init((*[32]byte)(buf[:32]))
+		m.padded(aad, tbl)
 		if !seal {
-			m.padded(in)
+			m.padded(in, tbl)
 		}
 		copy(out, buf[64:64+len(in)])
 		if seal {
-			m.padded(out)
+			m.padded(out, tbl)
 		}
 		clear(buf[:])
 		off = len(in)
 	} else {
 		var block [32]byte
 		a.xor(block[:], block[:], key, nonce, 0)
-		m.init(&block, a.suite.ifma)
+		m.init(&block)
 		clear(block[:])
-		m.padded(aad)
+		m.padded(aad, tbl)
 	}
 	for ; off < len(in); off += chachaPolyPiece {
 		span(off, min(off+chachaPolyPiece, len(in)), nil)
 	}
 	m.lengths(len(aad), len(in))
 	m.sum(tag)
-	m.wipe()
+	m.wipe(tbl)
 }
 
 // appendSlot returns in extended by n bytes, reusing its capacity when

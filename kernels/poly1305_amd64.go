@@ -18,12 +18,17 @@ import (
 type poly1305MAC struct {
 	st     [5]uint64 // h0, h1, h2 (accumulator, h2 < 8), r0, r1 (clamped)
 	s      [2]uint64 // added to the accumulator at the end
-	ifma   bool      // use poly1305BlocksIFMA for inputs of poly1305IFMAMin bytes or more
-	powers bool      // tbl holds r's powers
+	powers bool      // the caller's table holds r's powers
 	n      int       // bytes buffered in buf by update
 	buf    [16]byte
-	tbl    [120]uint64 // written by poly1305PowersIFMA when first needed
 }
+
+// poly1305Powers is the table of powers of r poly1305BlocksIFMA multiplies
+// by. The methods that absorb input take it as an argument, nil for MULX
+// alone: kept apart from poly1305MAC (and not pointed to from it, which
+// would move it to the heap), it costs a caller that will not use IFMA, such
+// as a short message, nothing to clear.
+type poly1305Powers [120]uint64
 
 // poly1305IFMAMin is the shortest input the IFMA kernel takes: below it,
 // computing r's powers and summing the lanes cost more than they save.
@@ -37,24 +42,27 @@ var (
 )
 
 // init keys the MAC: r is key[:16] clamped, s is key[16:].
-func (m *poly1305MAC) init(key *[32]byte, ifma bool) {
+func (m *poly1305MAC) init(key *[32]byte) {
 	m.st = [5]uint64{
 		3: binary.LittleEndian.Uint64(key[0:8]) & 0x0ffffffc0fffffff,
 		4: binary.LittleEndian.Uint64(key[8:16]) & 0x0ffffffc0ffffffc,
 	}
 	m.s = [2]uint64{binary.LittleEndian.Uint64(key[16:24]), binary.LittleEndian.Uint64(key[24:32])}
-	m.ifma, m.powers, m.n = ifma, false, 0
+	m.powers, m.n = false, 0
 }
 
-// blocks absorbs the whole 16-byte blocks of p and ignores the rest.
-func (m *poly1305MAC) blocks(p []byte) {
-	if m.ifma && len(p) >= poly1305IFMAMin {
+// blocks absorbs the whole 16-byte blocks of p and ignores the rest. With
+// a non-nil tbl, inputs of poly1305IFMAMin bytes or more go through the IFMA
+// kernel, with r's powers in tbl (written on first use; the same tbl for
+// every call on one key).
+func (m *poly1305MAC) blocks(p []byte, tbl *poly1305Powers) {
+	if tbl != nil && len(p) >= poly1305IFMAMin {
 		if !m.powers {
-			poly1305PowersIFMA(&m.st, &m.tbl)
+			poly1305PowersIFMA(&m.st, (*[120]uint64)(tbl))
 			m.powers = true
 		}
 		k := len(p) &^ 255
-		poly1305BlocksIFMA(&m.st, &m.tbl, p[:k])
+		poly1305BlocksIFMA(&m.st, (*[120]uint64)(tbl), p[:k])
 		p = p[k:]
 	}
 	if len(p) >= 16 {
@@ -64,8 +72,8 @@ func (m *poly1305MAC) blocks(p []byte) {
 
 // padded absorbs p zero-padded to a multiple of 16 bytes, as RFC 8439 §2.8
 // pads the additional data and the ciphertext.
-func (m *poly1305MAC) padded(p []byte) {
-	m.blocks(p)
+func (m *poly1305MAC) padded(p []byte, tbl *poly1305Powers) {
+	m.blocks(p, tbl)
 	if r := len(p) % 16; r != 0 {
 		var b [16]byte
 		copy(b[:], p[len(p)-r:])
@@ -83,7 +91,7 @@ func (m *poly1305MAC) lengths(aad, ct int) {
 }
 
 // update absorbs p, which may end inside a block: the remainder waits in buf.
-func (m *poly1305MAC) update(p []byte) {
+func (m *poly1305MAC) update(p []byte, tbl *poly1305Powers) {
 	if m.n > 0 {
 		k := copy(m.buf[m.n:], p)
 		m.n += k
@@ -94,7 +102,7 @@ func (m *poly1305MAC) update(p []byte) {
 		poly1305BlocksMULX(&m.st, m.buf[:], 1)
 		m.n = 0
 	}
-	m.blocks(p)
+	m.blocks(p, tbl)
 	m.n = copy(m.buf[:], p[len(p)&^15:])
 }
 
@@ -124,12 +132,13 @@ func (m *poly1305MAC) sum(out *[16]byte) {
 	binary.LittleEndian.PutUint64(out[8:], h1)
 }
 
-// wipe clears the key material and the accumulator.
-func (m *poly1305MAC) wipe() {
+// wipe clears the key material, the accumulator and tbl if it was used.
+func (m *poly1305MAC) wipe(tbl *poly1305Powers) {
 	clear(m.st[:])
 	clear(m.s[:])
 	if m.powers {
-		clear(m.tbl[:])
+		clear(tbl[:])
+		m.powers = false
 	}
 	clear(m.buf[:])
 }

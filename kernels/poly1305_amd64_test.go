@@ -24,6 +24,14 @@ func poly1305Variants(t testing.TB) []bool {
 	return v
 }
 
+// powersFor returns a table for the IFMA kernel, or nil for MULX alone.
+func powersFor(ifma bool) *poly1305Powers {
+	if ifma {
+		return new(poly1305Powers)
+	}
+	return nil
+}
+
 func poly1305Name(ifma bool) string {
 	if ifma {
 		return "ifma"
@@ -34,12 +42,13 @@ func poly1305Name(ifma bool) string {
 // poly1305Tag runs poly1305MAC over msg in the given pieces.
 func poly1305Tag(key *[32]byte, msg []byte, pieces []int, ifma bool) [16]byte {
 	var m poly1305MAC
-	m.init(key, ifma)
+	m.init(key)
+	tbl := powersFor(ifma)
 	for _, k := range pieces {
-		m.update(msg[:k])
+		m.update(msg[:k], tbl)
 		msg = msg[k:]
 	}
-	m.update(msg)
+	m.update(msg, tbl)
 	var tag [16]byte
 	m.sum(&tag)
 	return tag
@@ -143,9 +152,10 @@ func TestPoly1305Padded(t *testing.T) {
 			copy(key[:], r.bytes(32))
 			aad, ct := r.bytes(r.IntN(300)), r.bytes(n)
 			var m poly1305MAC
-			m.init(&key, ifma)
-			m.padded(aad)
-			m.padded(ct)
+			m.init(&key)
+			tbl := powersFor(ifma)
+			m.padded(aad, tbl)
+			m.padded(ct, tbl)
 			m.lengths(len(aad), len(ct))
 			var got [16]byte
 			m.sum(&got)
@@ -200,10 +210,11 @@ func BenchmarkPoly1305(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%d", poly1305Name(ifma), size), func(b *testing.B) {
 				b.SetBytes(int64(size))
 				var tag [16]byte
+				tbl := powersFor(ifma)
 				for b.Loop() {
 					var m poly1305MAC
-					m.init(&key, ifma)
-					m.update(msg)
+					m.init(&key)
+					m.update(msg, tbl)
 					m.sum(&tag)
 				}
 			})

@@ -6,10 +6,10 @@
 // of data for up to 192 bytes), and their cost is the latency of 20 rounds,
 // not throughput. chachaKeystream4AVX512VL computes 4 consecutive blocks, one
 // per 32-bit lane of xmm registers ("vertical" layout: register i holds word
-// i of the 4 blocks). The rotations by 16 and 8 are byte shuffles (VPSHUFB,
-// one cycle of latency on Zen 4), those by 12 and 7 are VPROLD (measured
-// about 1.5 cycles); the four quarter rounds of each half round are
-// interleaved so that their dependency chains overlap. It writes the raw keystream, which the Go side
+// i of the 4 blocks), rotating with VPROLD; the four quarter rounds of each
+// half round are interleaved so that their dependency chains overlap.
+// (Rotating by 16 and 8 with VPSHUFB instead, from registers or memory, made
+// the kernel 5% slower on this Zen 4.) It writes the raw keystream, which the Go side
 // XORs and keys Poly1305 with.
 package main
 
@@ -34,13 +34,6 @@ var (
 	diagonals = [][4]int{{0, 5, 10, 15}, {1, 6, 11, 12}, {2, 7, 8, 13}, {3, 4, 9, 14}}
 )
 
-// rot16 and rot8 hold the VPSHUFB patterns that rotate each 32-bit word
-// left by 16 and by 8 bits. Being X16 and X17, they make the assembler emit
-// the EVEX form of VPSHUFB, which needs AVX512BW and AVX512VL; avo's
-// instruction table has no unmasked EVEX form for xmm and records "AVX" in
-// the Requires line, so the implementations list AVX512BW themselves.
-var rot16, rot8 = X16, X17
-
 var xmm = []VecPhysical{X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, X10, X11, X12, X13, X14, X15}
 
 // halfRound emits the quarter rounds qrs, step by step across them.
@@ -53,14 +46,7 @@ func halfRound(qrs [][4]int) {
 			VPXORD(xmm[q[a]], xmm[q[d]], xmm[q[d]])
 		}
 		for _, q := range qrs { // d <<<= r
-			switch r {
-			case 16:
-				VPSHUFB(rot16, xmm[q[d]], xmm[q[d]])
-			case 8:
-				VPSHUFB(rot8, xmm[q[d]], xmm[q[d]])
-			default:
-				VPROLD(U8(r), xmm[q[d]], xmm[q[d]])
-			}
+			VPROLD(U8(r), xmm[q[d]], xmm[q[d]])
 		}
 	}
 	step(0, 1, 3, 16)
@@ -75,24 +61,13 @@ func keystream4() {
 		DATA(4*i, U32(i))
 	}
 
-	shuf16 := GLOBL("chachaPolyRot16", RODATA|NOPTR)
-	for w := 0; w < 4; w++ {
-		DATA(4*w, U32(0x01000302+0x04040404*w)) // bytes 2 3 0 1 of word w
-	}
-	shuf8 := GLOBL("chachaPolyRot8", RODATA|NOPTR)
-	for w := 0; w < 4; w++ {
-		DATA(4*w, U32(0x02010003+0x04040404*w)) // bytes 3 0 1 2 of word w
-	}
-
 	TEXT("chachaKeystream4AVX512VL", NOSPLIT, "func(state *[16]uint32, ks *[256]byte)")
 	Pragma("noescape")
 	Doc("chachaKeystream4AVX512VL writes the keystream of the 4 blocks from",
 		"state's counter (word 12) on to ks: block j at ks[64j:].")
 	state := Load(Param("state"), GP64())
 	ks := Load(Param("ks"), GP64())
-	ctr, t := X20, X21
-	VMOVDQU32(shuf16, rot16)
-	VMOVDQU32(shuf8, rot8)
+	ctr, t := X16, X17
 	for i := 0; i < 16; i++ {
 		VPBROADCASTD(Mem{Base: state, Disp: 4 * i}, xmm[i])
 	}
