@@ -16,7 +16,9 @@ import (
 // chacha20_amd64.s and the Poly1305 kernels of poly1305_amd64.s:
 //
 //   - "avx512": ChaCha20 16 blocks per pass in zmm registers, Poly1305 with
-//     AVX-512 IFMA for long inputs and MULX for the rest;
+//     AVX-512 IFMA for long inputs and MULX for the rest; messages of up to 3
+//     blocks, and the first blocks of long ones, from the 4-block xmm kernel
+//     of chachapoly_amd64.s, and messages of 4–7 blocks from the AVX2 kernel;
 //   - "avx2": ChaCha20 8 blocks per pass in ymm registers, Poly1305 with MULX.
 //
 // Long messages go through in pieces of chachaPolyPiece bytes: each piece is
@@ -29,7 +31,7 @@ func init() {
 		register(&Implementation{
 			name: "avx512", cipher: c, priority: 30,
 			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512IFMA", "BMI2"},
-			asmFuncs: append([]string{"chachaXORAVX512", "chachaKeystream4AVX512VL"}, poly1305IFMAFuncs...),
+			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX2", "chachaKeystream4AVX512VL"}, poly1305IFMAFuncs...),
 			newAEAD:  avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
@@ -61,13 +63,19 @@ func (s chachaPolySuite) newAEAD(extended bool) func(key []byte) (cipher.AEAD, e
 	}
 }
 
-// chachaPolyShort is the longest message whose keystream comes from
-// chachaKeystream4AVX512VL alone, 4 blocks per call: one or two calls cost
-// less than a pass of the 16-block kernel. Longer messages take their first
-// 3 blocks from the call that makes the Poly1305 key. Without that kernel, a
-// message this short goes through one call of the suite's kernel together
-// with block 0 (at most 8 blocks: one pass of the 8-block AVX2 kernel).
+// chachaPolyShort is the longest message that goes through one pass of the
+// 8-block AVX2 ChaCha20 kernel together with block 0, in both suites: for
+// 4–7 blocks that costs less than two passes of the 4-block kernel (or one
+// of it and one of the 16-block kernel). Messages of at most 3 blocks take
+// the 4-block kernel in the avx512 suite (cryptShort); longer ones take
+// blocks 1–3 from the call of it that makes the Poly1305 key.
 const chachaPolyShort = 448
+
+// chachaPolyIFMAMin is the shortest ciphertext or additional data for which
+// the avx512 suite computes r's powers for the IFMA Poly1305 kernel: the
+// powers cost about as much as 11 blocks of the MULX kernel, and at 256 bytes
+// the two kernels take the same time (measured).
+const chachaPolyIFMAMin = 512
 
 // chachaPolyPiece is how much a long message is encrypted before it is
 // authenticated: a multiple of the 64-byte ChaCha20 block and of the
@@ -174,75 +182,91 @@ func (a *chachaPoly) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 
 // crypt sets out = in XOR the keystream from block 1 and writes the tag of
 // aad and the ciphertext (out when sealing, in when opening) to tag. out and
-// in are equal or disjoint. Each span of the ciphertext is authenticated
-// right after it is written, or right before it is overwritten.
+// in are equal or disjoint. The message goes through in pieces of
+// chachaPolyPiece bytes, each authenticated in one call right after it is
+// written, or right before it is overwritten, while it is in L1.
 func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
+	if a.suite.short && len(in) <= 192 && len(aad) <= 64 {
+		cryptShort(out, in, aad, key, nonce, seal, tag)
+		return
+	}
 	var m poly1305MAC
 	var tbl *poly1305Powers
-	if a.suite.ifma && max(len(in), len(aad)) >= poly1305IFMAMin {
+	if a.suite.ifma && max(len(in), len(aad)) >= chachaPolyIFMAMin {
 		tbl = new(poly1305Powers) // on the stack, cleared only when needed
 	}
-	span := func(off, end int, ks []byte) {
+	// head is the keystream of blocks 1… computed with block 0, which keys
+	// Poly1305: for a message of at most 7 blocks, all of it from one call
+	// of the 8-block AVX2 kernel; for a longer one, blocks 1–3 from the
+	// 4-block kernel if the suite has it.
+	var ks [64 + chachaPolyShort]byte
+	var head []byte
+	if len(in) <= chachaPolyShort {
+		chacha20XORAVX2(ks[:64+len(in)], ks[:64+len(in)], key, nonce, 0)
+		head = ks[64 : 64+len(in)]
+	} else if a.suite.short {
+		state := chachaState(key, nonce, 0)
+		chachaKeystream4AVX512VL(&state, (*[256]byte)(ks[:256]))
+		head = ks[64:256]
+	} else {
+		a.xor(ks[:32], ks[:32], key, nonce, 0)
+	}
+	m.init((*[32]byte)(ks[:32]))
+	m.padded(aad, tbl)
+	for off := 0; off < len(in); off += chachaPolyPiece {
+		end := min(off+chachaPolyPiece, len(in))
 		if !seal {
-			m.padded(in[off:end], tbl) // pads only the last span: the others are whole blocks
+			m.padded(in[off:end], tbl) // pads only the last piece: the others are whole blocks
 		}
-		if ks != nil {
-			subtle.XORBytes(out[off:end], in[off:end], ks)
-		} else {
-			a.xor(out[off:end], in[off:end], key, nonce, uint32(1+off/64))
-		}
+		a.xorPiece(out, in, off, end, head, key, nonce)
 		if seal {
 			m.padded(out[off:end], tbl)
 		}
 	}
-	off := 0
-	if a.suite.short {
-		// Block 0 keys Poly1305; blocks 1–3 cover the first 192 bytes,
-		// and further calls 256 bytes each while the message is short.
-		state := chachaState(key, nonce, 0)
-		var ks [256]byte
-		chachaKeystream4AVX512VL(&state, &ks)
-		m.init((*[32]byte)(ks[:32]))
-		m.padded(aad, tbl)
-		end := min(len(in), 192)
-		span(0, end, ks[64:64+end])
-		for off = end; off < len(in) && len(in) <= chachaPolyShort; off = end {
-			end = min(len(in), off+256)
-			state[12] = uint32(1 + off/64)
-			chachaKeystream4AVX512VL(&state, &ks)
-			span(off, end, ks[:end-off])
-		}
-		clear(ks[:])
-	} else if len(in) <= chachaPolyShort {
-		// One kernel call for block 0 and the message: its keystream over
-		// zeros, then over the message.
-		var buf [64 + chachaPolyShort]byte
-		copy(buf[64:], in)
-		a.xor(buf[:64+len(in)], buf[:64+len(in)], key, nonce, 0)
-		m.init((*[32]byte)(buf[:32]))
-		m.padded(aad, tbl)
-		if !seal {
-			m.padded(in, tbl)
-		}
-		copy(out, buf[64:64+len(in)])
-		if seal {
-			m.padded(out, tbl)
-		}
-		clear(buf[:])
-		off = len(in)
-	} else {
-		var block [32]byte
-		a.xor(block[:], block[:], key, nonce, 0)
-		m.init(&block)
-		clear(block[:])
-		m.padded(aad, tbl)
-	}
-	for ; off < len(in); off += chachaPolyPiece {
-		span(off, min(off+chachaPolyPiece, len(in)), nil)
-	}
 	m.lengths(len(aad), len(in))
 	m.sum(tag)
 	m.wipe(tbl)
+	clear(ks[:])
+}
+
+// xorPiece sets out[off:end] = in[off:end] XOR the keystream, whose first
+// len(head) bytes are given and the rest comes from the suite's kernel.
+func (a *chachaPoly) xorPiece(out, in []byte, off, end int, head []byte, key *[8]uint32, nonce *[3]uint32) {
+	if off < len(head) {
+		off += subtle.XORBytes(out[off:end], in[off:end], head[off:])
+	}
+	if off < end {
+		a.xor(out[off:end], in[off:end], key, nonce, uint32(1+off/64))
+	}
+}
+
+// cryptShort is crypt for a message of at most 3 blocks and additional data
+// of at most 4, the common case of small records: one call of the 4-block
+// kernel, and the whole MAC input (RFC 8439 §2.8) laid out in one buffer for
+// one call of the MULX kernel.
+func cryptShort(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
+	state := chachaState(key, nonce, 0)
+	var ks [256]byte
+	chachaKeystream4AVX512VL(&state, &ks)
+	var m poly1305MAC
+	m.init((*[32]byte)(ks[:32]))
+	clear(ks[:32])
+	var msg [64 + 192 + 16]byte
+	copy(msg[:], aad)
+	ct := msg[(len(aad)+15)&^15:]
+	if seal {
+		subtle.XORBytes(out, in, ks[64:64+len(in)])
+		copy(ct, out)
+	} else {
+		copy(ct, in)
+		subtle.XORBytes(out, in, ks[64:64+len(in)])
+	}
+	lens := ct[(len(in)+15)&^15:]
+	binary.LittleEndian.PutUint64(lens, uint64(len(aad)))
+	binary.LittleEndian.PutUint64(lens[8:], uint64(len(in)))
+	poly1305BlocksMULX(&m.st, msg[:len(msg)-len(lens)+16], 1)
+	m.sum(tag)
+	m.wipe(nil)
 }
 
 // appendSlot returns in extended by n bytes, reusing its capacity when
