@@ -14,14 +14,14 @@ import (
 func init() {
 	register(&Implementation{
 		name: "avx512", cipher: ChaCha20, priority: 30,
-		requires:  []string{"AVX", "AVX512F"},
-		asmFuncs:  []string{"chachaXORAVX512"},
+		requires:  []string{"AVX", "AVX2", "AVX512F", "AVX512VL"},
+		asmFuncs:  []string{"chachaXORAVX512", "chachaBlockScalar"},
 		newStream: func(key, iv []byte) (cipher.Stream, error) { return newChaChaStream(chachaAVX512, key, iv), nil },
 	})
 	register(&Implementation{
 		name: "avx2", cipher: ChaCha20, priority: 25,
 		requires:  []string{"AVX", "AVX2"},
-		asmFuncs:  []string{"chachaXORAVX2"},
+		asmFuncs:  []string{"chachaXORAVX2", "chachaBlockScalar"},
 		newStream: func(key, iv []byte) (cipher.Stream, error) { return newChaChaStream(chachaAVX2, key, iv), nil },
 	})
 }
@@ -36,9 +36,16 @@ const (
 	chachaAVX2
 )
 
-// blocks runs the kernel over n > 0 bytes: the full blocks of src are XORed
-// into dst, and the keystream of a final partial block goes to ks.
-func (k chachaKernel) blocks(dst, src *byte, n int, state *[16]uint32, ks *[64]byte) {
+// blocks runs the kernel over n > 0 bytes of src, starting at the block of
+// state. It XORs the first done bytes into dst, a multiple of 64, and leaves
+// the keystream of the block that holds the other n-done (at most 64) in ks.
+// A message of one block goes to ks whole: it is computed in general-purpose
+// registers, whose rotations have the shorter dependency chain.
+func (k chachaKernel) blocks(dst, src *byte, n int, state *[16]uint32, ks *[64]byte) (done int) {
+	if n <= 64 {
+		chachaBlockScalar(state, ks)
+		return 0
+	}
 	switch k {
 	case chachaAVX512:
 		chachaXORAVX512(dst, src, n, state, ks)
@@ -47,12 +54,13 @@ func (k chachaKernel) blocks(dst, src *byte, n int, state *[16]uint32, ks *[64]b
 	default:
 		panic("kernels: unknown ChaCha20 kernel")
 	}
+	return n &^ 63
 }
 
 // chachaState returns the input state of block counter (RFC 8439 §2.3).
 func chachaState(key *[8]uint32, nonce *[3]uint32, counter uint32) [16]uint32 {
 	return [16]uint32{
-		0x61707865, 0x3320646e, 0x79622d32, 0x6b206574, // "expand 32-byte k"
+		0x61707865, 0x3320646e, 0x79622d32, 0x6b206574, // "expand 32-byte k", as in newChaChaStream
 		key[0], key[1], key[2], key[3], key[4], key[5], key[6], key[7],
 		counter, nonce[0], nonce[1], nonce[2],
 	}
@@ -82,10 +90,8 @@ func chachaXOR(k chachaKernel, dst, src []byte, key *[8]uint32, nonce *[3]uint32
 	}
 	state := chachaState(key, nonce, counter)
 	var ks [64]byte
-	k.blocks(&dst[0], &src[0], len(src), &state, &ks)
-	if r := len(src) % 64; r != 0 {
-		full := len(src) - r
-		subtle.XORBytes(dst[full:len(src)], src[full:], ks[:r])
+	if done := k.blocks(&dst[0], &src[0], len(src), &state, &ks); done < len(src) {
+		subtle.XORBytes(dst[done:len(src)], src[done:], ks[:])
 	}
 }
 
@@ -103,16 +109,14 @@ type chachaStream struct {
 // the lengths.
 func newChaChaStream(k chachaKernel, key, iv []byte) *chachaStream {
 	s := &chachaStream{kernel: k}
-	var kw [8]uint32
-	for i := range kw {
-		kw[i] = binary.LittleEndian.Uint32(key[4*i:])
+	s.state[0], s.state[1], s.state[2], s.state[3] = 0x61707865, 0x3320646e, 0x79622d32, 0x6b206574
+	for i := range 8 {
+		s.state[4+i] = binary.LittleEndian.Uint32(key[4*i:])
 	}
-	var nw [3]uint32
-	for i := range nw {
-		nw[i] = binary.LittleEndian.Uint32(iv[4+4*i:])
+	for i := range 4 { // the counter, then the nonce
+		s.state[12+i] = binary.LittleEndian.Uint32(iv[4*i:])
 	}
-	s.counter = uint64(binary.LittleEndian.Uint32(iv))
-	s.state = chachaState(&kw, &nw, uint32(s.counter))
+	s.counter = uint64(s.state[12])
 	return s
 }
 
@@ -143,11 +147,10 @@ func (s *chachaStream) XORKeyStream(dst, src []byte) {
 		panic("kernels: ChaCha20 block counter would wrap")
 	}
 	s.state[12] = uint32(s.counter)
-	s.kernel.blocks(&dst[0], &src[0], len(src), &s.state, &s.ks)
+	done := s.kernel.blocks(&dst[0], &src[0], len(src), &s.state, &s.ks)
 	s.counter += blocks
-	if r := len(src) % 64; r != 0 {
-		full := len(src) - r
-		subtle.XORBytes(dst[full:], src[full:], s.ks[:r])
-		s.unused = 64 - r
+	if done < len(src) {
+		n := subtle.XORBytes(dst[done:], src[done:], s.ks[:])
+		s.unused = len(s.ks) - n
 	}
 }

@@ -23,7 +23,7 @@ DATA chachaIota16<>+60(SB)/4, $0x0000000f
 GLOBL chachaIota16<>(SB), RODATA|NOPTR, $64
 
 // func chachaXORAVX512(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX2, AVX512F, AVX512VL
 TEXT ·chachaXORAVX512(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), AX
 	MOVQ src+8(FP), CX
@@ -38,6 +38,9 @@ TEXT ·chachaXORAVX512(SB), NOSPLIT, $0-40
 	VPBROADCASTD DI, Z30
 
 avx512_group:
+	CMPQ DX, $0x00000200
+	JBE  avx512_small
+
 	// State words for 16 blocks: word i of every block in Zi.
 	VPBROADCASTD (BX), Z0
 	VPBROADCASTD 4(BX), Z1
@@ -286,7 +289,7 @@ avx512_doubleround:
 	JMP       avx512_done
 
 avx512_tail:
-	// Fewer than 16 blocks left: n < 1024. XOR the full blocks, then keep
+	// 9 to 15 blocks left: 512 < n < 1024. XOR the full blocks, then keep
 	// the keystream of a final partial block in ks.
 	CMPQ      DX, $0x00000040
 	JB        avx512_partial0
@@ -448,7 +451,387 @@ avx512_partial15:
 	CMPQ      DX, $0x000003c0
 	JE        avx512_done
 	VMOVDQU32 Z15, (SI)
+	JMP       avx512_done
 
+avx512_small:
+	// At most 8 blocks left: 0 < n <= 512. The same in ymm registers, word i
+	// in Yi; the counters are the low half of Z31.
+	VPBROADCASTD (BX), Y0
+	VPBROADCASTD 4(BX), Y1
+	VPBROADCASTD 8(BX), Y2
+	VPBROADCASTD 12(BX), Y3
+	VPBROADCASTD 16(BX), Y4
+	VPBROADCASTD 20(BX), Y5
+	VPBROADCASTD 24(BX), Y6
+	VPBROADCASTD 28(BX), Y7
+	VPBROADCASTD 32(BX), Y8
+	VPBROADCASTD 36(BX), Y9
+	VPBROADCASTD 40(BX), Y10
+	VPBROADCASTD 44(BX), Y11
+	VMOVDQA32    Y31, Y12
+	VPBROADCASTD 52(BX), Y13
+	VPBROADCASTD 56(BX), Y14
+	VPBROADCASTD 60(BX), Y15
+	MOVQ         $0x0000000a, DI
+
+avx512_small_doubleround:
+	VPADDD      Y4, Y0, Y0
+	VPADDD      Y5, Y1, Y1
+	VPADDD      Y6, Y2, Y2
+	VPADDD      Y7, Y3, Y3
+	VPXORD      Y0, Y12, Y12
+	VPXORD      Y1, Y13, Y13
+	VPXORD      Y2, Y14, Y14
+	VPXORD      Y3, Y15, Y15
+	VPROLD      $0x10, Y12, Y12
+	VPROLD      $0x10, Y13, Y13
+	VPROLD      $0x10, Y14, Y14
+	VPROLD      $0x10, Y15, Y15
+	VPADDD      Y12, Y8, Y8
+	VPADDD      Y13, Y9, Y9
+	VPADDD      Y14, Y10, Y10
+	VPADDD      Y15, Y11, Y11
+	VPXORD      Y8, Y4, Y4
+	VPXORD      Y9, Y5, Y5
+	VPXORD      Y10, Y6, Y6
+	VPXORD      Y11, Y7, Y7
+	VPROLD      $0x0c, Y4, Y4
+	VPROLD      $0x0c, Y5, Y5
+	VPROLD      $0x0c, Y6, Y6
+	VPROLD      $0x0c, Y7, Y7
+	VPADDD      Y4, Y0, Y0
+	VPADDD      Y5, Y1, Y1
+	VPADDD      Y6, Y2, Y2
+	VPADDD      Y7, Y3, Y3
+	VPXORD      Y0, Y12, Y12
+	VPXORD      Y1, Y13, Y13
+	VPXORD      Y2, Y14, Y14
+	VPXORD      Y3, Y15, Y15
+	VPROLD      $0x08, Y12, Y12
+	VPROLD      $0x08, Y13, Y13
+	VPROLD      $0x08, Y14, Y14
+	VPROLD      $0x08, Y15, Y15
+	VPADDD      Y12, Y8, Y8
+	VPADDD      Y13, Y9, Y9
+	VPADDD      Y14, Y10, Y10
+	VPADDD      Y15, Y11, Y11
+	VPXORD      Y8, Y4, Y4
+	VPXORD      Y9, Y5, Y5
+	VPXORD      Y10, Y6, Y6
+	VPXORD      Y11, Y7, Y7
+	VPROLD      $0x07, Y4, Y4
+	VPROLD      $0x07, Y5, Y5
+	VPROLD      $0x07, Y6, Y6
+	VPROLD      $0x07, Y7, Y7
+	VPADDD      Y5, Y0, Y0
+	VPADDD      Y6, Y1, Y1
+	VPADDD      Y7, Y2, Y2
+	VPADDD      Y4, Y3, Y3
+	VPXORD      Y0, Y15, Y15
+	VPXORD      Y1, Y12, Y12
+	VPXORD      Y2, Y13, Y13
+	VPXORD      Y3, Y14, Y14
+	VPROLD      $0x10, Y15, Y15
+	VPROLD      $0x10, Y12, Y12
+	VPROLD      $0x10, Y13, Y13
+	VPROLD      $0x10, Y14, Y14
+	VPADDD      Y15, Y10, Y10
+	VPADDD      Y12, Y11, Y11
+	VPADDD      Y13, Y8, Y8
+	VPADDD      Y14, Y9, Y9
+	VPXORD      Y10, Y5, Y5
+	VPXORD      Y11, Y6, Y6
+	VPXORD      Y8, Y7, Y7
+	VPXORD      Y9, Y4, Y4
+	VPROLD      $0x0c, Y5, Y5
+	VPROLD      $0x0c, Y6, Y6
+	VPROLD      $0x0c, Y7, Y7
+	VPROLD      $0x0c, Y4, Y4
+	VPADDD      Y5, Y0, Y0
+	VPADDD      Y6, Y1, Y1
+	VPADDD      Y7, Y2, Y2
+	VPADDD      Y4, Y3, Y3
+	VPXORD      Y0, Y15, Y15
+	VPXORD      Y1, Y12, Y12
+	VPXORD      Y2, Y13, Y13
+	VPXORD      Y3, Y14, Y14
+	VPROLD      $0x08, Y15, Y15
+	VPROLD      $0x08, Y12, Y12
+	VPROLD      $0x08, Y13, Y13
+	VPROLD      $0x08, Y14, Y14
+	VPADDD      Y15, Y10, Y10
+	VPADDD      Y12, Y11, Y11
+	VPADDD      Y13, Y8, Y8
+	VPADDD      Y14, Y9, Y9
+	VPXORD      Y10, Y5, Y5
+	VPXORD      Y11, Y6, Y6
+	VPXORD      Y8, Y7, Y7
+	VPXORD      Y9, Y4, Y4
+	VPROLD      $0x07, Y5, Y5
+	VPROLD      $0x07, Y6, Y6
+	VPROLD      $0x07, Y7, Y7
+	VPROLD      $0x07, Y4, Y4
+	DECQ        DI
+	JNZ         avx512_small_doubleround
+	VPADDD.BCST (BX), Y0, Y0
+	VPADDD.BCST 4(BX), Y1, Y1
+	VPADDD.BCST 8(BX), Y2, Y2
+	VPADDD.BCST 12(BX), Y3, Y3
+	VPADDD.BCST 16(BX), Y4, Y4
+	VPADDD.BCST 20(BX), Y5, Y5
+	VPADDD.BCST 24(BX), Y6, Y6
+	VPADDD.BCST 28(BX), Y7, Y7
+	VPADDD.BCST 32(BX), Y8, Y8
+	VPADDD.BCST 36(BX), Y9, Y9
+	VPADDD.BCST 40(BX), Y10, Y10
+	VPADDD.BCST 44(BX), Y11, Y11
+	VPADDD      Y31, Y12, Y12
+	VPADDD.BCST 52(BX), Y13, Y13
+	VPADDD.BCST 56(BX), Y14, Y14
+	VPADDD.BCST 60(BX), Y15, Y15
+
+	// Transpose words 0…7.
+	VPUNPCKLDQ  Y1, Y0, Y16
+	VPUNPCKHDQ  Y1, Y0, Y17
+	VPUNPCKLDQ  Y3, Y2, Y18
+	VPUNPCKHDQ  Y3, Y2, Y19
+	VPUNPCKLQDQ Y18, Y16, Y0
+	VPUNPCKHQDQ Y18, Y16, Y1
+	VPUNPCKLQDQ Y19, Y17, Y2
+	VPUNPCKHQDQ Y19, Y17, Y3
+	VPUNPCKLDQ  Y5, Y4, Y16
+	VPUNPCKHDQ  Y5, Y4, Y17
+	VPUNPCKLDQ  Y7, Y6, Y18
+	VPUNPCKHDQ  Y7, Y6, Y19
+	VPUNPCKLQDQ Y18, Y16, Y4
+	VPUNPCKHQDQ Y18, Y16, Y5
+	VPUNPCKLQDQ Y19, Y17, Y6
+	VPUNPCKHQDQ Y19, Y17, Y7
+	VSHUFI32X4  $0x00, Y4, Y0, Y16
+	VSHUFI32X4  $0x03, Y4, Y0, Y17
+	CMPQ        DX, $0x00000040
+	JB          avx512_small_partial0_0
+	VPXORD      (CX), Y16, Y16
+	VMOVDQU32   Y16, (AX)
+	JMP         avx512_small_next0_0
+
+avx512_small_partial0_0:
+	CMPQ      DX, $0x00000000
+	JBE       avx512_small_next0_0
+	VMOVDQU32 Y16, (SI)
+
+avx512_small_next0_0:
+	CMPQ      DX, $0x00000140
+	JB        avx512_small_partial4_0
+	VPXORD    256(CX), Y17, Y17
+	VMOVDQU32 Y17, 256(AX)
+	JMP       avx512_small_next4_0
+
+avx512_small_partial4_0:
+	CMPQ      DX, $0x00000100
+	JBE       avx512_small_next4_0
+	VMOVDQU32 Y17, (SI)
+
+avx512_small_next4_0:
+	VSHUFI32X4 $0x00, Y5, Y1, Y16
+	VSHUFI32X4 $0x03, Y5, Y1, Y17
+	CMPQ       DX, $0x00000080
+	JB         avx512_small_partial1_0
+	VPXORD     64(CX), Y16, Y16
+	VMOVDQU32  Y16, 64(AX)
+	JMP        avx512_small_next1_0
+
+avx512_small_partial1_0:
+	CMPQ      DX, $0x00000040
+	JBE       avx512_small_next1_0
+	VMOVDQU32 Y16, (SI)
+
+avx512_small_next1_0:
+	CMPQ      DX, $0x00000180
+	JB        avx512_small_partial5_0
+	VPXORD    320(CX), Y17, Y17
+	VMOVDQU32 Y17, 320(AX)
+	JMP       avx512_small_next5_0
+
+avx512_small_partial5_0:
+	CMPQ      DX, $0x00000140
+	JBE       avx512_small_next5_0
+	VMOVDQU32 Y17, (SI)
+
+avx512_small_next5_0:
+	VSHUFI32X4 $0x00, Y6, Y2, Y16
+	VSHUFI32X4 $0x03, Y6, Y2, Y17
+	CMPQ       DX, $0x000000c0
+	JB         avx512_small_partial2_0
+	VPXORD     128(CX), Y16, Y16
+	VMOVDQU32  Y16, 128(AX)
+	JMP        avx512_small_next2_0
+
+avx512_small_partial2_0:
+	CMPQ      DX, $0x00000080
+	JBE       avx512_small_next2_0
+	VMOVDQU32 Y16, (SI)
+
+avx512_small_next2_0:
+	CMPQ      DX, $0x000001c0
+	JB        avx512_small_partial6_0
+	VPXORD    384(CX), Y17, Y17
+	VMOVDQU32 Y17, 384(AX)
+	JMP       avx512_small_next6_0
+
+avx512_small_partial6_0:
+	CMPQ      DX, $0x00000180
+	JBE       avx512_small_next6_0
+	VMOVDQU32 Y17, (SI)
+
+avx512_small_next6_0:
+	VSHUFI32X4 $0x00, Y7, Y3, Y16
+	VSHUFI32X4 $0x03, Y7, Y3, Y17
+	CMPQ       DX, $0x00000100
+	JB         avx512_small_partial3_0
+	VPXORD     192(CX), Y16, Y16
+	VMOVDQU32  Y16, 192(AX)
+	JMP        avx512_small_next3_0
+
+avx512_small_partial3_0:
+	CMPQ      DX, $0x000000c0
+	JBE       avx512_small_next3_0
+	VMOVDQU32 Y16, (SI)
+
+avx512_small_next3_0:
+	CMPQ      DX, $0x00000200
+	JB        avx512_small_partial7_0
+	VPXORD    448(CX), Y17, Y17
+	VMOVDQU32 Y17, 448(AX)
+	JMP       avx512_small_next7_0
+
+avx512_small_partial7_0:
+	CMPQ      DX, $0x000001c0
+	JBE       avx512_small_next7_0
+	VMOVDQU32 Y17, (SI)
+
+avx512_small_next7_0:
+	// Transpose words 8…15.
+	VPUNPCKLDQ  Y9, Y8, Y20
+	VPUNPCKHDQ  Y9, Y8, Y21
+	VPUNPCKLDQ  Y11, Y10, Y22
+	VPUNPCKHDQ  Y11, Y10, Y23
+	VPUNPCKLQDQ Y22, Y20, Y8
+	VPUNPCKHQDQ Y22, Y20, Y9
+	VPUNPCKLQDQ Y23, Y21, Y10
+	VPUNPCKHQDQ Y23, Y21, Y11
+	VPUNPCKLDQ  Y13, Y12, Y20
+	VPUNPCKHDQ  Y13, Y12, Y21
+	VPUNPCKLDQ  Y15, Y14, Y22
+	VPUNPCKHDQ  Y15, Y14, Y23
+	VPUNPCKLQDQ Y22, Y20, Y12
+	VPUNPCKHQDQ Y22, Y20, Y13
+	VPUNPCKLQDQ Y23, Y21, Y14
+	VPUNPCKHQDQ Y23, Y21, Y15
+	VSHUFI32X4  $0x00, Y12, Y8, Y20
+	VSHUFI32X4  $0x03, Y12, Y8, Y21
+	CMPQ        DX, $0x00000040
+	JB          avx512_small_partial0_1
+	VPXORD      32(CX), Y20, Y20
+	VMOVDQU32   Y20, 32(AX)
+	JMP         avx512_small_next0_1
+
+avx512_small_partial0_1:
+	CMPQ      DX, $0x00000000
+	JBE       avx512_small_next0_1
+	VMOVDQU32 Y20, 32(SI)
+
+avx512_small_next0_1:
+	CMPQ      DX, $0x00000140
+	JB        avx512_small_partial4_1
+	VPXORD    288(CX), Y21, Y21
+	VMOVDQU32 Y21, 288(AX)
+	JMP       avx512_small_next4_1
+
+avx512_small_partial4_1:
+	CMPQ      DX, $0x00000100
+	JBE       avx512_small_next4_1
+	VMOVDQU32 Y21, 32(SI)
+
+avx512_small_next4_1:
+	VSHUFI32X4 $0x00, Y13, Y9, Y20
+	VSHUFI32X4 $0x03, Y13, Y9, Y21
+	CMPQ       DX, $0x00000080
+	JB         avx512_small_partial1_1
+	VPXORD     96(CX), Y20, Y20
+	VMOVDQU32  Y20, 96(AX)
+	JMP        avx512_small_next1_1
+
+avx512_small_partial1_1:
+	CMPQ      DX, $0x00000040
+	JBE       avx512_small_next1_1
+	VMOVDQU32 Y20, 32(SI)
+
+avx512_small_next1_1:
+	CMPQ      DX, $0x00000180
+	JB        avx512_small_partial5_1
+	VPXORD    352(CX), Y21, Y21
+	VMOVDQU32 Y21, 352(AX)
+	JMP       avx512_small_next5_1
+
+avx512_small_partial5_1:
+	CMPQ      DX, $0x00000140
+	JBE       avx512_small_next5_1
+	VMOVDQU32 Y21, 32(SI)
+
+avx512_small_next5_1:
+	VSHUFI32X4 $0x00, Y14, Y10, Y20
+	VSHUFI32X4 $0x03, Y14, Y10, Y21
+	CMPQ       DX, $0x000000c0
+	JB         avx512_small_partial2_1
+	VPXORD     160(CX), Y20, Y20
+	VMOVDQU32  Y20, 160(AX)
+	JMP        avx512_small_next2_1
+
+avx512_small_partial2_1:
+	CMPQ      DX, $0x00000080
+	JBE       avx512_small_next2_1
+	VMOVDQU32 Y20, 32(SI)
+
+avx512_small_next2_1:
+	CMPQ      DX, $0x000001c0
+	JB        avx512_small_partial6_1
+	VPXORD    416(CX), Y21, Y21
+	VMOVDQU32 Y21, 416(AX)
+	JMP       avx512_small_next6_1
+
+avx512_small_partial6_1:
+	CMPQ      DX, $0x00000180
+	JBE       avx512_small_next6_1
+	VMOVDQU32 Y21, 32(SI)
+
+avx512_small_next6_1:
+	VSHUFI32X4 $0x00, Y15, Y11, Y20
+	VSHUFI32X4 $0x03, Y15, Y11, Y21
+	CMPQ       DX, $0x00000100
+	JB         avx512_small_partial3_1
+	VPXORD     224(CX), Y20, Y20
+	VMOVDQU32  Y20, 224(AX)
+	JMP        avx512_small_next3_1
+
+avx512_small_partial3_1:
+	CMPQ      DX, $0x000000c0
+	JBE       avx512_small_next3_1
+	VMOVDQU32 Y20, 32(SI)
+
+avx512_small_next3_1:
+	CMPQ      DX, $0x00000200
+	JB        avx512_small_partial7_1
+	VPXORD    480(CX), Y21, Y21
+	VMOVDQU32 Y21, 480(AX)
+	JMP       avx512_small_next7_1
+
+avx512_small_partial7_1:
+	CMPQ      DX, $0x000001c0
+	JBE       avx512_small_next7_1
+	VMOVDQU32 Y21, 32(SI)
+
+avx512_small_next7_1:
 avx512_done:
 	VZEROUPPER
 	RET
@@ -485,203 +868,202 @@ GLOBL chachaEights<>(SB), RODATA|NOPTR, $32
 
 // func chachaXORAVX2(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
 // Requires: AVX, AVX2
-TEXT ·chachaXORAVX2(SB), $1024-40
+TEXT ·chachaXORAVX2(SB), $1056-40
 	MOVQ dst+0(FP), AX
 	MOVQ src+8(FP), CX
 	MOVQ n+16(FP), DX
 	MOVQ state+24(FP), BX
 	MOVQ ks+32(FP), SI
 
+	// Align the frame to 32 bytes, so that no spill crosses a cache line.
+	LEAQ 31(SP), DI
+	ANDQ $-32, DI
+
 	// Broadcast the input state; the counters of the first 8 blocks are counter+0 … counter+7.
 	VPBROADCASTD (BX), Y0
-	VMOVDQU      Y0, (SP)
+	VMOVDQU      Y0, (DI)
 	VPBROADCASTD 4(BX), Y0
-	VMOVDQU      Y0, 32(SP)
+	VMOVDQU      Y0, 32(DI)
 	VPBROADCASTD 8(BX), Y0
-	VMOVDQU      Y0, 64(SP)
+	VMOVDQU      Y0, 64(DI)
 	VPBROADCASTD 12(BX), Y0
-	VMOVDQU      Y0, 96(SP)
+	VMOVDQU      Y0, 96(DI)
 	VPBROADCASTD 16(BX), Y0
-	VMOVDQU      Y0, 128(SP)
+	VMOVDQU      Y0, 128(DI)
 	VPBROADCASTD 20(BX), Y0
-	VMOVDQU      Y0, 160(SP)
+	VMOVDQU      Y0, 160(DI)
 	VPBROADCASTD 24(BX), Y0
-	VMOVDQU      Y0, 192(SP)
+	VMOVDQU      Y0, 192(DI)
 	VPBROADCASTD 28(BX), Y0
-	VMOVDQU      Y0, 224(SP)
+	VMOVDQU      Y0, 224(DI)
 	VPBROADCASTD 32(BX), Y0
-	VMOVDQU      Y0, 256(SP)
+	VMOVDQU      Y0, 256(DI)
 	VPBROADCASTD 36(BX), Y0
-	VMOVDQU      Y0, 288(SP)
+	VMOVDQU      Y0, 288(DI)
 	VPBROADCASTD 40(BX), Y0
-	VMOVDQU      Y0, 320(SP)
+	VMOVDQU      Y0, 320(DI)
 	VPBROADCASTD 44(BX), Y0
-	VMOVDQU      Y0, 352(SP)
+	VMOVDQU      Y0, 352(DI)
 	VPBROADCASTD 48(BX), Y0
 	VPADDD       chachaIota16<>+0(SB), Y0, Y0
-	VMOVDQU      Y0, 384(SP)
+	VMOVDQU      Y0, 384(DI)
 	VPBROADCASTD 52(BX), Y0
-	VMOVDQU      Y0, 416(SP)
+	VMOVDQU      Y0, 416(DI)
 	VPBROADCASTD 56(BX), Y0
-	VMOVDQU      Y0, 448(SP)
+	VMOVDQU      Y0, 448(DI)
 	VPBROADCASTD 60(BX), Y0
-	VMOVDQU      Y0, 480(SP)
+	VMOVDQU      Y0, 480(DI)
 
 avx2_group:
-	VMOVDQU (SP), Y0
-	VMOVDQU 32(SP), Y1
-	VMOVDQU 64(SP), Y2
-	VMOVDQU 96(SP), Y3
-	VMOVDQU 128(SP), Y4
-	VMOVDQU 160(SP), Y5
-	VMOVDQU 192(SP), Y6
-	VMOVDQU 224(SP), Y7
-	VMOVDQU 256(SP), Y8
-	VMOVDQU 288(SP), Y9
-	VMOVDQU 320(SP), Y10
-	VMOVDQU Y10, 832(SP)
-	VMOVDQU 352(SP), Y10
-	VMOVDQU Y10, 864(SP)
-	VMOVDQU 384(SP), Y12
-	VMOVDQU 416(SP), Y13
-	VMOVDQU 448(SP), Y14
-	VMOVDQU 480(SP), Y15
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VMOVDQU 64(DI), Y2
+	VMOVDQU 96(DI), Y3
+	VMOVDQU 128(DI), Y4
+	VMOVDQU 160(DI), Y5
+	VMOVDQU 192(DI), Y6
+	VMOVDQU 224(DI), Y7
+	VMOVDQU 256(DI), Y8
+	VMOVDQU 288(DI), Y9
+	VMOVDQU 320(DI), Y10
+	VMOVDQU 352(DI), Y11
+	VMOVDQU Y11, 864(DI)
+	VMOVDQU 384(DI), Y12
+	VMOVDQU 416(DI), Y13
+	VMOVDQU 448(DI), Y14
+	VMOVDQU 480(DI), Y15
 	MOVQ    $0x0000000a, BX
 
 avx2_doubleround:
 	VPADDD  Y4, Y0, Y0
 	VPADDD  Y5, Y1, Y1
+	VPADDD  Y6, Y2, Y2
+	VPADDD  Y7, Y3, Y3
 	VPXOR   Y0, Y12, Y12
 	VPXOR   Y1, Y13, Y13
+	VPXOR   Y2, Y14, Y14
+	VPXOR   Y3, Y15, Y15
 	VPSHUFB chachaRot16<>+0(SB), Y12, Y12
 	VPSHUFB chachaRot16<>+0(SB), Y13, Y13
+	VPSHUFB chachaRot16<>+0(SB), Y14, Y14
+	VPSHUFB chachaRot16<>+0(SB), Y15, Y15
 	VPADDD  Y12, Y8, Y8
 	VPADDD  Y13, Y9, Y9
+	VPADDD  Y14, Y10, Y10
+	VPADDD  864(DI), Y15, Y11
 	VPXOR   Y8, Y4, Y4
 	VPXOR   Y9, Y5, Y5
-	VPSLLD  $0x0c, Y4, Y10
+	VPXOR   Y10, Y6, Y6
+	VMOVDQU Y11, 864(DI)
+	VPXOR   Y11, Y7, Y7
+	VPSLLD  $0x0c, Y4, Y11
 	VPSRLD  $0x14, Y4, Y4
-	VPOR    Y10, Y4, Y4
+	VPOR    Y11, Y4, Y4
 	VPSLLD  $0x0c, Y5, Y11
 	VPSRLD  $0x14, Y5, Y5
 	VPOR    Y11, Y5, Y5
-	VPADDD  Y4, Y0, Y0
-	VPADDD  Y5, Y1, Y1
-	VPXOR   Y0, Y12, Y12
-	VPXOR   Y1, Y13, Y13
-	VPSHUFB chachaRot8<>+0(SB), Y12, Y12
-	VPSHUFB chachaRot8<>+0(SB), Y13, Y13
-	VPADDD  Y12, Y8, Y8
-	VPADDD  Y13, Y9, Y9
-	VPXOR   Y8, Y4, Y4
-	VPXOR   Y9, Y5, Y5
-	VPSLLD  $0x07, Y4, Y10
-	VPSRLD  $0x19, Y4, Y4
-	VPOR    Y10, Y4, Y4
-	VPSLLD  $0x07, Y5, Y11
-	VPSRLD  $0x19, Y5, Y5
-	VPOR    Y11, Y5, Y5
-	VMOVDQU Y8, 768(SP)
-	VMOVDQU Y9, 800(SP)
-	VMOVDQU 832(SP), Y8
-	VMOVDQU 864(SP), Y9
-	VPADDD  Y6, Y2, Y2
-	VPADDD  Y7, Y3, Y3
-	VPXOR   Y2, Y14, Y14
-	VPXOR   Y3, Y15, Y15
-	VPSHUFB chachaRot16<>+0(SB), Y14, Y14
-	VPSHUFB chachaRot16<>+0(SB), Y15, Y15
-	VPADDD  Y14, Y8, Y8
-	VPADDD  Y15, Y9, Y9
-	VPXOR   Y8, Y6, Y6
-	VPXOR   Y9, Y7, Y7
-	VPSLLD  $0x0c, Y6, Y10
+	VPSLLD  $0x0c, Y6, Y11
 	VPSRLD  $0x14, Y6, Y6
-	VPOR    Y10, Y6, Y6
+	VPOR    Y11, Y6, Y6
 	VPSLLD  $0x0c, Y7, Y11
 	VPSRLD  $0x14, Y7, Y7
 	VPOR    Y11, Y7, Y7
+	VPADDD  Y4, Y0, Y0
+	VPADDD  Y5, Y1, Y1
 	VPADDD  Y6, Y2, Y2
 	VPADDD  Y7, Y3, Y3
+	VPXOR   Y0, Y12, Y12
+	VPXOR   Y1, Y13, Y13
 	VPXOR   Y2, Y14, Y14
 	VPXOR   Y3, Y15, Y15
+	VPSHUFB chachaRot8<>+0(SB), Y12, Y12
+	VPSHUFB chachaRot8<>+0(SB), Y13, Y13
 	VPSHUFB chachaRot8<>+0(SB), Y14, Y14
 	VPSHUFB chachaRot8<>+0(SB), Y15, Y15
-	VPADDD  Y14, Y8, Y8
-	VPADDD  Y15, Y9, Y9
-	VPXOR   Y8, Y6, Y6
-	VPXOR   Y9, Y7, Y7
-	VPSLLD  $0x07, Y6, Y10
+	VPADDD  Y12, Y8, Y8
+	VPADDD  Y13, Y9, Y9
+	VPADDD  Y14, Y10, Y10
+	VPADDD  864(DI), Y15, Y11
+	VPXOR   Y8, Y4, Y4
+	VPXOR   Y9, Y5, Y5
+	VPXOR   Y10, Y6, Y6
+	VMOVDQU Y11, 864(DI)
+	VPXOR   Y11, Y7, Y7
+	VPSLLD  $0x07, Y4, Y11
+	VPSRLD  $0x19, Y4, Y4
+	VPOR    Y11, Y4, Y4
+	VPSLLD  $0x07, Y5, Y11
+	VPSRLD  $0x19, Y5, Y5
+	VPOR    Y11, Y5, Y5
+	VPSLLD  $0x07, Y6, Y11
 	VPSRLD  $0x19, Y6, Y6
-	VPOR    Y10, Y6, Y6
+	VPOR    Y11, Y6, Y6
 	VPSLLD  $0x07, Y7, Y11
 	VPSRLD  $0x19, Y7, Y7
 	VPOR    Y11, Y7, Y7
 	VPADDD  Y5, Y0, Y0
 	VPADDD  Y6, Y1, Y1
+	VPADDD  Y7, Y2, Y2
+	VPADDD  Y4, Y3, Y3
 	VPXOR   Y0, Y15, Y15
 	VPXOR   Y1, Y12, Y12
+	VPXOR   Y2, Y13, Y13
+	VPXOR   Y3, Y14, Y14
 	VPSHUFB chachaRot16<>+0(SB), Y15, Y15
 	VPSHUFB chachaRot16<>+0(SB), Y12, Y12
-	VPADDD  Y15, Y8, Y8
-	VPADDD  Y12, Y9, Y9
-	VPXOR   Y8, Y5, Y5
-	VPXOR   Y9, Y6, Y6
-	VPSLLD  $0x0c, Y5, Y10
+	VPSHUFB chachaRot16<>+0(SB), Y13, Y13
+	VPSHUFB chachaRot16<>+0(SB), Y14, Y14
+	VPADDD  Y15, Y10, Y10
+	VPADDD  864(DI), Y12, Y11
+	VPADDD  Y13, Y8, Y8
+	VPADDD  Y14, Y9, Y9
+	VPXOR   Y10, Y5, Y5
+	VMOVDQU Y11, 864(DI)
+	VPXOR   Y11, Y6, Y6
+	VPXOR   Y8, Y7, Y7
+	VPXOR   Y9, Y4, Y4
+	VPSLLD  $0x0c, Y5, Y11
 	VPSRLD  $0x14, Y5, Y5
-	VPOR    Y10, Y5, Y5
+	VPOR    Y11, Y5, Y5
 	VPSLLD  $0x0c, Y6, Y11
 	VPSRLD  $0x14, Y6, Y6
 	VPOR    Y11, Y6, Y6
-	VPADDD  Y5, Y0, Y0
-	VPADDD  Y6, Y1, Y1
-	VPXOR   Y0, Y15, Y15
-	VPXOR   Y1, Y12, Y12
-	VPSHUFB chachaRot8<>+0(SB), Y15, Y15
-	VPSHUFB chachaRot8<>+0(SB), Y12, Y12
-	VPADDD  Y15, Y8, Y8
-	VPADDD  Y12, Y9, Y9
-	VPXOR   Y8, Y5, Y5
-	VPXOR   Y9, Y6, Y6
-	VPSLLD  $0x07, Y5, Y10
-	VPSRLD  $0x19, Y5, Y5
-	VPOR    Y10, Y5, Y5
-	VPSLLD  $0x07, Y6, Y11
-	VPSRLD  $0x19, Y6, Y6
-	VPOR    Y11, Y6, Y6
-	VMOVDQU Y8, 832(SP)
-	VMOVDQU Y9, 864(SP)
-	VMOVDQU 768(SP), Y8
-	VMOVDQU 800(SP), Y9
-	VPADDD  Y7, Y2, Y2
-	VPADDD  Y4, Y3, Y3
-	VPXOR   Y2, Y13, Y13
-	VPXOR   Y3, Y14, Y14
-	VPSHUFB chachaRot16<>+0(SB), Y13, Y13
-	VPSHUFB chachaRot16<>+0(SB), Y14, Y14
-	VPADDD  Y13, Y8, Y8
-	VPADDD  Y14, Y9, Y9
-	VPXOR   Y8, Y7, Y7
-	VPXOR   Y9, Y4, Y4
-	VPSLLD  $0x0c, Y7, Y10
+	VPSLLD  $0x0c, Y7, Y11
 	VPSRLD  $0x14, Y7, Y7
-	VPOR    Y10, Y7, Y7
+	VPOR    Y11, Y7, Y7
 	VPSLLD  $0x0c, Y4, Y11
 	VPSRLD  $0x14, Y4, Y4
 	VPOR    Y11, Y4, Y4
+	VPADDD  Y5, Y0, Y0
+	VPADDD  Y6, Y1, Y1
 	VPADDD  Y7, Y2, Y2
 	VPADDD  Y4, Y3, Y3
+	VPXOR   Y0, Y15, Y15
+	VPXOR   Y1, Y12, Y12
 	VPXOR   Y2, Y13, Y13
 	VPXOR   Y3, Y14, Y14
+	VPSHUFB chachaRot8<>+0(SB), Y15, Y15
+	VPSHUFB chachaRot8<>+0(SB), Y12, Y12
 	VPSHUFB chachaRot8<>+0(SB), Y13, Y13
 	VPSHUFB chachaRot8<>+0(SB), Y14, Y14
+	VPADDD  Y15, Y10, Y10
+	VPADDD  864(DI), Y12, Y11
 	VPADDD  Y13, Y8, Y8
 	VPADDD  Y14, Y9, Y9
+	VPXOR   Y10, Y5, Y5
+	VMOVDQU Y11, 864(DI)
+	VPXOR   Y11, Y6, Y6
 	VPXOR   Y8, Y7, Y7
 	VPXOR   Y9, Y4, Y4
-	VPSLLD  $0x07, Y7, Y10
+	VPSLLD  $0x07, Y5, Y11
+	VPSRLD  $0x19, Y5, Y5
+	VPOR    Y11, Y5, Y5
+	VPSLLD  $0x07, Y6, Y11
+	VPSRLD  $0x19, Y6, Y6
+	VPOR    Y11, Y6, Y6
+	VPSLLD  $0x07, Y7, Y11
 	VPSRLD  $0x19, Y7, Y7
-	VPOR    Y10, Y7, Y7
+	VPOR    Y11, Y7, Y7
 	VPSLLD  $0x07, Y4, Y11
 	VPSRLD  $0x19, Y4, Y4
 	VPOR    Y11, Y4, Y4
@@ -689,32 +1071,31 @@ avx2_doubleround:
 	JNZ     avx2_doubleround
 
 	// Add the input state; park words 8…15 in their spill slots.
-	VPADDD  (SP), Y0, Y0
-	VPADDD  32(SP), Y1, Y1
-	VPADDD  64(SP), Y2, Y2
-	VPADDD  96(SP), Y3, Y3
-	VPADDD  128(SP), Y4, Y4
-	VPADDD  160(SP), Y5, Y5
-	VPADDD  192(SP), Y6, Y6
-	VPADDD  224(SP), Y7, Y7
-	VPADDD  256(SP), Y8, Y8
-	VMOVDQU Y8, 768(SP)
-	VPADDD  288(SP), Y9, Y9
-	VMOVDQU Y9, 800(SP)
-	VMOVDQU 832(SP), Y10
-	VPADDD  320(SP), Y10, Y10
-	VMOVDQU Y10, 832(SP)
-	VMOVDQU 864(SP), Y10
-	VPADDD  352(SP), Y10, Y10
-	VMOVDQU Y10, 864(SP)
-	VPADDD  384(SP), Y12, Y12
-	VMOVDQU Y12, 896(SP)
-	VPADDD  416(SP), Y13, Y13
-	VMOVDQU Y13, 928(SP)
-	VPADDD  448(SP), Y14, Y14
-	VMOVDQU Y14, 960(SP)
-	VPADDD  480(SP), Y15, Y15
-	VMOVDQU Y15, 992(SP)
+	VPADDD  (DI), Y0, Y0
+	VPADDD  32(DI), Y1, Y1
+	VPADDD  64(DI), Y2, Y2
+	VPADDD  96(DI), Y3, Y3
+	VPADDD  128(DI), Y4, Y4
+	VPADDD  160(DI), Y5, Y5
+	VPADDD  192(DI), Y6, Y6
+	VPADDD  224(DI), Y7, Y7
+	VPADDD  256(DI), Y8, Y8
+	VMOVDQU Y8, 768(DI)
+	VPADDD  288(DI), Y9, Y9
+	VMOVDQU Y9, 800(DI)
+	VPADDD  320(DI), Y10, Y10
+	VMOVDQU Y10, 832(DI)
+	VMOVDQU 864(DI), Y11
+	VPADDD  352(DI), Y11, Y11
+	VMOVDQU Y11, 864(DI)
+	VPADDD  384(DI), Y12, Y12
+	VMOVDQU Y12, 896(DI)
+	VPADDD  416(DI), Y13, Y13
+	VMOVDQU Y13, 928(DI)
+	VPADDD  448(DI), Y14, Y14
+	VMOVDQU Y14, 960(DI)
+	VPADDD  480(DI), Y15, Y15
+	VMOVDQU Y15, 992(DI)
 	CMPQ    DX, $0x00000200
 	JB      avx2_tail
 
@@ -762,14 +1143,14 @@ avx2_doubleround:
 	VMOVDQU     Y9, 448(AX)
 
 	// Transpose words 8…15.
-	VMOVDQU     768(SP), Y0
-	VMOVDQU     800(SP), Y1
-	VMOVDQU     832(SP), Y2
-	VMOVDQU     864(SP), Y3
-	VMOVDQU     896(SP), Y4
-	VMOVDQU     928(SP), Y5
-	VMOVDQU     960(SP), Y6
-	VMOVDQU     992(SP), Y7
+	VMOVDQU     768(DI), Y0
+	VMOVDQU     800(DI), Y1
+	VMOVDQU     832(DI), Y2
+	VMOVDQU     864(DI), Y3
+	VMOVDQU     896(DI), Y4
+	VMOVDQU     928(DI), Y5
+	VMOVDQU     960(DI), Y6
+	VMOVDQU     992(DI), Y7
 	VPUNPCKLDQ  Y1, Y0, Y8
 	VPUNPCKHDQ  Y1, Y0, Y9
 	VPUNPCKLDQ  Y3, Y2, Y10
@@ -812,9 +1193,9 @@ avx2_doubleround:
 	VMOVDQU     Y9, 480(AX)
 	ADDQ        $0x00000200, CX
 	ADDQ        $0x00000200, AX
-	VMOVDQU     384(SP), Y0
+	VMOVDQU     384(DI), Y0
 	VPADDD      chachaEights<>+0(SB), Y0, Y0
-	VMOVDQU     Y0, 384(SP)
+	VMOVDQU     Y0, 384(DI)
 	SUBQ        $0x00000200, DX
 	JNZ         avx2_group
 	JMP         avx2_done
@@ -944,14 +1325,14 @@ avx2_partial7_0:
 
 avx2_next7_0:
 	// Transpose words 8…15.
-	VMOVDQU     768(SP), Y0
-	VMOVDQU     800(SP), Y1
-	VMOVDQU     832(SP), Y2
-	VMOVDQU     864(SP), Y3
-	VMOVDQU     896(SP), Y4
-	VMOVDQU     928(SP), Y5
-	VMOVDQU     960(SP), Y6
-	VMOVDQU     992(SP), Y7
+	VMOVDQU     768(DI), Y0
+	VMOVDQU     800(DI), Y1
+	VMOVDQU     832(DI), Y2
+	VMOVDQU     864(DI), Y3
+	VMOVDQU     896(DI), Y4
+	VMOVDQU     928(DI), Y5
+	VMOVDQU     960(DI), Y6
+	VMOVDQU     992(DI), Y7
 	VPUNPCKLDQ  Y1, Y0, Y8
 	VPUNPCKHDQ  Y1, Y0, Y9
 	VPUNPCKLDQ  Y3, Y2, Y10
@@ -1074,4 +1455,178 @@ avx2_partial7_1:
 avx2_next7_1:
 avx2_done:
 	VZEROUPPER
+	RET
+
+// func chachaBlockScalar(state *[16]uint32, ks *[64]byte)
+TEXT ·chachaBlockScalar(SB), NOSPLIT, $24-16
+	MOVQ state+0(FP), R14
+	MOVL (R14), AX
+	MOVL 4(R14), BX
+	MOVL 8(R14), CX
+	MOVL 12(R14), DX
+	MOVL 16(R14), SI
+	MOVL 20(R14), DI
+	MOVL 24(R14), R8
+	MOVL 28(R14), R9
+	MOVL 48(R14), R10
+	MOVL 52(R14), R11
+	MOVL 56(R14), R12
+	MOVL 60(R14), R13
+	MOVL 40(R14), R15
+	MOVL R15, 8(SP)
+	MOVL 44(R14), R15
+	MOVL R15, 12(SP)
+	MOVL 36(R14), R15
+	MOVL 32(R14), R14
+	MOVL $0x0000000a, 16(SP)
+
+scalar_doubleround:
+	ADDL SI, AX
+	ADDL DI, BX
+	XORL AX, R10
+	XORL BX, R11
+	ROLL $0x10, R10
+	ROLL $0x10, R11
+	ADDL R10, R14
+	ADDL R11, R15
+	XORL R14, SI
+	XORL R15, DI
+	ROLL $0x0c, SI
+	ROLL $0x0c, DI
+	ADDL SI, AX
+	ADDL DI, BX
+	XORL AX, R10
+	XORL BX, R11
+	ROLL $0x08, R10
+	ROLL $0x08, R11
+	ADDL R10, R14
+	ADDL R11, R15
+	XORL R14, SI
+	XORL R15, DI
+	ROLL $0x07, SI
+	ROLL $0x07, DI
+	MOVL R14, (SP)
+	MOVL R15, 4(SP)
+	MOVL 8(SP), R14
+	MOVL 12(SP), R15
+	ADDL R8, CX
+	ADDL R9, DX
+	XORL CX, R12
+	XORL DX, R13
+	ROLL $0x10, R12
+	ROLL $0x10, R13
+	ADDL R12, R14
+	ADDL R13, R15
+	XORL R14, R8
+	XORL R15, R9
+	ROLL $0x0c, R8
+	ROLL $0x0c, R9
+	ADDL R8, CX
+	ADDL R9, DX
+	XORL CX, R12
+	XORL DX, R13
+	ROLL $0x08, R12
+	ROLL $0x08, R13
+	ADDL R12, R14
+	ADDL R13, R15
+	XORL R14, R8
+	XORL R15, R9
+	ROLL $0x07, R8
+	ROLL $0x07, R9
+	ADDL DI, AX
+	ADDL R8, BX
+	XORL AX, R13
+	XORL BX, R10
+	ROLL $0x10, R13
+	ROLL $0x10, R10
+	ADDL R13, R14
+	ADDL R10, R15
+	XORL R14, DI
+	XORL R15, R8
+	ROLL $0x0c, DI
+	ROLL $0x0c, R8
+	ADDL DI, AX
+	ADDL R8, BX
+	XORL AX, R13
+	XORL BX, R10
+	ROLL $0x08, R13
+	ROLL $0x08, R10
+	ADDL R13, R14
+	ADDL R10, R15
+	XORL R14, DI
+	XORL R15, R8
+	ROLL $0x07, DI
+	ROLL $0x07, R8
+	MOVL R14, 8(SP)
+	MOVL R15, 12(SP)
+	MOVL (SP), R14
+	MOVL 4(SP), R15
+	ADDL R9, CX
+	ADDL SI, DX
+	XORL CX, R11
+	XORL DX, R12
+	ROLL $0x10, R11
+	ROLL $0x10, R12
+	ADDL R11, R14
+	ADDL R12, R15
+	XORL R14, R9
+	XORL R15, SI
+	ROLL $0x0c, R9
+	ROLL $0x0c, SI
+	ADDL R9, CX
+	ADDL SI, DX
+	XORL CX, R11
+	XORL DX, R12
+	ROLL $0x08, R11
+	ROLL $0x08, R12
+	ADDL R11, R14
+	ADDL R12, R15
+	XORL R14, R9
+	XORL R15, SI
+	ROLL $0x07, R9
+	ROLL $0x07, SI
+	DECL 16(SP)
+	JNZ  scalar_doubleround
+
+	// Add the input state and store the keystream.
+	MOVL R14, (SP)
+	MOVL R15, 4(SP)
+	MOVQ state+0(FP), R14
+	MOVQ ks+8(FP), R15
+	ADDL (R14), AX
+	MOVL AX, (R15)
+	ADDL 4(R14), BX
+	MOVL BX, 4(R15)
+	ADDL 8(R14), CX
+	MOVL CX, 8(R15)
+	ADDL 12(R14), DX
+	MOVL DX, 12(R15)
+	ADDL 16(R14), SI
+	MOVL SI, 16(R15)
+	ADDL 20(R14), DI
+	MOVL DI, 20(R15)
+	ADDL 24(R14), R8
+	MOVL R8, 24(R15)
+	ADDL 28(R14), R9
+	MOVL R9, 28(R15)
+	ADDL 48(R14), R10
+	MOVL R10, 48(R15)
+	ADDL 52(R14), R11
+	MOVL R11, 52(R15)
+	ADDL 56(R14), R12
+	MOVL R12, 56(R15)
+	ADDL 60(R14), R13
+	MOVL R13, 60(R15)
+	MOVL (SP), AX
+	ADDL 32(R14), AX
+	MOVL AX, 32(R15)
+	MOVL 4(SP), AX
+	ADDL 36(R14), AX
+	MOVL AX, 36(R15)
+	MOVL 8(SP), AX
+	ADDL 40(R14), AX
+	MOVL AX, 40(R15)
+	MOVL 12(SP), AX
+	ADDL 44(R14), AX
+	MOVL AX, 44(R15)
 	RET

@@ -7,7 +7,8 @@ package kernels
 // chachaXORAVX512 XORs the floor(n/64) full ChaCha20 blocks of src into dst
 // and, if n%64 != 0, writes the keystream of the next block to ks. The first
 // block's input state is state (its word 12 the block counter); n > 0. It
-// computes 16 blocks per pass, one per 32-bit lane of the zmm registers.
+// computes 16 blocks per pass, one per 32-bit lane of the zmm registers, and
+// the last 8 or fewer blocks in ymm registers, in about half the time.
 //
 //go:noescape
 func chachaXORAVX512(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
@@ -18,3 +19,9 @@ func chachaXORAVX512(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byt
 //
 //go:noescape
 func chachaXORAVX2(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
+
+// chachaBlockScalar writes the keystream of the one block whose input
+// state is state to ks, computing it in general-purpose registers.
+//
+//go:noescape
+func chachaBlockScalar(state *[16]uint32, ks *[64]byte)

@@ -44,13 +44,15 @@ func chachaAVX512() {
 	Doc("chachaXORAVX512 XORs the floor(n/64) full ChaCha20 blocks of src into dst",
 		"and, if n%64 != 0, writes the keystream of the next block to ks. The first",
 		"block's input state is state (its word 12 the block counter); n > 0. It",
-		"computes 16 blocks per pass, one per 32-bit lane of the zmm registers.")
+		"computes 16 blocks per pass, one per 32-bit lane of the zmm registers, and",
+		"the last 8 or fewer blocks in ymm registers, in about half the time.")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("n"), GP64())
 	state := Load(Param("state"), GP64())
 	ks := Load(Param("ks"), GP64())
 	rounds := GP64()
+	r := io{dst: dst, src: src, n: n, ks: ks}
 
 	Comment("Counter words of the first 16 blocks: counter+0 … counter+15.")
 	VPBROADCASTD(Mem{Base: state, Disp: 4 * 12}, zCounter)
@@ -60,6 +62,8 @@ func chachaAVX512() {
 	VPBROADCASTD(sixteen, zSixteen)
 
 	Label("avx512_group")
+	CMPQ(n, U32(512))
+	JBE(LabelRef("avx512_small"))
 	Comment("State words for 16 blocks: word i of every block in Zi.")
 	for i := 0; i < 16; i++ {
 		if i == 12 {
@@ -70,14 +74,7 @@ func chachaAVX512() {
 	}
 	MOVQ(U32(10), rounds)
 	Label("avx512_doubleround")
-	ops := vecOps{
-		add: func(s, d Op) { VPADDD(s, d, d) },
-		xor: func(s, d Op) { VPXORD(s, d, d) },
-		rot: func(x Op, r, _ int) { VPROLD(U8(r), x, x) },
-	}
-	reg := func(w int) Op { return zmm(w) }
-	quarterRounds(ops, columns[:], reg)
-	quarterRounds(ops, diagonals[:], reg)
+	doubleRoundEVEX(zmm)
 	DECQ(rounds)
 	JNZ(LabelRef("avx512_doubleround"))
 
@@ -106,7 +103,7 @@ func chachaAVX512() {
 	JMP(LabelRef("avx512_done"))
 
 	Label("avx512_tail")
-	Comment("Fewer than 16 blocks left: n < 1024. XOR the full blocks, then keep",
+	Comment("9 to 15 blocks left: 512 < n < 1024. XOR the full blocks, then keep",
 		"the keystream of a final partial block in ks.")
 	for j := 0; j < 16; j++ {
 		CMPQ(n, U32(64*(j+1)))
@@ -123,9 +120,59 @@ func chachaAVX512() {
 		JMP(LabelRef("avx512_done"))
 	}
 
+	Label("avx512_small")
+	Comment("At most 8 blocks left: 0 < n <= 512. The same in ymm registers, word i",
+		"in Yi; the counters are the low half of Z31.")
+	for i := 0; i < 16; i++ {
+		if i == 12 {
+			VMOVDQA32(zCounter.AsY(), Y12)
+			continue
+		}
+		VPBROADCASTD(Mem{Base: state, Disp: 4 * i}, ymmEVEX(i))
+	}
+	MOVQ(U32(10), rounds)
+	Label("avx512_small_doubleround")
+	doubleRoundEVEX(ymmEVEX)
+	DECQ(rounds)
+	JNZ(LabelRef("avx512_small_doubleround"))
+	for i := 0; i < 16; i++ {
+		if i == 12 {
+			VPADDD(zCounter.AsY(), Y12, Y12)
+			continue
+		}
+		VPADDD_BCST(Mem{Base: state, Disp: 4 * i}, ymmEVEX(i), ymmEVEX(i))
+	}
+	xor := func(m Mem, x VecPhysical) { VPXORD(m, x, x) }
+	mov := func(x VecPhysical, m Mem) { VMOVDQU32(x, m) }
+	for h := 0; h < 2; h++ {
+		Commentf("Transpose words %d…%d.", 8*h, 8*h+7)
+		var w [8]VecPhysical
+		for i := range w {
+			w[i] = ymmEVEX(8*h + i)
+		}
+		t := [4]VecPhysical{ymmEVEX(16 + 4*h), ymmEVEX(17 + 4*h), ymmEVEX(18 + 4*h), ymmEVEX(19 + 4*h)}
+		transpose8(w, t, true, halfStore(r, h, true, "avx512_small", xor, mov))
+	}
+
 	Label("avx512_done")
 	VZEROUPPER()
 	RET()
+}
+
+// ymmEVEX returns Y0…Y31 by number.
+func ymmEVEX(i int) VecPhysical { return zmm(i).AsY().(VecPhysical) }
+
+// doubleRoundEVEX emits a double round with AVX-512 instructions, word i in
+// reg(i).
+func doubleRoundEVEX(reg func(int) VecPhysical) {
+	ops := vecOps{
+		add: func(s, d Op) { VPADDD(s, d, d) },
+		xor: func(s, d Op) { VPXORD(s, d, d) },
+		rot: func(x Op, r, _ int) { VPROLD(U8(r), x, x) },
+	}
+	w := func(i int) Op { return reg(i) }
+	quarterRounds(ops, columns[:], w)
+	quarterRounds(ops, diagonals[:], w)
 }
 
 // transpose16 turns Zi = word i of blocks 0…15 into Zj = words 0…15 of

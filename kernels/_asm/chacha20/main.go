@@ -20,14 +20,18 @@ package main
 //go:generate go run . -out ../../chacha20_amd64.s -stubs ../../chacha20_stub_amd64.go -pkg kernels
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
 )
 
 func main() {
 	ConstraintExpr("amd64,gc,!purego")
 	chachaAVX512() // first: it emits chachaIota16, which both kernels use
 	chachaAVX2()
+	chachaScalar()
 	Generate()
 }
 
@@ -71,4 +75,39 @@ func quarterRounds(ops vecOps, qrs [][4]int, reg func(word int) Op) {
 	step(c, d, b, 12)
 	step(a, b, d, 8)
 	step(c, d, b, 7)
+}
+
+// io names a kernel's pointer and length registers.
+type io struct {
+	dst, src, n, ks Register
+}
+
+// halfStore returns the store of a ymm half of a transposed block for a
+// kernel's registers: half h of block b at byte 64b+32h, XORed with src into
+// dst. With tail set, n may end before or inside block b: a block before n's
+// end is stored as usual, the block in which n ends is kept in ks (its half h
+// at ks+32h) and later blocks are dropped. xor and mov are the instruction
+// forms for the registers (VEX for Y0–Y15, EVEX beyond). prefix makes the
+// labels unique.
+func halfStore(r io, h int, tail bool, prefix string, xor func(m Mem, x VecPhysical), mov func(x VecPhysical, m Mem)) func(b int, x VecPhysical) {
+	return func(b int, x VecPhysical) {
+		at := 64*b + 32*h
+		if !tail {
+			xor(Mem{Base: r.src, Disp: at}, x)
+			mov(x, Mem{Base: r.dst, Disp: at})
+			return
+		}
+		partial := fmt.Sprintf("%s_partial%d_%d", prefix, b, h)
+		next := fmt.Sprintf("%s_next%d_%d", prefix, b, h)
+		CMPQ(r.n, U32(64*(b+1)))
+		JB(LabelRef(partial))
+		xor(Mem{Base: r.src, Disp: at}, x)
+		mov(x, Mem{Base: r.dst, Disp: at})
+		JMP(LabelRef(next))
+		Label(partial)
+		CMPQ(r.n, U32(64*b))
+		JBE(LabelRef(next))
+		mov(x, Mem{Base: r.ks, Disp: 32 * h})
+		Label(next)
+	}
 }
