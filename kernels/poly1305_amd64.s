@@ -6,68 +6,70 @@
 
 // func poly1305BlocksMULX(st *[5]uint64, msg []byte, hibit uint64)
 // Requires: BMI2
-TEXT ·poly1305BlocksMULX(SB), NOSPLIT, $0-40
-	MOVQ st+0(FP), DX
+TEXT ·poly1305BlocksMULX(SB), NOSPLIT, $8-40
+	MOVQ st+0(FP), R8
 	MOVQ msg_base+8(FP), AX
 	MOVQ msg_len+16(FP), CX
 	SHRQ $0x04, CX
 	JZ   mulx_done
-	MOVQ (DX), BX
-	MOVQ 8(DX), SI
-	MOVQ 16(DX), DI
-	MOVQ 24(DX), R8
-	MOVQ 32(DX), R9
+	MOVQ (R8), DX
+	MOVQ 8(R8), BX
+	MOVQ 16(R8), SI
+	MOVQ 24(R8), DI
+	MOVQ 32(R8), R8
+
+	// s1 = 5·r1/4: r1 is a multiple of 4 (clamped), and h1·r1·2¹²⁸ =
+	// h1·(r1/4)·2¹³⁰ ≡ h1·s1 (mod 2¹³⁰−5); likewise h2·r1·2¹⁹² ≡ h2·s1·2⁶⁴.
+	MOVQ R8, R9
+	SHRQ $0x02, R9
+	ADDQ R8, R9
 
 mulx_loop:
 	// h += m + hibit·2¹²⁸
-	ADDQ (AX), BX
-	ADCQ 8(AX), SI
-	ADCQ hibit+32(FP), DI
+	ADDQ (AX), DX
+	ADCQ 8(AX), BX
+	ADCQ hibit+32(FP), SI
 
-	// c3‖c2‖c1‖c0 = h·r. r0, r1 < 2⁶⁰ (clamped) and h2 < 16, so the
-	// h2 products fit in 64 bits and no column overflows.
-	MOVQ  R8, DX
-	MULXQ BX, R10, R11
-	MULXQ SI, R13, R12
-	ADDQ  R13, R11
-	ADCQ  $0x00, R12
-	MOVQ  R9, DX
-	MULXQ BX, BX, R13
-	ADDQ  BX, R11
-	ADCQ  R13, R12
-	MULXQ SI, SI, DX
-	ADCQ  $0x00, DX
-	ADDQ  SI, R12
-	ADCQ  $0x00, DX
-	MOVQ  DI, R13
-	IMULQ R8, R13
-	ADDQ  R13, R12
-	ADCQ  $0x00, DX
-	IMULQ R9, DI
-	ADDQ  DI, DX
+	// h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with
+	// d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.
+	// r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.
+	MULXQ DI, R10, R11
+	MULXQ R8, R12, R13
+	MOVQ  BX, DX
+	MULXQ R9, R14, R15
+	MULXQ DI, DX, BX
+	MOVQ  SI, BP
+	IMULQ R9, BP
+	IMULQ DI, SI
+	ADDQ  R14, R10
+	ADCQ  R15, R11
+	ADDQ  DX, R12
+	ADCQ  BX, R13
+	ADDQ  BP, R12
+	ADCQ  $0x00, R13
+	ADDQ  R11, R12
+	ADCQ  $0x00, R13
+	ADDQ  SI, R13
 
-	// Reduce: with c = (c3‖c2) >> 2, the bits at 2¹³⁰ and up,
-	// h = c1‖c0 + (c2 & 3)·2¹²⁸ + 4c + c, since 2¹³⁰ ≡ 5 (mod 2¹³⁰−5).
-	MOVQ R10, BX
-	MOVQ R11, SI
-	MOVQ R12, DI
-	ANDQ $0x03, DI
-	ANDQ $-4, R12
-	ADDQ R12, BX
-	ADCQ DX, SI
-	ADCQ $0x00, DI
-	SHRQ $0x02, DX, R12
+	// Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.
+	MOVQ R13, SI
+	ANDQ $0x03, SI
+	MOVQ R13, DX
 	SHRQ $0x02, DX
-	ADDQ R12, BX
-	ADCQ DX, SI
-	ADCQ $0x00, DI
+	ANDQ $-4, R13
+	ADDQ DX, R13
+	MOVQ R10, DX
+	MOVQ R12, BX
+	ADDQ R13, DX
+	ADCQ $0x00, BX
+	ADCQ $0x00, SI
 	ADDQ $0x10, AX
 	DECQ CX
 	JNZ  mulx_loop
 	MOVQ st+0(FP), AX
-	MOVQ BX, (AX)
-	MOVQ SI, 8(AX)
-	MOVQ DI, 16(AX)
+	MOVQ DX, (AX)
+	MOVQ BX, 8(AX)
+	MOVQ SI, 16(AX)
 
 mulx_done:
 	RET

@@ -57,12 +57,17 @@ func blocksMULX() {
 	JZ(LabelRef("mulx_done"))
 
 	h0, h1, h2 := GP64(), GP64(), GP64()
-	r0, r1 := GP64(), GP64()
+	r0, r1, s1 := GP64(), GP64(), GP64()
 	MOVQ(Mem{Base: st, Disp: offH0}, h0)
 	MOVQ(Mem{Base: st, Disp: offH1}, h1)
 	MOVQ(Mem{Base: st, Disp: offH2}, h2)
 	MOVQ(Mem{Base: st, Disp: offR0}, r0)
 	MOVQ(Mem{Base: st, Disp: offR1}, r1)
+	Comment("s1 = 5·r1/4: r1 is a multiple of 4 (clamped), and h1·r1·2¹²⁸ =",
+		"h1·(r1/4)·2¹³⁰ ≡ h1·s1 (mod 2¹³⁰−5); likewise h2·r1·2¹⁹² ≡ h2·s1·2⁶⁴.")
+	MOVQ(r1, s1)
+	SHRQ(U8(2), s1)
+	ADDQ(r1, s1)
 
 	Label("mulx_loop")
 	Comment("h += m + hibit·2¹²⁸")
@@ -70,43 +75,40 @@ func blocksMULX() {
 	ADCQ(Mem{Base: msg, Disp: 8}, h1)
 	ADCQ(hibit.Addr, h2)
 
-	Comment("c3‖c2‖c1‖c0 = h·r. r0, r1 < 2⁶⁰ (clamped) and h2 < 16, so the",
-		"h2 products fit in 64 bits and no column overflows.")
-	c0, c1, c2, c3, t := GP64(), GP64(), GP64(), GP64(), GP64()
-	MOVQ(r0, RDX)
-	MULXQ(h0, c0, c1) // c1:c0 = r0·h0
-	MULXQ(h1, t, c2)  // c2:t = r0·h1
-	ADDQ(t, c1)
-	ADCQ(U8(0), c2)
-	MOVQ(r1, RDX)
-	MULXQ(h0, h0, t) // t:h0 = r1·h0
-	ADDQ(h0, c1)
-	ADCQ(t, c2)
-	MULXQ(h1, h1, c3) // c3:h1 = r1·h1; MULX leaves the carry flag alone
-	ADCQ(U8(0), c3)
-	ADDQ(h1, c2)
-	ADCQ(U8(0), c3)
+	Comment("h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with",
+		"d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.",
+		"r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.")
+	a0, a1, b0, b1, c0, c1, t, u := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	MOVQ(h0, RDX)
+	MULXQ(r0, a0, a1) // a1:a0 = h0·r0
+	MULXQ(r1, b0, b1) // b1:b0 = h0·r1
+	MOVQ(h1, RDX)
+	MULXQ(s1, c0, c1) // c1:c0 = h1·s1
+	MULXQ(r0, h0, h1) // h1:h0 = h1·r0
 	MOVQ(h2, t)
-	IMULQ(r0, t)
-	ADDQ(t, c2)
-	ADCQ(U8(0), c3)
-	IMULQ(r1, h2)
-	ADDQ(h2, c3)
+	IMULQ(s1, t)  // h2·s1
+	IMULQ(r0, h2) // h2·r0
+	ADDQ(c0, a0)
+	ADCQ(c1, a1) // a1:a0 = d0
+	ADDQ(h0, b0)
+	ADCQ(h1, b1)
+	ADDQ(t, b0)
+	ADCQ(U8(0), b1)
+	ADDQ(a1, b0)
+	ADCQ(U8(0), b1) // b1:b0 = d1 + d0's high word
+	ADDQ(h2, b1)    // b1 = d2 + the carries, < 2⁶³
 
-	Comment("Reduce: with c = (c3‖c2) >> 2, the bits at 2¹³⁰ and up,",
-		"h = c1‖c0 + (c2 & 3)·2¹²⁸ + 4c + c, since 2¹³⁰ ≡ 5 (mod 2¹³⁰−5).")
-	MOVQ(c0, h0)
-	MOVQ(c1, h1)
-	MOVQ(c2, h2)
+	Comment("Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.")
+	MOVQ(b1, h2)
 	ANDQ(U8(3), h2)
-	ANDQ(I8(-4), c2)
-	ADDQ(c2, h0)
-	ADCQ(c3, h1)
-	ADCQ(U8(0), h2)
-	SHRQ(U8(2), c3, c2)
-	SHRQ(U8(2), c3)
-	ADDQ(c2, h0)
-	ADCQ(c3, h1)
+	MOVQ(b1, u)
+	SHRQ(U8(2), u)
+	ANDQ(I8(-4), b1)
+	ADDQ(u, b1) // 5q
+	MOVQ(a0, h0)
+	MOVQ(b0, h1)
+	ADDQ(b1, h0)
+	ADCQ(U8(0), h1)
 	ADCQ(U8(0), h2)
 
 	ADDQ(U8(16), msg)
