@@ -4,7 +4,9 @@ package kernels
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -107,5 +109,44 @@ func TestChaCha20Poly1305ZeroAllocsShort(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkChaCha20Poly1305Fastest reports, besides the usual ns/op, the
+// fastest of all bursts of 32 consecutive operations (fastest-ns/op). On a
+// shared host the mean and median carry other tenants' load; a burst that
+// ran undisturbed shows what the code itself costs, and stays put from run
+// to run. The operations are BenchmarkSeal's and BenchmarkOpen's.
+func BenchmarkChaCha20Poly1305Fastest(b *testing.B) {
+	for _, op := range []struct {
+		name  string
+		newOp opConstructor
+	}{{"Seal", newSealOp}, {"Open", newOpenOp}} {
+		for _, im := range Available(ChaCha20Poly1305) {
+			for _, size := range []int{16, 64, 1024, 16384} {
+				b.Run(fmt.Sprintf("%s/%s/%d", op.name, im.Name(), size), func(b *testing.B) {
+					b.SetBytes(int64(size))
+					loopFastest(b, op.newOp(b, im, size))
+				})
+			}
+		}
+	}
+}
+
+// loopFastest runs f for b.Loop and reports the fastest burst of 32 calls
+// as fastest-ns/op.
+func loopFastest(b *testing.B, f func()) {
+	const burst = 32
+	best := time.Duration(1<<63 - 1)
+	n, start := 0, time.Now()
+	for b.Loop() {
+		f()
+		if n++; n == burst {
+			best = min(best, time.Since(start))
+			n, start = 0, time.Now()
+		}
+	}
+	if best < time.Duration(1<<63-1) {
+		b.ReportMetric(float64(best.Nanoseconds())/burst, "fastest-ns/op")
 	}
 }
