@@ -65,12 +65,17 @@ func xcryptoXOR(t *testing.T, key, nonce []byte, counter uint32, src []byte) []b
 }
 
 // chachaKernelLengths are every length up to 1100 (every residue of the
-// 16-block and 8-block passes, with and without a partial block) and the
-// lengths around 16 KiB and 64 KiB.
+// 16-block and 8-block passes, with and without a partial block), lengths
+// around two 17-block groups of the AVX-512 kernel followed by each kind of
+// rest, and the lengths around 16 KiB and 64 KiB.
 func chachaKernelLengths() []int {
 	var ls []int
 	for n := 0; n <= 1100; n++ {
 		ls = append(ls, n)
+	}
+	const two = 2 * 17 * 64
+	for _, rest := range []int{-1, 0, 1, 64, 65, 512, 513, 1023, 1024, 1087} {
+		ls = append(ls, two+rest)
 	}
 	return append(ls, 16383, 16384, 16385, 65535, 65536, 65537)
 }
@@ -122,7 +127,7 @@ func TestChaCha20KernelsAgainstXCrypto(t *testing.T) {
 func TestChaCha20KernelsLastBlocks(t *testing.T) {
 	forEachChaChaFunc(t, func(t *testing.T, fn chachaFunc) {
 		r := newRand(t)
-		for _, n := range []int{1, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 3000} {
+		for _, n := range []int{1, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025, 1088, 1089, 2047, 2048, 2049, 2176, 3000} {
 			key, nonce, src := r.bytes(32), r.bytes(12), r.bytes(n)
 			counter := uint32(1<<32 - (uint64(n)+63)/64)
 			kw, nw := chachaWords(key, nonce)
@@ -177,5 +182,23 @@ func TestChaCha20KernelsShortDst(t *testing.T) {
 			}
 		}
 		fn(nil, nil, &kw, &nw, 0) // empty: nothing to do, no panic
+	})
+}
+
+// The kernel functions allocate nothing: the ChaCha20-Poly1305 kernels call
+// them once or twice per message.
+func TestChaCha20KernelsZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	forEachChaChaFunc(t, func(t *testing.T, fn chachaFunc) {
+		var kw [8]uint32
+		var nw [3]uint32
+		for _, n := range []int{16, 64, 100, 1024, 1100} {
+			buf := make([]byte, n)
+			if a := testing.AllocsPerRun(20, func() { fn(buf, buf, &kw, &nw, 7) }); a != 0 {
+				t.Errorf("len %d: %.1f allocations per call", n, a)
+			}
+		}
 	})
 }

@@ -25,3 +25,10 @@ func chachaXORAVX2(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
 //
 //go:noescape
 func chachaBlockScalar(state *[16]uint32, ks *[64]byte)
+
+// chachaXORAVX512x17 XORs groups × 17 ChaCha20 blocks of src into dst, the
+// first block's input state being state; groups > 0. Each group runs 16
+// blocks in zmm registers and the 17th in general-purpose registers.
+//
+//go:noescape
+func chachaXORAVX512x17(dst *byte, src *byte, groups int, state *[16]uint32)

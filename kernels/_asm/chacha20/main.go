@@ -15,6 +15,11 @@
 // a multiple of 64, writes the keystream of the block after them to ks
 // without XORing it: the Go side finishes that block, and a cipher.Stream
 // keeps the rest of it for the next call.
+//
+// Two more functions serve them: chachaBlockScalar computes one block in
+// general-purpose registers (scalar.go), for messages of one block, and
+// chachaXORAVX512x17 runs that scalar code alongside the 16-block zmm pass,
+// 17 blocks per group (wide.go).
 package main
 
 //go:generate go run . -out ../../chacha20_amd64.s -stubs ../../chacha20_stub_amd64.go -pkg kernels
@@ -32,6 +37,7 @@ func main() {
 	chachaAVX512() // first: it emits chachaIota16, which both kernels use
 	chachaAVX2()
 	chachaScalar()
+	chachaAVX512x17()
 	Generate()
 }
 
