@@ -71,6 +71,11 @@ func (s chachaPolySuite) newAEAD(extended bool) func(key []byte) (cipher.AEAD, e
 // blocks 1–3 from the call of it that makes the Poly1305 key.
 const chachaPolyShort = 448
 
+// chachaPolyHead is the longest message whose keystream the avx512 suite
+// computes in one call together with block 0: 17 blocks, one group of the
+// AVX-512 ChaCha20 kernel.
+const chachaPolyHead = 1024
+
 // chachaPolyIFMAMin is the shortest ciphertext or additional data for which
 // the avx512 suite computes r's powers for the IFMA Poly1305 kernel: the
 // powers cost about as much as 11 blocks of the MULX kernel, and at 256 bytes
@@ -198,18 +203,24 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 	}
 	// head is the keystream of blocks 1… computed with block 0, which keys
 	// Poly1305: for a message of at most 7 blocks, all of it from one call
-	// of the 8-block AVX2 kernel; for a longer one, blocks 1–3 from the
-	// 4-block kernel if the suite has it.
-	var ks [64 + chachaPolyShort]byte
+	// of the 8-block AVX2 kernel; in the avx512 suite, for one of at most
+	// 16 blocks, all of it from one call of the AVX-512 kernel (16 blocks in
+	// zmm registers and a 17th in general-purpose ones), and for a longer
+	// one, blocks 1–3 from the 4-block kernel.
+	var ks [64 + chachaPolyHead]byte
 	var head []byte
-	if len(in) <= chachaPolyShort {
+	switch {
+	case len(in) <= chachaPolyShort:
 		chacha20XORAVX2(ks[:64+len(in)], ks[:64+len(in)], key, nonce, 0)
 		head = ks[64 : 64+len(in)]
-	} else if a.suite.short {
+	case a.suite.short && len(in) <= chachaPolyHead:
+		chacha20XORAVX512(ks[:64+len(in)], ks[:64+len(in)], key, nonce, 0)
+		head = ks[64 : 64+len(in)]
+	case a.suite.short:
 		state := chachaState(key, nonce, 0)
 		chachaKeystream4AVX512VL(&state, (*[256]byte)(ks[:256]))
 		head = ks[64:256]
-	} else {
+	default:
 		a.xor(ks[:32], ks[:32], key, nonce, 0)
 	}
 	m.init((*[32]byte)(ks[:32]))
