@@ -1,0 +1,476 @@
+// Command poly1305 generates the Poly1305 kernels (RFC 8439 §2.5):
+// kernels/poly1305_amd64.s and its Go declarations.
+//
+// Two kernels share one state, st = [h0, h1, h2, r0, r1]: the accumulator
+// h = h0 + h1·2⁶⁴ + h2·2¹²⁸ (partially reduced, h2 < 8) and the clamped key
+// r = r0 + r1·2⁶⁴.
+//
+//   - poly1305BlocksMULX absorbs 16-byte blocks one at a time with 64-bit
+//     limbs and MULX. It serves short inputs, tails and hosts without IFMA.
+//   - poly1305BlocksIFMA absorbs 256 bytes (16 blocks) per step with AVX-512
+//     IFMA in radix 2⁴⁴: two independent 8-lane accumulators, A for blocks
+//     0–7 of each step and B for blocks 8–15, are each multiplied by r¹⁶, so
+//     that the two multiply-and-carry chains overlap. The last step
+//     multiplies A by r¹⁶…r⁹ and B by r⁸…r¹ lane by lane, after which all
+//     lanes are summed. The powers come from poly1305PowersIFMA, once per key.
+package main
+
+//go:generate go run . -out ../../poly1305_amd64.s -stubs ../../poly1305_stub_amd64.go -pkg kernels
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	ConstraintExpr("amd64,gc,!purego")
+	blocksMULX()
+	powersIFMA()
+	blocksIFMA()
+	Generate()
+}
+
+// Offsets of the state words.
+const (
+	offH0 = 8 * iota
+	offH1
+	offH2
+	offR0
+	offR1
+)
+
+// blocksMULX absorbs len(msg)/16 blocks, adding hibit·2¹²⁸ to each.
+func blocksMULX() {
+	TEXT("poly1305BlocksMULX", NOSPLIT, "func(st *[5]uint64, msg []byte, hibit uint64)")
+	Pragma("noescape")
+	Doc("poly1305BlocksMULX absorbs the len(msg)/16 whole blocks of msg into st,",
+		"each with hibit·2¹²⁸ added (1 for full blocks, 0 for a padded final one).")
+	st := Load(Param("st"), GP64())
+	msg := Load(Param("msg").Base(), GP64())
+	n := Load(Param("msg").Len(), GP64())
+	hibit, err := Param("hibit").Resolve()
+	if err != nil {
+		panic(err)
+	}
+	SHRQ(U8(4), n)
+	JZ(LabelRef("mulx_done"))
+
+	h0, h1, h2 := GP64(), GP64(), GP64()
+	r0, r1, s1 := GP64(), GP64(), GP64()
+	MOVQ(Mem{Base: st, Disp: offH0}, h0)
+	MOVQ(Mem{Base: st, Disp: offH1}, h1)
+	MOVQ(Mem{Base: st, Disp: offH2}, h2)
+	MOVQ(Mem{Base: st, Disp: offR0}, r0)
+	MOVQ(Mem{Base: st, Disp: offR1}, r1)
+	Comment("s1 = 5·r1/4: r1 is a multiple of 4 (clamped), and h1·r1·2¹²⁸ =",
+		"h1·(r1/4)·2¹³⁰ ≡ h1·s1 (mod 2¹³⁰−5); likewise h2·r1·2¹⁹² ≡ h2·s1·2⁶⁴.")
+	MOVQ(r1, s1)
+	SHRQ(U8(2), s1)
+	ADDQ(r1, s1)
+
+	Label("mulx_loop")
+	Comment("h += m + hibit·2¹²⁸")
+	ADDQ(Mem{Base: msg}, h0)
+	ADCQ(Mem{Base: msg, Disp: 8}, h1)
+	ADCQ(hibit.Addr, h2)
+
+	Comment("h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with",
+		"d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.",
+		"r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.")
+	a0, a1, b0, b1, c0, c1, t, u := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	MOVQ(h0, RDX)
+	MULXQ(r0, a0, a1) // a1:a0 = h0·r0
+	MULXQ(r1, b0, b1) // b1:b0 = h0·r1
+	MOVQ(h1, RDX)
+	MULXQ(s1, c0, c1) // c1:c0 = h1·s1
+	MULXQ(r0, h0, h1) // h1:h0 = h1·r0
+	MOVQ(h2, t)
+	IMULQ(s1, t)  // h2·s1
+	IMULQ(r0, h2) // h2·r0
+	ADDQ(c0, a0)
+	ADCQ(c1, a1) // a1:a0 = d0
+	ADDQ(h0, b0)
+	ADCQ(h1, b1)
+	ADDQ(t, b0)
+	ADCQ(U8(0), b1)
+	ADDQ(a1, b0)
+	ADCQ(U8(0), b1) // b1:b0 = d1 + d0's high word
+	ADDQ(h2, b1)    // b1 = d2 + the carries, < 2⁶³
+
+	Comment("Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.")
+	MOVQ(b1, h2)
+	ANDQ(U8(3), h2)
+	MOVQ(b1, u)
+	SHRQ(U8(2), u)
+	ANDQ(I8(-4), b1)
+	ADDQ(u, b1) // 5q
+	MOVQ(a0, h0)
+	MOVQ(b0, h1)
+	ADDQ(b1, h0)
+	ADCQ(U8(0), h1)
+	ADCQ(U8(0), h2)
+
+	ADDQ(U8(16), msg)
+	DECQ(n)
+	JNZ(LabelRef("mulx_loop"))
+
+	st = Load(Param("st"), GP64())
+	MOVQ(h0, Mem{Base: st, Disp: offH0})
+	MOVQ(h1, Mem{Base: st, Disp: offH1})
+	MOVQ(h2, Mem{Base: st, Disp: offH2})
+	Label("mulx_done")
+	RET()
+}
+
+// Radix 2⁴⁴: a value is l0 + l1·2⁴⁴ + l2·2⁸⁸ with l0, l1 < 2⁴⁴ and l2 < 2⁴²
+// when reduced; the kernels keep limbs below 2⁴⁶, inside IFMA's 52 bits.
+const (
+	mask44 = 1<<44 - 1
+	mask42 = 1<<42 - 1
+)
+
+// A multiplier in radix 2⁴⁴ with its reduction folded in: since
+// 2¹³² ≡ 20 (mod 2¹³⁰−5), the products that land at 2¹³² and 2¹⁷⁶ use
+// s1 = 20·r1 and s2 = 20·r2 in place of r1 and r2.
+type mulr struct{ r0, r1, r2, s1, s2 Op }
+
+// times20 sets s = 20·x, as (x + 4x)·4.
+func times20(x, s VecVirtual) {
+	VPSLLQ(U8(2), x, s)
+	VPADDQ(x, s, s)
+	VPSLLQ(U8(2), s, s)
+}
+
+// consts are the broadcast masks the IFMA kernels need.
+type consts struct{ m44, m42 VecVirtual }
+
+func loadConsts() consts {
+	c := consts{ZMM(), ZMM()}
+	t := GP64()
+	MOVQ(U64(mask44), t)
+	VPBROADCASTQ(t, c.m44)
+	MOVQ(U64(mask42), t)
+	VPBROADCASTQ(t, c.m42)
+	return c
+}
+
+// mulReduce sets h = h·r, lane by lane, leaving l0 < 2⁴⁴+2¹¹, l1 < 2⁴⁴+2¹¹
+// and l2 < 2⁴² for inputs below 2⁴⁶ and r's limbs below 2⁴⁵.
+//
+// Each IFMA multiply of 52-bit limbs yields a 104-bit product, split between a
+// low accumulator (bits 0–51) and a high one (bits 52–103, worth 2⁸ at the
+// next limb since 52 = 44+8). Column i collects
+//
+//	d0 = h0·r0 + h1·s2 + h2·s1
+//	d1 = h0·r1 + h1·r0 + h2·s2
+//	d2 = h0·r2 + h1·r1 + h2·r0
+//
+// and the carries run d0 → d1 → d2 → (×5) d0 → d1.
+func mulReduce(h [3]VecVirtual, r mulr, c consts) {
+	var lo, hi [3]VecVirtual
+	for i := range lo {
+		lo[i], hi[i] = ZMM(), ZMM()
+		// x ⊕ x is a zeroing idiom; taking x from a live register
+		// keeps the allocator from seeing lo and hi as read before set.
+		VPXORQ(c.m44, c.m44, lo[i])
+		VPXORQ(c.m44, c.m44, hi[i])
+	}
+	terms := [3][3]Op{
+		{r.r0, r.r1, r.r2}, // h0's multipliers for d0, d1, d2
+		{r.s2, r.r0, r.r1}, // h1's
+		{r.s1, r.s2, r.r0}, // h2's
+	}
+	for j := range 3 {
+		for i := range 3 {
+			VPMADD52LUQ(terms[j][i], h[j], lo[i])
+			VPMADD52HUQ(terms[j][i], h[j], hi[i])
+		}
+	}
+	t := ZMM()
+	// d0 → d1
+	VPSRLQ(U8(44), lo[0], t)
+	VPANDQ(c.m44, lo[0], h[0])
+	VPSLLQ(U8(8), hi[0], hi[0])
+	VPADDQ(t, lo[1], lo[1])
+	VPADDQ(hi[0], lo[1], lo[1])
+	// d1 → d2
+	VPSRLQ(U8(44), lo[1], t)
+	VPANDQ(c.m44, lo[1], h[1])
+	VPSLLQ(U8(8), hi[1], hi[1])
+	VPADDQ(t, lo[2], lo[2])
+	VPADDQ(hi[1], lo[2], lo[2])
+	// d2 → 5·(bits ≥ 2¹³⁰) into d0; the high half of d2 is worth 2¹⁴⁰ = 2¹³⁰·2¹⁰.
+	VPSRLQ(U8(42), lo[2], t)
+	VPANDQ(c.m42, lo[2], h[2])
+	VPSLLQ(U8(10), hi[2], hi[2])
+	VPADDQ(hi[2], t, t)
+	VPADDQ(t, h[0], h[0])
+	VPSLLQ(U8(2), t, t)
+	VPADDQ(t, h[0], h[0])
+	// d0 → d1 once more.
+	VPSRLQ(U8(44), h[0], t)
+	VPANDQ(c.m44, h[0], h[0])
+	VPADDQ(t, h[1], h[1])
+}
+
+// Layout of the powers table, in 64-byte rows of 8 lanes, five rows
+// (l0, l1, l2, 20·l1, 20·l2) per multiplier: r¹⁶ in every lane, then the lane
+// powers for accumulator A's last blocks, then B's.
+const (
+	rowsPerMul = 5
+	tblR16     = 0
+	tblA       = rowsPerMul * 64
+	tblB       = 2 * rowsPerMul * 64
+)
+
+type vmulr struct{ r0, r1, r2, s1, s2 VecVirtual }
+
+func (v vmulr) op() mulr { return mulr{v.r0, v.r1, v.r2, v.s1, v.s2} }
+
+// withS fills in the 20× limbs.
+func (v *vmulr) withS() {
+	v.s1, v.s2 = ZMM(), ZMM()
+	times20(v.r1, v.s1)
+	times20(v.r2, v.s2)
+}
+
+// newVmulr wraps three limbs; withS must be called before it multiplies.
+func newVmulr(l [3]VecVirtual) vmulr { return vmulr{r0: l[0], r1: l[1], r2: l[2]} }
+
+// product returns a fresh copy of v multiplied by m.
+func product(v vmulr, m vmulr, c consts) vmulr {
+	h := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
+	VMOVDQA64(v.r0, h[0])
+	VMOVDQA64(v.r1, h[1])
+	VMOVDQA64(v.r2, h[2])
+	mulReduce(h, m.op(), c)
+	return newVmulr(h)
+}
+
+// blend returns the lanes of b where mask k is set, and of a elsewhere.
+func blend(k Op, a, b vmulr) vmulr {
+	var l [3]VecVirtual
+	for i, pair := range [3][2]VecVirtual{{a.r0, b.r0}, {a.r1, b.r1}, {a.r2, b.r2}} {
+		l[i] = ZMM()
+		VPBLENDMQ(pair[1], pair[0], k, l[i])
+	}
+	return newVmulr(l)
+}
+
+func storeMulr(v vmulr, tbl Register, off int) {
+	for i, z := range []VecVirtual{v.r0, v.r1, v.r2, v.s1, v.s2} {
+		VMOVDQU64(z, Mem{Base: tbl, Disp: off + 64*i})
+	}
+}
+
+func powersIFMA() {
+	TEXT("poly1305PowersIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[120]uint64)")
+	Pragma("noescape")
+	Doc("poly1305PowersIFMA writes the powers of st's r that poly1305BlocksIFMA",
+		"multiplies by: r¹⁶ in every lane; r¹⁶ r¹² r¹⁵ r¹¹ r¹⁴ r¹⁰ r¹³ r⁹ by lane;",
+		"and r⁸ r⁴ r⁷ r³ r⁶ r² r⁵ r¹ by lane.")
+	st := Load(Param("st"), GP64())
+	tbl := Load(Param("tbl"), GP64())
+	c := loadConsts()
+
+	Comment("r in radix 2⁴⁴, broadcast.")
+	r0, r1, t := GP64(), GP64(), GP64()
+	MOVQ(Mem{Base: st, Disp: offR0}, r0)
+	MOVQ(Mem{Base: st, Disp: offR1}, r1)
+	var l [3]VecVirtual
+	for i := range l {
+		l[i] = ZMM()
+	}
+	VPBROADCASTQ(r0, l[0])
+	VPANDQ(c.m44, l[0], l[0])
+	MOVQ(r1, t)
+	SHLQ(U8(20), t)
+	SHRQ(U8(44), r0)
+	ORQ(r0, t)
+	VPBROADCASTQ(t, l[1])
+	VPANDQ(c.m44, l[1], l[1])
+	SHRQ(U8(24), r1)
+	VPBROADCASTQ(r1, l[2])
+	p1 := newVmulr(l)
+
+	Comment("Lane exponents: T = 2 2 1 1 2 2 1 1, Q = T·r² on lanes 0–3 = 4 4 3 3 2 2 1 1,",
+		"P = Q·r⁴ on even lanes = 8 4 7 3 6 2 5 1.")
+	k := K()
+	m := GP32()
+	p1.withS()
+	p2 := product(p1, p1, c)
+	p2.withS()
+	MOVL(U32(0x33), m)
+	KMOVW(m, k)
+	tt := blend(k, p1, p2)
+	y := product(tt, p2, c)
+	MOVL(U32(0x0f), m)
+	KMOVW(m, k)
+	q := blend(k, tt, y)
+	p4 := product(p2, p2, c)
+	p4.withS()
+	z := product(q, p4, c)
+	MOVL(U32(0x55), m)
+	KMOVW(m, k)
+	lanes := blend(k, q, z)
+	lanes.withS()
+	storeMulr(lanes, tbl, tblB)
+	p8 := product(p4, p4, c)
+	p8.withS()
+	hi := product(lanes, p8, c)
+	hi.withS()
+	storeMulr(hi, tbl, tblA)
+	p16 := product(p8, p8, c)
+	p16.withS()
+	storeMulr(p16, tbl, tblR16)
+	VZEROUPPER()
+	RET()
+}
+
+// loadMulr loads five rows of the table.
+func loadMulr(tbl Register, off int) vmulr {
+	v := vmulr{ZMM(), ZMM(), ZMM(), ZMM(), ZMM()}
+	for i, z := range []VecVirtual{v.r0, v.r1, v.r2, v.s1, v.s2} {
+		VMOVDQU64(Mem{Base: tbl, Disp: off + 64*i}, z)
+	}
+	return v
+}
+
+// absorb adds the 8 blocks at msg to the lanes of h: lane j takes block
+// order[j] = 0 4 1 5 2 6 3 7, the order VPUNPCK{L,H}QDQ leaves them in.
+func absorb(h [3]VecVirtual, msg Mem, c consts, hibit VecVirtual) {
+	a, b, lo, hi, t := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
+	VMOVDQU64(msg, a)
+	VMOVDQU64(msg.Offset(64), b)
+	VPUNPCKLQDQ(b, a, lo) // low words of blocks 0 4 1 5 2 6 3 7
+	VPUNPCKHQDQ(b, a, hi) // high words
+	// l0 = lo & m44; l1 = (lo>>44 | hi<<20) & m44; l2 = hi>>24 | 2⁴⁰.
+	VPSRLQ(U8(44), lo, t)
+	VPANDQ(c.m44, lo, lo)
+	VPADDQ(lo, h[0], h[0])
+	VPSLLQ(U8(20), hi, a)
+	VPTERNLOGQ(U8(0xa8), c.m44, a, t) // t = (t | a) & m44
+	VPADDQ(t, h[1], h[1])
+	VPSRLQ(U8(24), hi, hi)
+	VPORQ(hibit, hi, hi)
+	VPADDQ(hi, h[2], h[2])
+}
+
+func blocksIFMA() {
+	TEXT("poly1305BlocksIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[120]uint64, msg []byte)")
+	Pragma("noescape")
+	Doc("poly1305BlocksIFMA absorbs the len(msg)/256 groups of 16 blocks of msg into st,",
+		"with the powers of r that poly1305PowersIFMA wrote to tbl.")
+	st := Load(Param("st"), GP64())
+	tbl := Load(Param("tbl"), GP64())
+	msg := Load(Param("msg").Base(), GP64())
+	n := Load(Param("msg").Len(), GP64())
+	SHRQ(U8(8), n)
+	JZ(LabelRef("ifma_done"))
+
+	c := loadConsts()
+	hibit := ZMM()
+	t, u := GP64(), GP64()
+	MOVQ(U64(1<<40), t)
+	VPBROADCASTQ(t, hibit)
+
+	Comment("h into lane 0 of A in radix 2⁴⁴; the other lanes, and B, start at 0.")
+	h0, h1, h2 := GP64(), GP64(), GP64()
+	MOVQ(Mem{Base: st, Disp: offH0}, h0)
+	MOVQ(Mem{Base: st, Disp: offH1}, h1)
+	MOVQ(Mem{Base: st, Disp: offH2}, h2)
+	m44 := GP64()
+	MOVQ(U64(mask44), m44)
+	a := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
+	b := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
+	MOVQ(h0, t)
+	ANDQ(m44, t)
+	VMOVQ(t, a[0].AsX())
+	SHRQ(U8(44), h0)
+	MOVQ(h1, t)
+	SHLQ(U8(20), t)
+	ORQ(h0, t)
+	ANDQ(m44, t)
+	VMOVQ(t, a[1].AsX())
+	SHRQ(U8(24), h1)
+	SHLQ(U8(40), h2)
+	ORQ(h1, h2)
+	VMOVQ(h2, a[2].AsX())
+	for i := range b {
+		VPXORQ(c.m44, c.m44, b[i])
+	}
+
+	r16 := loadMulr(tbl, tblR16)
+	DECQ(n)
+	JZ(LabelRef("ifma_last"))
+	Label("ifma_loop")
+	absorb(a, Mem{Base: msg}, c, hibit)
+	absorb(b, Mem{Base: msg, Disp: 128}, c, hibit)
+	mulReduce(a, r16.op(), c)
+	mulReduce(b, r16.op(), c)
+	ADDQ(U32(256), msg)
+	DECQ(n)
+	JNZ(LabelRef("ifma_loop"))
+
+	Label("ifma_last")
+	absorb(a, Mem{Base: msg}, c, hibit)
+	absorb(b, Mem{Base: msg, Disp: 128}, c, hibit)
+	mulReduce(a, loadMulr(tbl, tblA).op(), c)
+	mulReduce(b, loadMulr(tbl, tblB).op(), c)
+	h := a
+	for i := range h {
+		VPADDQ(b[i], h[i], h[i])
+	}
+
+	Comment("Sum the lanes: each limb is below 2⁴⁵+2¹², the sums below 2⁴⁹.")
+	out := [3]GPVirtual{h0, h1, h2}
+	for i := range h {
+		s := ZMM()
+		VALIGNQ(U8(4), h[i], h[i], s)
+		VPADDQ(s, h[i], h[i])
+		VALIGNQ(U8(2), h[i], h[i], s)
+		VPADDQ(s, h[i], h[i])
+		VALIGNQ(U8(1), h[i], h[i], s)
+		VPADDQ(s, h[i], h[i])
+		VMOVQ(h[i].AsX(), out[i])
+	}
+	VZEROUPPER()
+
+	Comment("Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.")
+	MOVQ(h0, t)
+	SHRQ(U8(44), t)
+	ANDQ(m44, h0)
+	ADDQ(t, h1)
+	MOVQ(h1, t)
+	SHRQ(U8(44), t)
+	ANDQ(m44, h1)
+	ADDQ(t, h2)
+	MOVQ(h2, t)
+	SHRQ(U8(42), t)
+	MOVQ(U64(mask42), u)
+	ANDQ(u, h2)
+	LEAQ(Mem{Base: t, Index: t, Scale: 4}, t)
+	ADDQ(t, h0)
+	MOVQ(h0, t)
+	SHRQ(U8(44), t)
+	ANDQ(m44, h0)
+	ADDQ(t, h1) // l1 may now be 2⁴⁴ or a little more; the adds below carry it.
+
+	Comment("Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece",
+		"split at the word boundary, then added with carries.")
+	MOVQ(h1, t)
+	SHLQ(U8(44), t)
+	SHRQ(U8(20), h1)
+	MOVQ(h2, u)
+	SHLQ(U8(24), u)
+	SHRQ(U8(40), h2)
+	ADDQ(t, h0)
+	ADCQ(u, h1)
+	ADCQ(U8(0), h2)
+	MOVQ(h0, Mem{Base: st, Disp: offH0})
+	MOVQ(h1, Mem{Base: st, Disp: offH1})
+	MOVQ(h2, Mem{Base: st, Disp: offH2})
+	Label("ifma_done")
+	RET()
+}
