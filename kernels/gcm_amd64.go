@@ -101,7 +101,7 @@ func (g *gcmVAES512) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if len(additionalData) > 0 {
 		gcmAADVAES512(&g.table, &acc, additionalData)
 	}
-	gcmSealVAES512(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce),
+	gcmSealVAES512(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce), 1,
 		len(additionalData), (*[16]byte)(out[len(plaintext):]))
 	return ret
 }
@@ -129,7 +129,7 @@ func (g *gcmVAES512) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 	if len(additionalData) > 0 {
 		gcmAADVAES512(&g.table, &acc, additionalData)
 	}
-	gcmOpenVAES512(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce),
+	gcmOpenVAES512(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1,
 		len(additionalData), &tag)
 	if subtle.ConstantTimeCompare(tag[:], ciphertext[n:]) != 1 {
 		// The plaintext was written before the tag was checked: take it back.

@@ -486,9 +486,9 @@ aadDone:
 	VZEROUPPER
 	RET
 
-// func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, aadLen int, tag *[16]byte)
+// func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 // Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, VAES, VPCLMULQDQ
-TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-104
+TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-112
 	MOVQ            rk+0(FP), AX
 	MOVQ            table+16(FP), CX
 	MOVQ            acc+24(FP), DX
@@ -496,8 +496,8 @@ TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-104
 	MOVQ            src_base+56(FP), SI
 	MOVQ            src_len+64(FP), DI
 	MOVQ            nonce+80(FP), R8
-	MOVQ            aadLen+88(FP), R9
-	MOVQ            tag+96(FP), R10
+	MOVQ            aadLen+96(FP), R9
+	MOVQ            tag+104(FP), R10
 	MOVQ            rounds+8(FP), R11
 	CMPQ            R11, $0x0a
 	JNE             aes256
@@ -513,12 +513,15 @@ TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-104
 	VBROADCASTI32X4 144(AX), Z25
 	VBROADCASTI32X4 160(AX), Z26
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
-	MOVQ            $0x00000fff, AX
-	KMOVQ           AX, K2
-	VMOVDQU8.Z      (R8), K2, X8
-	VPSHUFB         X31, X8, X8
-	VPADDD          gcmCtrInit<>+0(SB), X8, X8
-	VPSHUFB         X31, X8, X15
+	MOVQ            (R8), AX
+	MOVL            8(R8), R8
+	MOVL            ctr+88(FP), R11
+	BSWAPL          R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R8
+	VMOVQ           AX, X15
+	VPINSRQ         $0x01, R8, X15, X15
+	VPSHUFB         X31, X15, X8
 	VPXORD          X16, X15, X15
 	VAESENC         X17, X15, X15
 	VAESENC         X18, X15, X15
@@ -766,16 +769,16 @@ sealLast128:
 	VPXORD        X14, X13, X9
 
 tail128:
-	MOVQ   DI, DX
-	ADDQ   $0x0f, DX
-	ANDQ   $-16, DX
-	XORQ   R8, R8
-	CMPQ   DX, $0x00000100
-	SETEQ  R8
-	NEGQ   DX
-	LEAQ   240(CX)(DX*1), DX
-	SHLQ   $0x04, R8
-	ADDQ   R8, DX
+	MOVQ   DI, AX
+	ADDQ   $0x0f, AX
+	ANDQ   $-16, AX
+	XORQ   DX, DX
+	CMPQ   AX, $0x00000100
+	SETEQ  DL
+	NEGQ   AX
+	LEAQ   240(CX)(AX*1), AX
+	SHLQ   $0x04, DX
+	ADDQ   DX, AX
 	VPXORD Z11, Z11, Z11
 	VPXORD Z12, Z12, Z12
 	VPXORD Z13, Z13, Z13
@@ -783,9 +786,9 @@ tail128:
 	JZ     lengths128
 
 tailLoop128:
-	MOVQ          $-1, AX
-	BZHIQ         DI, AX, AX
-	KMOVQ         AX, K1
+	MOVQ          $-1, R8
+	BZHIQ         DI, R8, R8
+	KMOVQ         R8, K1
 	VPSHUFB       Z31, Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
@@ -806,7 +809,7 @@ tailLoop128:
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
 	VPXORD        Z9, Z9, Z9
-	VMOVDQU64     (DX), Z4
+	VMOVDQU64     (AX), Z4
 	VPCLMULQDQ    $0x00, Z4, Z10, Z14
 	VPCLMULQDQ    $0x01, Z4, Z10, Z15
 	VPXORD        Z14, Z11, Z11
@@ -816,10 +819,10 @@ tailLoop128:
 	VPXORD        Z14, Z13, Z13
 	ADDQ          $0x40, SI
 	ADDQ          $0x40, BX
-	ADDQ          $0x40, DX
+	ADDQ          $0x40, AX
 	SUBQ          $0x40, DI
 	JG            tailLoop128
-	TESTQ         R8, R8
+	TESTQ         DX, DX
 	JZ            lengths128
 	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
 	VPSHUFD       $0x4e, Z11, Z11
@@ -884,12 +887,15 @@ aes256:
 	VBROADCASTI32X4 208(AX), Z29
 	VBROADCASTI32X4 224(AX), Z30
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
-	MOVQ            $0x00000fff, AX
-	KMOVQ           AX, K2
-	VMOVDQU8.Z      (R8), K2, X8
-	VPSHUFB         X31, X8, X8
-	VPADDD          gcmCtrInit<>+0(SB), X8, X8
-	VPSHUFB         X31, X8, X15
+	MOVQ            (R8), AX
+	MOVL            8(R8), R8
+	MOVL            ctr+88(FP), R11
+	BSWAPL          R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R8
+	VMOVQ           AX, X15
+	VPINSRQ         $0x01, R8, X15, X15
+	VPSHUFB         X31, X15, X8
 	VPXORD          X16, X15, X15
 	VAESENC         X17, X15, X15
 	VAESENC         X18, X15, X15
@@ -1173,16 +1179,16 @@ sealLast256:
 	VPXORD        X14, X13, X9
 
 tail256:
-	MOVQ   DI, DX
-	ADDQ   $0x0f, DX
-	ANDQ   $-16, DX
-	XORQ   R8, R8
-	CMPQ   DX, $0x00000100
-	SETEQ  R8
-	NEGQ   DX
-	LEAQ   240(CX)(DX*1), DX
-	SHLQ   $0x04, R8
-	ADDQ   R8, DX
+	MOVQ   DI, AX
+	ADDQ   $0x0f, AX
+	ANDQ   $-16, AX
+	XORQ   DX, DX
+	CMPQ   AX, $0x00000100
+	SETEQ  DL
+	NEGQ   AX
+	LEAQ   240(CX)(AX*1), AX
+	SHLQ   $0x04, DX
+	ADDQ   DX, AX
 	VPXORD Z11, Z11, Z11
 	VPXORD Z12, Z12, Z12
 	VPXORD Z13, Z13, Z13
@@ -1190,9 +1196,9 @@ tail256:
 	JZ     lengths256
 
 tailLoop256:
-	MOVQ          $-1, AX
-	BZHIQ         DI, AX, AX
-	KMOVQ         AX, K1
+	MOVQ          $-1, R8
+	BZHIQ         DI, R8, R8
+	KMOVQ         R8, K1
 	VPSHUFB       Z31, Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
@@ -1217,7 +1223,7 @@ tailLoop256:
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
 	VPXORD        Z9, Z9, Z9
-	VMOVDQU64     (DX), Z4
+	VMOVDQU64     (AX), Z4
 	VPCLMULQDQ    $0x00, Z4, Z10, Z14
 	VPCLMULQDQ    $0x01, Z4, Z10, Z15
 	VPXORD        Z14, Z11, Z11
@@ -1227,10 +1233,10 @@ tailLoop256:
 	VPXORD        Z14, Z13, Z13
 	ADDQ          $0x40, SI
 	ADDQ          $0x40, BX
-	ADDQ          $0x40, DX
+	ADDQ          $0x40, AX
 	SUBQ          $0x40, DI
 	JG            tailLoop256
-	TESTQ         R8, R8
+	TESTQ         DX, DX
 	JZ            lengths256
 	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
 	VPSHUFD       $0x4e, Z11, Z11
@@ -1278,9 +1284,9 @@ lengths256:
 	VZEROUPPER
 	RET
 
-// func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, aadLen int, tag *[16]byte)
+// func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 // Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, VAES, VPCLMULQDQ
-TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-104
+TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-112
 	MOVQ            rk+0(FP), AX
 	MOVQ            table+16(FP), CX
 	MOVQ            acc+24(FP), DX
@@ -1288,8 +1294,8 @@ TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-104
 	MOVQ            src_base+56(FP), SI
 	MOVQ            src_len+64(FP), DI
 	MOVQ            nonce+80(FP), R8
-	MOVQ            aadLen+88(FP), R9
-	MOVQ            tag+96(FP), R10
+	MOVQ            aadLen+96(FP), R9
+	MOVQ            tag+104(FP), R10
 	MOVQ            rounds+8(FP), R11
 	CMPQ            R11, $0x0a
 	JNE             aes256
@@ -1305,12 +1311,15 @@ TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-104
 	VBROADCASTI32X4 144(AX), Z25
 	VBROADCASTI32X4 160(AX), Z26
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
-	MOVQ            $0x00000fff, AX
-	KMOVQ           AX, K2
-	VMOVDQU8.Z      (R8), K2, X8
-	VPSHUFB         X31, X8, X8
-	VPADDD          gcmCtrInit<>+0(SB), X8, X8
-	VPSHUFB         X31, X8, X15
+	MOVQ            (R8), AX
+	MOVL            8(R8), R8
+	MOVL            ctr+88(FP), R11
+	BSWAPL          R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R8
+	VMOVQ           AX, X15
+	VPINSRQ         $0x01, R8, X15, X15
+	VPSHUFB         X31, X15, X8
 	VPXORD          X16, X15, X15
 	VAESENC         X17, X15, X15
 	VAESENC         X18, X15, X15
@@ -1446,16 +1455,16 @@ openLoop128:
 	JAE           openLoop128
 
 tail128:
-	MOVQ   DI, DX
-	ADDQ   $0x0f, DX
-	ANDQ   $-16, DX
-	XORQ   R8, R8
-	CMPQ   DX, $0x00000100
-	SETEQ  R8
-	NEGQ   DX
-	LEAQ   240(CX)(DX*1), DX
-	SHLQ   $0x04, R8
-	ADDQ   R8, DX
+	MOVQ   DI, AX
+	ADDQ   $0x0f, AX
+	ANDQ   $-16, AX
+	XORQ   DX, DX
+	CMPQ   AX, $0x00000100
+	SETEQ  DL
+	NEGQ   AX
+	LEAQ   240(CX)(AX*1), AX
+	SHLQ   $0x04, DX
+	ADDQ   DX, AX
 	VPXORD Z11, Z11, Z11
 	VPXORD Z12, Z12, Z12
 	VPXORD Z13, Z13, Z13
@@ -1463,9 +1472,9 @@ tail128:
 	JZ     lengths128
 
 tailLoop128:
-	MOVQ          $-1, AX
-	BZHIQ         DI, AX, AX
-	KMOVQ         AX, K1
+	MOVQ          $-1, R8
+	BZHIQ         DI, R8, R8
+	KMOVQ         R8, K1
 	VPSHUFB       Z31, Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
@@ -1485,7 +1494,7 @@ tailLoop128:
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
 	VPXORD        Z9, Z9, Z9
-	VMOVDQU64     (DX), Z4
+	VMOVDQU64     (AX), Z4
 	VPCLMULQDQ    $0x00, Z4, Z10, Z14
 	VPCLMULQDQ    $0x01, Z4, Z10, Z15
 	VPXORD        Z14, Z11, Z11
@@ -1495,10 +1504,10 @@ tailLoop128:
 	VPXORD        Z14, Z13, Z13
 	ADDQ          $0x40, SI
 	ADDQ          $0x40, BX
-	ADDQ          $0x40, DX
+	ADDQ          $0x40, AX
 	SUBQ          $0x40, DI
 	JG            tailLoop128
-	TESTQ         R8, R8
+	TESTQ         DX, DX
 	JZ            lengths128
 	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
 	VPSHUFD       $0x4e, Z11, Z11
@@ -1563,12 +1572,15 @@ aes256:
 	VBROADCASTI32X4 208(AX), Z29
 	VBROADCASTI32X4 224(AX), Z30
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
-	MOVQ            $0x00000fff, AX
-	KMOVQ           AX, K2
-	VMOVDQU8.Z      (R8), K2, X8
-	VPSHUFB         X31, X8, X8
-	VPADDD          gcmCtrInit<>+0(SB), X8, X8
-	VPSHUFB         X31, X8, X15
+	MOVQ            (R8), AX
+	MOVL            8(R8), R8
+	MOVL            ctr+88(FP), R11
+	BSWAPL          R11
+	SHLQ            $0x20, R11
+	ORQ             R11, R8
+	VMOVQ           AX, X15
+	VPINSRQ         $0x01, R8, X15, X15
+	VPSHUFB         X31, X15, X8
 	VPXORD          X16, X15, X15
 	VAESENC         X17, X15, X15
 	VAESENC         X18, X15, X15
@@ -1724,16 +1736,16 @@ openLoop256:
 	JAE           openLoop256
 
 tail256:
-	MOVQ   DI, DX
-	ADDQ   $0x0f, DX
-	ANDQ   $-16, DX
-	XORQ   R8, R8
-	CMPQ   DX, $0x00000100
-	SETEQ  R8
-	NEGQ   DX
-	LEAQ   240(CX)(DX*1), DX
-	SHLQ   $0x04, R8
-	ADDQ   R8, DX
+	MOVQ   DI, AX
+	ADDQ   $0x0f, AX
+	ANDQ   $-16, AX
+	XORQ   DX, DX
+	CMPQ   AX, $0x00000100
+	SETEQ  DL
+	NEGQ   AX
+	LEAQ   240(CX)(AX*1), AX
+	SHLQ   $0x04, DX
+	ADDQ   DX, AX
 	VPXORD Z11, Z11, Z11
 	VPXORD Z12, Z12, Z12
 	VPXORD Z13, Z13, Z13
@@ -1741,9 +1753,9 @@ tail256:
 	JZ     lengths256
 
 tailLoop256:
-	MOVQ          $-1, AX
-	BZHIQ         DI, AX, AX
-	KMOVQ         AX, K1
+	MOVQ          $-1, R8
+	BZHIQ         DI, R8, R8
+	KMOVQ         R8, K1
 	VPSHUFB       Z31, Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
@@ -1767,7 +1779,7 @@ tailLoop256:
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
 	VPXORD        Z9, Z9, Z9
-	VMOVDQU64     (DX), Z4
+	VMOVDQU64     (AX), Z4
 	VPCLMULQDQ    $0x00, Z4, Z10, Z14
 	VPCLMULQDQ    $0x01, Z4, Z10, Z15
 	VPXORD        Z14, Z11, Z11
@@ -1777,10 +1789,10 @@ tailLoop256:
 	VPXORD        Z14, Z13, Z13
 	ADDQ          $0x40, SI
 	ADDQ          $0x40, BX
-	ADDQ          $0x40, DX
+	ADDQ          $0x40, AX
 	SUBQ          $0x40, DI
 	JG            tailLoop256
-	TESTQ         R8, R8
+	TESTQ         DX, DX
 	JZ            lengths256
 	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
 	VPSHUFD       $0x4e, Z11, Z11

@@ -17,14 +17,20 @@ func gcmAADVAES512(table *[19][16]byte, acc *[16]byte, aad []byte)
 
 // gcmSealVAES512 encrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
-// ciphertext, to tag. rounds is 10 or 14; dst must be at least as long as src.
+// ciphertext, to tag. The pre-counter block J0 is nonce ‖ ctr (ctr = 1 for GCM
+// with a 96-bit nonce; other values are for tests); the text takes the
+// counters after J0, incremented modulo 2^32 in the last four bytes. rounds
+// is 10 or 14; dst must be at least as long as src.
 //
 //go:noescape
-func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, aadLen int, tag *[16]byte)
+func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 
 // gcmOpenVAES512 decrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
-// ciphertext, to tag. rounds is 10 or 14; dst must be at least as long as src.
+// ciphertext, to tag. The pre-counter block J0 is nonce ‖ ctr (ctr = 1 for GCM
+// with a 96-bit nonce; other values are for tests); the text takes the
+// counters after J0, incremented modulo 2^32 in the last four bytes. rounds
+// is 10 or 14; dst must be at least as long as src.
 //
 //go:noescape
-func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, aadLen int, tag *[16]byte)
+func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)

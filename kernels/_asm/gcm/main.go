@@ -310,11 +310,14 @@ func gcmCrypt(open bool) {
 	if open {
 		name, what = "gcmOpenVAES512", "decrypts src into dst"
 	}
-	TEXT(name, NOSPLIT, "func(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst, src []byte, nonce *[12]byte, aadLen int, tag *[16]byte)")
+	TEXT(name, NOSPLIT, "func(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)")
 	Pragma("noescape")
 	Doc(name+" "+what+" with AES-GCM and writes the tag, computed over",
 		"the additional data already hashed into acc (aadLen bytes of it) and the",
-		"ciphertext, to tag. rounds is 10 or 14; dst must be at least as long as src.")
+		"ciphertext, to tag. The pre-counter block J0 is nonce ‖ ctr (ctr = 1 for GCM",
+		"with a 96-bit nonce; other values are for tests); the text takes the",
+		"counters after J0, incremented modulo 2^32 in the last four bytes. rounds",
+		"is 10 or 14; dst must be at least as long as src.")
 	a := cryptArgs{
 		rk:     Load(Param("rk"), GP64()),
 		table:  Load(Param("table"), GP64()),
@@ -342,17 +345,20 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	}
 	VMOVDQU64(bswapMask, bsw)
 
-	// J0 = nonce ‖ 0x00000001, byte-reversed: dword 0 is the counter.
-	m := GP64()
-	MOVQ(U32(0xfff), m)
-	KMOVQ(m, K2)
-	VMOVDQU8_Z(Mem{Base: a.nonce}, K2, ctr.AsX())
-	VPSHUFB(bsw.AsX(), ctr.AsX(), ctr.AsX())
-	VPADDD(ctrInit, ctr.AsX(), ctr.AsX())
-
 	// E(K, J0), to be XORed into the tag; parked in the tag's place.
+	// J0 = nonce ‖ ctr (big-endian), assembled from scalar loads, which the
+	// processor can forward from the caller's recent stores of the nonce.
 	ej := t1.AsX()
-	VPSHUFB(bsw.AsX(), ctr.AsX(), ej)
+	w0, w1, c := GP64(), GP64(), GP32()
+	MOVQ(Mem{Base: a.nonce}, w0)
+	MOVL(Mem{Base: a.nonce, Disp: 8}, w1.As32())
+	Load(Param("ctr"), c)
+	BSWAPL(c)
+	SHLQ(U8(32), c.As64())
+	ORQ(c.As64(), w1)
+	VMOVQ(w0, ej)
+	VPINSRQ(U8(1), w1, ej, ej)
+	VPSHUFB(bsw.AsX(), ej, ctr.AsX()) // J0 byte-reversed: dword 0 is the counter
 	VPXORD(rk[0].AsX(), ej, ej)
 	for r := 1; r < rounds; r++ {
 		VAESENC(rk[r].AsX(), ej, ej)
@@ -360,7 +366,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	VAESENCLAST(rk[rounds].AsX(), ej, ej)
 	VMOVDQU(ej, Mem{Base: a.tag})
 
-	// Counters J0+1 … J0+4 in the four lanes.
+	// Counters J0+1 … J0+4 in the four lanes (inc32: modulo 2^32).
 	VSHUFI32X4(U8(0), ctr, ctr, ctr)
 	VPADDD(ctrInit, ctr, ctr)
 	VMOVDQU(Mem{Base: a.accp}, acc.AsX())
@@ -450,6 +456,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	zeroSums()
 	TESTQ(n, n)
 	JZ(LabelRef(L("lengths")))
+	m := GP64()
 	Label(L("tailLoop"))
 	tailMask(n, m)
 	aesStart(1)
