@@ -10,10 +10,12 @@ import (
 	"slices"
 )
 
-// AES-GCM (NIST SP 800-38D) with a 96-bit nonce and a 128-bit tag, on
-// VAES and VPCLMULQDQ over 512-bit vectors: 16 blocks in flight, AES of each
-// 256 bytes stitched with GHASH, one reduction per 256 bytes. The assembly
-// and the mathematics behind it are in _asm/gcm.
+// AES-GCM (NIST SP 800-38D) with a 96-bit nonce and a 128-bit tag, on VAES
+// and VPCLMULQDQ. vaes512 works on 512-bit vectors (AVX-512): 16 blocks in
+// flight, AES of each 256 bytes stitched with GHASH, one reduction per 256
+// bytes, masked tails. vaes256 is the same on 256-bit vectors with VEX
+// encoding only (AVX2), for processors without AVX-512: 8 blocks in flight.
+// The assembly and the mathematics behind it are in _asm/gcm.
 
 const (
 	gcmNonceSize = 12
@@ -23,43 +25,61 @@ const (
 	gcmPlaintextMax = (1<<32 - 2) * 16
 )
 
-// gcmVAES512Requires is the union of the "// Requires:" lines of the
-// functions a vaes512 AEAD calls (gcm_amd64.s, aeskey_amd64.s).
-var gcmVAES512Requires = []string{"AES", "AVX", "AVX512BW", "AVX512F", "AVX512VL", "BMI2", "VAES", "VPCLMULQDQ"}
+// The requires lists are the unions of the "// Requires:" lines of the
+// functions each implementation calls (gcm_amd64.s, aeskey_amd64.s).
+var (
+	gcmVAES512Requires = []string{"AES", "AVX", "AVX512BW", "AVX512F", "AVX512VL", "BMI2", "VAES", "VPCLMULQDQ"}
+	gcmVAES256Requires = []string{"AES", "AVX", "AVX2", "PCLMULQDQ", "VAES", "VPCLMULQDQ"}
+)
 
 func init() {
-	funcs := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
+	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
+	funcs256 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES256", "gcmAADVAES256", "gcmSealVAES256", "gcmOpenVAES256")
 	for _, c := range []Cipher{AES128GCM, AES256GCM} {
 		register(&Implementation{
 			name:     "vaes512",
 			cipher:   c,
 			priority: 30,
 			requires: gcmVAES512Requires,
-			asmFuncs: funcs,
-			newAEAD:  newGCMVAES512,
+			asmFuncs: funcs512,
+			newAEAD:  func(key []byte) (cipher.AEAD, error) { return newGCMAsm(key, true), nil },
+		})
+		register(&Implementation{
+			name:     "vaes256",
+			cipher:   c,
+			priority: 25,
+			requires: gcmVAES256Requires,
+			asmFuncs: funcs256,
+			newAEAD:  func(key []byte) (cipher.AEAD, error) { return newGCMAsm(key, false), nil },
 		})
 	}
 }
 
-// gcmVAES512 is an AES-GCM key: the round keys and the table of hash-key
-// powers the assembly reads, both computed once at construction.
-type gcmVAES512 struct {
+// gcmAsm is an AES-GCM key: the round keys and the table of hash-key powers
+// the assembly reads, both computed once at construction, and which kernels
+// to run.
+type gcmAsm struct {
 	rk     [15][16]byte
 	rounds int
+	zmm    bool // the VAES512 kernels, else the VAES256 ones
 	table  [19][16]byte
 }
 
-func newGCMVAES512(key []byte) (cipher.AEAD, error) {
+func newGCMAsm(key []byte, zmm bool) *gcmAsm {
 	ks := newAESSchedule(key)
-	g := &gcmVAES512{rk: ks.rk, rounds: ks.rounds}
+	g := &gcmAsm{rk: ks.rk, rounds: ks.rounds, zmm: zmm}
 	ks.wipe()
 	var h, zero [16]byte
 	encryptBlockAESNI(g.rounds, &g.rk, &h, &zero)
 	k1 := gcmKeyTimesY(&h)
-	gcmInitVAES512(&g.table, &k1)
+	if zmm {
+		gcmInitVAES512(&g.table, &k1)
+	} else {
+		gcmInitVAES256(&g.table, &k1)
+	}
 	clear(h[:])
 	clear(k1[:])
-	return g, nil
+	return g
 }
 
 // gcmKeyTimesY returns the hash key H = E(K, 0^128) in the assembly's form:
@@ -80,10 +100,10 @@ func gcmKeyTimesY(h *[16]byte) [16]byte {
 	return k
 }
 
-func (g *gcmVAES512) NonceSize() int { return gcmNonceSize }
-func (g *gcmVAES512) Overhead() int  { return gcmTagSize }
+func (g *gcmAsm) NonceSize() int { return gcmNonceSize }
+func (g *gcmAsm) Overhead() int  { return gcmTagSize }
 
-func (g *gcmVAES512) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
+func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if len(nonce) != gcmNonceSize {
 		panic("crypto/cipher: incorrect nonce length given to GCM")
 	}
@@ -98,11 +118,18 @@ func (g *gcmVAES512) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 		panic("crypto/cipher: invalid buffer overlap of output and additional data")
 	}
 	var acc [16]byte
-	if len(additionalData) > 0 {
-		gcmAADVAES512(&g.table, &acc, additionalData)
+	tag := (*[16]byte)(out[len(plaintext):])
+	if g.zmm {
+		if len(additionalData) > 0 {
+			gcmAADVAES512(&g.table, &acc, additionalData)
+		}
+		gcmSealVAES512(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
+	} else {
+		if len(additionalData) > 0 {
+			gcmAADVAES256(&g.table, &acc, additionalData)
+		}
+		gcmSealVAES256(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
 	}
-	gcmSealVAES512(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce), 1,
-		len(additionalData), (*[16]byte)(out[len(plaintext):]))
 	return ret
 }
 
@@ -110,7 +137,7 @@ func (g *gcmVAES512) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 // library's.
 var errGCMOpen = errors.New("cipher: message authentication failed")
 
-func (g *gcmVAES512) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error) {
+func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error) {
 	if len(nonce) != gcmNonceSize {
 		panic("crypto/cipher: incorrect nonce length given to GCM")
 	}
@@ -126,11 +153,17 @@ func (g *gcmVAES512) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 		panic("crypto/cipher: invalid buffer overlap of output and additional data")
 	}
 	var acc, tag [16]byte
-	if len(additionalData) > 0 {
-		gcmAADVAES512(&g.table, &acc, additionalData)
+	if g.zmm {
+		if len(additionalData) > 0 {
+			gcmAADVAES512(&g.table, &acc, additionalData)
+		}
+		gcmOpenVAES512(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
+	} else {
+		if len(additionalData) > 0 {
+			gcmAADVAES256(&g.table, &acc, additionalData)
+		}
+		gcmOpenVAES256(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
 	}
-	gcmOpenVAES512(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1,
-		len(additionalData), &tag)
 	if subtle.ConstantTimeCompare(tag[:], ciphertext[n:]) != 1 {
 		// The plaintext was written before the tag was checked: take it back.
 		clear(out)

@@ -1839,3 +1839,2035 @@ lengths256:
 	VMOVDQU       X9, (R10)
 	VZEROUPPER
 	RET
+
+DATA gcmInc2<>+0(SB)/4, $0x00000002
+DATA gcmInc2<>+4(SB)/4, $0x00000000
+DATA gcmInc2<>+8(SB)/4, $0x00000000
+DATA gcmInc2<>+12(SB)/4, $0x00000000
+DATA gcmInc2<>+16(SB)/4, $0x00000002
+DATA gcmInc2<>+20(SB)/4, $0x00000000
+DATA gcmInc2<>+24(SB)/4, $0x00000000
+DATA gcmInc2<>+28(SB)/4, $0x00000000
+GLOBL gcmInc2<>(SB), RODATA|NOPTR, $32
+
+DATA gcmPartialMask<>+0(SB)/1, $0xff
+DATA gcmPartialMask<>+1(SB)/1, $0xff
+DATA gcmPartialMask<>+2(SB)/1, $0xff
+DATA gcmPartialMask<>+3(SB)/1, $0xff
+DATA gcmPartialMask<>+4(SB)/1, $0xff
+DATA gcmPartialMask<>+5(SB)/1, $0xff
+DATA gcmPartialMask<>+6(SB)/1, $0xff
+DATA gcmPartialMask<>+7(SB)/1, $0xff
+DATA gcmPartialMask<>+8(SB)/1, $0xff
+DATA gcmPartialMask<>+9(SB)/1, $0xff
+DATA gcmPartialMask<>+10(SB)/1, $0xff
+DATA gcmPartialMask<>+11(SB)/1, $0xff
+DATA gcmPartialMask<>+12(SB)/1, $0xff
+DATA gcmPartialMask<>+13(SB)/1, $0xff
+DATA gcmPartialMask<>+14(SB)/1, $0xff
+DATA gcmPartialMask<>+15(SB)/1, $0xff
+DATA gcmPartialMask<>+16(SB)/1, $0x00
+DATA gcmPartialMask<>+17(SB)/1, $0x00
+DATA gcmPartialMask<>+18(SB)/1, $0x00
+DATA gcmPartialMask<>+19(SB)/1, $0x00
+DATA gcmPartialMask<>+20(SB)/1, $0x00
+DATA gcmPartialMask<>+21(SB)/1, $0x00
+DATA gcmPartialMask<>+22(SB)/1, $0x00
+DATA gcmPartialMask<>+23(SB)/1, $0x00
+DATA gcmPartialMask<>+24(SB)/1, $0x00
+DATA gcmPartialMask<>+25(SB)/1, $0x00
+DATA gcmPartialMask<>+26(SB)/1, $0x00
+DATA gcmPartialMask<>+27(SB)/1, $0x00
+DATA gcmPartialMask<>+28(SB)/1, $0x00
+DATA gcmPartialMask<>+29(SB)/1, $0x00
+DATA gcmPartialMask<>+30(SB)/1, $0x00
+DATA gcmPartialMask<>+31(SB)/1, $0x00
+GLOBL gcmPartialMask<>(SB), RODATA|NOPTR, $32
+
+// func gcmInitVAES256(table *[19][16]byte, k1 *[16]byte)
+// Requires: AVX, AVX2, PCLMULQDQ, VPCLMULQDQ
+TEXT ·gcmInitVAES256(SB), NOSPLIT, $0-16
+	MOVQ         table+0(FP), AX
+	MOVQ         k1+8(FP), CX
+	VMOVDQU      (CX), X0
+	VMOVDQU      X0, 240(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 224(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 208(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 192(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 176(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 160(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 144(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 128(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 112(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 96(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 80(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 64(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 48(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 32(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, 16(AX)
+	VPCLMULQDQ   $0x00, (CX), X0, X9
+	VPCLMULQDQ   $0x01, (CX), X0, X10
+	VPCLMULQDQ   $0x10, (CX), X0, X12
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, (CX), X0, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X0
+	VMOVDQU      X0, (AX)
+	VPXOR        X12, X12, X12
+	VMOVDQU      X12, 256(AX)
+	VMOVDQU      X12, 272(AX)
+	VMOVDQU      X12, 288(AX)
+	VZEROUPPER
+	RET
+
+// func gcmAADVAES256(table *[19][16]byte, acc *[16]byte, aad []byte)
+// Requires: AVX, AVX2, PCLMULQDQ, VPCLMULQDQ
+TEXT ·gcmAADVAES256(SB), NOSPLIT, $16-40
+	MOVQ    table+0(FP), AX
+	MOVQ    acc+8(FP), CX
+	MOVQ    aad_base+16(FP), DX
+	MOVQ    aad_len+24(FP), BX
+	VMOVDQU gcmBswapMask<>+0(SB), Y6
+	VMOVDQU (CX), X7
+	CMPQ    BX, $0x80
+	JB      aad256Tail
+
+aad256Loop:
+	VMOVDQU      (DX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPXOR        Y7, Y8, Y8
+	VPCLMULQDQ   $0x00, 128(AX), Y8, Y9
+	VPCLMULQDQ   $0x01, 128(AX), Y8, Y10
+	VPCLMULQDQ   $0x10, 128(AX), Y8, Y12
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 128(AX), Y8, Y11
+	VMOVDQU      32(DX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 160(AX), Y8, Y12
+	VPCLMULQDQ   $0x01, 160(AX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 160(AX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 160(AX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VMOVDQU      64(DX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 192(AX), Y8, Y12
+	VPCLMULQDQ   $0x01, 192(AX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 192(AX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 192(AX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VMOVDQU      96(DX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 224(AX), Y8, Y12
+	VPCLMULQDQ   $0x01, 224(AX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 224(AX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 224(AX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	ADDQ         $0x80, DX
+	SUBQ         $0x80, BX
+	CMPQ         BX, $0x80
+	JAE          aad256Loop
+
+aad256Tail:
+	TESTQ BX, BX
+	JZ    aad256Done
+	MOVQ  BX, SI
+	ADDQ  $0x0f, SI
+	ANDQ  $-16, SI
+	NEGQ  SI
+	LEAQ  256(AX)(SI*1), SI
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+aad256Blocks:
+	CMPQ       BX, $0x10
+	JB         aad256Partial
+	VMOVDQU    (DX), X8
+	VPSHUFB    X6, X8, X8
+	VPXOR      X7, X8, X8
+	VPXOR      X7, X7, X7
+	VPCLMULQDQ $0x00, (SI), X8, X12
+	VPCLMULQDQ $0x01, (SI), X8, X13
+	VPXOR      X12, X9, X9
+	VPCLMULQDQ $0x10, (SI), X8, X12
+	VPXOR      X13, X10, X10
+	VPXOR      X12, X10, X10
+	VPCLMULQDQ $0x11, (SI), X8, X12
+	VPXOR      X12, X11, X11
+	ADDQ       $0x10, SI
+	ADDQ       $0x10, DX
+	SUBQ       $0x10, BX
+	JMP        aad256Blocks
+
+aad256Partial:
+	TESTQ   BX, BX
+	JZ      aad256Reduce
+	VPXOR   X13, X13, X13
+	VMOVDQU X13, (SP)
+	XORQ    AX, AX
+
+aad256CopyIn:
+	MOVB       (DX)(AX*1), DI
+	MOVB       DI, (SP)(AX*1)
+	INCQ       AX
+	CMPQ       AX, BX
+	JB         aad256CopyIn
+	VMOVDQU    (SP), X8
+	VPSHUFB    X6, X8, X8
+	VPXOR      X7, X8, X8
+	VPXOR      X7, X7, X7
+	VPCLMULQDQ $0x00, (SI), X8, X12
+	VPCLMULQDQ $0x01, (SI), X8, X13
+	VPXOR      X12, X9, X9
+	VPCLMULQDQ $0x10, (SI), X8, X12
+	VPXOR      X13, X10, X10
+	VPXOR      X12, X10, X10
+	VPCLMULQDQ $0x11, (SI), X8, X12
+	VPXOR      X12, X11, X11
+	ADDQ       $0x10, SI
+
+aad256Reduce:
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+
+aad256Done:
+	VMOVDQU X7, (CX)
+	VZEROUPPER
+	RET
+
+// func gcmSealVAES256(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+// Requires: AES, AVX, AVX2, PCLMULQDQ, VAES, VPCLMULQDQ
+TEXT ·gcmSealVAES256(SB), NOSPLIT, $16-112
+	MOVQ           rk+0(FP), AX
+	MOVQ           table+16(FP), CX
+	MOVQ           acc+24(FP), DX
+	MOVQ           dst_base+32(FP), BX
+	MOVQ           src_base+56(FP), SI
+	MOVQ           src_len+64(FP), DI
+	MOVQ           nonce+80(FP), R8
+	MOVQ           aadLen+96(FP), R9
+	MOVQ           tag+104(FP), R10
+	MOVQ           rounds+8(FP), R11
+	CMPQ           R11, $0x0a
+	JNE            aes256gcmSealVAES256
+	VMOVDQU        gcmBswapMask<>+0(SB), Y6
+	MOVQ           (R8), R11
+	MOVL           8(R8), R8
+	MOVL           ctr+88(FP), R12
+	BSWAPL         R12
+	SHLQ           $0x20, R12
+	ORQ            R12, R8
+	VMOVQ          R11, X13
+	VPINSRQ        $0x01, R8, X13, X13
+	VPSHUFB        X6, X13, X5
+	VPXOR          (AX), X13, X13
+	VAESENC        16(AX), X13, X13
+	VAESENC        32(AX), X13, X13
+	VAESENC        48(AX), X13, X13
+	VAESENC        64(AX), X13, X13
+	VAESENC        80(AX), X13, X13
+	VAESENC        96(AX), X13, X13
+	VAESENC        112(AX), X13, X13
+	VAESENC        128(AX), X13, X13
+	VAESENC        144(AX), X13, X13
+	VAESENCLAST    160(AX), X13, X13
+	VMOVDQU        X13, (R10)
+	VINSERTI128    $0x01, X5, Y5, Y5
+	VPADDD         gcmCtrInit<>+0(SB), Y5, Y5
+	VMOVDQU        (DX), X7
+	CMPQ           DI, $0x80
+	JB             tailgcmSealVAES256128
+	VPSHUFB        Y6, Y5, Y0
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y1
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y2
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y3
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VBROADCASTI128 (AX), Y4
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y4, Y1, Y1
+	VPXOR          Y4, Y2, Y2
+	VPXOR          Y4, Y3, Y3
+	VBROADCASTI128 16(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 32(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 48(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 64(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 80(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 96(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 112(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 128(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 144(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 160(AX), Y4
+	VPXOR          (SI), Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (BX)
+	VPXOR          32(SI), Y4, Y13
+	VAESENCLAST    Y13, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VPXOR          64(SI), Y4, Y13
+	VAESENCLAST    Y13, Y2, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPXOR          96(SI), Y4, Y13
+	VAESENCLAST    Y13, Y3, Y3
+	VMOVDQU        Y3, 96(BX)
+	ADDQ           $0x80, SI
+	ADDQ           $0x80, BX
+	SUBQ           $0x80, DI
+	CMPQ           DI, $0x80
+	JB             sealLastgcmSealVAES256128
+
+sealLoopgcmSealVAES256128:
+	VPSHUFB        Y6, Y5, Y0
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y1
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y2
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y3
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VBROADCASTI128 (AX), Y4
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y4, Y1, Y1
+	VPXOR          Y4, Y2, Y2
+	VPXOR          Y4, Y3, Y3
+	VBROADCASTI128 16(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -128(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPXOR          Y7, Y8, Y8
+	VPCLMULQDQ     $0x00, 128(CX), Y8, Y9
+	VPCLMULQDQ     $0x01, 128(CX), Y8, Y10
+	VPCLMULQDQ     $0x10, 128(CX), Y8, Y12
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 128(CX), Y8, Y11
+	VBROADCASTI128 32(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -96(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 160(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 160(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 160(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 160(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 48(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -64(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 192(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 192(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 192(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 192(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 64(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 80(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -32(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 224(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 224(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 224(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 224(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 96(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD        $0x4e, Y9, Y9
+	VPXOR          Y12, Y10, Y10
+	VPXOR          Y9, Y10, Y10
+	VBROADCASTI128 112(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD        $0x4e, Y10, Y10
+	VPXOR          Y12, Y11, Y11
+	VPXOR          Y10, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X12
+	VPXOR          X12, X11, X7
+	VBROADCASTI128 128(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 144(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 160(AX), Y4
+	VPXOR          (SI), Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (BX)
+	VPXOR          32(SI), Y4, Y13
+	VAESENCLAST    Y13, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VPXOR          64(SI), Y4, Y13
+	VAESENCLAST    Y13, Y2, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPXOR          96(SI), Y4, Y13
+	VAESENCLAST    Y13, Y3, Y3
+	VMOVDQU        Y3, 96(BX)
+	ADDQ           $0x80, SI
+	ADDQ           $0x80, BX
+	SUBQ           $0x80, DI
+	CMPQ           DI, $0x80
+	JAE            sealLoopgcmSealVAES256128
+
+sealLastgcmSealVAES256128:
+	VMOVDQU      -128(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPXOR        Y7, Y8, Y8
+	VPCLMULQDQ   $0x00, 128(CX), Y8, Y9
+	VPCLMULQDQ   $0x01, 128(CX), Y8, Y10
+	VPCLMULQDQ   $0x10, 128(CX), Y8, Y12
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 128(CX), Y8, Y11
+	VMOVDQU      -96(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 160(CX), Y8, Y12
+	VPCLMULQDQ   $0x01, 160(CX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 160(CX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 160(CX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VMOVDQU      -64(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 192(CX), Y8, Y12
+	VPCLMULQDQ   $0x01, 192(CX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 192(CX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 192(CX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VMOVDQU      -32(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 224(CX), Y8, Y12
+	VPCLMULQDQ   $0x01, 224(CX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 224(CX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 224(CX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+
+tailgcmSealVAES256128:
+	MOVQ  DI, DX
+	ADDQ  $0x0f, DX
+	ANDQ  $-16, DX
+	XORQ  R8, R8
+	CMPQ  DX, $0x80
+	SETEQ R8
+	NEGQ  DX
+	LEAQ  240(CX)(DX*1), DX
+	SHLQ  $0x04, R8
+	ADDQ  R8, DX
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+blocksgcmSealVAES256128:
+	CMPQ        DI, $0x10
+	JB          partialgcmSealVAES256128
+	VMOVDQU     (SI), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VPXOR       160(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (BX)
+	VMOVDQA     X0, X8
+	VPSHUFB     X6, X8, X8
+	VPXOR       X7, X8, X8
+	VPXOR       X7, X7, X7
+	VPCLMULQDQ  $0x00, (DX), X8, X12
+	VPCLMULQDQ  $0x01, (DX), X8, X13
+	VPXOR       X12, X9, X9
+	VPCLMULQDQ  $0x10, (DX), X8, X12
+	VPXOR       X13, X10, X10
+	VPXOR       X12, X10, X10
+	VPCLMULQDQ  $0x11, (DX), X8, X12
+	VPXOR       X12, X11, X11
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, BX
+	SUBQ        $0x10, DI
+	JMP         blocksgcmSealVAES256128
+
+partialgcmSealVAES256128:
+	TESTQ   DI, DI
+	JZ      tailDonegcmSealVAES256128
+	VPXOR   X13, X13, X13
+	VMOVDQU X13, (SP)
+	XORQ    R11, R11
+
+copyIngcmSealVAES256128:
+	MOVB        (SI)(R11*1), R12
+	MOVB        R12, (SP)(R11*1)
+	INCQ        R11
+	CMPQ        R11, DI
+	JB          copyIngcmSealVAES256128
+	VMOVDQU     (SP), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VPXOR       160(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (SP)
+	XORQ        R11, R11
+
+copyOutgcmSealVAES256128:
+	MOVB       (SP)(R11*1), R12
+	MOVB       R12, (BX)(R11*1)
+	INCQ       R11
+	CMPQ       R11, DI
+	JB         copyOutgcmSealVAES256128
+	NEGQ       DI
+	LEAQ       gcmPartialMask<>+0(SB), R11
+	VPAND      16(R11)(DI*1), X0, X8
+	VPSHUFB    X6, X8, X8
+	VPXOR      X7, X8, X8
+	VPXOR      X7, X7, X7
+	VPCLMULQDQ $0x00, (DX), X8, X12
+	VPCLMULQDQ $0x01, (DX), X8, X13
+	VPXOR      X12, X9, X9
+	VPCLMULQDQ $0x10, (DX), X8, X12
+	VPXOR      X13, X10, X10
+	VPXOR      X12, X10, X10
+	VPCLMULQDQ $0x11, (DX), X8, X12
+	VPXOR      X12, X11, X11
+	ADDQ       $0x10, DX
+
+tailDonegcmSealVAES256128:
+	TESTQ        R8, R8
+	JZ           lengthsgcmSealVAES256128
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPXOR        Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+
+lengthsgcmSealVAES256128:
+	MOVQ         src_len+64(FP), AX
+	SHLQ         $0x03, AX
+	VMOVQ        AX, X8
+	MOVQ         R9, AX
+	SHLQ         $0x03, AX
+	VPINSRQ      $0x01, AX, X8, X8
+	VPXOR        X7, X8, X8
+	VPCLMULQDQ   $0x00, 240(CX), X8, X12
+	VPCLMULQDQ   $0x01, 240(CX), X8, X13
+	VPXOR        X12, X9, X9
+	VPCLMULQDQ   $0x10, 240(CX), X8, X12
+	VPXOR        X13, X10, X10
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, 240(CX), X8, X12
+	VPXOR        X12, X11, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPSHUFB      X6, X7, X7
+	VPXOR        (R10), X7, X7
+	VMOVDQU      X7, (R10)
+	VZEROUPPER
+	RET
+
+aes256gcmSealVAES256:
+	VMOVDQU        gcmBswapMask<>+0(SB), Y6
+	MOVQ           (R8), R11
+	MOVL           8(R8), R8
+	MOVL           ctr+88(FP), R12
+	BSWAPL         R12
+	SHLQ           $0x20, R12
+	ORQ            R12, R8
+	VMOVQ          R11, X13
+	VPINSRQ        $0x01, R8, X13, X13
+	VPSHUFB        X6, X13, X5
+	VPXOR          (AX), X13, X13
+	VAESENC        16(AX), X13, X13
+	VAESENC        32(AX), X13, X13
+	VAESENC        48(AX), X13, X13
+	VAESENC        64(AX), X13, X13
+	VAESENC        80(AX), X13, X13
+	VAESENC        96(AX), X13, X13
+	VAESENC        112(AX), X13, X13
+	VAESENC        128(AX), X13, X13
+	VAESENC        144(AX), X13, X13
+	VAESENC        160(AX), X13, X13
+	VAESENC        176(AX), X13, X13
+	VAESENC        192(AX), X13, X13
+	VAESENC        208(AX), X13, X13
+	VAESENCLAST    224(AX), X13, X13
+	VMOVDQU        X13, (R10)
+	VINSERTI128    $0x01, X5, Y5, Y5
+	VPADDD         gcmCtrInit<>+0(SB), Y5, Y5
+	VMOVDQU        (DX), X7
+	CMPQ           DI, $0x80
+	JB             tailgcmSealVAES256256
+	VPSHUFB        Y6, Y5, Y0
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y1
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y2
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y3
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VBROADCASTI128 (AX), Y4
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y4, Y1, Y1
+	VPXOR          Y4, Y2, Y2
+	VPXOR          Y4, Y3, Y3
+	VBROADCASTI128 16(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 32(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 48(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 64(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 80(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 96(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 112(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 128(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 144(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 160(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 176(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 192(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 208(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 224(AX), Y4
+	VPXOR          (SI), Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (BX)
+	VPXOR          32(SI), Y4, Y13
+	VAESENCLAST    Y13, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VPXOR          64(SI), Y4, Y13
+	VAESENCLAST    Y13, Y2, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPXOR          96(SI), Y4, Y13
+	VAESENCLAST    Y13, Y3, Y3
+	VMOVDQU        Y3, 96(BX)
+	ADDQ           $0x80, SI
+	ADDQ           $0x80, BX
+	SUBQ           $0x80, DI
+	CMPQ           DI, $0x80
+	JB             sealLastgcmSealVAES256256
+
+sealLoopgcmSealVAES256256:
+	VPSHUFB        Y6, Y5, Y0
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y1
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y2
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y3
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VBROADCASTI128 (AX), Y4
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y4, Y1, Y1
+	VPXOR          Y4, Y2, Y2
+	VPXOR          Y4, Y3, Y3
+	VBROADCASTI128 16(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -128(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPXOR          Y7, Y8, Y8
+	VPCLMULQDQ     $0x00, 128(CX), Y8, Y9
+	VPCLMULQDQ     $0x01, 128(CX), Y8, Y10
+	VPCLMULQDQ     $0x10, 128(CX), Y8, Y12
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 128(CX), Y8, Y11
+	VBROADCASTI128 32(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 48(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -96(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 160(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 160(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 160(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 160(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 64(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 80(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -64(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 192(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 192(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 192(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 192(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 96(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 112(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        -32(BX), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 224(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 224(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 224(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 224(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 128(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 144(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD        $0x4e, Y9, Y9
+	VPXOR          Y12, Y10, Y10
+	VPXOR          Y9, Y10, Y10
+	VBROADCASTI128 160(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 176(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD        $0x4e, Y10, Y10
+	VPXOR          Y12, Y11, Y11
+	VPXOR          Y10, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X12
+	VPXOR          X12, X11, X7
+	VBROADCASTI128 192(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 208(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 224(AX), Y4
+	VPXOR          (SI), Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (BX)
+	VPXOR          32(SI), Y4, Y13
+	VAESENCLAST    Y13, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VPXOR          64(SI), Y4, Y13
+	VAESENCLAST    Y13, Y2, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPXOR          96(SI), Y4, Y13
+	VAESENCLAST    Y13, Y3, Y3
+	VMOVDQU        Y3, 96(BX)
+	ADDQ           $0x80, SI
+	ADDQ           $0x80, BX
+	SUBQ           $0x80, DI
+	CMPQ           DI, $0x80
+	JAE            sealLoopgcmSealVAES256256
+
+sealLastgcmSealVAES256256:
+	VMOVDQU      -128(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPXOR        Y7, Y8, Y8
+	VPCLMULQDQ   $0x00, 128(CX), Y8, Y9
+	VPCLMULQDQ   $0x01, 128(CX), Y8, Y10
+	VPCLMULQDQ   $0x10, 128(CX), Y8, Y12
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 128(CX), Y8, Y11
+	VMOVDQU      -96(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 160(CX), Y8, Y12
+	VPCLMULQDQ   $0x01, 160(CX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 160(CX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 160(CX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VMOVDQU      -64(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 192(CX), Y8, Y12
+	VPCLMULQDQ   $0x01, 192(CX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 192(CX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 192(CX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VMOVDQU      -32(BX), Y8
+	VPSHUFB      Y6, Y8, Y8
+	VPCLMULQDQ   $0x00, 224(CX), Y8, Y12
+	VPCLMULQDQ   $0x01, 224(CX), Y8, Y13
+	VPXOR        Y12, Y9, Y9
+	VPCLMULQDQ   $0x10, 224(CX), Y8, Y12
+	VPXOR        Y13, Y10, Y10
+	VPXOR        Y12, Y10, Y10
+	VPCLMULQDQ   $0x11, 224(CX), Y8, Y12
+	VPXOR        Y12, Y11, Y11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+
+tailgcmSealVAES256256:
+	MOVQ  DI, DX
+	ADDQ  $0x0f, DX
+	ANDQ  $-16, DX
+	XORQ  R8, R8
+	CMPQ  DX, $0x80
+	SETEQ R8
+	NEGQ  DX
+	LEAQ  240(CX)(DX*1), DX
+	SHLQ  $0x04, R8
+	ADDQ  R8, DX
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+blocksgcmSealVAES256256:
+	CMPQ        DI, $0x10
+	JB          partialgcmSealVAES256256
+	VMOVDQU     (SI), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VAESENC     160(AX), X0, X0
+	VAESENC     176(AX), X0, X0
+	VAESENC     192(AX), X0, X0
+	VAESENC     208(AX), X0, X0
+	VPXOR       224(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (BX)
+	VMOVDQA     X0, X8
+	VPSHUFB     X6, X8, X8
+	VPXOR       X7, X8, X8
+	VPXOR       X7, X7, X7
+	VPCLMULQDQ  $0x00, (DX), X8, X12
+	VPCLMULQDQ  $0x01, (DX), X8, X13
+	VPXOR       X12, X9, X9
+	VPCLMULQDQ  $0x10, (DX), X8, X12
+	VPXOR       X13, X10, X10
+	VPXOR       X12, X10, X10
+	VPCLMULQDQ  $0x11, (DX), X8, X12
+	VPXOR       X12, X11, X11
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, BX
+	SUBQ        $0x10, DI
+	JMP         blocksgcmSealVAES256256
+
+partialgcmSealVAES256256:
+	TESTQ   DI, DI
+	JZ      tailDonegcmSealVAES256256
+	VPXOR   X13, X13, X13
+	VMOVDQU X13, (SP)
+	XORQ    R11, R11
+
+copyIngcmSealVAES256256:
+	MOVB        (SI)(R11*1), R12
+	MOVB        R12, (SP)(R11*1)
+	INCQ        R11
+	CMPQ        R11, DI
+	JB          copyIngcmSealVAES256256
+	VMOVDQU     (SP), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VAESENC     160(AX), X0, X0
+	VAESENC     176(AX), X0, X0
+	VAESENC     192(AX), X0, X0
+	VAESENC     208(AX), X0, X0
+	VPXOR       224(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (SP)
+	XORQ        R11, R11
+
+copyOutgcmSealVAES256256:
+	MOVB       (SP)(R11*1), R12
+	MOVB       R12, (BX)(R11*1)
+	INCQ       R11
+	CMPQ       R11, DI
+	JB         copyOutgcmSealVAES256256
+	NEGQ       DI
+	LEAQ       gcmPartialMask<>+0(SB), R11
+	VPAND      16(R11)(DI*1), X0, X8
+	VPSHUFB    X6, X8, X8
+	VPXOR      X7, X8, X8
+	VPXOR      X7, X7, X7
+	VPCLMULQDQ $0x00, (DX), X8, X12
+	VPCLMULQDQ $0x01, (DX), X8, X13
+	VPXOR      X12, X9, X9
+	VPCLMULQDQ $0x10, (DX), X8, X12
+	VPXOR      X13, X10, X10
+	VPXOR      X12, X10, X10
+	VPCLMULQDQ $0x11, (DX), X8, X12
+	VPXOR      X12, X11, X11
+	ADDQ       $0x10, DX
+
+tailDonegcmSealVAES256256:
+	TESTQ        R8, R8
+	JZ           lengthsgcmSealVAES256256
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPXOR        Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+
+lengthsgcmSealVAES256256:
+	MOVQ         src_len+64(FP), AX
+	SHLQ         $0x03, AX
+	VMOVQ        AX, X8
+	MOVQ         R9, AX
+	SHLQ         $0x03, AX
+	VPINSRQ      $0x01, AX, X8, X8
+	VPXOR        X7, X8, X8
+	VPCLMULQDQ   $0x00, 240(CX), X8, X12
+	VPCLMULQDQ   $0x01, 240(CX), X8, X13
+	VPXOR        X12, X9, X9
+	VPCLMULQDQ   $0x10, 240(CX), X8, X12
+	VPXOR        X13, X10, X10
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, 240(CX), X8, X12
+	VPXOR        X12, X11, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPSHUFB      X6, X7, X7
+	VPXOR        (R10), X7, X7
+	VMOVDQU      X7, (R10)
+	VZEROUPPER
+	RET
+
+// func gcmOpenVAES256(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+// Requires: AES, AVX, AVX2, PCLMULQDQ, VAES, VPCLMULQDQ
+TEXT ·gcmOpenVAES256(SB), NOSPLIT, $16-112
+	MOVQ        rk+0(FP), AX
+	MOVQ        table+16(FP), CX
+	MOVQ        acc+24(FP), DX
+	MOVQ        dst_base+32(FP), BX
+	MOVQ        src_base+56(FP), SI
+	MOVQ        src_len+64(FP), DI
+	MOVQ        nonce+80(FP), R8
+	MOVQ        aadLen+96(FP), R9
+	MOVQ        tag+104(FP), R10
+	MOVQ        rounds+8(FP), R11
+	CMPQ        R11, $0x0a
+	JNE         aes256gcmOpenVAES256
+	VMOVDQU     gcmBswapMask<>+0(SB), Y6
+	MOVQ        (R8), R11
+	MOVL        8(R8), R8
+	MOVL        ctr+88(FP), R12
+	BSWAPL      R12
+	SHLQ        $0x20, R12
+	ORQ         R12, R8
+	VMOVQ       R11, X13
+	VPINSRQ     $0x01, R8, X13, X13
+	VPSHUFB     X6, X13, X5
+	VPXOR       (AX), X13, X13
+	VAESENC     16(AX), X13, X13
+	VAESENC     32(AX), X13, X13
+	VAESENC     48(AX), X13, X13
+	VAESENC     64(AX), X13, X13
+	VAESENC     80(AX), X13, X13
+	VAESENC     96(AX), X13, X13
+	VAESENC     112(AX), X13, X13
+	VAESENC     128(AX), X13, X13
+	VAESENC     144(AX), X13, X13
+	VAESENCLAST 160(AX), X13, X13
+	VMOVDQU     X13, (R10)
+	VINSERTI128 $0x01, X5, Y5, Y5
+	VPADDD      gcmCtrInit<>+0(SB), Y5, Y5
+	VMOVDQU     (DX), X7
+	CMPQ        DI, $0x80
+	JB          tailgcmOpenVAES256128
+
+openLoopgcmOpenVAES256128:
+	VPSHUFB        Y6, Y5, Y0
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y1
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y2
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y3
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VBROADCASTI128 (AX), Y4
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y4, Y1, Y1
+	VPXOR          Y4, Y2, Y2
+	VPXOR          Y4, Y3, Y3
+	VBROADCASTI128 16(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        (SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPXOR          Y7, Y8, Y8
+	VPCLMULQDQ     $0x00, 128(CX), Y8, Y9
+	VPCLMULQDQ     $0x01, 128(CX), Y8, Y10
+	VPCLMULQDQ     $0x10, 128(CX), Y8, Y12
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 128(CX), Y8, Y11
+	VBROADCASTI128 32(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        32(SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 160(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 160(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 160(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 160(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 48(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        64(SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 192(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 192(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 192(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 192(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 64(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 80(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        96(SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 224(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 224(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 224(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 224(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 96(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD        $0x4e, Y9, Y9
+	VPXOR          Y12, Y10, Y10
+	VPXOR          Y9, Y10, Y10
+	VBROADCASTI128 112(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD        $0x4e, Y10, Y10
+	VPXOR          Y12, Y11, Y11
+	VPXOR          Y10, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X12
+	VPXOR          X12, X11, X7
+	VBROADCASTI128 128(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 144(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 160(AX), Y4
+	VPXOR          (SI), Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (BX)
+	VPXOR          32(SI), Y4, Y13
+	VAESENCLAST    Y13, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VPXOR          64(SI), Y4, Y13
+	VAESENCLAST    Y13, Y2, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPXOR          96(SI), Y4, Y13
+	VAESENCLAST    Y13, Y3, Y3
+	VMOVDQU        Y3, 96(BX)
+	ADDQ           $0x80, SI
+	ADDQ           $0x80, BX
+	SUBQ           $0x80, DI
+	CMPQ           DI, $0x80
+	JAE            openLoopgcmOpenVAES256128
+
+tailgcmOpenVAES256128:
+	MOVQ  DI, DX
+	ADDQ  $0x0f, DX
+	ANDQ  $-16, DX
+	XORQ  R8, R8
+	CMPQ  DX, $0x80
+	SETEQ R8
+	NEGQ  DX
+	LEAQ  240(CX)(DX*1), DX
+	SHLQ  $0x04, R8
+	ADDQ  R8, DX
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+blocksgcmOpenVAES256128:
+	CMPQ        DI, $0x10
+	JB          partialgcmOpenVAES256128
+	VMOVDQU     (SI), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VPXOR       160(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (BX)
+	VPSHUFB     X6, X8, X8
+	VPXOR       X7, X8, X8
+	VPXOR       X7, X7, X7
+	VPCLMULQDQ  $0x00, (DX), X8, X12
+	VPCLMULQDQ  $0x01, (DX), X8, X13
+	VPXOR       X12, X9, X9
+	VPCLMULQDQ  $0x10, (DX), X8, X12
+	VPXOR       X13, X10, X10
+	VPXOR       X12, X10, X10
+	VPCLMULQDQ  $0x11, (DX), X8, X12
+	VPXOR       X12, X11, X11
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, BX
+	SUBQ        $0x10, DI
+	JMP         blocksgcmOpenVAES256128
+
+partialgcmOpenVAES256128:
+	TESTQ   DI, DI
+	JZ      tailDonegcmOpenVAES256128
+	VPXOR   X13, X13, X13
+	VMOVDQU X13, (SP)
+	XORQ    R11, R11
+
+copyIngcmOpenVAES256128:
+	MOVB        (SI)(R11*1), R12
+	MOVB        R12, (SP)(R11*1)
+	INCQ        R11
+	CMPQ        R11, DI
+	JB          copyIngcmOpenVAES256128
+	VMOVDQU     (SP), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VPXOR       160(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (SP)
+	XORQ        R11, R11
+
+copyOutgcmOpenVAES256128:
+	MOVB       (SP)(R11*1), R12
+	MOVB       R12, (BX)(R11*1)
+	INCQ       R11
+	CMPQ       R11, DI
+	JB         copyOutgcmOpenVAES256128
+	VPSHUFB    X6, X8, X8
+	VPXOR      X7, X8, X8
+	VPXOR      X7, X7, X7
+	VPCLMULQDQ $0x00, (DX), X8, X12
+	VPCLMULQDQ $0x01, (DX), X8, X13
+	VPXOR      X12, X9, X9
+	VPCLMULQDQ $0x10, (DX), X8, X12
+	VPXOR      X13, X10, X10
+	VPXOR      X12, X10, X10
+	VPCLMULQDQ $0x11, (DX), X8, X12
+	VPXOR      X12, X11, X11
+	ADDQ       $0x10, DX
+
+tailDonegcmOpenVAES256128:
+	TESTQ        R8, R8
+	JZ           lengthsgcmOpenVAES256128
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPXOR        Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+
+lengthsgcmOpenVAES256128:
+	MOVQ         src_len+64(FP), AX
+	SHLQ         $0x03, AX
+	VMOVQ        AX, X8
+	MOVQ         R9, AX
+	SHLQ         $0x03, AX
+	VPINSRQ      $0x01, AX, X8, X8
+	VPXOR        X7, X8, X8
+	VPCLMULQDQ   $0x00, 240(CX), X8, X12
+	VPCLMULQDQ   $0x01, 240(CX), X8, X13
+	VPXOR        X12, X9, X9
+	VPCLMULQDQ   $0x10, 240(CX), X8, X12
+	VPXOR        X13, X10, X10
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, 240(CX), X8, X12
+	VPXOR        X12, X11, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPSHUFB      X6, X7, X7
+	VPXOR        (R10), X7, X7
+	VMOVDQU      X7, (R10)
+	VZEROUPPER
+	RET
+
+aes256gcmOpenVAES256:
+	VMOVDQU     gcmBswapMask<>+0(SB), Y6
+	MOVQ        (R8), R11
+	MOVL        8(R8), R8
+	MOVL        ctr+88(FP), R12
+	BSWAPL      R12
+	SHLQ        $0x20, R12
+	ORQ         R12, R8
+	VMOVQ       R11, X13
+	VPINSRQ     $0x01, R8, X13, X13
+	VPSHUFB     X6, X13, X5
+	VPXOR       (AX), X13, X13
+	VAESENC     16(AX), X13, X13
+	VAESENC     32(AX), X13, X13
+	VAESENC     48(AX), X13, X13
+	VAESENC     64(AX), X13, X13
+	VAESENC     80(AX), X13, X13
+	VAESENC     96(AX), X13, X13
+	VAESENC     112(AX), X13, X13
+	VAESENC     128(AX), X13, X13
+	VAESENC     144(AX), X13, X13
+	VAESENC     160(AX), X13, X13
+	VAESENC     176(AX), X13, X13
+	VAESENC     192(AX), X13, X13
+	VAESENC     208(AX), X13, X13
+	VAESENCLAST 224(AX), X13, X13
+	VMOVDQU     X13, (R10)
+	VINSERTI128 $0x01, X5, Y5, Y5
+	VPADDD      gcmCtrInit<>+0(SB), Y5, Y5
+	VMOVDQU     (DX), X7
+	CMPQ        DI, $0x80
+	JB          tailgcmOpenVAES256256
+
+openLoopgcmOpenVAES256256:
+	VPSHUFB        Y6, Y5, Y0
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y1
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y2
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VPSHUFB        Y6, Y5, Y3
+	VPADDD         gcmInc2<>+0(SB), Y5, Y5
+	VBROADCASTI128 (AX), Y4
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y4, Y1, Y1
+	VPXOR          Y4, Y2, Y2
+	VPXOR          Y4, Y3, Y3
+	VBROADCASTI128 16(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        (SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPXOR          Y7, Y8, Y8
+	VPCLMULQDQ     $0x00, 128(CX), Y8, Y9
+	VPCLMULQDQ     $0x01, 128(CX), Y8, Y10
+	VPCLMULQDQ     $0x10, 128(CX), Y8, Y12
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 128(CX), Y8, Y11
+	VBROADCASTI128 32(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 48(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        32(SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 160(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 160(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 160(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 160(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 64(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 80(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        64(SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 192(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 192(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 192(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 192(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 96(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 112(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VMOVDQU        96(SI), Y8
+	VPSHUFB        Y6, Y8, Y8
+	VPCLMULQDQ     $0x00, 224(CX), Y8, Y12
+	VPCLMULQDQ     $0x01, 224(CX), Y8, Y13
+	VPXOR          Y12, Y9, Y9
+	VPCLMULQDQ     $0x10, 224(CX), Y8, Y12
+	VPXOR          Y13, Y10, Y10
+	VPXOR          Y12, Y10, Y10
+	VPCLMULQDQ     $0x11, 224(CX), Y8, Y12
+	VPXOR          Y12, Y11, Y11
+	VBROADCASTI128 128(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 144(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD        $0x4e, Y9, Y9
+	VPXOR          Y12, Y10, Y10
+	VPXOR          Y9, Y10, Y10
+	VBROADCASTI128 160(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 176(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VPCLMULQDQ     $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD        $0x4e, Y10, Y10
+	VPXOR          Y12, Y11, Y11
+	VPXOR          Y10, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X12
+	VPXOR          X12, X11, X7
+	VBROADCASTI128 192(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 208(AX), Y4
+	VAESENC        Y4, Y0, Y0
+	VAESENC        Y4, Y1, Y1
+	VAESENC        Y4, Y2, Y2
+	VAESENC        Y4, Y3, Y3
+	VBROADCASTI128 224(AX), Y4
+	VPXOR          (SI), Y4, Y13
+	VAESENCLAST    Y13, Y0, Y0
+	VMOVDQU        Y0, (BX)
+	VPXOR          32(SI), Y4, Y13
+	VAESENCLAST    Y13, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VPXOR          64(SI), Y4, Y13
+	VAESENCLAST    Y13, Y2, Y2
+	VMOVDQU        Y2, 64(BX)
+	VPXOR          96(SI), Y4, Y13
+	VAESENCLAST    Y13, Y3, Y3
+	VMOVDQU        Y3, 96(BX)
+	ADDQ           $0x80, SI
+	ADDQ           $0x80, BX
+	SUBQ           $0x80, DI
+	CMPQ           DI, $0x80
+	JAE            openLoopgcmOpenVAES256256
+
+tailgcmOpenVAES256256:
+	MOVQ  DI, DX
+	ADDQ  $0x0f, DX
+	ANDQ  $-16, DX
+	XORQ  R8, R8
+	CMPQ  DX, $0x80
+	SETEQ R8
+	NEGQ  DX
+	LEAQ  240(CX)(DX*1), DX
+	SHLQ  $0x04, R8
+	ADDQ  R8, DX
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+
+blocksgcmOpenVAES256256:
+	CMPQ        DI, $0x10
+	JB          partialgcmOpenVAES256256
+	VMOVDQU     (SI), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VAESENC     160(AX), X0, X0
+	VAESENC     176(AX), X0, X0
+	VAESENC     192(AX), X0, X0
+	VAESENC     208(AX), X0, X0
+	VPXOR       224(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (BX)
+	VPSHUFB     X6, X8, X8
+	VPXOR       X7, X8, X8
+	VPXOR       X7, X7, X7
+	VPCLMULQDQ  $0x00, (DX), X8, X12
+	VPCLMULQDQ  $0x01, (DX), X8, X13
+	VPXOR       X12, X9, X9
+	VPCLMULQDQ  $0x10, (DX), X8, X12
+	VPXOR       X13, X10, X10
+	VPXOR       X12, X10, X10
+	VPCLMULQDQ  $0x11, (DX), X8, X12
+	VPXOR       X12, X11, X11
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, BX
+	SUBQ        $0x10, DI
+	JMP         blocksgcmOpenVAES256256
+
+partialgcmOpenVAES256256:
+	TESTQ   DI, DI
+	JZ      tailDonegcmOpenVAES256256
+	VPXOR   X13, X13, X13
+	VMOVDQU X13, (SP)
+	XORQ    R11, R11
+
+copyIngcmOpenVAES256256:
+	MOVB        (SI)(R11*1), R12
+	MOVB        R12, (SP)(R11*1)
+	INCQ        R11
+	CMPQ        R11, DI
+	JB          copyIngcmOpenVAES256256
+	VMOVDQU     (SP), X8
+	VPSHUFB     X6, X5, X0
+	VPADDD      gcmCtrInit<>+0(SB), X5, X5
+	VPXOR       (AX), X0, X0
+	VAESENC     16(AX), X0, X0
+	VAESENC     32(AX), X0, X0
+	VAESENC     48(AX), X0, X0
+	VAESENC     64(AX), X0, X0
+	VAESENC     80(AX), X0, X0
+	VAESENC     96(AX), X0, X0
+	VAESENC     112(AX), X0, X0
+	VAESENC     128(AX), X0, X0
+	VAESENC     144(AX), X0, X0
+	VAESENC     160(AX), X0, X0
+	VAESENC     176(AX), X0, X0
+	VAESENC     192(AX), X0, X0
+	VAESENC     208(AX), X0, X0
+	VPXOR       224(AX), X8, X13
+	VAESENCLAST X13, X0, X0
+	VMOVDQU     X0, (SP)
+	XORQ        R11, R11
+
+copyOutgcmOpenVAES256256:
+	MOVB       (SP)(R11*1), R12
+	MOVB       R12, (BX)(R11*1)
+	INCQ       R11
+	CMPQ       R11, DI
+	JB         copyOutgcmOpenVAES256256
+	VPSHUFB    X6, X8, X8
+	VPXOR      X7, X8, X8
+	VPXOR      X7, X7, X7
+	VPCLMULQDQ $0x00, (DX), X8, X12
+	VPCLMULQDQ $0x01, (DX), X8, X13
+	VPXOR      X12, X9, X9
+	VPCLMULQDQ $0x10, (DX), X8, X12
+	VPXOR      X13, X10, X10
+	VPXOR      X12, X10, X10
+	VPCLMULQDQ $0x11, (DX), X8, X12
+	VPXOR      X12, X11, X11
+	ADDQ       $0x10, DX
+
+tailDonegcmOpenVAES256256:
+	TESTQ        R8, R8
+	JZ           lengthsgcmOpenVAES256256
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPXOR        Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+
+lengthsgcmOpenVAES256256:
+	MOVQ         src_len+64(FP), AX
+	SHLQ         $0x03, AX
+	VMOVQ        AX, X8
+	MOVQ         R9, AX
+	SHLQ         $0x03, AX
+	VPINSRQ      $0x01, AX, X8, X8
+	VPXOR        X7, X8, X8
+	VPCLMULQDQ   $0x00, 240(CX), X8, X12
+	VPCLMULQDQ   $0x01, 240(CX), X8, X13
+	VPXOR        X12, X9, X9
+	VPCLMULQDQ   $0x10, 240(CX), X8, X12
+	VPXOR        X13, X10, X10
+	VPXOR        X12, X10, X10
+	VPCLMULQDQ   $0x11, 240(CX), X8, X12
+	VPXOR        X12, X11, X11
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y9, Y12
+	VPSHUFD      $0x4e, Y9, Y9
+	VPXOR        Y12, Y10, Y10
+	VPXOR        Y9, Y10, Y10
+	VPCLMULQDQ   $0x00, gcmPoly<>+0(SB), Y10, Y12
+	VPSHUFD      $0x4e, Y10, Y10
+	VPXOR        Y12, Y11, Y11
+	VPXOR        Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPXOR        X12, X11, X7
+	VPSHUFB      X6, X7, X7
+	VPXOR        (R10), X7, X7
+	VMOVDQU      X7, (R10)
+	VZEROUPPER
+	RET

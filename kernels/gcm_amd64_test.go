@@ -10,29 +10,46 @@ import (
 	"testing"
 )
 
-// TestGCMVAES512CounterWrap drives the assembly with pre-counter blocks
+// TestGCMAsmCounterWrap drives the assembly with pre-counter blocks
 // whose 32-bit counter is about to wrap, which a 96-bit nonce never gives
 // (it starts at 2 and stops at 2^32-1), and checks the result against SP
 // 800-38D's definition: the counter after J0 is inc32, which wraps to zero
 // and leaves the nonce alone, and the tag is E(K, J0) ⊕ GHASH(H, A, C). The
 // wrap falls on every block of a 4-block vector, in the 16-block loop and in
 // the tail.
-func TestGCMVAES512CounterWrap(t *testing.T) {
+func TestGCMAsmCounterWrap(t *testing.T) {
 	for _, c := range []Cipher{AES128GCM, AES256GCM} {
-		im, err := Lookup(c, "vaes512")
-		if err != nil || !im.Available() {
-			t.Skipf("%s/vaes512 is not available on this host", c)
+		for _, name := range []string{"vaes512", "vaes256"} {
+			im, err := Lookup(c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(im.String(), func(t *testing.T) {
+				if !im.Available() {
+					t.Skipf("%s is not available on this host", im)
+				}
+				testGCMAsmCounterWrap(t, c, im)
+			})
 		}
+	}
+}
+
+func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
+	{
 		r := newRand(t)
 		key := r.bytes(c.KeySize())
-		g := mustAEAD(t, im, key).(*gcmVAES512)
+		g := mustAEAD(t, im, key).(*gcmAsm)
+		aadFn, seal, open := gcmAADVAES512, gcmSealVAES512, gcmOpenVAES512
+		if !g.zmm {
+			aadFn, seal, open = gcmAADVAES256, gcmSealVAES256, gcmOpenVAES256
+		}
 		b, err := aes.NewCipher(key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var h [16]byte
 		b.Encrypt(h[:], h[:])
-		for _, n := range []int{1, 64, 255, 256, 257, 16*40 + 5, 1024 + 48} {
+		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 16*40 + 5, 1024 + 48} {
 			for k := range 20 {
 				ctr := uint32(0xffffffff - k)
 				var nonce [12]byte
@@ -49,10 +66,10 @@ func TestGCMVAES512CounterWrap(t *testing.T) {
 				}
 
 				var acc, tag [16]byte
-				gcmAADVAES512(&g.table, &acc, aad)
+				aadFn(&g.table, &acc, aad)
 				accAAD := acc
 				ct := make([]byte, n)
-				gcmSealVAES512(&g.rk, g.rounds, &g.table, &acc, ct, pt, &nonce, ctr, len(aad), &tag)
+				seal(&g.rk, g.rounds, &g.table, &acc, ct, pt, &nonce, ctr, len(aad), &tag)
 				if !bytes.Equal(ct, wantCT) {
 					t.Fatalf("%s n=%d counter %#x: ciphertext differs from inc32 CTR", c, n, ctr)
 				}
@@ -61,7 +78,7 @@ func TestGCMVAES512CounterWrap(t *testing.T) {
 				}
 				acc, tag = accAAD, [16]byte{}
 				got := make([]byte, n)
-				gcmOpenVAES512(&g.rk, g.rounds, &g.table, &acc, got, ct, &nonce, ctr, len(aad), &tag)
+				open(&g.rk, g.rounds, &g.table, &acc, got, ct, &nonce, ctr, len(aad), &tag)
 				if !bytes.Equal(got, pt) || tag != wantTag {
 					t.Fatalf("%s n=%d counter %#x: open differs", c, n, ctr)
 				}

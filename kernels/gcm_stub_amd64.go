@@ -34,3 +34,23 @@ func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]
 //
 //go:noescape
 func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+
+// gcmInitVAES256 is gcmInitVAES512 without AVX-512.
+//
+//go:noescape
+func gcmInitVAES256(table *[19][16]byte, k1 *[16]byte)
+
+// gcmAADVAES256 is gcmAADVAES512 without AVX-512.
+//
+//go:noescape
+func gcmAADVAES256(table *[19][16]byte, acc *[16]byte, aad []byte)
+
+// gcmSealVAES256 is gcmSealVAES512 without AVX-512.
+//
+//go:noescape
+func gcmSealVAES256(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+
+// gcmOpenVAES256 is gcmOpenVAES512 without AVX-512.
+//
+//go:noescape
+func gcmOpenVAES256(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)

@@ -102,6 +102,11 @@ func main() {
 	gcmAAD()
 	gcmCrypt(false)
 	gcmCrypt(true)
+	constants256()
+	gcmInit256()
+	gcmAAD256()
+	gcmCrypt256(false)
+	gcmCrypt256(true)
 	Generate()
 }
 
