@@ -62,7 +62,21 @@
 // into VAESENCLAST. Tails of fewer than 256 bytes go a vector at a time, with
 // byte masks (BZHI, KMOVQ, VMOVDQU8) for the last partial vector, and the
 // length block is hashed along with the tail's blocks when they leave a
-// power of H for it.
+// power of H for it. gcm256.go has the variant for 256-bit vectors without
+// AVX-512.
+//
+// # References
+//
+//   - NIST SP 800-38D, Galois/Counter Mode (GCM) and GMAC.
+//   - S. Gueron, M. Kounavis, Intel Carry-Less Multiplication Instruction and
+//     its Usage for Computing the GCM Mode (2014): the byte-reflected
+//     representation, the shifted hash key and the two-step folding reduction.
+//   - N. Drucker, S. Gueron, V. Krasnov, Making AES Great Again: The
+//     Forthcoming Vectorized AES Instruction (2018).
+//   - E. Biggers, the Linux kernel's arch/x86/crypto/aes-gcm-avx10-x86_64.S
+//     (2024) and its VAES+AVX2 sibling: the overall shape (16 blocks in
+//     flight, key powers in descending order with zero padding, one reduction
+//     per 256 bytes, stitching) that this generator re-derives.
 package main
 
 //go:generate go run . -out ../../gcm_amd64.s -stubs ../../gcm_stub_amd64.go -pkg kernels
