@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // AES-GCM tests beyond the generic AEAD suites: every implementation of
@@ -209,4 +210,30 @@ func FuzzGCMAgainstStdlib(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGCMMessageTooLarge checks GCM's length limit, 2^36 - 32 bytes of
+// plaintext: Seal panics and Open fails on anything longer, before reading
+// it, as crypto/cipher does. The oversized slices point at a small buffer and
+// are never read, which is why the race detector's pointer checks (which
+// reject such slices) skip the test.
+func TestGCMMessageTooLarge(t *testing.T) {
+	if raceEnabled {
+		t.Skip("checkptr rejects slices longer than their allocation")
+	}
+	const max = 1<<36 - 32
+	buf := make([]byte, 64)
+	huge := func(n int) []byte { return unsafe.Slice(&buf[0], n) }
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		forEachImpl(t, c, func(t *testing.T, im *Implementation) {
+			a := mustAEAD(t, im, make([]byte, c.KeySize()))
+			nonce := make([]byte, 12)
+			if !panics(func() { a.Seal(nil, nonce, huge(max+1), nil) }) {
+				t.Errorf("Seal of %d bytes did not panic", max+1)
+			}
+			if out, err := a.Open(nil, nonce, huge(max+16+1), nil); err == nil || out != nil {
+				t.Errorf("Open of %d bytes = %d bytes, %v; want an error", max+17, len(out), err)
+			}
+		})
+	}
 }
