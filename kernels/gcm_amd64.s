@@ -514,26 +514,14 @@ TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-112
 	VBROADCASTI32X4 160(AX), Z26
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
 	MOVQ            (R8), AX
-	MOVL            8(R8), R8
-	MOVL            ctr+88(FP), R11
-	BSWAPL          R11
-	SHLQ            $0x20, R11
-	ORQ             R11, R8
+	MOVL            8(R8), R11
+	MOVL            ctr+88(FP), R12
+	BSWAPL          R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R11
 	VMOVQ           AX, X15
-	VPINSRQ         $0x01, R8, X15, X15
+	VPINSRQ         $0x01, R11, X15, X15
 	VPSHUFB         X31, X15, X8
-	VPXORD          X16, X15, X15
-	VAESENC         X17, X15, X15
-	VAESENC         X18, X15, X15
-	VAESENC         X19, X15, X15
-	VAESENC         X20, X15, X15
-	VAESENC         X21, X15, X15
-	VAESENC         X22, X15, X15
-	VAESENC         X23, X15, X15
-	VAESENC         X24, X15, X15
-	VAESENC         X25, X15, X15
-	VAESENCLAST     X26, X15, X15
-	VMOVDQU         X15, (R10)
 	VSHUFI32X4      $0x00, Z8, Z8, Z8
 	VPADDD          gcmCtrInit<>+0(SB), Z8, Z8
 	VMOVDQU         (DX), X9
@@ -769,21 +757,40 @@ sealLast128:
 	VPXORD        X14, X13, X9
 
 tail128:
-	MOVQ   DI, AX
-	ADDQ   $0x0f, AX
-	ANDQ   $-16, AX
-	XORQ   DX, DX
-	CMPQ   AX, $0x00000100
-	SETEQ  DL
-	NEGQ   AX
-	LEAQ   240(CX)(AX*1), AX
-	SHLQ   $0x04, DX
-	ADDQ   DX, AX
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	TESTQ  DI, DI
-	JZ     lengths128
+	MOVQ        (R8), AX
+	MOVL        8(R8), DX
+	MOVL        ctr+88(FP), R8
+	BSWAPL      R8
+	SHLQ        $0x20, R8
+	ORQ         R8, DX
+	VMOVQ       AX, X7
+	VPINSRQ     $0x01, DX, X7, X7
+	VPXORD      X16, X7, X7
+	VAESENC     X17, X7, X7
+	VAESENC     X18, X7, X7
+	VAESENC     X19, X7, X7
+	VAESENC     X20, X7, X7
+	VAESENC     X21, X7, X7
+	VAESENC     X22, X7, X7
+	VAESENC     X23, X7, X7
+	VAESENC     X24, X7, X7
+	VAESENC     X25, X7, X7
+	VAESENCLAST X26, X7, X7
+	MOVQ        DI, AX
+	ADDQ        $0x0f, AX
+	ANDQ        $-16, AX
+	XORQ        DX, DX
+	CMPQ        AX, $0x00000100
+	SETEQ       DL
+	NEGQ        AX
+	LEAQ        240(CX)(AX*1), AX
+	SHLQ        $0x04, DX
+	ADDQ        DX, AX
+	VPXORD      Z11, Z11, Z11
+	VPXORD      Z12, Z12, Z12
+	VPXORD      Z13, Z13, Z13
+	TESTQ       DI, DI
+	JZ          lengths128
 
 tailLoop128:
 	MOVQ          $-1, R8
@@ -865,7 +872,7 @@ lengths128:
 	VEXTRACTI32X4 $0x01, Y13, X14
 	VPXORD        X14, X13, X9
 	VPSHUFB       X31, X9, X9
-	VPXOR         (R10), X9, X9
+	VPXOR         X7, X9, X9
 	VMOVDQU       X9, (R10)
 	VZEROUPPER
 	RET
@@ -888,30 +895,14 @@ aes256:
 	VBROADCASTI32X4 224(AX), Z30
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
 	MOVQ            (R8), AX
-	MOVL            8(R8), R8
-	MOVL            ctr+88(FP), R11
-	BSWAPL          R11
-	SHLQ            $0x20, R11
-	ORQ             R11, R8
+	MOVL            8(R8), R11
+	MOVL            ctr+88(FP), R12
+	BSWAPL          R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R11
 	VMOVQ           AX, X15
-	VPINSRQ         $0x01, R8, X15, X15
+	VPINSRQ         $0x01, R11, X15, X15
 	VPSHUFB         X31, X15, X8
-	VPXORD          X16, X15, X15
-	VAESENC         X17, X15, X15
-	VAESENC         X18, X15, X15
-	VAESENC         X19, X15, X15
-	VAESENC         X20, X15, X15
-	VAESENC         X21, X15, X15
-	VAESENC         X22, X15, X15
-	VAESENC         X23, X15, X15
-	VAESENC         X24, X15, X15
-	VAESENC         X25, X15, X15
-	VAESENC         X26, X15, X15
-	VAESENC         X27, X15, X15
-	VAESENC         X28, X15, X15
-	VAESENC         X29, X15, X15
-	VAESENCLAST     X30, X15, X15
-	VMOVDQU         X15, (R10)
 	VSHUFI32X4      $0x00, Z8, Z8, Z8
 	VPADDD          gcmCtrInit<>+0(SB), Z8, Z8
 	VMOVDQU         (DX), X9
@@ -1179,21 +1170,44 @@ sealLast256:
 	VPXORD        X14, X13, X9
 
 tail256:
-	MOVQ   DI, AX
-	ADDQ   $0x0f, AX
-	ANDQ   $-16, AX
-	XORQ   DX, DX
-	CMPQ   AX, $0x00000100
-	SETEQ  DL
-	NEGQ   AX
-	LEAQ   240(CX)(AX*1), AX
-	SHLQ   $0x04, DX
-	ADDQ   DX, AX
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	TESTQ  DI, DI
-	JZ     lengths256
+	MOVQ        (R8), AX
+	MOVL        8(R8), DX
+	MOVL        ctr+88(FP), R8
+	BSWAPL      R8
+	SHLQ        $0x20, R8
+	ORQ         R8, DX
+	VMOVQ       AX, X7
+	VPINSRQ     $0x01, DX, X7, X7
+	VPXORD      X16, X7, X7
+	VAESENC     X17, X7, X7
+	VAESENC     X18, X7, X7
+	VAESENC     X19, X7, X7
+	VAESENC     X20, X7, X7
+	VAESENC     X21, X7, X7
+	VAESENC     X22, X7, X7
+	VAESENC     X23, X7, X7
+	VAESENC     X24, X7, X7
+	VAESENC     X25, X7, X7
+	VAESENC     X26, X7, X7
+	VAESENC     X27, X7, X7
+	VAESENC     X28, X7, X7
+	VAESENC     X29, X7, X7
+	VAESENCLAST X30, X7, X7
+	MOVQ        DI, AX
+	ADDQ        $0x0f, AX
+	ANDQ        $-16, AX
+	XORQ        DX, DX
+	CMPQ        AX, $0x00000100
+	SETEQ       DL
+	NEGQ        AX
+	LEAQ        240(CX)(AX*1), AX
+	SHLQ        $0x04, DX
+	ADDQ        DX, AX
+	VPXORD      Z11, Z11, Z11
+	VPXORD      Z12, Z12, Z12
+	VPXORD      Z13, Z13, Z13
+	TESTQ       DI, DI
+	JZ          lengths256
 
 tailLoop256:
 	MOVQ          $-1, R8
@@ -1279,7 +1293,7 @@ lengths256:
 	VEXTRACTI32X4 $0x01, Y13, X14
 	VPXORD        X14, X13, X9
 	VPSHUFB       X31, X9, X9
-	VPXOR         (R10), X9, X9
+	VPXOR         X7, X9, X9
 	VMOVDQU       X9, (R10)
 	VZEROUPPER
 	RET
@@ -1312,26 +1326,14 @@ TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-112
 	VBROADCASTI32X4 160(AX), Z26
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
 	MOVQ            (R8), AX
-	MOVL            8(R8), R8
-	MOVL            ctr+88(FP), R11
-	BSWAPL          R11
-	SHLQ            $0x20, R11
-	ORQ             R11, R8
+	MOVL            8(R8), R11
+	MOVL            ctr+88(FP), R12
+	BSWAPL          R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R11
 	VMOVQ           AX, X15
-	VPINSRQ         $0x01, R8, X15, X15
+	VPINSRQ         $0x01, R11, X15, X15
 	VPSHUFB         X31, X15, X8
-	VPXORD          X16, X15, X15
-	VAESENC         X17, X15, X15
-	VAESENC         X18, X15, X15
-	VAESENC         X19, X15, X15
-	VAESENC         X20, X15, X15
-	VAESENC         X21, X15, X15
-	VAESENC         X22, X15, X15
-	VAESENC         X23, X15, X15
-	VAESENC         X24, X15, X15
-	VAESENC         X25, X15, X15
-	VAESENCLAST     X26, X15, X15
-	VMOVDQU         X15, (R10)
 	VSHUFI32X4      $0x00, Z8, Z8, Z8
 	VPADDD          gcmCtrInit<>+0(SB), Z8, Z8
 	VMOVDQU         (DX), X9
@@ -1455,21 +1457,40 @@ openLoop128:
 	JAE           openLoop128
 
 tail128:
-	MOVQ   DI, AX
-	ADDQ   $0x0f, AX
-	ANDQ   $-16, AX
-	XORQ   DX, DX
-	CMPQ   AX, $0x00000100
-	SETEQ  DL
-	NEGQ   AX
-	LEAQ   240(CX)(AX*1), AX
-	SHLQ   $0x04, DX
-	ADDQ   DX, AX
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	TESTQ  DI, DI
-	JZ     lengths128
+	MOVQ        (R8), AX
+	MOVL        8(R8), DX
+	MOVL        ctr+88(FP), R8
+	BSWAPL      R8
+	SHLQ        $0x20, R8
+	ORQ         R8, DX
+	VMOVQ       AX, X7
+	VPINSRQ     $0x01, DX, X7, X7
+	VPXORD      X16, X7, X7
+	VAESENC     X17, X7, X7
+	VAESENC     X18, X7, X7
+	VAESENC     X19, X7, X7
+	VAESENC     X20, X7, X7
+	VAESENC     X21, X7, X7
+	VAESENC     X22, X7, X7
+	VAESENC     X23, X7, X7
+	VAESENC     X24, X7, X7
+	VAESENC     X25, X7, X7
+	VAESENCLAST X26, X7, X7
+	MOVQ        DI, AX
+	ADDQ        $0x0f, AX
+	ANDQ        $-16, AX
+	XORQ        DX, DX
+	CMPQ        AX, $0x00000100
+	SETEQ       DL
+	NEGQ        AX
+	LEAQ        240(CX)(AX*1), AX
+	SHLQ        $0x04, DX
+	ADDQ        DX, AX
+	VPXORD      Z11, Z11, Z11
+	VPXORD      Z12, Z12, Z12
+	VPXORD      Z13, Z13, Z13
+	TESTQ       DI, DI
+	JZ          lengths128
 
 tailLoop128:
 	MOVQ          $-1, R8
@@ -1550,7 +1571,7 @@ lengths128:
 	VEXTRACTI32X4 $0x01, Y13, X14
 	VPXORD        X14, X13, X9
 	VPSHUFB       X31, X9, X9
-	VPXOR         (R10), X9, X9
+	VPXOR         X7, X9, X9
 	VMOVDQU       X9, (R10)
 	VZEROUPPER
 	RET
@@ -1573,30 +1594,14 @@ aes256:
 	VBROADCASTI32X4 224(AX), Z30
 	VMOVDQU64       gcmBswapMask<>+0(SB), Z31
 	MOVQ            (R8), AX
-	MOVL            8(R8), R8
-	MOVL            ctr+88(FP), R11
-	BSWAPL          R11
-	SHLQ            $0x20, R11
-	ORQ             R11, R8
+	MOVL            8(R8), R11
+	MOVL            ctr+88(FP), R12
+	BSWAPL          R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R11
 	VMOVQ           AX, X15
-	VPINSRQ         $0x01, R8, X15, X15
+	VPINSRQ         $0x01, R11, X15, X15
 	VPSHUFB         X31, X15, X8
-	VPXORD          X16, X15, X15
-	VAESENC         X17, X15, X15
-	VAESENC         X18, X15, X15
-	VAESENC         X19, X15, X15
-	VAESENC         X20, X15, X15
-	VAESENC         X21, X15, X15
-	VAESENC         X22, X15, X15
-	VAESENC         X23, X15, X15
-	VAESENC         X24, X15, X15
-	VAESENC         X25, X15, X15
-	VAESENC         X26, X15, X15
-	VAESENC         X27, X15, X15
-	VAESENC         X28, X15, X15
-	VAESENC         X29, X15, X15
-	VAESENCLAST     X30, X15, X15
-	VMOVDQU         X15, (R10)
 	VSHUFI32X4      $0x00, Z8, Z8, Z8
 	VPADDD          gcmCtrInit<>+0(SB), Z8, Z8
 	VMOVDQU         (DX), X9
@@ -1736,21 +1741,44 @@ openLoop256:
 	JAE           openLoop256
 
 tail256:
-	MOVQ   DI, AX
-	ADDQ   $0x0f, AX
-	ANDQ   $-16, AX
-	XORQ   DX, DX
-	CMPQ   AX, $0x00000100
-	SETEQ  DL
-	NEGQ   AX
-	LEAQ   240(CX)(AX*1), AX
-	SHLQ   $0x04, DX
-	ADDQ   DX, AX
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	TESTQ  DI, DI
-	JZ     lengths256
+	MOVQ        (R8), AX
+	MOVL        8(R8), DX
+	MOVL        ctr+88(FP), R8
+	BSWAPL      R8
+	SHLQ        $0x20, R8
+	ORQ         R8, DX
+	VMOVQ       AX, X7
+	VPINSRQ     $0x01, DX, X7, X7
+	VPXORD      X16, X7, X7
+	VAESENC     X17, X7, X7
+	VAESENC     X18, X7, X7
+	VAESENC     X19, X7, X7
+	VAESENC     X20, X7, X7
+	VAESENC     X21, X7, X7
+	VAESENC     X22, X7, X7
+	VAESENC     X23, X7, X7
+	VAESENC     X24, X7, X7
+	VAESENC     X25, X7, X7
+	VAESENC     X26, X7, X7
+	VAESENC     X27, X7, X7
+	VAESENC     X28, X7, X7
+	VAESENC     X29, X7, X7
+	VAESENCLAST X30, X7, X7
+	MOVQ        DI, AX
+	ADDQ        $0x0f, AX
+	ANDQ        $-16, AX
+	XORQ        DX, DX
+	CMPQ        AX, $0x00000100
+	SETEQ       DL
+	NEGQ        AX
+	LEAQ        240(CX)(AX*1), AX
+	SHLQ        $0x04, DX
+	ADDQ        DX, AX
+	VPXORD      Z11, Z11, Z11
+	VPXORD      Z12, Z12, Z12
+	VPXORD      Z13, Z13, Z13
+	TESTQ       DI, DI
+	JZ          lengths256
 
 tailLoop256:
 	MOVQ          $-1, R8
@@ -1835,7 +1863,7 @@ lengths256:
 	VEXTRACTI32X4 $0x01, Y13, X14
 	VPXORD        X14, X13, X9
 	VPSHUFB       X31, X9, X9
-	VPXOR         (R10), X9, X9
+	VPXOR         X7, X9, X9
 	VMOVDQU       X9, (R10)
 	VZEROUPPER
 	RET

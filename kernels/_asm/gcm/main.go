@@ -364,26 +364,10 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	}
 	VMOVDQU64(bswapMask, bsw)
 
-	// E(K, J0), to be XORed into the tag; parked in the tag's place.
-	// J0 = nonce ‖ ctr (big-endian), assembled from scalar loads, which the
-	// processor can forward from the caller's recent stores of the nonce.
-	ej := t1.AsX()
-	w0, w1, c := GP64(), GP64(), GP32()
-	MOVQ(Mem{Base: a.nonce}, w0)
-	MOVL(Mem{Base: a.nonce, Disp: 8}, w1.As32())
-	Load(Param("ctr"), c)
-	BSWAPL(c)
-	SHLQ(U8(32), c.As64())
-	ORQ(c.As64(), w1)
-	VMOVQ(w0, ej)
-	VPINSRQ(U8(1), w1, ej, ej)
-	VPSHUFB(bsw.AsX(), ej, ctr.AsX()) // J0 byte-reversed: dword 0 is the counter
-	VPXORD(rk[0].AsX(), ej, ej)
-	for r := 1; r < rounds; r++ {
-		VAESENC(rk[r].AsX(), ej, ej)
-	}
-	VAESENCLAST(rk[rounds].AsX(), ej, ej)
-	VMOVDQU(ej, Mem{Base: a.tag})
+	// J0 = nonce ‖ ctr (big-endian), byte-reversed into ctr: dword 0 is the
+	// counter.
+	loadJ0(a, t1.AsX())
+	VPSHUFB(bsw.AsX(), t1.AsX(), ctr.AsX())
 
 	// Counters J0+1 … J0+4 in the four lanes (inc32: modulo 2^32).
 	VSHUFI32X4(U8(0), ctr, ctr, ctr)
@@ -461,6 +445,17 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	// starting at entry 15-nb; with nb = 16 the blocks take all 16 powers
 	// and the length block is hashed after a reduction.
 	Label(L("tail"))
+	// E(K, J0), for the tag, computed alongside the tail and kept in a
+	// register: parked in memory it would wait for the tail's masked stores,
+	// which cover the tag's place.
+	ej := hk[3].AsX()
+	loadJ0(a, ej)
+	VPXORD(rk[0].AsX(), ej, ej)
+	for r := 1; r < rounds; r++ {
+		VAESENC(rk[r].AsX(), ej, ej)
+	}
+	VAESENCLAST(rk[rounds].AsX(), ej, ej)
+
 	hp, sep := GP64(), GP64()
 	MOVQ(n, hp)
 	ADDQ(U8(15), hp)
@@ -525,8 +520,23 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 
 	// tag = E(K, J0) ⊕ the hash, back in GCM's byte order.
 	VPSHUFB(bsw.AsX(), acc.AsX(), acc.AsX())
-	VPXOR(Mem{Base: a.tag}, acc.AsX(), acc.AsX())
+	VPXOR(ej, acc.AsX(), acc.AsX())
 	VMOVDQU(acc.AsX(), Mem{Base: a.tag})
 	VZEROUPPER()
 	RET()
+}
+
+// loadJ0 sets x to J0 = nonce ‖ ctr (ctr big-endian), assembled from scalar
+// loads, which the processor can forward from the caller's recent stores of
+// the nonce (a vector load spanning several of them could not be).
+func loadJ0(a cryptArgs, x Register) {
+	w0, w1, c := GP64(), GP64(), GP32()
+	MOVQ(Mem{Base: a.nonce}, w0)
+	MOVL(Mem{Base: a.nonce, Disp: 8}, w1.As32())
+	Load(Param("ctr"), c)
+	BSWAPL(c)
+	SHLQ(U8(32), c.As64())
+	ORQ(c.As64(), w1)
+	VMOVQ(w0, x)
+	VPINSRQ(U8(1), w1, x, x)
 }
