@@ -1,0 +1,542 @@
+// Command gcm generates the AES-GCM kernels that use VAES and VPCLMULQDQ on
+// 512-bit vectors: kernels/gcm_amd64.s and its Go declarations.
+//
+// # Representation
+//
+// GCM (NIST SP 800-38D) multiplies in GF(2^128) = GF(2)[x]/P(x), P = x^128 +
+// x^7 + x^2 + x + 1, and stores the coefficient of x^0 in the most
+// significant bit of a block's first byte. Reversing a block's 16 bytes
+// (VPSHUFB) and reading it as a little-endian 128-bit integer puts the
+// coefficient of x^i at bit 127-i: the block read as a big-endian integer.
+// Write y = 1/x. An element a(x) then is the integer A(y) = y^127·a(1/y), and
+// carry-less multiplication, which multiplies polynomials in y, gives
+//
+//	A·B = y^254·(ab)(1/y) = y^127·R(ab),
+//
+// where R(ab) is the representation of the product. The modulus becomes
+// Q(y) = y^128·P(1/y) = y^128 + y^127 + y^126 + y^121 + 1, and
+// y^127·a(1/y) ≡ R(a mod P) modulo Q, so products can be reduced modulo Q.
+//
+// # Reduction
+//
+// Q ≡ 0 gives 1 ≡ y^121 + y^126 + y^127 + y^128, so a 64-bit word T0 at the
+// bottom of a 256-bit product T satisfies
+//
+//	T0 ≡ y^64·clmul(T0, 0xc200000000000000) + y^128·T0,
+//
+// where 0xc2… is y^57 + y^62 + y^63. Folding the lowest word twice this way
+// (two VPCLMULQDQ, two qword swaps, two three-way XORs) clears the low 128
+// bits without changing T modulo Q: the high 128 bits are T·y^-128 mod Q,
+// fully reduced. That is a Montgomery reduction, so mul(A, B) = A·B·y^-128
+// would be the product times y^-1. The key is therefore stored pre-multiplied
+// by y: K1 = y·H mod Q (computed in Go), and mul(A, K1) = R(a·h) exactly.
+// The powers follow as K(i+1) = mul(K(i), K1) = y·R(h^(i+1)).
+//
+// The reduction is linear, so the products of many blocks with their powers
+// of H can be summed unreduced and reduced once. A product is computed in
+// schoolbook form: LO = a0·b0, MI = a0·b1 + a1·b0, HI = a1·b1 (64-bit
+// halves), T = HI·y^128 + MI·y^64 + LO. The first fold moves LO's low word
+// onto MI's position, the second moves MI's low word onto HI's:
+//
+//	MI' = MI ⊕ clmul(LO.lo, C) ⊕ swap(LO)
+//	R   = HI ⊕ clmul(MI'.lo, C) ⊕ swap(MI')
+//
+// # Layout of the key powers
+//
+// The table holds K16, K15, …, K1 (entry i is K(16-i)) and then three zero
+// entries. n blocks C0…C(n-1) hash as Σ Ci·K(n-i) with the running value
+// XORed into C0, so they take the n consecutive entries starting at entry
+// 16-n, four per vector; a last vector that is not full reads into the zero
+// entries, which multiply its zero-padded lanes by zero.
+//
+// # Structure
+//
+// AES keeps 16 blocks (four zmm) in flight, with every round key broadcast
+// into its own register. In the main loop the rounds of the current 256
+// bytes are interleaved with GHASH of the previous 256 bytes of ciphertext
+// (sealing) or of the same 256 bytes (opening, whose ciphertext is known up
+// front): AES and carry-less multiplication run on different execution
+// units. The counter lives in registers in byte-reversed form, so that
+// VPADDD increments its last 32 bits modulo 2^32, exactly GCM's inc32. The
+// last AES round takes round key ⊕ input, which folds the XOR with the text
+// into VAESENCLAST. Tails of fewer than 256 bytes go a vector at a time, with
+// byte masks (BZHI, KMOVQ, VMOVDQU8) for the last partial vector, and the
+// length block is hashed along with the tail's blocks when they leave a
+// power of H for it. gcm256.go has the variant for 256-bit vectors without
+// AVX-512.
+//
+// # References
+//
+//   - NIST SP 800-38D, Galois/Counter Mode (GCM) and GMAC.
+//   - S. Gueron, M. Kounavis, Intel Carry-Less Multiplication Instruction and
+//     its Usage for Computing the GCM Mode (2014): the byte-reflected
+//     representation, the shifted hash key and the two-step folding reduction.
+//   - N. Drucker, S. Gueron, V. Krasnov, Making AES Great Again: The
+//     Forthcoming Vectorized AES Instruction (2018).
+//   - E. Biggers, the Linux kernel's arch/x86/crypto/aes-gcm-avx10-x86_64.S
+//     (2024) and its VAES+AVX2 sibling: the overall shape (16 blocks in
+//     flight, key powers in descending order with zero padding, one reduction
+//     per 256 bytes, stitching) that this generator re-derives.
+package main
+
+//go:generate go run . -out ../../gcm_amd64.s -stubs ../../gcm_stub_amd64.go -pkg kernels
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The vector registers of the kernels, assigned by hand: all 32 are needed
+// for AES-256 with its 15 round keys held in registers.
+var (
+	st         = [4]VecPhysical{Z0, Z1, Z2, Z3} // AES states, 4 blocks each
+	hk         = [4]VecPhysical{Z4, Z5, Z6, Z7} // K16…K13, K12…K9, K8…K5, K4…K1
+	ctr        = Z8                             // next counters, byte-reversed
+	acc        = Z9                             // running GHASH value, lane 0
+	dat        = Z10                            // the block vector being hashed
+	lo, mi, hi = Z11, Z12, Z13                  // unreduced product sums
+	t0, t1     = Z14, Z15                       // scratch
+	bsw        = Z31                            // byte-reversal shuffle mask
+	rkRegs     = []VecPhysical{Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30}
+)
+
+// Constants, 64 bytes each so that they serve as zmm memory operands.
+var (
+	bswapMask Mem // per lane: bytes 15, 14, …, 0
+	gfPoly    Mem // every qword: 0xc200000000000000
+	inc4      Mem // per lane: dword 0 = 4
+	ctrInit   Mem // per lane i: dword 0 = i+1
+)
+
+func main() {
+	ConstraintExpr("amd64,gc,!purego")
+	constants()
+	gcmInit()
+	gcmAAD()
+	gcmCrypt(false)
+	gcmCrypt(true)
+	constants256()
+	gcmInit256()
+	gcmAAD256()
+	gcmCrypt256(false)
+	gcmCrypt256(true)
+	Generate()
+}
+
+func constants() {
+	bswapMask = GLOBL("gcmBswapMask", RODATA|NOPTR)
+	for i := 0; i < 64; i++ {
+		DATA(i, U8(15-i%16))
+	}
+	gfPoly = GLOBL("gcmPoly", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(8*i, U64(0xc200000000000000))
+	}
+	inc4 = GLOBL("gcmInc4", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		v := uint32(0)
+		if i%4 == 0 {
+			v = 4
+		}
+		DATA(4*i, U32(v))
+	}
+	ctrInit = GLOBL("gcmCtrInit", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		v := uint32(0)
+		if i%4 == 0 {
+			v = uint32(i/4 + 1)
+		}
+		DATA(4*i, U32(v))
+	}
+}
+
+// mulAcc multiplies the blocks in d lane by lane with the key powers in k and
+// adds the unreduced products to lo, mi and hi, or sets them if first.
+func mulAcc(d, k Op, first bool) {
+	if first {
+		VPCLMULQDQ(U8(0x00), k, d, lo)
+		VPCLMULQDQ(U8(0x01), k, d, t0)
+		VPCLMULQDQ(U8(0x10), k, d, t1)
+		VPXORD(t0, t1, mi)
+		VPCLMULQDQ(U8(0x11), k, d, hi)
+		return
+	}
+	VPCLMULQDQ(U8(0x00), k, d, t0)
+	VPCLMULQDQ(U8(0x01), k, d, t1)
+	VPXORD(t0, lo, lo)
+	VPCLMULQDQ(U8(0x10), k, d, t0)
+	VPTERNLOGD(U8(0x96), t0, t1, mi)
+	VPCLMULQDQ(U8(0x11), k, d, t0)
+	VPXORD(t0, hi, hi)
+}
+
+// reduceFold folds lo into mi (the first step of the reduction).
+func reduceFold() {
+	VPCLMULQDQ(U8(0x00), gfPoly, lo, t0)
+	VPSHUFD(U8(0x4e), lo, lo)
+	VPTERNLOGD(U8(0x96), t0, lo, mi)
+}
+
+// reduceFinish folds mi into hi, which then holds the reduced sum of each
+// lane, and XORs the four lanes into the low 128 bits of dst (the rest of dst
+// is zeroed).
+func reduceFinish(dst VecPhysical) {
+	VPCLMULQDQ(U8(0x00), gfPoly, mi, t0)
+	VPSHUFD(U8(0x4e), mi, mi)
+	VPTERNLOGD(U8(0x96), t0, mi, hi)
+	VEXTRACTI64X4(U8(1), hi, t0.AsY())
+	VPXORD(t0.AsY(), hi.AsY(), hi.AsY())
+	VEXTRACTI32X4(U8(1), hi.AsY(), t0.AsX())
+	VPXORD(t0.AsX(), hi.AsX(), dst.AsX())
+}
+
+func reduce(dst VecPhysical) {
+	reduceFold()
+	reduceFinish(dst)
+}
+
+// ghash16Steps returns the steps that hash the 256 bytes at base+disp into
+// acc, using the key powers in hk: one step per vector, then the two halves
+// of the reduction. Interleaved with AES rounds, they stitch the two.
+func ghash16Steps(base Register, disp int) []func() {
+	var steps []func()
+	for k := 0; k < 4; k++ {
+		k := k
+		steps = append(steps, func() {
+			VMOVDQU64(Mem{Base: base, Disp: disp + 64*k}, dat)
+			VPSHUFB(bsw, dat, dat)
+			if k == 0 {
+				VPXORD(acc, dat, dat)
+			}
+			mulAcc(dat, hk[k], k == 0)
+		})
+	}
+	steps = append(steps, reduceFold, func() { reduceFinish(acc) })
+	return steps
+}
+
+func loadPowers(table Register) {
+	for k := range hk {
+		VMOVDQU64(Mem{Base: table, Disp: 64 * k}, hk[k])
+	}
+}
+
+// tailMask sets K1 to the byte mask of the first min(n, 64) bytes of a
+// vector; n must be below 256 (BZHI reads the index's low byte and clears
+// nothing for an index of 64 or more).
+func tailMask(n, tmp Register) {
+	MOVQ(I32(-1), tmp)
+	BZHIQ(n, tmp, tmp)
+	KMOVQ(tmp, K1)
+}
+
+// gcmInit computes the table of key powers.
+func gcmInit() {
+	TEXT("gcmInitVAES512", NOSPLIT, "func(table *[19][16]byte, k1 *[16]byte)")
+	Pragma("noescape")
+	Doc("gcmInitVAES512 fills table with K16, K15, …, K1 and three zero blocks,",
+		"where K1 = y·H is the byte-reversed hash key multiplied by y (see the generator).")
+	table := Load(Param("table"), GP64())
+	k1 := Load(Param("k1"), GP64())
+	cur := st[0]
+	VMOVDQU(Mem{Base: k1}, hk[0].AsX())
+	VMOVDQU(hk[0].AsX(), Mem{Base: table, Disp: 15 * 16})
+	VMOVDQA64(hk[0], cur)
+	for i := 2; i <= 16; i++ {
+		mulAcc(cur, hk[0], true)
+		reduce(cur)
+		VMOVDQU(cur.AsX(), Mem{Base: table, Disp: (16 - i) * 16})
+	}
+	VPXORD(t0.AsX(), t0.AsX(), t0.AsX())
+	for i := 16; i < 19; i++ {
+		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: i * 16})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// gcmAAD hashes additional data into the running value.
+func gcmAAD() {
+	TEXT("gcmAADVAES512", NOSPLIT, "func(table *[19][16]byte, acc *[16]byte, aad []byte)")
+	Pragma("noescape")
+	Doc("gcmAADVAES512 hashes aad, zero-padded to a whole number of blocks, into acc.")
+	table := Load(Param("table"), GP64())
+	accp := Load(Param("acc"), GP64())
+	p := Load(Param("aad").Base(), GP64())
+	n := Load(Param("aad").Len(), GP64())
+	VMOVDQU64(bswapMask, bsw)
+	VMOVDQU(Mem{Base: accp}, acc.AsX())
+
+	CMPQ(n, U32(256))
+	JB(LabelRef("aadTail"))
+	loadPowers(table)
+	Label("aadLoop")
+	for _, s := range ghash16Steps(p, 0) {
+		s()
+	}
+	ADDQ(U32(256), p)
+	SUBQ(U32(256), n)
+	CMPQ(n, U32(256))
+	JAE(LabelRef("aadLoop"))
+
+	Label("aadTail")
+	TESTQ(n, n)
+	JZ(LabelRef("aadDone"))
+	// Powers K(nb)… for the nb remaining blocks start at entry 16-nb.
+	hp := GP64()
+	MOVQ(n, hp)
+	ADDQ(U8(15), hp)
+	ANDQ(I32(-16), hp)
+	NEGQ(hp)
+	LEAQ(Mem{Base: table, Index: hp, Scale: 1, Disp: 256}, hp)
+	zeroSums()
+	m := GP64()
+	Label("aadTailLoop")
+	tailMask(n, m)
+	VMOVDQU8_Z(Mem{Base: p}, K1, dat)
+	VPSHUFB(bsw, dat, dat)
+	VPXORD(acc, dat, dat)
+	VPXORD(acc, acc, acc)
+	VMOVDQU64(Mem{Base: hp}, hk[0])
+	mulAcc(dat, hk[0], false)
+	ADDQ(U8(64), p)
+	ADDQ(U8(64), hp)
+	SUBQ(U8(64), n)
+	JG(LabelRef("aadTailLoop"))
+	reduce(acc)
+
+	Label("aadDone")
+	VMOVDQU(acc.AsX(), Mem{Base: accp})
+	VZEROUPPER()
+	RET()
+}
+
+func zeroSums() {
+	VPXORD(lo, lo, lo)
+	VPXORD(mi, mi, mi)
+	VPXORD(hi, hi, hi)
+}
+
+// cryptArgs are the general-purpose registers of gcmSeal and gcmOpen.
+type cryptArgs struct {
+	rk, table, accp, dst, src, n, nonce, aadLen, tag Register
+}
+
+// gcmCrypt generates gcmSealVAES512 or gcmOpenVAES512.
+func gcmCrypt(open bool) {
+	name, what := "gcmSealVAES512", "encrypts src into dst"
+	if open {
+		name, what = "gcmOpenVAES512", "decrypts src into dst"
+	}
+	TEXT(name, NOSPLIT, "func(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)")
+	Pragma("noescape")
+	Doc(name+" "+what+" with AES-GCM and writes the tag, computed over",
+		"the additional data already hashed into acc (aadLen bytes of it) and the",
+		"ciphertext, to tag. The pre-counter block J0 is nonce ‖ ctr (ctr = 1 for GCM",
+		"with a 96-bit nonce; other values are for tests); the text takes the",
+		"counters after J0, incremented modulo 2^32 in the last four bytes. rounds",
+		"is 10 or 14; dst must be at least as long as src.")
+	a := cryptArgs{
+		rk:     Load(Param("rk"), GP64()),
+		table:  Load(Param("table"), GP64()),
+		accp:   Load(Param("acc"), GP64()),
+		dst:    Load(Param("dst").Base(), GP64()),
+		src:    Load(Param("src").Base(), GP64()),
+		n:      Load(Param("src").Len(), GP64()),
+		nonce:  Load(Param("nonce"), GP64()),
+		aadLen: Load(Param("aadLen"), GP64()),
+		tag:    Load(Param("tag"), GP64()),
+	}
+	rounds := Load(Param("rounds"), GP64())
+	CMPQ(rounds, U8(10))
+	JNE(LabelRef("aes256"))
+	cryptBody(a, 10, open, "128")
+	Label("aes256")
+	cryptBody(a, 14, open, "256")
+}
+
+func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
+	L := func(s string) string { return s + sfx }
+	rk := rkRegs[:rounds+1]
+	for i := range rk {
+		VBROADCASTI32X4(Mem{Base: a.rk, Disp: 16 * i}, rk[i])
+	}
+	VMOVDQU64(bswapMask, bsw)
+
+	// J0 = nonce ‖ ctr (big-endian), byte-reversed into ctr: dword 0 is the
+	// counter.
+	loadJ0(a, t1.AsX())
+	VPSHUFB(bsw.AsX(), t1.AsX(), ctr.AsX())
+
+	// Counters J0+1 … J0+4 in the four lanes (inc32: modulo 2^32).
+	VSHUFI32X4(U8(0), ctr, ctr, ctr)
+	VPADDD(ctrInit, ctr, ctr)
+	VMOVDQU(Mem{Base: a.accp}, acc.AsX())
+
+	n, src, dst := a.n, a.src, a.dst
+	aesStart := func(nv int) {
+		for k := 0; k < nv; k++ {
+			VPSHUFB(bsw, ctr, st[k])
+			VPADDD(inc4, ctr, ctr)
+			VPXORD(rk[0], st[k], st[k])
+		}
+	}
+	aesRound := func(r, nv int) {
+		for k := 0; k < nv; k++ {
+			VAESENC(rk[r], st[k], st[k])
+		}
+	}
+	aesLast16 := func() {
+		for k := 0; k < 4; k++ {
+			VPXORD(Mem{Base: src, Disp: 64 * k}, rk[rounds], t1)
+			VAESENCLAST(t1, st[k], st[k])
+			VMOVDQU64(st[k], Mem{Base: dst, Disp: 64 * k})
+		}
+	}
+	// stitched runs the AES of 256 bytes from src to dst with the given
+	// GHASH steps spread over its middle rounds.
+	stitched := func(steps []func()) {
+		aesStart(4)
+		for r := 1; r < rounds; r++ {
+			aesRound(r, 4)
+			// Step i goes after round 1 + i·(rounds-1)/len(steps).
+			for i, s := range steps {
+				if 1+i*(rounds-2)/len(steps) == r {
+					s()
+				}
+			}
+		}
+		aesLast16()
+	}
+	advance := func() {
+		ADDQ(U32(256), src)
+		ADDQ(U32(256), dst)
+		SUBQ(U32(256), n)
+	}
+
+	CMPQ(n, U32(256))
+	JB(LabelRef(L("tail")))
+	loadPowers(a.table)
+	if open {
+		Label(L("openLoop"))
+		stitched(ghash16Steps(src, 0))
+		advance()
+		CMPQ(n, U32(256))
+		JAE(LabelRef(L("openLoop")))
+	} else {
+		stitched(nil)
+		advance()
+		CMPQ(n, U32(256))
+		JB(LabelRef(L("sealLast")))
+		Label(L("sealLoop"))
+		stitched(ghash16Steps(dst, -256))
+		advance()
+		CMPQ(n, U32(256))
+		JAE(LabelRef(L("sealLoop")))
+		Label(L("sealLast"))
+		for _, s := range ghash16Steps(dst, -256) {
+			s()
+		}
+	}
+
+	// Tail: n < 256 bytes in nb = ceil(n/16) blocks, then the length block.
+	// With nb ≤ 15 the length block takes K1 and the blocks K(nb+1)…K2,
+	// starting at entry 15-nb; with nb = 16 the blocks take all 16 powers
+	// and the length block is hashed after a reduction.
+	Label(L("tail"))
+	// E(K, J0), for the tag, computed alongside the tail and kept in a
+	// register: parked in memory it would wait for the tail's masked stores,
+	// which cover the tag's place.
+	ej := hk[3].AsX()
+	loadJ0(a, ej)
+	VPXORD(rk[0].AsX(), ej, ej)
+	for r := 1; r < rounds; r++ {
+		VAESENC(rk[r].AsX(), ej, ej)
+	}
+	VAESENCLAST(rk[rounds].AsX(), ej, ej)
+
+	hp, sep := GP64(), GP64()
+	MOVQ(n, hp)
+	ADDQ(U8(15), hp)
+	ANDQ(I32(-16), hp) // 16·nb
+	XORQ(sep, sep)
+	CMPQ(hp, U32(256))
+	SETEQ(sep.As8())
+	NEGQ(hp)
+	LEAQ(Mem{Base: a.table, Index: hp, Scale: 1, Disp: 240}, hp)
+	SHLQ(U8(4), sep)
+	ADDQ(sep, hp) // back to entry 0 when nb = 16
+	zeroSums()
+	TESTQ(n, n)
+	JZ(LabelRef(L("lengths")))
+	m := GP64()
+	Label(L("tailLoop"))
+	tailMask(n, m)
+	aesStart(1)
+	for r := 1; r < rounds; r++ {
+		aesRound(r, 1)
+	}
+	VMOVDQU8_Z(Mem{Base: src}, K1, dat)
+	VPXORD(dat, rk[rounds], t1)
+	VAESENCLAST(t1, st[0], st[0])
+	VMOVDQU8(st[0], K1, Mem{Base: dst})
+	if !open {
+		// The ciphertext, zero past the message (the mask applies before
+		// the byte reversal).
+		VMOVDQU8_Z(st[0], K1, dat)
+	}
+	VPSHUFB(bsw, dat, dat)
+	VPXORD(acc, dat, dat)
+	VPXORD(acc, acc, acc)
+	VMOVDQU64(Mem{Base: hp}, hk[0])
+	mulAcc(dat, hk[0], false)
+	ADDQ(U8(64), src)
+	ADDQ(U8(64), dst)
+	ADDQ(U8(64), hp)
+	SUBQ(U8(64), n)
+	JG(LabelRef(L("tailLoop")))
+	// nb = 16: reduce now; the length block goes alone.
+	TESTQ(sep, sep)
+	JZ(LabelRef(L("lengths")))
+	reduce(acc)
+	zeroSums()
+
+	// The length block: bit lengths of the additional data and the
+	// ciphertext, byte-reversed (high qword, low qword), times K1.
+	Label(L("lengths"))
+	ln := dat.AsX()
+	var bits Register = GP64()
+	bits = Load(Param("src").Len(), bits) // n was consumed
+	SHLQ(U8(3), bits)
+	VMOVQ(bits, ln)
+	MOVQ(a.aadLen, bits)
+	SHLQ(U8(3), bits)
+	VPINSRQ(U8(1), bits, ln, ln)
+	VPXORD(acc, dat, dat)
+	VMOVDQU(Mem{Base: a.table, Disp: 240}, hk[1].AsX())
+	mulAcc(dat, hk[1], false)
+	reduce(acc)
+
+	// tag = E(K, J0) ⊕ the hash, back in GCM's byte order.
+	VPSHUFB(bsw.AsX(), acc.AsX(), acc.AsX())
+	VPXOR(ej, acc.AsX(), acc.AsX())
+	VMOVDQU(acc.AsX(), Mem{Base: a.tag})
+	VZEROUPPER()
+	RET()
+}
+
+// loadJ0 sets x to J0 = nonce ‖ ctr (ctr big-endian), assembled from scalar
+// loads, which the processor can forward from the caller's recent stores of
+// the nonce (a vector load spanning several of them could not be).
+func loadJ0(a cryptArgs, x Register) {
+	w0, w1, c := GP64(), GP64(), GP32()
+	MOVQ(Mem{Base: a.nonce}, w0)
+	MOVL(Mem{Base: a.nonce, Disp: 8}, w1.As32())
+	Load(Param("ctr"), c)
+	BSWAPL(c)
+	SHLQ(U8(32), c.As64())
+	ORQ(c.As64(), w1)
+	VMOVQ(w0, x)
+	VPINSRQ(U8(1), w1, x, x)
+}

@@ -1,0 +1,186 @@
+//go:build amd64 && gc && !purego
+
+package kernels
+
+import (
+	"crypto/cipher"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"slices"
+)
+
+// AES-GCM (NIST SP 800-38D) with a 96-bit nonce and a 128-bit tag, on VAES
+// and VPCLMULQDQ. vaes512 works on 512-bit vectors (AVX-512): 16 blocks in
+// flight, AES of each 256 bytes stitched with GHASH, one reduction per 256
+// bytes, masked tails. vaes256 is the same on 256-bit vectors with VEX
+// encoding only (AVX2), for processors without AVX-512: 8 blocks in flight.
+// The assembly and the mathematics behind it are in _asm/gcm.
+
+const (
+	gcmNonceSize = 12
+	gcmTagSize   = 16
+	// gcmPlaintextMax is GCM's limit: 2^32 - 2 blocks, so that the 32-bit
+	// counter of a 96-bit nonce never wraps.
+	gcmPlaintextMax = (1<<32 - 2) * 16
+)
+
+// The requires lists are the unions of the "// Requires:" lines of the
+// functions each implementation calls (gcm_amd64.s, aeskey_amd64.s).
+var (
+	gcmVAES512Requires = []string{"AES", "AVX", "AVX512BW", "AVX512F", "AVX512VL", "BMI2", "VAES", "VPCLMULQDQ"}
+	gcmVAES256Requires = []string{"AES", "AVX", "AVX2", "PCLMULQDQ", "VAES", "VPCLMULQDQ"}
+)
+
+func init() {
+	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
+	funcs256 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES256", "gcmAADVAES256", "gcmSealVAES256", "gcmOpenVAES256")
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		register(&Implementation{
+			name:     "vaes512",
+			cipher:   c,
+			priority: 30,
+			requires: gcmVAES512Requires,
+			asmFuncs: funcs512,
+			newAEAD:  func(key []byte) (cipher.AEAD, error) { return newGCMAsm(key, true), nil },
+		})
+		register(&Implementation{
+			name:     "vaes256",
+			cipher:   c,
+			priority: 25,
+			requires: gcmVAES256Requires,
+			asmFuncs: funcs256,
+			newAEAD:  func(key []byte) (cipher.AEAD, error) { return newGCMAsm(key, false), nil },
+		})
+	}
+}
+
+// gcmAsm is an AES-GCM key: the round keys and the table of hash-key powers
+// the assembly reads, both computed once at construction, and which kernels
+// to run.
+type gcmAsm struct {
+	rk     [15][16]byte
+	rounds int
+	zmm    bool // the VAES512 kernels, else the VAES256 ones
+	table  [19][16]byte
+}
+
+func newGCMAsm(key []byte, zmm bool) *gcmAsm {
+	ks := newAESSchedule(key)
+	g := &gcmAsm{rk: ks.rk, rounds: ks.rounds, zmm: zmm}
+	ks.wipe()
+	var h, zero [16]byte
+	encryptBlockAESNI(g.rounds, &g.rk, &h, &zero)
+	k1 := gcmKeyTimesY(&h)
+	if zmm {
+		gcmInitVAES512(&g.table, &k1)
+	} else {
+		gcmInitVAES256(&g.table, &k1)
+	}
+	clear(h[:])
+	clear(k1[:])
+	return g
+}
+
+// gcmKeyTimesY returns the hash key H = E(K, 0^128) in the assembly's form:
+// byte-reversed (the block read as a big-endian integer) and multiplied by y
+// = x^-1 modulo y^128 + y^127 + y^126 + y^121 + 1, that is shifted left by
+// one bit and reduced. Stored little-endian, low qword first.
+func gcmKeyTimesY(h *[16]byte) [16]byte {
+	hi, lo := binary.BigEndian.Uint64(h[:8]), binary.BigEndian.Uint64(h[8:])
+	carry := hi >> 63
+	hi, lo = hi<<1|lo>>63, lo<<1
+	// Constant time: the mask is all ones exactly when a bit was carried out.
+	mask := -carry
+	hi ^= 0xc200000000000000 & mask
+	lo ^= 1 & mask
+	var k [16]byte
+	binary.LittleEndian.PutUint64(k[:8], lo)
+	binary.LittleEndian.PutUint64(k[8:], hi)
+	return k
+}
+
+func (g *gcmAsm) NonceSize() int { return gcmNonceSize }
+func (g *gcmAsm) Overhead() int  { return gcmTagSize }
+
+func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
+	if len(nonce) != gcmNonceSize {
+		panic("crypto/cipher: incorrect nonce length given to GCM")
+	}
+	if uint64(len(plaintext)) > gcmPlaintextMax {
+		panic("crypto/cipher: message too large for GCM")
+	}
+	ret, out := sliceForAppend(dst, len(plaintext)+gcmTagSize)
+	if inexactOverlap(out, plaintext) {
+		panic("crypto/cipher: invalid buffer overlap of output and input")
+	}
+	if anyOverlap(out, additionalData) {
+		panic("crypto/cipher: invalid buffer overlap of output and additional data")
+	}
+	var acc [16]byte
+	tag := (*[16]byte)(out[len(plaintext):])
+	if g.zmm {
+		if len(additionalData) > 0 {
+			gcmAADVAES512(&g.table, &acc, additionalData)
+		}
+		gcmSealVAES512(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
+	} else {
+		if len(additionalData) > 0 {
+			gcmAADVAES256(&g.table, &acc, additionalData)
+		}
+		gcmSealVAES256(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
+	}
+	return ret
+}
+
+// errGCMOpen is the one error of a failed Open, worded as the standard
+// library's.
+var errGCMOpen = errors.New("cipher: message authentication failed")
+
+func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error) {
+	if len(nonce) != gcmNonceSize {
+		panic("crypto/cipher: incorrect nonce length given to GCM")
+	}
+	if len(ciphertext) < gcmTagSize || uint64(len(ciphertext)) > gcmPlaintextMax+gcmTagSize {
+		return nil, errGCMOpen
+	}
+	n := len(ciphertext) - gcmTagSize
+	ret, out := sliceForAppend(dst, n)
+	if inexactOverlap(out, ciphertext) {
+		panic("crypto/cipher: invalid buffer overlap of output and input")
+	}
+	if anyOverlap(out, additionalData) {
+		panic("crypto/cipher: invalid buffer overlap of output and additional data")
+	}
+	var acc, tag [16]byte
+	if g.zmm {
+		if len(additionalData) > 0 {
+			gcmAADVAES512(&g.table, &acc, additionalData)
+		}
+		gcmOpenVAES512(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
+	} else {
+		if len(additionalData) > 0 {
+			gcmAADVAES256(&g.table, &acc, additionalData)
+		}
+		gcmOpenVAES256(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
+	}
+	if subtle.ConstantTimeCompare(tag[:], ciphertext[n:]) != 1 {
+		// The plaintext was written before the tag was checked: take it back.
+		clear(out)
+		return nil, errGCMOpen
+	}
+	return ret, nil
+}
+
+// sliceForAppend returns in extended by n bytes, reusing its capacity when it
+// suffices, and the n new bytes.
+func sliceForAppend(in []byte, n int) (head, tail []byte) {
+	if total := len(in) + n; cap(in) >= total {
+		head = in[:total]
+	} else {
+		head = make([]byte, total)
+		copy(head, in)
+	}
+	tail = head[len(in):]
+	return
+}

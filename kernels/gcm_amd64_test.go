@@ -1,0 +1,128 @@
+//go:build amd64 && gc && !purego
+
+package kernels
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/binary"
+	"testing"
+)
+
+// TestGCMAsmCounterWrap drives the assembly with pre-counter blocks
+// whose 32-bit counter is about to wrap, which a 96-bit nonce never gives
+// (it starts at 2 and stops at 2^32-1), and checks the result against SP
+// 800-38D's definition: the counter after J0 is inc32, which wraps to zero
+// and leaves the nonce alone, and the tag is E(K, J0) ⊕ GHASH(H, A, C). The
+// wrap falls on every block of a 4-block vector, in the 16-block loop and in
+// the tail.
+func TestGCMAsmCounterWrap(t *testing.T) {
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		for _, name := range []string{"vaes512", "vaes256"} {
+			im, err := Lookup(c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(im.String(), func(t *testing.T) {
+				if !im.Available() {
+					t.Skipf("%s is not available on this host", im)
+				}
+				testGCMAsmCounterWrap(t, c, im)
+			})
+		}
+	}
+}
+
+func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
+	{
+		r := newRand(t)
+		key := r.bytes(c.KeySize())
+		g := mustAEAD(t, im, key).(*gcmAsm)
+		aadFn, seal, open := gcmAADVAES512, gcmSealVAES512, gcmOpenVAES512
+		if !g.zmm {
+			aadFn, seal, open = gcmAADVAES256, gcmSealVAES256, gcmOpenVAES256
+		}
+		b, err := aes.NewCipher(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h [16]byte
+		b.Encrypt(h[:], h[:])
+		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 16*40 + 5, 1024 + 48} {
+			for k := range 20 {
+				ctr := uint32(0xffffffff - k)
+				var nonce [12]byte
+				copy(nonce[:], r.bytes(12))
+				pt, aad := r.bytes(n), r.bytes(r.IntN(40))
+				var j0 [16]byte
+				copy(j0[:], nonce[:])
+				binary.BigEndian.PutUint32(j0[12:], ctr)
+				wantCT := ctr32ByDefinition(b, j0, pt)
+				wantTag := ghash(h, aad, wantCT)
+				b.Encrypt(j0[:], j0[:])
+				for i := range wantTag {
+					wantTag[i] ^= j0[i]
+				}
+
+				var acc, tag [16]byte
+				aadFn(&g.table, &acc, aad)
+				accAAD := acc
+				ct := make([]byte, n)
+				seal(&g.rk, g.rounds, &g.table, &acc, ct, pt, &nonce, ctr, len(aad), &tag)
+				if !bytes.Equal(ct, wantCT) {
+					t.Fatalf("%s n=%d counter %#x: ciphertext differs from inc32 CTR", c, n, ctr)
+				}
+				if tag != wantTag {
+					t.Fatalf("%s n=%d counter %#x: tag %x, want %x", c, n, ctr, tag, wantTag)
+				}
+				acc, tag = accAAD, [16]byte{}
+				got := make([]byte, n)
+				open(&g.rk, g.rounds, &g.table, &acc, got, ct, &nonce, ctr, len(aad), &tag)
+				if !bytes.Equal(got, pt) || tag != wantTag {
+					t.Fatalf("%s n=%d counter %#x: open differs", c, n, ctr)
+				}
+			}
+		}
+	}
+}
+
+// ctr32ByDefinition encrypts src with the counters that follow j0, each
+// incremented in its last 32 bits modulo 2^32 (SP 800-38D's inc32).
+func ctr32ByDefinition(b cipher.Block, j0 [16]byte, src []byte) []byte {
+	ctr := j0
+	out := make([]byte, len(src))
+	var ks [16]byte
+	for i := 0; i < len(src); i += 16 {
+		binary.BigEndian.PutUint32(ctr[12:], binary.BigEndian.Uint32(ctr[12:])+1)
+		b.Encrypt(ks[:], ctr[:])
+		for j := i; j < len(src) && j < i+16; j++ {
+			out[j] = src[j] ^ ks[j-i]
+		}
+	}
+	return out
+}
+
+// gcmKeyTimesY multiplies by y: a shift left by one bit, with the reduction
+// by y^128 + y^127 + y^126 + y^121 + 1 when a bit falls out.
+func TestGCMKeyTimesY(t *testing.T) {
+	// h as a big-endian integer, the result little-endian (low qword first).
+	for _, tc := range []struct {
+		hHi, hLo, wantHi, wantLo uint64
+	}{
+		{0, 1, 0, 2},
+		{1 << 62, 0, 1 << 63, 0},
+		{0, 1 << 63, 1, 0},
+		{1 << 63, 0, 0xc200000000000000, 1},
+		{1<<63 | 1, 1 << 63, 0xc200000000000000 ^ 3, 1},
+	} {
+		var h [16]byte
+		binary.BigEndian.PutUint64(h[:8], tc.hHi)
+		binary.BigEndian.PutUint64(h[8:], tc.hLo)
+		k := gcmKeyTimesY(&h)
+		gotLo, gotHi := binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:])
+		if gotHi != tc.wantHi || gotLo != tc.wantLo {
+			t.Errorf("gcmKeyTimesY(%016x%016x) = %016x%016x, want %016x%016x", tc.hHi, tc.hLo, gotHi, gotLo, tc.wantHi, tc.wantLo)
+		}
+	}
+}
