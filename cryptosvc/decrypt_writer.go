@@ -38,12 +38,12 @@ type DecryptWriter struct {
 // DecryptWriter returns a writer that opens the sealed message written to it
 // under key name and writes the plaintext to w.
 func (s *Service) DecryptWriter(ctx context.Context, name string, w io.Writer, context []byte) *DecryptWriter {
-	return &DecryptWriter{w: w, svc: s, ctx: ctx, name: name, context: context, pend: make([]byte, 0, ChunkSize+tagSize)}
+	return &DecryptWriter{w: w, svc: s, ctx: ctx, name: name, context: context, pend: getChunkBuf()[:0]}
 }
 
 // newDecryptWriter returns a writer of a body whose keys are known.
 func newDecryptWriter(w io.Writer, keys *chunkedKeys, info Info) *DecryptWriter {
-	return &DecryptWriter{w: w, keys: keys, info: info, pend: make([]byte, 0, ChunkSize+tagSize), out: make([]byte, ChunkSize)}
+	return &DecryptWriter{w: w, keys: keys, info: info, pend: getChunkBuf()[:0], out: make([]byte, ChunkSize)}
 }
 
 // Info describes the message; it is known once the header has been written.
@@ -162,6 +162,8 @@ func (d *DecryptWriter) Close() error {
 		return err
 	}
 	clear(d.out)
+	putChunkBuf(d.pend)
+	d.pend = nil
 	d.err = ErrClosed
 	return nil
 }

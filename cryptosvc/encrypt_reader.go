@@ -32,17 +32,20 @@ func (s *Service) EncryptReader(ctx context.Context, name string, src io.Reader,
 		return nil, err
 	}
 	// The start of the stream is returned first, then buf holds chunks.
-	return &EncryptReader{src: src, keys: keys, buf: make([]byte, ChunkSize+tagSize), out: head, info: info}, nil
+	return &EncryptReader{src: src, keys: keys, buf: getChunkBuf(), out: head, info: info}, nil
 }
 
 func (e *EncryptReader) Read(p []byte) (int, error) {
 	for len(e.out) == 0 {
-		if e.err != nil {
-			return 0, e.err
-		}
-		if e.done {
+		if e.err == nil && e.done {
 			e.err = io.EOF
-			return 0, io.EOF
+		}
+		if e.err != nil {
+			if e.buf != nil { // the end: nothing of buf is left to return
+				putChunkBuf(e.buf)
+				e.buf = nil
+			}
+			return 0, e.err
 		}
 		e.fill()
 	}

@@ -20,7 +20,7 @@ type EncryptWriter struct {
 }
 
 func newEncryptWriter(w io.Writer, keys *chunkedKeys, info Info) *EncryptWriter {
-	return &EncryptWriter{w: w, keys: keys, buf: make([]byte, ChunkSize+tagSize), info: info}
+	return &EncryptWriter{w: w, keys: keys, buf: getChunkBuf(), info: info}
 }
 
 // Info describes the message being written.
@@ -113,9 +113,10 @@ func (e *EncryptWriter) Close() error {
 		return e.err
 	}
 	err := e.seal(e.buf[:e.n])
-	clear(e.buf)
+	putChunkBuf(e.buf)
+	e.buf = nil
 	if err != nil {
-		return err
+		return err // sticky: seal set e.err
 	}
 	e.err = ErrClosed
 	return nil
@@ -138,7 +139,7 @@ type DecryptReader struct {
 }
 
 func newDecryptReader(r io.Reader, keys *chunkedKeys, info Info) *DecryptReader {
-	return &DecryptReader{r: r, keys: keys, buf: make([]byte, ChunkSize+tagSize), info: info}
+	return &DecryptReader{r: r, keys: keys, buf: getChunkBuf(), info: info}
 }
 
 // Info describes the message being read.
@@ -170,7 +171,17 @@ func (d *DecryptReader) Read(p []byte) (int, error) {
 	if n > 0 || len(d.plain) > 0 { // an empty p with plaintext pending is not the end
 		return n, nil
 	}
+	d.release()
 	return 0, d.err
+}
+
+// release returns the chunk buffer once the reader has ended and nothing in
+// it is left to read.
+func (d *DecryptReader) release() {
+	if d.buf != nil && d.err != nil && len(d.plain) == 0 {
+		putChunkBuf(d.buf)
+		d.buf = nil
+	}
 }
 
 // WriteTo writes the plaintext to w as chunks authenticate.
@@ -187,6 +198,7 @@ func (d *DecryptReader) WriteTo(w io.Writer) (int64, error) {
 			continue
 		}
 		if d.err != nil {
+			d.release()
 			if d.err == io.EOF {
 				return total, nil
 			}
