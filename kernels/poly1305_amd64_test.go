@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"testing"
 
-	"golang.org/x/crypto/poly1305" //nolint:staticcheck // deprecated for general use, right as an oracle
+	//lint:ignore SA1019 deprecated for general use; here it is the reference the kernels are checked against.
+	"golang.org/x/crypto/poly1305"
 )
 
 // poly1305Variants are the kernel choices of poly1305MAC this host can run:
