@@ -43,7 +43,7 @@ func (s *Service) DecryptWriter(ctx context.Context, name string, w io.Writer, c
 
 // newDecryptWriter returns a writer of a body whose keys are known.
 func newDecryptWriter(w io.Writer, keys *chunkedKeys, info Info) *DecryptWriter {
-	return &DecryptWriter{w: w, keys: keys, info: info, pend: getChunkBuf()[:0], out: make([]byte, ChunkSize)}
+	return &DecryptWriter{w: w, keys: keys, info: info, pend: getChunkBuf()[:0], out: getChunkBuf()[:ChunkSize]}
 }
 
 // Info describes the message; it is known once the header has been written.
@@ -112,7 +112,7 @@ func (d *DecryptWriter) start() (bool, error) {
 	d.svc, d.ctx, d.context = nil, nil, nil
 	rest := copy(d.pend, d.pend[hn+chunkedPrefix:])
 	d.pend = d.pend[:rest]
-	d.out = make([]byte, ChunkSize)
+	d.out = getChunkBuf()[:ChunkSize]
 	return true, nil
 }
 
@@ -161,9 +161,9 @@ func (d *DecryptWriter) Close() error {
 	if err := d.open(d.pend); err != nil {
 		return err
 	}
-	clear(d.out)
+	putChunkBuf(d.out)
 	putChunkBuf(d.pend)
-	d.pend = nil
+	d.out, d.pend = nil, nil
 	d.err = ErrClosed
 	return nil
 }
