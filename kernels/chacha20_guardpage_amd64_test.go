@@ -4,28 +4,8 @@ package kernels
 
 import (
 	"bytes"
-	"syscall"
 	"testing"
 )
-
-// guardPaged returns a buffer of n bytes that ends where an inaccessible
-// page begins, so that a kernel reading or writing one byte past it faults.
-// The canaries of the other tests catch stray writes only; this also catches
-// reads past the end of src.
-func guardPaged(t *testing.T, n int) []byte {
-	t.Helper()
-	page := syscall.Getpagesize()
-	size := (n+page-1)/page*page + page
-	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Munmap(mem) })
-	if err := syscall.Mprotect(mem[size-page:], syscall.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	return mem[size-page-n : size-page : size-page]
-}
 
 func TestChaCha20KernelsGuardPage(t *testing.T) {
 	forEachChaChaFunc(t, func(t *testing.T, fn chachaFunc) {

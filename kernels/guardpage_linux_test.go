@@ -1,0 +1,39 @@
+//go:build linux
+
+package kernels
+
+import (
+	"os"
+	"syscall"
+	"testing"
+)
+
+// Buffers next to inaccessible pages, so that a kernel reading or writing
+// one byte outside its data faults. The canaries of the other tests catch
+// stray writes only; these also catch stray reads.
+
+// guardPages maps a readable and writable region of n pages between two
+// inaccessible pages, so that any access just before or just past it faults.
+func guardPages(t *testing.T, n int) []byte {
+	t.Helper()
+	ps := os.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, (n+2)*ps, syscall.PROT_NONE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Skipf("mmap: %v", err)
+	}
+	t.Cleanup(func() { syscall.Munmap(mem) })
+	region := mem[ps : (n+1)*ps]
+	if err := syscall.Mprotect(region, syscall.PROT_READ|syscall.PROT_WRITE); err != nil {
+		t.Fatalf("mprotect: %v", err)
+	}
+	return region
+}
+
+// guardPaged returns a buffer of n bytes (and no spare capacity) that ends
+// where an inaccessible page begins.
+func guardPaged(t *testing.T, n int) []byte {
+	t.Helper()
+	ps := os.Getpagesize()
+	region := guardPages(t, max(1, (n+ps-1)/ps))
+	return region[len(region)-n : len(region) : len(region)]
+}
