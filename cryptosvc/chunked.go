@@ -150,6 +150,18 @@ func (k *chunkedKeys) chunkNonce(n *[chunkNonceSize]byte, i uint64) {
 	n[11] ^= byte(i)
 }
 
+// openChunk opens chunk i into dst, with n as the nonce's storage (a field
+// of the caller's, so that it does not escape per chunk). Every failure is
+// ErrAuthFailed.
+func (k *chunkedKeys) openChunk(dst []byte, n *[chunkNonceSize]byte, i uint64, chunk []byte) ([]byte, error) {
+	k.chunkNonce(n, i)
+	plain, err := k.aead.Open(dst, n[:], chunk, nil)
+	if err != nil {
+		return nil, ErrAuthFailed
+	}
+	return plain, nil
+}
+
 // sealChunks appends the chunks of plaintext to dst.
 func (k *chunkedKeys) sealChunks(dst, plaintext []byte) []byte {
 	var n [chunkNonceSize]byte
@@ -179,11 +191,10 @@ func (k *chunkedKeys) openChunks(dst, body []byte) ([]byte, error) {
 			clear(out[start:])
 			return nil, ErrTruncated
 		}
-		k.chunkNonce(&n, i)
-		plain, err := k.aead.Open(out, n[:], chunk, nil)
+		plain, err := k.openChunk(out, &n, i, chunk)
 		if err != nil {
 			clear(out[start:])
-			return nil, ErrAuthFailed
+			return nil, err
 		}
 		out, body = plain, body[len(chunk):]
 		if len(chunk) < full {

@@ -122,11 +122,10 @@ func (d *DecryptWriter) open(chunk []byte) error {
 		d.err = ErrTooLarge
 		return d.err
 	}
-	d.keys.chunkNonce(&d.nonce, d.chunk)
-	plain, err := d.keys.aead.Open(d.out[:0], d.nonce[:], chunk, nil)
+	plain, err := d.keys.openChunk(d.out[:0], &d.nonce, d.chunk, chunk)
 	if err != nil {
-		d.err = ErrAuthFailed
-		return d.err
+		d.err = err
+		return err
 	}
 	d.chunk++
 	if _, err := d.w.Write(plain); err != nil {

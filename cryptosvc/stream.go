@@ -227,14 +227,13 @@ func (d *DecryptReader) next(dst []byte) (int, error) {
 		d.err = ErrTooLarge
 		return 0, d.err
 	}
-	d.keys.chunkNonce(&d.nonce, d.chunk)
 	intoBuf := dst == nil
 	if intoBuf {
 		dst = d.buf[:0] // open in place
 	}
-	plain, oerr := d.keys.aead.Open(dst, d.nonce[:], d.buf[:k], nil)
+	plain, oerr := d.keys.openChunk(dst, &d.nonce, d.chunk, d.buf[:k])
 	if oerr != nil {
-		d.err = ErrAuthFailed
+		d.err = oerr
 		return 0, d.err
 	}
 	d.chunk++
@@ -298,12 +297,7 @@ func (ra *ReaderAt) openChunk(buf []byte, i int64, dst []byte) ([]byte, error) {
 		return nil, err
 	}
 	var nonce [chunkNonceSize]byte
-	ra.keys.chunkNonce(&nonce, uint64(i))
-	plain, err := ra.keys.aead.Open(dst[:0], nonce[:], buf, nil)
-	if err != nil {
-		return nil, ErrAuthFailed
-	}
-	return plain, nil
+	return ra.keys.openChunk(dst[:0], &nonce, uint64(i), buf)
 }
 
 // ReadAt reads len(p) bytes of plaintext from offset off, authenticating each
