@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cipherd/cipherd/internal/buildinfo"
+	"github.com/cipherd/cipherd/internal/chartaxis"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
 )
@@ -289,7 +290,7 @@ func newChart(rows []series) *chartView {
 		if hi == lo {
 			return ch.XMid
 		}
-		return round1(ch.X0 + chartPad + (math.Log2(float64(size))-lo)/(hi-lo)*(ch.X1-ch.X0-2*chartPad))
+		return chartaxis.Round1(ch.X0 + chartPad + (math.Log2(float64(size))-lo)/(hi-lo)*(ch.X1-ch.X0-2*chartPad))
 	}
 	for _, n := range sizes {
 		ch.XTicks = append(ch.XTicks, chartTick{Pos: x(n), Label: sizeLabel(n)})
@@ -300,9 +301,9 @@ func newChart(rows []series) *chartView {
 		unit, scale = "GB/s", 1e9
 	}
 	ch.Unit = unit
-	step := niceStep(peak/scale, 5)
+	step := chartaxis.NiceStep(peak/scale, 5)
 	top := math.Max(step, math.Ceil(peak/scale/step-1e-9)*step)
-	y := func(bps float64) float64 { return round1(ch.Y1 - bps/scale/top*(ch.Y1-ch.Y0)) }
+	y := func(bps float64) float64 { return chartaxis.Round1(ch.Y1 - bps/scale/top*(ch.Y1-ch.Y0)) }
 	for i := 0; float64(i)*step <= top+step/1e6; i++ {
 		v := float64(i) * step
 		ch.YTicks = append(ch.YTicks, chartTick{Pos: y(v * scale), Label: strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)})
@@ -325,24 +326,6 @@ func newChart(rows []series) *chartView {
 	}
 	return ch
 }
-
-// niceStep returns a round step (1, 2, 2.5 or 5 × 10ⁿ) that divides span into
-// about n intervals.
-func niceStep(span float64, n int) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / float64(n)
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5} {
-		if m*mag >= raw {
-			return m * mag
-		}
-	}
-	return 10 * mag
-}
-
-func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 func sizeLabel(n int) string {
 	if n >= 1024 && n%1024 == 0 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/internal/chartaxis"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
 )
@@ -534,7 +535,7 @@ func TestSpeedChart(t *testing.T) {
 		t.Errorf("numbers %+v", nv.Rows)
 	}
 	for _, tc := range []struct{ span, want float64 }{{0, 1}, {7.3, 2}, {12, 2.5}, {3.4, 1}, {0.9, 0.2}, {480, 100}} {
-		if got := niceStep(tc.span, 5); math.Abs(got-tc.want) > 1e-9 {
+		if got := chartaxis.NiceStep(tc.span, 5); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("niceStep(%g) = %g, want %g", tc.span, got, tc.want)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/cipherd/cipherd/internal/chartaxis"
 )
 
 // Layout, in SVG user units.
@@ -32,7 +34,7 @@ func (c *chart) writeSVG(w io.Writer) error {
 	for _, v := range c.values {
 		peak = math.Max(peak, v)
 	}
-	step := niceStep(peak, 5)
+	step := chartaxis.NiceStep(peak, 5)
 	axisMax := math.Max(step, math.Ceil(peak/step-1e-9)*step)
 	plotX0, plotX1 := float64(labelW), float64(width-valueW)
 	x := func(v float64) float64 { return plotX0 + v/axisMax*(plotX1-plotX0) }
@@ -78,18 +80,18 @@ func (c *chart) writeSVG(w io.Writer) error {
 	}
 	// Grid and axis.
 	for v := 0.0; v <= axisMax+step/1e6; v += step {
-		px := round1(x(v))
+		px := chartaxis.Round1(x(v))
 		fmt.Fprintf(&b, `<line x1="%g" y1="%d" x2="%g" y2="%g" stroke="#ddd"/>`+"\n", px, top-4, px, plotY1)
 		fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle" fill="#333">%s</text>`+"\n", px, plotY1+15, formatValue(v))
 	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle" fill="#333">%s</text>`+"\n", round1((plotX0+plotX1)/2), plotY1+30, esc(c.unit))
+	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle" fill="#333">%s</text>`+"\n", chartaxis.Round1((plotX0+plotX1)/2), plotY1+30, esc(c.unit))
 	for _, gl := range groupLabels {
-		fmt.Fprintf(&b, `<text x="%d" y="%g" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", labelW-8, round1(gl.y), esc(gl.text))
+		fmt.Fprintf(&b, `<text x="%d" y="%g" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", labelW-8, chartaxis.Round1(gl.y), esc(gl.text))
 	}
 	for _, br := range bars {
 		fmt.Fprintf(&b, `<rect class="bar" x="%g" y="%g" width="%g" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
-			plotX0, round1(br.y), round1(br.w), barH, br.colour, esc(br.label+" "+c.unit))
-		fmt.Fprintf(&b, `<text x="%g" y="%g" dominant-baseline="middle" fill="#222">%s</text>`+"\n", round1(plotX0+br.w+4), round1(br.y+barH/2), br.label)
+			plotX0, chartaxis.Round1(br.y), chartaxis.Round1(br.w), barH, br.colour, esc(br.label+" "+c.unit))
+		fmt.Fprintf(&b, `<text x="%g" y="%g" dominant-baseline="middle" fill="#222">%s</text>`+"\n", chartaxis.Round1(plotX0+br.w+4), chartaxis.Round1(br.y+barH/2), br.label)
 	}
 	fmt.Fprintf(&b, `<line x1="%g" y1="%d" x2="%g" y2="%g" stroke="#333"/>`+"\n", plotX0, top-4, plotX0, plotY1)
 	// Legend, three per row.
@@ -104,22 +106,6 @@ func (c *chart) writeSVG(w io.Writer) error {
 	return err
 }
 
-// niceStep returns a round step (1, 2, 2.5 or 5 × 10ⁿ) dividing span into
-// about n intervals.
-func niceStep(span float64, n int) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / float64(n)
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5} {
-		if m*mag >= raw {
-			return m * mag
-		}
-	}
-	return 10 * mag
-}
-
 func formatValue(v float64) string {
 	switch {
 	case v >= 100:
@@ -129,7 +115,5 @@ func formatValue(v float64) string {
 	}
 	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 }
-
-func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 func esc(s string) string { return html.EscapeString(s) }
