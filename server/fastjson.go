@@ -114,31 +114,7 @@ func appendEncryptResult(b []byte, r *api.EncryptResult) ([]byte, bool) {
 	if r.Error != nil || r.Reference != "" || !plainASCII(r.AEAD) {
 		return b, false
 	}
-	b = append(b, '{')
-	sep := false
-	if len(r.Ciphertext) > 0 {
-		b = append(b, `"ciphertext":"`...)
-		b = base64.StdEncoding.AppendEncode(b, r.Ciphertext)
-		b = append(b, '"')
-		sep = true
-	}
-	if r.KeyVersion != 0 {
-		if sep {
-			b = append(b, ',')
-		}
-		b = append(b, `"key_version":`...)
-		b = strconv.AppendUint(b, uint64(r.KeyVersion), 10)
-		sep = true
-	}
-	if r.AEAD != "" {
-		if sep {
-			b = append(b, ',')
-		}
-		b = append(b, `"aead":"`...)
-		b = append(b, r.AEAD...)
-		b = append(b, '"')
-	}
-	return append(b, '}'), true
+	return appendResult(b, "ciphertext", r.Ciphertext, r.KeyVersion, r.AEAD), true
 }
 
 // appendDecryptResult is appendEncryptResult for a decryption.
@@ -146,22 +122,33 @@ func appendDecryptResult(b []byte, r *api.DecryptResult) ([]byte, bool) {
 	if r.Error != nil || r.Reference != "" {
 		return b, false
 	}
+	return appendResult(b, "plaintext", r.Plaintext, r.KeyVersion, ""), true
+}
+
+// appendResult writes the fields the two results share, in their order and
+// each omitted when empty, as their omitempty tags say: the base64 data under
+// dataName, key_version, aead (which needs no escaping).
+func appendResult(b []byte, dataName string, data []byte, version uint32, aead string) []byte {
 	b = append(b, '{')
-	sep := false
-	if len(r.Plaintext) > 0 {
-		b = append(b, `"plaintext":"`...)
-		b = base64.StdEncoding.AppendEncode(b, r.Plaintext)
-		b = append(b, '"')
-		sep = true
+	if len(data) > 0 {
+		b = append(append(append(b, '"'), dataName...), `":"`...)
+		b = append(base64.StdEncoding.AppendEncode(b, data), '"')
 	}
-	if r.KeyVersion != 0 {
-		if sep {
-			b = append(b, ',')
-		}
-		b = append(b, `"key_version":`...)
-		b = strconv.AppendUint(b, uint64(r.KeyVersion), 10)
+	if version != 0 {
+		b = strconv.AppendUint(append(comma(b), `"key_version":`...), uint64(version), 10)
 	}
-	return append(b, '}'), true
+	if aead != "" {
+		b = append(append(append(comma(b), `"aead":"`...), aead...), '"')
+	}
+	return append(b, '}')
+}
+
+// comma separates a field from the one before it, if any.
+func comma(b []byte) []byte {
+	if b[len(b)-1] != '{' {
+		return append(b, ',')
+	}
+	return b
 }
 
 // plainASCII reports whether s needs no escaping in JSON (encoding/json also
