@@ -158,7 +158,7 @@ func (a *chachaPoly) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if uint64(len(plaintext)) > 1<<38-64 {
 		panic("kernels: chacha20-poly1305: plaintext too large")
 	}
-	ret, out := appendSlot(dst, len(plaintext)+16)
+	ret, out := sliceForAppend(dst, len(plaintext)+16)
 	if inexactOverlap(out, plaintext) || anyOverlap(out, additionalData) {
 		panic("crypto/cipher: invalid buffer overlap")
 	}
@@ -176,7 +176,7 @@ func (a *chachaPoly) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 		panic("kernels: chacha20-poly1305: ciphertext too large")
 	}
 	ct, tag := ciphertext[:len(ciphertext)-16], ciphertext[len(ciphertext)-16:]
-	ret, out := appendSlot(dst, len(ct))
+	ret, out := sliceForAppend(dst, len(ct))
 	if inexactOverlap(out, ciphertext) || anyOverlap(out, additionalData) {
 		panic("crypto/cipher: invalid buffer overlap")
 	}
@@ -283,16 +283,4 @@ func cryptShort(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool
 	poly1305BlocksMULX(&m.st, msg[:len(msg)-len(lens)+16], 1)
 	m.sum(tag)
 	m.wipe(nil)
-}
-
-// appendSlot returns in extended by n bytes, reusing its capacity when
-// it suffices, and the n new bytes.
-func appendSlot(in []byte, n int) (head, tail []byte) {
-	if total := len(in) + n; cap(in) >= total {
-		head = in[:total]
-	} else {
-		head = make([]byte, total)
-		copy(head, in)
-	}
-	return head, head[len(in):]
 }

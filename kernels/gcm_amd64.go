@@ -173,7 +173,7 @@ func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, er
 }
 
 // sliceForAppend returns in extended by n bytes, reusing its capacity when it
-// suffices, and the n new bytes.
+// suffices, and the n new bytes: the dst handling of every assembly AEAD.
 func sliceForAppend(in []byte, n int) (head, tail []byte) {
 	if total := len(in) + n; cap(in) >= total {
 		head = in[:total]
@@ -181,6 +181,5 @@ func sliceForAppend(in []byte, n int) (head, tail []byte) {
 		head = make([]byte, total)
 		copy(head, in)
 	}
-	tail = head[len(in):]
-	return
+	return head, head[len(in):]
 }

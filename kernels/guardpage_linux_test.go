@@ -28,12 +28,3 @@ func guardPages(t *testing.T, n int) []byte {
 	}
 	return region
 }
-
-// guardPaged returns a buffer of n bytes (and no spare capacity) that ends
-// where an inaccessible page begins.
-func guardPaged(t *testing.T, n int) []byte {
-	t.Helper()
-	ps := os.Getpagesize()
-	region := guardPages(t, max(1, (n+ps-1)/ps))
-	return region[len(region)-n : len(region) : len(region)]
-}
