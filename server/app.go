@@ -88,10 +88,9 @@ const localsRequest = "cipherd.request"
 // ID, and the audit record of its one cryptographic operation, which goes
 // out on the request's access line instead of a line of its own.
 type reqState struct {
-	id      string
-	batch   bool // the handler audits several items: each gets its own line
-	audited bool // audit holds the request's operation, not yet logged
-	audit   auditRecord
+	id    string
+	batch bool        // the handler audits several items: each gets its own line
+	audit auditRecord // the request's operation, to be logged on its access line; zero if none
 }
 
 // requestID takes the caller's X-Request-Id when it is short and plain, or

@@ -386,8 +386,8 @@ func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n i
 		a.level = zap.WarnLevel
 		a.outcome = string(toAPIError(err).Code)
 	}
-	if st := state(c); st != nil && !st.batch && !st.audited {
-		st.audit, st.audited = a, true
+	if st := state(c); st != nil && !st.batch && st.audit.op == "" {
+		st.audit = a
 		return
 	}
 	if ce := s.log.Check(a.level, "audit"); ce != nil {

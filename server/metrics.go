@@ -286,7 +286,7 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 
 	msg, level := "access", zap.InfoLevel
 	st := state(c)
-	audited := st != nil && st.audited
+	audited := st != nil && st.audit.op != ""
 	if audited {
 		msg, level = "audit", max(level, st.audit.level)
 	}
