@@ -12,14 +12,12 @@ type aesSchedule struct {
 	rk     [15][16]byte
 }
 
-// aesScheduleFuncs are the assembly functions behind newAESSchedule and
+// aesScheduleFuncs are the assembly functions behind aesSchedule.expand and
 // encryptBlock, listed in the asmFuncs of every implementation that uses them.
 var aesScheduleFuncs = []string{"expandKey128", "expandKey256", "encryptBlockAESNI"}
 
-// newAESSchedule expands a 16- or 32-byte key. The caller has checked the
-// key's length and that the host has AES-NI.
-func newAESSchedule(key []byte) *aesSchedule {
-	s := new(aesSchedule)
+// expand sets s to the schedule of a 16- or 32-byte key.
+func (s *aesSchedule) expand(key []byte) {
 	switch len(key) {
 	case 16:
 		s.rounds = 10
@@ -30,13 +28,9 @@ func newAESSchedule(key []byte) *aesSchedule {
 	default:
 		panic("kernels: AES key of invalid length")
 	}
-	return s
 }
 
 // encryptBlock encrypts one 16-byte block.
 func (s *aesSchedule) encryptBlock(dst, src *[16]byte) {
 	encryptBlockAESNI(s.rounds, &s.rk, dst, src)
 }
-
-// wipe zeroes the round keys.
-func (s *aesSchedule) wipe() { clear(s.rk[:]) }

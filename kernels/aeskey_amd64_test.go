@@ -18,7 +18,8 @@ func TestAESScheduleAgainstStdlib(t *testing.T) {
 	for i := 0; i < iterations(2000); i++ {
 		for _, n := range []int{16, 32} {
 			key := r.bytes(n)
-			s := newAESSchedule(key)
+			var s aesSchedule
+			s.expand(key)
 			if !bytes.Equal(s.rk[0][:], key[:16]) || n == 32 && !bytes.Equal(s.rk[1][:], key[16:]) {
 				t.Fatalf("AES-%d: first round keys are not the key", 8*n)
 			}
@@ -43,7 +44,8 @@ func TestAESScheduleFIPS197(t *testing.T) {
 		{"2b7e151628aed2a6abf7158809cf4f3c", "d014f9a8c9ee2589e13f0cc8b6630ca6"},
 		{"603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4", "fe4890d1e6188d0b046df344706c631e"},
 	} {
-		s := newAESSchedule(unhex(tc.key))
+		var s aesSchedule
+		s.expand(unhex(tc.key))
 		if got := s.rk[s.rounds][:]; !bytes.Equal(got, unhex(tc.last)) {
 			t.Errorf("key %s: last round key %x, want %s", tc.key, got, tc.last)
 		}

@@ -5,10 +5,16 @@
 package kernels
 
 // expandKey128 writes the 11 round keys of AES-128 for key (FIPS 197 §5.2).
+//
+//go:noescape
 func expandKey128(key *[16]byte, rk *[11][16]byte)
 
 // expandKey256 writes the 15 round keys of AES-256 for key (FIPS 197 §5.2).
+//
+//go:noescape
 func expandKey256(key *[32]byte, rk *[15][16]byte)
 
 // encryptBlockAESNI encrypts one block with the given round keys; rounds is 10 or 14.
+//
+//go:noescape
 func encryptBlockAESNI(rounds int, rk *[15][16]byte, dst *[16]byte, src *[16]byte)

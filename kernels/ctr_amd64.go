@@ -48,9 +48,7 @@ type ctrVAES struct {
 
 func newCTRVAES(key, iv []byte, zmm bool) *ctrVAES {
 	s := &ctrVAES{zmm: zmm}
-	sched := newAESSchedule(key)
-	s.aesSchedule = *sched
-	sched.wipe()
+	s.expand(key)
 	s.hi = binary.BigEndian.Uint64(iv[:8])
 	s.lo = binary.BigEndian.Uint64(iv[8:16])
 	return s

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 )
 
@@ -56,30 +57,49 @@ func init() {
 }
 
 // gcmAsm is an AES-GCM key: the round keys and the table of hash-key powers
-// the assembly reads, both computed once at construction, and which kernels
-// to run.
+// the assembly reads, both computed when it is keyed, and which kernels to
+// run.
 type gcmAsm struct {
-	rk     [15][16]byte
-	rounds int
-	zmm    bool // the VAES512 kernels, else the VAES256 ones
-	table  [19][16]byte
+	aesSchedule
+	zmm   bool // the VAES512 kernels, else the VAES256 ones
+	table [19][16]byte
 }
 
 func newGCMAsm(key []byte, zmm bool) *gcmAsm {
-	ks := newAESSchedule(key)
-	g := &gcmAsm{rk: ks.rk, rounds: ks.rounds, zmm: zmm}
-	ks.wipe()
+	g := &gcmAsm{zmm: zmm}
+	g.setKey(key)
+	return g
+}
+
+// Rekey replaces the key with another of the same length, reusing g's
+// memory: cryptosvc derives a key per message and keeps a pool of AEADs.
+func (g *gcmAsm) Rekey(key []byte) error {
+	if len(key) != g.keySize() {
+		return fmt.Errorf("kernels: AES-GCM rekeyed with a %d-byte key, not %d", len(key), g.keySize())
+	}
+	g.setKey(key)
+	return nil
+}
+
+func (g *gcmAsm) keySize() int {
+	if g.rounds == 10 {
+		return 16
+	}
+	return 32
+}
+
+func (g *gcmAsm) setKey(key []byte) {
+	g.expand(key)
 	var h, zero [16]byte
 	encryptBlockAESNI(g.rounds, &g.rk, &h, &zero)
 	k1 := gcmKeyTimesY(&h)
-	if zmm {
+	if g.zmm {
 		gcmInitVAES512(&g.table, &k1)
 	} else {
 		gcmInitVAES256(&g.table, &k1)
 	}
 	clear(h[:])
 	clear(k1[:])
-	return g
 }
 
 // gcmKeyTimesY returns the hash key H = E(K, 0^128) in the assembly's form:

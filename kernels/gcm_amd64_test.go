@@ -126,3 +126,25 @@ func TestGCMKeyTimesY(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGCMNew measures the key setup of every AES-GCM implementation: the
+// round keys and the table of hash-key powers, which cryptosvc pays once per
+// message since every message has its own derived key.
+func BenchmarkGCMNew(b *testing.B) {
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		for _, im := range Implementations(c) {
+			if !im.Available() {
+				continue
+			}
+			b.Run(c.String()+"/"+im.Name(), func(b *testing.B) {
+				key := make([]byte, c.KeySize())
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := im.NewAEAD(key); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

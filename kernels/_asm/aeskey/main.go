@@ -34,6 +34,7 @@ func prefixXOR(w, tmp VecVirtual) {
 
 func expandKey128() {
 	TEXT("expandKey128", NOSPLIT, "func(key *[16]byte, rk *[11][16]byte)")
+	Pragma("noescape")
 	Doc("expandKey128 writes the 11 round keys of AES-128 for key (FIPS 197 §5.2).")
 	key := Load(Param("key"), GP64())
 	rk := Load(Param("rk"), GP64())
@@ -53,6 +54,7 @@ func expandKey128() {
 
 func expandKey256() {
 	TEXT("expandKey256", NOSPLIT, "func(key *[32]byte, rk *[15][16]byte)")
+	Pragma("noescape")
 	Doc("expandKey256 writes the 15 round keys of AES-256 for key (FIPS 197 §5.2).")
 	key := Load(Param("key"), GP64())
 	rk := Load(Param("rk"), GP64())
@@ -84,6 +86,7 @@ func expandKey256() {
 
 func encryptBlock() {
 	TEXT("encryptBlockAESNI", NOSPLIT, "func(rounds int, rk *[15][16]byte, dst, src *[16]byte)")
+	Pragma("noescape")
 	Doc("encryptBlockAESNI encrypts one block with the given round keys; rounds is 10 or 14.")
 	rounds := Load(Param("rounds"), GP64())
 	rk := Load(Param("rk"), GP64())

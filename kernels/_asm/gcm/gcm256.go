@@ -91,12 +91,17 @@ func reduce256Fold() {
 }
 
 func reduce256Finish(dst VecPhysical) {
+	reduce256Lanes()
+	VEXTRACTI128(U8(1), yhi, yt0.AsX())
+	VPXOR(yt0.AsX(), yhi.AsX(), dst.AsX())
+}
+
+// reduce256Lanes is reduceLanes on ymm.
+func reduce256Lanes() {
 	VPCLMULQDQ(U8(0x00), gfPoly, ymi, yt0)
 	VPSHUFD(U8(0x4e), ymi, ymi)
 	VPXOR(yt0, yhi, yhi)
 	VPXOR(ymi, yhi, yhi)
-	VEXTRACTI128(U8(1), yhi, yt0.AsX())
-	VPXOR(yt0.AsX(), yhi.AsX(), dst.AsX())
 }
 
 func reduce256(dst VecPhysical) {
@@ -155,16 +160,37 @@ func copyOut(buf Mem, dst, n, i Register, b GPVirtual, lbl string) {
 func gcmInit256() {
 	TEXT("gcmInitVAES256", NOSPLIT, "func(table *[19][16]byte, k1 *[16]byte)")
 	Pragma("noescape")
-	Doc("gcmInitVAES256 is gcmInitVAES512 without AVX-512.")
+	Doc("gcmInitVAES256 is gcmInitVAES512 without AVX-512: the same four rounds",
+		"of products, two lanes at a time.")
 	table := Load(Param("table"), GP64())
 	k1 := Load(Param("k1"), GP64())
-	cur := yst[0].AsX()
-	VMOVDQU(Mem{Base: k1}, cur)
-	VMOVDQU(cur, Mem{Base: table, Disp: 15 * 16})
-	for i := 2; i <= 16; i++ {
-		mulAcc256(cur, Mem{Base: k1}, true, true)
-		reduce256(yst[0])
-		VMOVDQU(cur, Mem{Base: table, Disp: (16 - i) * 16})
+	v2, v4, v6, v8, k := yst[0], yst[1], yst[2], yst[3], ykey
+	// mul sets yhi to d·k lane by lane, reduced.
+	mul := func(d, k VecPhysical) {
+		mulAcc256(d, k, true, false)
+		reduce256Fold()
+		reduce256Lanes()
+	}
+	store := func(v VecPhysical, entry int) { VMOVDQU(v, Mem{Base: table, Disp: 16 * entry}) }
+	VMOVDQU(Mem{Base: k1}, v2.AsX()) // K1, 0
+	mul(v2, v2)                      // K2, 0
+	VINSERTI128(U8(1), v2.AsX(), yhi, v2)
+	store(v2, 14)
+	VPERM2I128(U8(0x00), v2, v2, k)
+	mul(v2, k) // K4, K3
+	VMOVDQA(yhi, v4)
+	store(v4, 12)
+	VPERM2I128(U8(0x00), v4, v4, k)
+	mul(v2, k) // K6, K5
+	VMOVDQA(yhi, v6)
+	store(v6, 10)
+	mul(v4, k) // K8, K7
+	VMOVDQA(yhi, v8)
+	store(v8, 8)
+	VPERM2I128(U8(0x00), v8, v8, k)
+	for i, v := range []VecPhysical{v2, v4, v6, v8} {
+		mul(v, k) // K(10+2i), K(9+2i)
+		store(yhi, 6-2*i)
 	}
 	VPXOR(yt0.AsX(), yt0.AsX(), yt0.AsX())
 	for i := 16; i < 19; i++ {

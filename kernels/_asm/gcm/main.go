@@ -182,13 +182,19 @@ func reduceFold() {
 // lane, and XORs the four lanes into the low 128 bits of dst (the rest of dst
 // is zeroed).
 func reduceFinish(dst VecPhysical) {
-	VPCLMULQDQ(U8(0x00), gfPoly, mi, t0)
-	VPSHUFD(U8(0x4e), mi, mi)
-	VPTERNLOGD(U8(0x96), t0, mi, hi)
+	reduceLanes()
 	VEXTRACTI64X4(U8(1), hi, t0.AsY())
 	VPXORD(t0.AsY(), hi.AsY(), hi.AsY())
 	VEXTRACTI32X4(U8(1), hi.AsY(), t0.AsX())
 	VPXORD(t0.AsX(), hi.AsX(), dst.AsX())
+}
+
+// reduceLanes folds mi into hi, which then holds the reduced product of each
+// lane.
+func reduceLanes() {
+	VPCLMULQDQ(U8(0x00), gfPoly, mi, t0)
+	VPSHUFD(U8(0x4e), mi, mi)
+	VPTERNLOGD(U8(0x96), t0, mi, hi)
 }
 
 func reduce(dst VecPhysical) {
@@ -231,7 +237,12 @@ func tailMask(n, tmp Register) {
 	KMOVQ(tmp, K1)
 }
 
-// gcmInit computes the table of key powers.
+// gcmInit computes the table of key powers in four rounds of multiplication
+// rather than fifteen: K2 = K1·K1; (K4, K3) = (K2, K1)·K2;
+// (K8, …, K5) = (K4, …, K1)·K4; and (K16, …, K13), (K12, …, K9) =
+// (K8, …, K5)·K8, (K4, …, K1)·K8, the last two independent. A per-message
+// key pays for the table on every message, and the chain of fifteen
+// dependent products was most of its cost.
 func gcmInit() {
 	TEXT("gcmInitVAES512", NOSPLIT, "func(table *[19][16]byte, k1 *[16]byte)")
 	Pragma("noescape")
@@ -239,15 +250,29 @@ func gcmInit() {
 		"where K1 = y·H is the byte-reversed hash key multiplied by y (see the generator).")
 	table := Load(Param("table"), GP64())
 	k1 := Load(Param("k1"), GP64())
-	cur := st[0]
-	VMOVDQU(Mem{Base: k1}, hk[0].AsX())
-	VMOVDQU(hk[0].AsX(), Mem{Base: table, Disp: 15 * 16})
-	VMOVDQA64(hk[0], cur)
-	for i := 2; i <= 16; i++ {
-		mulAcc(cur, hk[0], true)
-		reduce(cur)
-		VMOVDQU(cur.AsX(), Mem{Base: table, Disp: (16 - i) * 16})
+	v4, v8, k := st[0], st[1], st[2]
+	// mul sets hi to d·k lane by lane, reduced.
+	mul := func(d, k VecPhysical) {
+		mulAcc(d, k, true)
+		reduceFold()
+		reduceLanes()
 	}
+	VMOVDQU(Mem{Base: k1}, hk[0].AsX()) // K1, 0, 0, 0
+	mul(hk[0], hk[0])                   // K2, 0, 0, 0
+	VINSERTI32X4(U8(1), hk[0].AsX(), hi, v4)
+	VSHUFI32X4(U8(0), hi, hi, k)
+	mul(v4, k) // K4, K3, 0, 0
+	VINSERTI64X4(U8(1), v4.AsY(), hi, v4)
+	VMOVDQU64(v4, Mem{Base: table, Disp: 12 * 16})
+	VSHUFI32X4(U8(0), v4, v4, k)
+	mul(v4, k) // K8, …, K5
+	VMOVDQA64(hi, v8)
+	VMOVDQU64(v8, Mem{Base: table, Disp: 8 * 16})
+	VSHUFI32X4(U8(0), v8, v8, k)
+	mul(v4, k) // K12, …, K9
+	VMOVDQU64(hi, Mem{Base: table, Disp: 4 * 16})
+	mul(v8, k) // K16, …, K13
+	VMOVDQU64(hi, Mem{Base: table, Disp: 0})
 	VPXORD(t0.AsX(), t0.AsX(), t0.AsX())
 	for i := 16; i < 19; i++ {
 		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: i * 16})
