@@ -62,13 +62,24 @@ var ianaNames = func() (n [len(aeadIDs)][]byte) {
 // without hashing the key again, so that deriving a message's keys costs only
 // the blocks of its own info.
 type prk struct {
-	pool *sync.Pool
-	n    int // key length
+	pool *sync.Pool // of *expander
+	n    int        // key length
 }
+
+// expander is one keyed HMAC with the scratch space of an expansion, kept
+// with it so that nothing an expansion hashes escapes to the heap.
+type expander struct {
+	mac hash.Hash
+	msg []byte // T(i-1) || info || i
+	t   [sha512.Size]byte
+}
+
+// maxKeptInfo bounds the scratch space a pooled expander keeps.
+const maxKeptInfo = 4 << 10
 
 func newPRK(key []byte) prk {
 	k := bytes.Clone(key)
-	return prk{&sync.Pool{New: func() any { return hmac.New(sha512.New, k) }}, len(k)}
+	return prk{&sync.Pool{New: func() any { return &expander{mac: hmac.New(sha512.New, k)} }}, len(k)}
 }
 
 var (
@@ -79,30 +90,78 @@ var (
 // expand writes HKDF-Expand(prk, info) into out (at most 255 × 64 bytes). The
 // info is given in parts, concatenated.
 func (p prk) expand(out []byte, info ...[]byte) {
-	h := p.pool.Get().(hash.Hash)
-	defer p.pool.Put(h)
-	var t [sha512.Size]byte
-	var ctr [1]byte
+	e := p.pool.Get().(*expander)
 	for i := 0; len(out) > 0; i++ {
-		h.Reset()
+		e.mac.Reset()
+		e.msg = e.msg[:0]
 		if i > 0 {
-			h.Write(t[:])
+			e.msg = append(e.msg, e.t[:]...)
 		}
 		for _, part := range info {
-			h.Write(part)
+			e.msg = append(e.msg, part...)
 		}
-		ctr[0] = byte(i + 1)
-		h.Write(ctr[:])
-		h.Sum(t[:0])
-		out = out[copy(out, t[:]):]
+		e.msg = append(e.msg, byte(i+1))
+		e.mac.Write(e.msg)
+		e.mac.Sum(e.t[:0])
+		out = out[copy(out, e.t[:]):]
 	}
-	clear(t[:])
+	clear(e.t[:])
+	clear(e.msg) // it held the previous block
+	if cap(e.msg) > maxKeptInfo {
+		e.msg = nil
+	}
+	p.pool.Put(e)
 }
 
 // chunkedKeys is one message's derived key state.
 type chunkedKeys struct {
 	aead  cipher.AEAD
 	nonce [chunkNonceSize]byte // base nonce
+	pool  *sync.Pool           // where release puts it; nil if aead cannot be rekeyed
+	// n is the nonce of sealChunks and openChunks, here so that it does not
+	// escape to the heap on every call; those two are for one-shot messages,
+	// whose key state one goroutine uses.
+	n [chunkNonceSize]byte
+}
+
+// rekeyer is an AEAD that takes a new key of the same length in place, as the
+// kernels' assembly AES-GCM does. Its round keys and hash-key table are most
+// of what a one-shot message allocates, so one-shot messages take their key
+// state from a pool per implementation and release it when done.
+type rekeyer interface{ Rekey(key []byte) error }
+
+// keyPools maps each *kernels.Implementation whose AEADs are rekeyers to a
+// *sync.Pool of *chunkedKeys.
+var keyPools sync.Map
+
+// newChunkedKeys returns key state with the AEAD keyed by key, from the
+// implementation's pool when it has one.
+func newChunkedKeys(im *kernels.Implementation, key []byte) (*chunkedKeys, error) {
+	if p, ok := keyPools.Load(im); ok {
+		if k, _ := p.(*sync.Pool).Get().(*chunkedKeys); k != nil && k.aead.(rekeyer).Rekey(key) == nil {
+			return k, nil
+		}
+	}
+	aead, err := im.NewAEAD(key)
+	if err != nil {
+		return nil, err
+	}
+	k := &chunkedKeys{aead: aead}
+	if _, ok := aead.(rekeyer); ok {
+		p, _ := keyPools.LoadOrStore(im, new(sync.Pool))
+		k.pool = p.(*sync.Pool)
+	}
+	return k, nil
+}
+
+// release hands the key state of a finished one-shot message back for reuse;
+// k must not be used after. The AEAD keeps the message's key until it is
+// rekeyed: a key derived from a version secret that the process holds anyway.
+func (k *chunkedKeys) release() {
+	if k != nil && k.pool != nil {
+		k.nonce, k.n = [chunkNonceSize]byte{}, [chunkNonceSize]byte{}
+		k.pool.Put(k)
+	}
 }
 
 // deriveChunked derives a message's AEAD, base nonce and commitment from the
@@ -120,12 +179,11 @@ func deriveChunked(im *kernels.Implementation, input prk, salt, context []byte) 
 		return nil, commitment, fmt.Errorf("cryptosvc: chunked-encryption input key of %d bytes for %s", input.n, c)
 	}
 	input.expand(out, chunkedInfoPrefix, ianaNames[id], zeroByte, salt, context)
-	aead, err := im.NewAEAD(out[:c.KeySize()])
+	k, err := newChunkedKeys(im, out[:c.KeySize()])
 	clear(out[:c.KeySize()])
 	if err != nil {
 		return nil, commitment, err
 	}
-	k := &chunkedKeys{aead: aead}
 	copy(k.nonce[:], out[c.KeySize():])
 	copy(commitment[:], out[c.KeySize()+chunkNonceSize:])
 	return k, commitment, nil
@@ -164,13 +222,12 @@ func (k *chunkedKeys) openChunk(dst []byte, n *[chunkNonceSize]byte, i uint64, c
 
 // sealChunks appends the chunks of plaintext to dst.
 func (k *chunkedKeys) sealChunks(dst, plaintext []byte) []byte {
-	var n [chunkNonceSize]byte
 	for i := uint64(0); ; i++ {
-		k.chunkNonce(&n, i)
+		k.chunkNonce(&k.n, i)
 		if len(plaintext) < ChunkSize {
-			return k.aead.Seal(dst, n[:], plaintext, nil)
+			return k.aead.Seal(dst, k.n[:], plaintext, nil)
 		}
-		dst = k.aead.Seal(dst, n[:], plaintext[:ChunkSize], nil)
+		dst = k.aead.Seal(dst, k.n[:], plaintext[:ChunkSize], nil)
 		plaintext = plaintext[ChunkSize:]
 	}
 }
@@ -179,7 +236,6 @@ func (k *chunkedKeys) sealChunks(dst, plaintext []byte) []byte {
 // commitment) to dst.
 func (k *chunkedKeys) openChunks(dst, body []byte) ([]byte, error) {
 	const full = ChunkSize + tagSize
-	var n [chunkNonceSize]byte
 	out, start := dst, len(dst)
 	for i := uint64(0); ; i++ {
 		if i >= maxChunks {
@@ -191,7 +247,7 @@ func (k *chunkedKeys) openChunks(dst, body []byte) ([]byte, error) {
 			clear(out[start:])
 			return nil, ErrTruncated
 		}
-		plain, err := k.openChunk(out, &n, i, chunk)
+		plain, err := k.openChunk(out, &k.n, i, chunk)
 		if err != nil {
 			clear(out[start:])
 			return nil, err

@@ -60,7 +60,9 @@ func sealDirect(dst []byte, rnd io.Reader, im *kernels.Implementation, h *Header
 	if err != nil {
 		return nil, err
 	}
-	return keys.sealChunks(out, plaintext), nil
+	out = keys.sealChunks(out, plaintext)
+	keys.release()
+	return out, nil
 }
 
 // startBody appends a fresh salt and its commitment to dst and returns the
@@ -89,6 +91,7 @@ func openBody(im *kernels.Implementation, input prk, body, context []byte) (*chu
 		return nil, nil, err
 	}
 	if err := checkCommitment(body[saltSize:chunkedPrefix], &commitment); err != nil {
+		keys.release()
 		return nil, nil, err
 	}
 	return keys, body[chunkedPrefix:], nil
@@ -119,6 +122,7 @@ func wrapDataKey(rnd io.Reader, im *kernels.Implementation, h *Header, vk *versi
 		return err
 	}
 	h.WrappedKey = keys.sealChunks(w, key)
+	keys.release()
 	return nil
 }
 
@@ -141,6 +145,7 @@ func openDataKey(im *kernels.Implementation, h *Header, vk *versionKeys, dk *[32
 		return nil, err
 	}
 	key, err := keys.openChunks(dk[:0], chunks)
+	keys.release()
 	if err != nil {
 		return nil, err
 	}

@@ -250,6 +250,7 @@ func (s *Service) Open(ctx context.Context, name string, ciphertext, context []b
 		return nil, Info{}, err
 	}
 	pt, err := keys.openChunks(make([]byte, 0, max(len(chunks)-tagSize, 0)), chunks)
+	keys.release()
 	if err != nil {
 		return nil, Info{}, err
 	}

@@ -91,6 +91,7 @@ type reqState struct {
 	id    string
 	batch bool        // the handler audits several items: each gets its own line
 	audit auditRecord // the request's operation, to be logged on its access line; zero if none
+	line  accessLine  // the access line, written when the request ends
 }
 
 // requestID takes the caller's X-Request-Id when it is short and plain, or

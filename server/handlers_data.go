@@ -372,9 +372,25 @@ type auditRecord struct {
 	level   zapcore.Level
 }
 
-func (a *auditRecord) fields(fs []zap.Field) []zap.Field {
-	return append(fs, zap.String("op", string(a.op)), zap.String("key", a.key), zap.Uint32("key_version", a.version),
-		zap.Int("bytes", a.bytes), zap.String("outcome", a.outcome))
+func (a *auditRecord) addTo(enc zapcore.ObjectEncoder) {
+	enc.AddString("op", string(a.op))
+	enc.AddString("key", a.key)
+	enc.AddUint32("key_version", a.version)
+	enc.AddInt64("bytes", int64(a.bytes))
+	enc.AddString("outcome", a.outcome)
+}
+
+// auditLine is a batch item's own audit line.
+type auditLine struct {
+	id, identity string
+	rec          *auditRecord
+}
+
+func (l *auditLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("request_id", l.id)
+	enc.AddString("identity", l.identity)
+	l.rec.addTo(enc)
+	return nil
 }
 
 // audit logs one cryptographic operation with the caller's identity. The
@@ -391,6 +407,6 @@ func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n i
 		return
 	}
 	if ce := s.log.Check(a.level, "audit"); ce != nil {
-		ce.Write(a.fields([]zap.Field{zap.String("request_id", requestID(c)), zap.String("identity", callerName(c))})...)
+		ce.Write(zap.Inline(&auditLine{id: requestID(c), identity: callerName(c), rec: &a}))
 	}
 }
