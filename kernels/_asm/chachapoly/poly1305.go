@@ -1,4 +1,12 @@
-// Command poly1305 generates the Poly1305 kernels (RFC 8439 §2.5):
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// poly1305File emits the Poly1305 kernels (RFC 8439 §2.5):
 // kernels/poly1305_amd64.s and its Go declarations.
 //
 // Two kernels share one state, st = [h0, h1, h2, r0, r1]: the accumulator
@@ -13,22 +21,10 @@
 //     that the two multiply-and-carry chains overlap. The last step
 //     multiplies A by r¹⁶…r⁹ and B by r⁸…r¹ lane by lane, after which all
 //     lanes are summed. The powers come from poly1305PowersIFMA, once per key.
-package main
-
-//go:generate go run . -out ../../poly1305_amd64.s -stubs ../../poly1305_stub_amd64.go -pkg kernels
-
-import (
-	. "github.com/mmcloughlin/avo/build"
-	. "github.com/mmcloughlin/avo/operand"
-	. "github.com/mmcloughlin/avo/reg"
-)
-
-func main() {
-	ConstraintExpr("amd64,gc,!purego")
+func poly1305File() {
 	blocksMULX()
 	powersIFMA()
 	blocksIFMA()
-	Generate()
 }
 
 // Offsets of the state words.
