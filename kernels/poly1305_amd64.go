@@ -28,7 +28,7 @@ type poly1305MAC struct {
 // alone: kept apart from poly1305MAC (and not pointed to from it, which
 // would move it to the heap), it costs a caller that will not use IFMA, such
 // as a short message, nothing to clear.
-type poly1305Powers [120]uint64
+type poly1305Powers [160]uint64
 
 // poly1305IFMAMin is the shortest input the IFMA kernel takes: below it,
 // computing r's powers and summing the lanes cost more than they save.
@@ -58,11 +58,11 @@ func (m *poly1305MAC) init(key *[32]byte) {
 func (m *poly1305MAC) blocks(p []byte, tbl *poly1305Powers) {
 	if tbl != nil && len(p) >= poly1305IFMAMin {
 		if !m.powers {
-			poly1305PowersIFMA(&m.st, (*[120]uint64)(tbl))
+			poly1305PowersIFMA(&m.st, (*[160]uint64)(tbl))
 			m.powers = true
 		}
 		k := len(p) &^ 255
-		poly1305BlocksIFMA(&m.st, (*[120]uint64)(tbl), p[:k])
+		poly1305BlocksIFMA(&m.st, (*[160]uint64)(tbl), p[:k])
 		p = p[k:]
 	}
 	if len(p) >= 16 {
