@@ -218,3 +218,4910 @@ ks4_doubleround:
 	VMOVDQU     X14, 176(CX)
 	VMOVDQU     X15, 240(CX)
 	RET
+
+DATA chachaPolyStitch<>+0(SB)/4, $0x00000000
+DATA chachaPolyStitch<>+4(SB)/4, $0x00000001
+DATA chachaPolyStitch<>+8(SB)/4, $0x00000002
+DATA chachaPolyStitch<>+12(SB)/4, $0x00000003
+DATA chachaPolyStitch<>+16(SB)/4, $0x00000004
+DATA chachaPolyStitch<>+20(SB)/4, $0x00000005
+DATA chachaPolyStitch<>+24(SB)/4, $0x00000006
+DATA chachaPolyStitch<>+28(SB)/4, $0x00000007
+DATA chachaPolyStitch<>+32(SB)/4, $0x00000008
+DATA chachaPolyStitch<>+36(SB)/4, $0x00000009
+DATA chachaPolyStitch<>+40(SB)/4, $0x0000000a
+DATA chachaPolyStitch<>+44(SB)/4, $0x0000000b
+DATA chachaPolyStitch<>+48(SB)/4, $0x0000000c
+DATA chachaPolyStitch<>+52(SB)/4, $0x0000000d
+DATA chachaPolyStitch<>+56(SB)/4, $0x0000000e
+DATA chachaPolyStitch<>+60(SB)/4, $0x0000000f
+DATA chachaPolyStitch<>+64(SB)/8, $0x000003ffffffffff
+DATA chachaPolyStitch<>+72(SB)/8, $0x0000010000000000
+DATA chachaPolyStitch<>+80(SB)/4, $0x00000010
+GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $84
+
+// func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)
+// Requires: AVX, AVX512F, AVX512IFMA
+TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ groups+16(FP), DX
+	MOVQ state+24(FP), BX
+	MOVQ st+32(FP), SI
+	MOVQ tbl+40(FP), DI
+
+	// Counter words of the first 16 blocks; the 44-bit mask; the
+	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
+	VPBROADCASTD 48(BX), Z31
+	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
+	MOVQ         $0x00000fffffffffff, R8
+	VPBROADCASTQ R8, Z30
+	MOVQ         (SI), R8
+	MOVQ         8(SI), R9
+	MOVQ         16(SI), R10
+	MOVQ         $0x00000fffffffffff, R12
+	MOVQ         R8, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X20
+	SHRQ         $0x2c, R8
+	MOVQ         R9, R11
+	SHLQ         $0x14, R11
+	ORQ          R8, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X21
+	SHRQ         $0x18, R9
+	SHLQ         $0x28, R10
+	ORQ          R9, R10
+	VMOVQ        R10, X22
+
+	// Group 0: ChaCha20 alone.
+	// State words for 16 blocks: word i of every block in Zi.
+	VPBROADCASTD (BX), Z0
+	VPBROADCASTD 4(BX), Z1
+	VPBROADCASTD 8(BX), Z2
+	VPBROADCASTD 12(BX), Z3
+	VPBROADCASTD 16(BX), Z4
+	VPBROADCASTD 20(BX), Z5
+	VPBROADCASTD 24(BX), Z6
+	VPBROADCASTD 28(BX), Z7
+	VPBROADCASTD 32(BX), Z8
+	VPBROADCASTD 36(BX), Z9
+	VPBROADCASTD 40(BX), Z10
+	VPBROADCASTD 44(BX), Z11
+	VMOVDQA32    Z31, Z12
+	VPBROADCASTD 52(BX), Z13
+	VPBROADCASTD 56(BX), Z14
+	VPBROADCASTD 60(BX), Z15
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+
+	// Add the input state.
+	VPADDD.BCST (BX), Z0, Z0
+	VPADDD.BCST 4(BX), Z1, Z1
+	VPADDD.BCST 8(BX), Z2, Z2
+	VPADDD.BCST 12(BX), Z3, Z3
+	VPADDD.BCST 16(BX), Z4, Z4
+	VPADDD.BCST 20(BX), Z5, Z5
+	VPADDD.BCST 24(BX), Z6, Z6
+	VPADDD.BCST 28(BX), Z7, Z7
+	VPADDD.BCST 32(BX), Z8, Z8
+	VPADDD.BCST 36(BX), Z9, Z9
+	VPADDD.BCST 40(BX), Z10, Z10
+	VPADDD.BCST 44(BX), Z11, Z11
+	VPADDD      Z31, Z12, Z12
+	VPADDD.BCST 52(BX), Z13, Z13
+	VPADDD.BCST 56(BX), Z14, Z14
+	VPADDD.BCST 60(BX), Z15, Z15
+
+	// Transpose: 4×4 dwords within each 128-bit lane.
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+
+	// Transpose: 4×4 128-bit lanes across registers.
+	VSHUFI32X4 $0x44, Z4, Z0, Z16
+	VSHUFI32X4 $0xee, Z4, Z0, Z17
+	VSHUFI32X4 $0x44, Z12, Z8, Z18
+	VSHUFI32X4 $0xee, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z0
+	VSHUFI32X4 $0xdd, Z18, Z16, Z4
+	VSHUFI32X4 $0x88, Z19, Z17, Z8
+	VSHUFI32X4 $0xdd, Z19, Z17, Z12
+	VSHUFI32X4 $0x44, Z5, Z1, Z16
+	VSHUFI32X4 $0xee, Z5, Z1, Z17
+	VSHUFI32X4 $0x44, Z13, Z9, Z18
+	VSHUFI32X4 $0xee, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z1
+	VSHUFI32X4 $0xdd, Z18, Z16, Z5
+	VSHUFI32X4 $0x88, Z19, Z17, Z9
+	VSHUFI32X4 $0xdd, Z19, Z17, Z13
+	VSHUFI32X4 $0x44, Z6, Z2, Z16
+	VSHUFI32X4 $0xee, Z6, Z2, Z17
+	VSHUFI32X4 $0x44, Z14, Z10, Z18
+	VSHUFI32X4 $0xee, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z2
+	VSHUFI32X4 $0xdd, Z18, Z16, Z6
+	VSHUFI32X4 $0x88, Z19, Z17, Z10
+	VSHUFI32X4 $0xdd, Z19, Z17, Z14
+	VSHUFI32X4 $0x44, Z7, Z3, Z16
+	VSHUFI32X4 $0xee, Z7, Z3, Z17
+	VSHUFI32X4 $0x44, Z15, Z11, Z18
+	VSHUFI32X4 $0xee, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z3
+	VSHUFI32X4 $0xdd, Z18, Z16, Z7
+	VSHUFI32X4 $0x88, Z19, Z17, Z11
+	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+
+	// 16 full blocks.
+	VPXORD      (CX), Z0, Z0
+	VMOVDQU32   Z0, (AX)
+	VPXORD      64(CX), Z1, Z1
+	VMOVDQU32   Z1, 64(AX)
+	VPXORD      128(CX), Z2, Z2
+	VMOVDQU32   Z2, 128(AX)
+	VPXORD      192(CX), Z3, Z3
+	VMOVDQU32   Z3, 192(AX)
+	VPXORD      256(CX), Z4, Z4
+	VMOVDQU32   Z4, 256(AX)
+	VPXORD      320(CX), Z5, Z5
+	VMOVDQU32   Z5, 320(AX)
+	VPXORD      384(CX), Z6, Z6
+	VMOVDQU32   Z6, 384(AX)
+	VPXORD      448(CX), Z7, Z7
+	VMOVDQU32   Z7, 448(AX)
+	VPXORD      512(CX), Z8, Z8
+	VMOVDQU32   Z8, 512(AX)
+	VPXORD      576(CX), Z9, Z9
+	VMOVDQU32   Z9, 576(AX)
+	VPXORD      640(CX), Z10, Z10
+	VMOVDQU32   Z10, 640(AX)
+	VPXORD      704(CX), Z11, Z11
+	VMOVDQU32   Z11, 704(AX)
+	VPXORD      768(CX), Z12, Z12
+	VMOVDQU32   Z12, 768(AX)
+	VPXORD      832(CX), Z13, Z13
+	VMOVDQU32   Z13, 832(AX)
+	VPXORD      896(CX), Z14, Z14
+	VMOVDQU32   Z14, 896(AX)
+	VPXORD      960(CX), Z15, Z15
+	VMOVDQU32   Z15, 960(AX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x00000400, AX
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
+	DECQ        DX
+	JZ          seal_last
+
+seal_loop:
+	// Group g, with Poly1305 over group g−1's ciphertext.
+	LEAQ -1024(AX), R8
+
+	// State words for 16 blocks: word i of every block in Zi.
+	VPBROADCASTD (BX), Z0
+	VPBROADCASTD 4(BX), Z1
+	VPBROADCASTD 8(BX), Z2
+	VPBROADCASTD 12(BX), Z3
+	VPBROADCASTD 16(BX), Z4
+	VPBROADCASTD 20(BX), Z5
+	VPBROADCASTD 24(BX), Z6
+	VPBROADCASTD 28(BX), Z7
+	VPBROADCASTD 32(BX), Z8
+	VPBROADCASTD 36(BX), Z9
+	VPBROADCASTD 40(BX), Z10
+	VPBROADCASTD 44(BX), Z11
+	VMOVDQA32    Z31, Z12
+	VPBROADCASTD 52(BX), Z13
+	VPBROADCASTD 56(BX), Z14
+	VPBROADCASTD 60(BX), Z15
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    (R8), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    64(R8), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    128(R8), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    192(R8), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    256(R8), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    320(R8), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    384(R8), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    448(R8), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    512(R8), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    576(R8), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    640(R8), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    704(R8), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    768(R8), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    832(R8), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    896(R8), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    960(R8), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+
+	// Add the input state.
+	VPADDD.BCST (BX), Z0, Z0
+	VPADDD.BCST 4(BX), Z1, Z1
+	VPADDD.BCST 8(BX), Z2, Z2
+	VPADDD.BCST 12(BX), Z3, Z3
+	VPADDD.BCST 16(BX), Z4, Z4
+	VPADDD.BCST 20(BX), Z5, Z5
+	VPADDD.BCST 24(BX), Z6, Z6
+	VPADDD.BCST 28(BX), Z7, Z7
+	VPADDD.BCST 32(BX), Z8, Z8
+	VPADDD.BCST 36(BX), Z9, Z9
+	VPADDD.BCST 40(BX), Z10, Z10
+	VPADDD.BCST 44(BX), Z11, Z11
+	VPADDD      Z31, Z12, Z12
+	VPADDD.BCST 52(BX), Z13, Z13
+	VPADDD.BCST 56(BX), Z14, Z14
+	VPADDD.BCST 60(BX), Z15, Z15
+
+	// Transpose: 4×4 dwords within each 128-bit lane.
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+
+	// Transpose: 4×4 128-bit lanes across registers.
+	VSHUFI32X4 $0x44, Z4, Z0, Z16
+	VSHUFI32X4 $0xee, Z4, Z0, Z17
+	VSHUFI32X4 $0x44, Z12, Z8, Z18
+	VSHUFI32X4 $0xee, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z0
+	VSHUFI32X4 $0xdd, Z18, Z16, Z4
+	VSHUFI32X4 $0x88, Z19, Z17, Z8
+	VSHUFI32X4 $0xdd, Z19, Z17, Z12
+	VSHUFI32X4 $0x44, Z5, Z1, Z16
+	VSHUFI32X4 $0xee, Z5, Z1, Z17
+	VSHUFI32X4 $0x44, Z13, Z9, Z18
+	VSHUFI32X4 $0xee, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z1
+	VSHUFI32X4 $0xdd, Z18, Z16, Z5
+	VSHUFI32X4 $0x88, Z19, Z17, Z9
+	VSHUFI32X4 $0xdd, Z19, Z17, Z13
+	VSHUFI32X4 $0x44, Z6, Z2, Z16
+	VSHUFI32X4 $0xee, Z6, Z2, Z17
+	VSHUFI32X4 $0x44, Z14, Z10, Z18
+	VSHUFI32X4 $0xee, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z2
+	VSHUFI32X4 $0xdd, Z18, Z16, Z6
+	VSHUFI32X4 $0x88, Z19, Z17, Z10
+	VSHUFI32X4 $0xdd, Z19, Z17, Z14
+	VSHUFI32X4 $0x44, Z7, Z3, Z16
+	VSHUFI32X4 $0xee, Z7, Z3, Z17
+	VSHUFI32X4 $0x44, Z15, Z11, Z18
+	VSHUFI32X4 $0xee, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z3
+	VSHUFI32X4 $0xdd, Z18, Z16, Z7
+	VSHUFI32X4 $0x88, Z19, Z17, Z11
+	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+
+	// 16 full blocks.
+	VPXORD      (CX), Z0, Z0
+	VMOVDQU32   Z0, (AX)
+	VPXORD      64(CX), Z1, Z1
+	VMOVDQU32   Z1, 64(AX)
+	VPXORD      128(CX), Z2, Z2
+	VMOVDQU32   Z2, 128(AX)
+	VPXORD      192(CX), Z3, Z3
+	VMOVDQU32   Z3, 192(AX)
+	VPXORD      256(CX), Z4, Z4
+	VMOVDQU32   Z4, 256(AX)
+	VPXORD      320(CX), Z5, Z5
+	VMOVDQU32   Z5, 320(AX)
+	VPXORD      384(CX), Z6, Z6
+	VMOVDQU32   Z6, 384(AX)
+	VPXORD      448(CX), Z7, Z7
+	VMOVDQU32   Z7, 448(AX)
+	VPXORD      512(CX), Z8, Z8
+	VMOVDQU32   Z8, 512(AX)
+	VPXORD      576(CX), Z9, Z9
+	VMOVDQU32   Z9, 576(AX)
+	VPXORD      640(CX), Z10, Z10
+	VMOVDQU32   Z10, 640(AX)
+	VPXORD      704(CX), Z11, Z11
+	VMOVDQU32   Z11, 704(AX)
+	VPXORD      768(CX), Z12, Z12
+	VMOVDQU32   Z12, 768(AX)
+	VPXORD      832(CX), Z13, Z13
+	VMOVDQU32   Z13, 832(AX)
+	VPXORD      896(CX), Z14, Z14
+	VMOVDQU32   Z14, 896(AX)
+	VPXORD      960(CX), Z15, Z15
+	VMOVDQU32   Z15, 960(AX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x00000400, AX
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
+	DECQ        DX
+	JNZ         seal_loop
+
+seal_last:
+	// Poly1305 over the last group's ciphertext.
+	LEAQ        -1024(AX), R8
+	VMOVDQU64   (R8), Z23
+	VMOVDQU64   64(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 960(DI), Z20, Z23
+	VPMADD52HUQ 960(DI), Z20, Z26
+	VPMADD52LUQ 1024(DI), Z20, Z24
+	VPMADD52HUQ 1024(DI), Z20, Z27
+	VPMADD52LUQ 1088(DI), Z20, Z25
+	VPMADD52HUQ 1088(DI), Z20, Z28
+	VPMADD52LUQ 1216(DI), Z21, Z23
+	VPMADD52HUQ 1216(DI), Z21, Z26
+	VPMADD52LUQ 960(DI), Z21, Z24
+	VPMADD52HUQ 960(DI), Z21, Z27
+	VPMADD52LUQ 1024(DI), Z21, Z25
+	VPMADD52HUQ 1024(DI), Z21, Z28
+	VPMADD52LUQ 1152(DI), Z22, Z23
+	VPMADD52HUQ 1152(DI), Z22, Z26
+	VPMADD52LUQ 1216(DI), Z22, Z24
+	VPMADD52HUQ 1216(DI), Z22, Z27
+	VPMADD52LUQ 960(DI), Z22, Z25
+	VPMADD52HUQ 960(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+	VMOVDQU64   128(R8), Z23
+	VMOVDQU64   192(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 960(DI), Z20, Z23
+	VPMADD52HUQ 960(DI), Z20, Z26
+	VPMADD52LUQ 1024(DI), Z20, Z24
+	VPMADD52HUQ 1024(DI), Z20, Z27
+	VPMADD52LUQ 1088(DI), Z20, Z25
+	VPMADD52HUQ 1088(DI), Z20, Z28
+	VPMADD52LUQ 1216(DI), Z21, Z23
+	VPMADD52HUQ 1216(DI), Z21, Z26
+	VPMADD52LUQ 960(DI), Z21, Z24
+	VPMADD52HUQ 960(DI), Z21, Z27
+	VPMADD52LUQ 1024(DI), Z21, Z25
+	VPMADD52HUQ 1024(DI), Z21, Z28
+	VPMADD52LUQ 1152(DI), Z22, Z23
+	VPMADD52HUQ 1152(DI), Z22, Z26
+	VPMADD52LUQ 1216(DI), Z22, Z24
+	VPMADD52HUQ 1216(DI), Z22, Z27
+	VPMADD52LUQ 960(DI), Z22, Z25
+	VPMADD52HUQ 960(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+	VMOVDQU64   256(R8), Z23
+	VMOVDQU64   320(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 960(DI), Z20, Z23
+	VPMADD52HUQ 960(DI), Z20, Z26
+	VPMADD52LUQ 1024(DI), Z20, Z24
+	VPMADD52HUQ 1024(DI), Z20, Z27
+	VPMADD52LUQ 1088(DI), Z20, Z25
+	VPMADD52HUQ 1088(DI), Z20, Z28
+	VPMADD52LUQ 1216(DI), Z21, Z23
+	VPMADD52HUQ 1216(DI), Z21, Z26
+	VPMADD52LUQ 960(DI), Z21, Z24
+	VPMADD52HUQ 960(DI), Z21, Z27
+	VPMADD52LUQ 1024(DI), Z21, Z25
+	VPMADD52HUQ 1024(DI), Z21, Z28
+	VPMADD52LUQ 1152(DI), Z22, Z23
+	VPMADD52HUQ 1152(DI), Z22, Z26
+	VPMADD52LUQ 1216(DI), Z22, Z24
+	VPMADD52HUQ 1216(DI), Z22, Z27
+	VPMADD52LUQ 960(DI), Z22, Z25
+	VPMADD52HUQ 960(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+	VMOVDQU64   384(R8), Z23
+	VMOVDQU64   448(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 960(DI), Z20, Z23
+	VPMADD52HUQ 960(DI), Z20, Z26
+	VPMADD52LUQ 1024(DI), Z20, Z24
+	VPMADD52HUQ 1024(DI), Z20, Z27
+	VPMADD52LUQ 1088(DI), Z20, Z25
+	VPMADD52HUQ 1088(DI), Z20, Z28
+	VPMADD52LUQ 1216(DI), Z21, Z23
+	VPMADD52HUQ 1216(DI), Z21, Z26
+	VPMADD52LUQ 960(DI), Z21, Z24
+	VPMADD52HUQ 960(DI), Z21, Z27
+	VPMADD52LUQ 1024(DI), Z21, Z25
+	VPMADD52HUQ 1024(DI), Z21, Z28
+	VPMADD52LUQ 1152(DI), Z22, Z23
+	VPMADD52HUQ 1152(DI), Z22, Z26
+	VPMADD52LUQ 1216(DI), Z22, Z24
+	VPMADD52HUQ 1216(DI), Z22, Z27
+	VPMADD52LUQ 960(DI), Z22, Z25
+	VPMADD52HUQ 960(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+	VMOVDQU64   512(R8), Z23
+	VMOVDQU64   576(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 960(DI), Z20, Z23
+	VPMADD52HUQ 960(DI), Z20, Z26
+	VPMADD52LUQ 1024(DI), Z20, Z24
+	VPMADD52HUQ 1024(DI), Z20, Z27
+	VPMADD52LUQ 1088(DI), Z20, Z25
+	VPMADD52HUQ 1088(DI), Z20, Z28
+	VPMADD52LUQ 1216(DI), Z21, Z23
+	VPMADD52HUQ 1216(DI), Z21, Z26
+	VPMADD52LUQ 960(DI), Z21, Z24
+	VPMADD52HUQ 960(DI), Z21, Z27
+	VPMADD52LUQ 1024(DI), Z21, Z25
+	VPMADD52HUQ 1024(DI), Z21, Z28
+	VPMADD52LUQ 1152(DI), Z22, Z23
+	VPMADD52HUQ 1152(DI), Z22, Z26
+	VPMADD52LUQ 1216(DI), Z22, Z24
+	VPMADD52HUQ 1216(DI), Z22, Z27
+	VPMADD52LUQ 960(DI), Z22, Z25
+	VPMADD52HUQ 960(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+	VMOVDQU64   640(R8), Z23
+	VMOVDQU64   704(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 960(DI), Z20, Z23
+	VPMADD52HUQ 960(DI), Z20, Z26
+	VPMADD52LUQ 1024(DI), Z20, Z24
+	VPMADD52HUQ 1024(DI), Z20, Z27
+	VPMADD52LUQ 1088(DI), Z20, Z25
+	VPMADD52HUQ 1088(DI), Z20, Z28
+	VPMADD52LUQ 1216(DI), Z21, Z23
+	VPMADD52HUQ 1216(DI), Z21, Z26
+	VPMADD52LUQ 960(DI), Z21, Z24
+	VPMADD52HUQ 960(DI), Z21, Z27
+	VPMADD52LUQ 1024(DI), Z21, Z25
+	VPMADD52HUQ 1024(DI), Z21, Z28
+	VPMADD52LUQ 1152(DI), Z22, Z23
+	VPMADD52HUQ 1152(DI), Z22, Z26
+	VPMADD52LUQ 1216(DI), Z22, Z24
+	VPMADD52HUQ 1216(DI), Z22, Z27
+	VPMADD52LUQ 960(DI), Z22, Z25
+	VPMADD52HUQ 960(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+	VMOVDQU64   768(R8), Z23
+	VMOVDQU64   832(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 960(DI), Z20, Z23
+	VPMADD52HUQ 960(DI), Z20, Z26
+	VPMADD52LUQ 1024(DI), Z20, Z24
+	VPMADD52HUQ 1024(DI), Z20, Z27
+	VPMADD52LUQ 1088(DI), Z20, Z25
+	VPMADD52HUQ 1088(DI), Z20, Z28
+	VPMADD52LUQ 1216(DI), Z21, Z23
+	VPMADD52HUQ 1216(DI), Z21, Z26
+	VPMADD52LUQ 960(DI), Z21, Z24
+	VPMADD52HUQ 960(DI), Z21, Z27
+	VPMADD52LUQ 1024(DI), Z21, Z25
+	VPMADD52HUQ 1024(DI), Z21, Z28
+	VPMADD52LUQ 1152(DI), Z22, Z23
+	VPMADD52HUQ 1152(DI), Z22, Z26
+	VPMADD52LUQ 1216(DI), Z22, Z24
+	VPMADD52HUQ 1216(DI), Z22, Z27
+	VPMADD52LUQ 960(DI), Z22, Z25
+	VPMADD52HUQ 960(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+	VMOVDQU64   896(R8), Z23
+	VMOVDQU64   960(R8), Z24
+	VPUNPCKLQDQ Z24, Z23, Z25
+	VPUNPCKHQDQ Z24, Z23, Z26
+	VPSRLQ      $0x2c, Z25, Z27
+	VPANDQ      Z30, Z25, Z25
+	VPADDQ      Z25, Z20, Z20
+	VPSLLQ      $0x14, Z26, Z23
+	VPTERNLOGQ  $0xa8, Z30, Z23, Z27
+	VPADDQ      Z27, Z21, Z21
+	VPSRLQ      $0x18, Z26, Z26
+	VPORQ.BCST  chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ      Z26, Z22, Z22
+	VPXORQ      Z30, Z30, Z23
+	VPXORQ      Z30, Z30, Z26
+	VPXORQ      Z30, Z30, Z24
+	VPXORQ      Z30, Z30, Z27
+	VPXORQ      Z30, Z30, Z25
+	VPXORQ      Z30, Z30, Z28
+	VPMADD52LUQ 640(DI), Z20, Z23
+	VPMADD52HUQ 640(DI), Z20, Z26
+	VPMADD52LUQ 704(DI), Z20, Z24
+	VPMADD52HUQ 704(DI), Z20, Z27
+	VPMADD52LUQ 768(DI), Z20, Z25
+	VPMADD52HUQ 768(DI), Z20, Z28
+	VPMADD52LUQ 896(DI), Z21, Z23
+	VPMADD52HUQ 896(DI), Z21, Z26
+	VPMADD52LUQ 640(DI), Z21, Z24
+	VPMADD52HUQ 640(DI), Z21, Z27
+	VPMADD52LUQ 704(DI), Z21, Z25
+	VPMADD52HUQ 704(DI), Z21, Z28
+	VPMADD52LUQ 832(DI), Z22, Z23
+	VPMADD52HUQ 832(DI), Z22, Z26
+	VPMADD52LUQ 896(DI), Z22, Z24
+	VPMADD52HUQ 896(DI), Z22, Z27
+	VPMADD52LUQ 640(DI), Z22, Z25
+	VPMADD52HUQ 640(DI), Z22, Z28
+	VPSRLQ      $0x2c, Z23, Z29
+	VPANDQ      Z30, Z23, Z20
+	VPSLLQ      $0x08, Z26, Z26
+	VPADDQ      Z29, Z24, Z24
+	VPADDQ      Z26, Z24, Z24
+	VPSRLQ      $0x2c, Z24, Z29
+	VPANDQ      Z30, Z24, Z21
+	VPSLLQ      $0x08, Z27, Z27
+	VPADDQ      Z29, Z25, Z25
+	VPADDQ      Z27, Z25, Z25
+	VPSRLQ      $0x2a, Z25, Z29
+	VPANDQ.BCST chachaPolyStitch<>+64(SB), Z25, Z22
+	VPSLLQ      $0x0a, Z28, Z28
+	VPADDQ      Z28, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSLLQ      $0x02, Z29, Z29
+	VPADDQ      Z29, Z20, Z20
+	VPSRLQ      $0x2c, Z20, Z29
+	VPANDQ      Z30, Z20, Z20
+	VPADDQ      Z29, Z21, Z21
+
+	// Sum the lanes: each limb is below 2⁴⁵+2¹², the sums below 2⁴⁹.
+	VALIGNQ $0x04, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VALIGNQ $0x02, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VALIGNQ $0x01, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VMOVQ   X20, AX
+	VALIGNQ $0x04, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VALIGNQ $0x02, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VALIGNQ $0x01, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VMOVQ   X21, CX
+	VALIGNQ $0x04, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VALIGNQ $0x02, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VALIGNQ $0x01, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VMOVQ   X22, DX
+
+	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
+	MOVQ $0x00000fffffffffff, R8
+	MOVQ AX, BX
+	SHRQ $0x2c, BX
+	ANDQ R8, AX
+	ADDQ BX, CX
+	MOVQ CX, BX
+	SHRQ $0x2c, BX
+	ANDQ R8, CX
+	ADDQ BX, DX
+	MOVQ DX, BX
+	SHRQ $0x2a, BX
+	MOVQ $0x000003ffffffffff, DI
+	ANDQ DI, DX
+	LEAQ (BX)(BX*4), BX
+	ADDQ BX, AX
+	MOVQ AX, BX
+	SHRQ $0x2c, BX
+	ANDQ R8, AX
+	ADDQ BX, CX
+
+	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
+	// split at the word boundary, then added with carries.
+	MOVQ CX, BX
+	SHLQ $0x2c, BX
+	SHRQ $0x14, CX
+	MOVQ DX, DI
+	SHLQ $0x18, DI
+	SHRQ $0x28, DX
+	ADDQ BX, AX
+	ADCQ DI, CX
+	ADCQ $0x00, DX
+	MOVQ AX, (SI)
+	MOVQ CX, 8(SI)
+	MOVQ DX, 16(SI)
+	VZEROUPPER
+	RET
+
+// func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)
+// Requires: AVX, AVX512F, AVX512IFMA
+TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ groups+16(FP), DX
+	MOVQ state+24(FP), BX
+	MOVQ st+32(FP), SI
+	MOVQ tbl+40(FP), DI
+
+	// Counter words of the first 16 blocks; the 44-bit mask; the
+	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
+	VPBROADCASTD 48(BX), Z31
+	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
+	MOVQ         $0x00000fffffffffff, R8
+	VPBROADCASTQ R8, Z30
+	MOVQ         (SI), R8
+	MOVQ         8(SI), R9
+	MOVQ         16(SI), R10
+	MOVQ         $0x00000fffffffffff, R12
+	MOVQ         R8, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X20
+	SHRQ         $0x2c, R8
+	MOVQ         R9, R11
+	SHLQ         $0x14, R11
+	ORQ          R8, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X21
+	SHRQ         $0x18, R9
+	SHLQ         $0x28, R10
+	ORQ          R9, R10
+	VMOVQ        R10, X22
+	LEAQ         960(DI), R8
+
+open_loop:
+	CMPQ DX, $0x01
+	JNE  open_group
+
+	// The last group: its last step multiplies by the lane powers.
+	LEAQ 640(DI), R8
+
+open_group:
+	// Group g, with Poly1305 over its input.
+	// State words for 16 blocks: word i of every block in Zi.
+	VPBROADCASTD (BX), Z0
+	VPBROADCASTD 4(BX), Z1
+	VPBROADCASTD 8(BX), Z2
+	VPBROADCASTD 12(BX), Z3
+	VPBROADCASTD 16(BX), Z4
+	VPBROADCASTD 20(BX), Z5
+	VPBROADCASTD 24(BX), Z6
+	VPBROADCASTD 28(BX), Z7
+	VPBROADCASTD 32(BX), Z8
+	VPBROADCASTD 36(BX), Z9
+	VPBROADCASTD 40(BX), Z10
+	VPBROADCASTD 44(BX), Z11
+	VMOVDQA32    Z31, Z12
+	VPBROADCASTD 52(BX), Z13
+	VPBROADCASTD 56(BX), Z14
+	VPBROADCASTD 60(BX), Z15
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    (CX), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    64(CX), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    128(CX), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    192(CX), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    256(CX), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    320(CX), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    384(CX), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    448(CX), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    512(CX), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    576(CX), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VMOVDQU64    640(CX), Z23
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VMOVDQU64    704(CX), Z24
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    768(CX), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    832(CX), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPMADD52LUQ  960(DI), Z20, Z23
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPMADD52HUQ  960(DI), Z20, Z26
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  1024(DI), Z20, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  1024(DI), Z20, Z27
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  1088(DI), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  1088(DI), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  1216(DI), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  1216(DI), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPMADD52LUQ  960(DI), Z21, Z24
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPMADD52HUQ  960(DI), Z21, Z27
+	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  1024(DI), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  1024(DI), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  1152(DI), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  1152(DI), Z22, Z26
+	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPMADD52LUQ  1216(DI), Z22, Z24
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPMADD52HUQ  1216(DI), Z22, Z27
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPMADD52LUQ  960(DI), Z22, Z25
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPMADD52HUQ  960(DI), Z22, Z28
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z13, Z9, Z9
+	VPADDD       Z14, Z10, Z10
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VMOVDQU64    896(CX), Z23
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VMOVDQU64    960(CX), Z24
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPXORD       Z1, Z12, Z12
+	VPXORD       Z2, Z13, Z13
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
+	VPSRLQ       $0x2c, Z25, Z27
+	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x08, Z13, Z13
+	VPANDQ       Z30, Z25, Z25
+	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z25, Z20, Z20
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPSLLQ       $0x14, Z26, Z23
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPADDQ       Z27, Z21, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPSRLQ       $0x18, Z26, Z26
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+	VPORQ.BCST   chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDD       Z4, Z0, Z0
+	VPADDD       Z5, Z1, Z1
+	VPADDQ       Z26, Z22, Z22
+	VPADDD       Z6, Z2, Z2
+	VPADDD       Z7, Z3, Z3
+	VPXORQ       Z30, Z30, Z23
+	VPXORD       Z0, Z12, Z12
+	VPXORD       Z1, Z13, Z13
+	VPXORQ       Z30, Z30, Z26
+	VPXORD       Z2, Z14, Z14
+	VPXORD       Z3, Z15, Z15
+	VPXORQ       Z30, Z30, Z24
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPXORQ       Z30, Z30, Z27
+	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPXORQ       Z30, Z30, Z25
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPXORQ       Z30, Z30, Z28
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPXORD       Z8, Z4, Z4
+	VPMADD52LUQ  (R8), Z20, Z23
+	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z6, Z6
+	VPMADD52HUQ  (R8), Z20, Z26
+	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
+	VPMADD52LUQ  64(R8), Z20, Z24
+	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
+	VPMADD52HUQ  64(R8), Z20, Z27
+	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z4, Z0, Z0
+	VPMADD52LUQ  128(R8), Z20, Z25
+	VPADDD       Z5, Z1, Z1
+	VPADDD       Z6, Z2, Z2
+	VPMADD52HUQ  128(R8), Z20, Z28
+	VPADDD       Z7, Z3, Z3
+	VPXORD       Z0, Z12, Z12
+	VPMADD52LUQ  256(R8), Z21, Z23
+	VPXORD       Z1, Z13, Z13
+	VPXORD       Z2, Z14, Z14
+	VPMADD52HUQ  256(R8), Z21, Z26
+	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPMADD52LUQ  (R8), Z21, Z24
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPMADD52HUQ  (R8), Z21, Z27
+	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z8, Z8
+	VPADDD       Z13, Z9, Z9
+	VPMADD52LUQ  64(R8), Z21, Z25
+	VPADDD       Z14, Z10, Z10
+	VPADDD       Z15, Z11, Z11
+	VPMADD52HUQ  64(R8), Z21, Z28
+	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z5, Z5
+	VPMADD52LUQ  192(R8), Z22, Z23
+	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z7, Z7
+	VPMADD52HUQ  192(R8), Z22, Z26
+	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z5, Z5
+	VPMADD52LUQ  256(R8), Z22, Z24
+	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z7, Z7
+	VPMADD52HUQ  256(R8), Z22, Z27
+	VPADDD       Z5, Z0, Z0
+	VPADDD       Z6, Z1, Z1
+	VPMADD52LUQ  (R8), Z22, Z25
+	VPADDD       Z7, Z2, Z2
+	VPADDD       Z4, Z3, Z3
+	VPMADD52HUQ  (R8), Z22, Z28
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPSRLQ       $0x2c, Z23, Z29
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x10, Z15, Z15
+	VPANDQ       Z30, Z23, Z20
+	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
+	VPSLLQ       $0x08, Z26, Z26
+	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z15, Z10, Z10
+	VPADDQ       Z29, Z24, Z24
+	VPADDD       Z12, Z11, Z11
+	VPADDD       Z13, Z8, Z8
+	VPADDQ       Z26, Z24, Z24
+	VPADDD       Z14, Z9, Z9
+	VPXORD       Z10, Z5, Z5
+	VPSRLQ       $0x2c, Z24, Z29
+	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z7, Z7
+	VPANDQ       Z30, Z24, Z21
+	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x0c, Z5, Z5
+	VPSLLQ       $0x08, Z27, Z27
+	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x0c, Z7, Z7
+	VPADDQ       Z29, Z25, Z25
+	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z5, Z0, Z0
+	VPADDQ       Z27, Z25, Z25
+	VPADDD       Z6, Z1, Z1
+	VPADDD       Z7, Z2, Z2
+	VPSRLQ       $0x2a, Z25, Z29
+	VPADDD       Z4, Z3, Z3
+	VPXORD       Z0, Z15, Z15
+	VPXORD       Z1, Z12, Z12
+	VPANDQ.BCST  chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD       Z2, Z13, Z13
+	VPXORD       Z3, Z14, Z14
+	VPSLLQ       $0x0a, Z28, Z28
+	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x08, Z12, Z12
+	VPADDQ       Z28, Z29, Z29
+	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x08, Z14, Z14
+	VPADDQ       Z29, Z20, Z20
+	VPADDD       Z15, Z10, Z10
+	VPADDD       Z12, Z11, Z11
+	VPSLLQ       $0x02, Z29, Z29
+	VPADDD       Z13, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	VPADDQ       Z29, Z20, Z20
+	VPXORD       Z10, Z5, Z5
+	VPXORD       Z11, Z6, Z6
+	VPSRLQ       $0x2c, Z20, Z29
+	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z4, Z4
+	VPANDQ       Z30, Z20, Z20
+	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x07, Z6, Z6
+	VPADDQ       Z29, Z21, Z21
+	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z4, Z4
+
+	// Add the input state.
+	VPADDD.BCST (BX), Z0, Z0
+	VPADDD.BCST 4(BX), Z1, Z1
+	VPADDD.BCST 8(BX), Z2, Z2
+	VPADDD.BCST 12(BX), Z3, Z3
+	VPADDD.BCST 16(BX), Z4, Z4
+	VPADDD.BCST 20(BX), Z5, Z5
+	VPADDD.BCST 24(BX), Z6, Z6
+	VPADDD.BCST 28(BX), Z7, Z7
+	VPADDD.BCST 32(BX), Z8, Z8
+	VPADDD.BCST 36(BX), Z9, Z9
+	VPADDD.BCST 40(BX), Z10, Z10
+	VPADDD.BCST 44(BX), Z11, Z11
+	VPADDD      Z31, Z12, Z12
+	VPADDD.BCST 52(BX), Z13, Z13
+	VPADDD.BCST 56(BX), Z14, Z14
+	VPADDD.BCST 60(BX), Z15, Z15
+
+	// Transpose: 4×4 dwords within each 128-bit lane.
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+
+	// Transpose: 4×4 128-bit lanes across registers.
+	VSHUFI32X4 $0x44, Z4, Z0, Z16
+	VSHUFI32X4 $0xee, Z4, Z0, Z17
+	VSHUFI32X4 $0x44, Z12, Z8, Z18
+	VSHUFI32X4 $0xee, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z0
+	VSHUFI32X4 $0xdd, Z18, Z16, Z4
+	VSHUFI32X4 $0x88, Z19, Z17, Z8
+	VSHUFI32X4 $0xdd, Z19, Z17, Z12
+	VSHUFI32X4 $0x44, Z5, Z1, Z16
+	VSHUFI32X4 $0xee, Z5, Z1, Z17
+	VSHUFI32X4 $0x44, Z13, Z9, Z18
+	VSHUFI32X4 $0xee, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z1
+	VSHUFI32X4 $0xdd, Z18, Z16, Z5
+	VSHUFI32X4 $0x88, Z19, Z17, Z9
+	VSHUFI32X4 $0xdd, Z19, Z17, Z13
+	VSHUFI32X4 $0x44, Z6, Z2, Z16
+	VSHUFI32X4 $0xee, Z6, Z2, Z17
+	VSHUFI32X4 $0x44, Z14, Z10, Z18
+	VSHUFI32X4 $0xee, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z2
+	VSHUFI32X4 $0xdd, Z18, Z16, Z6
+	VSHUFI32X4 $0x88, Z19, Z17, Z10
+	VSHUFI32X4 $0xdd, Z19, Z17, Z14
+	VSHUFI32X4 $0x44, Z7, Z3, Z16
+	VSHUFI32X4 $0xee, Z7, Z3, Z17
+	VSHUFI32X4 $0x44, Z15, Z11, Z18
+	VSHUFI32X4 $0xee, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z3
+	VSHUFI32X4 $0xdd, Z18, Z16, Z7
+	VSHUFI32X4 $0x88, Z19, Z17, Z11
+	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+
+	// 16 full blocks.
+	VPXORD      (CX), Z0, Z0
+	VMOVDQU32   Z0, (AX)
+	VPXORD      64(CX), Z1, Z1
+	VMOVDQU32   Z1, 64(AX)
+	VPXORD      128(CX), Z2, Z2
+	VMOVDQU32   Z2, 128(AX)
+	VPXORD      192(CX), Z3, Z3
+	VMOVDQU32   Z3, 192(AX)
+	VPXORD      256(CX), Z4, Z4
+	VMOVDQU32   Z4, 256(AX)
+	VPXORD      320(CX), Z5, Z5
+	VMOVDQU32   Z5, 320(AX)
+	VPXORD      384(CX), Z6, Z6
+	VMOVDQU32   Z6, 384(AX)
+	VPXORD      448(CX), Z7, Z7
+	VMOVDQU32   Z7, 448(AX)
+	VPXORD      512(CX), Z8, Z8
+	VMOVDQU32   Z8, 512(AX)
+	VPXORD      576(CX), Z9, Z9
+	VMOVDQU32   Z9, 576(AX)
+	VPXORD      640(CX), Z10, Z10
+	VMOVDQU32   Z10, 640(AX)
+	VPXORD      704(CX), Z11, Z11
+	VMOVDQU32   Z11, 704(AX)
+	VPXORD      768(CX), Z12, Z12
+	VMOVDQU32   Z12, 768(AX)
+	VPXORD      832(CX), Z13, Z13
+	VMOVDQU32   Z13, 832(AX)
+	VPXORD      896(CX), Z14, Z14
+	VMOVDQU32   Z14, 896(AX)
+	VPXORD      960(CX), Z15, Z15
+	VMOVDQU32   Z15, 960(AX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x00000400, AX
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
+	DECQ        DX
+	JNZ         open_loop
+
+	// Sum the lanes: each limb is below 2⁴⁵+2¹², the sums below 2⁴⁹.
+	VALIGNQ $0x04, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VALIGNQ $0x02, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VALIGNQ $0x01, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VMOVQ   X20, AX
+	VALIGNQ $0x04, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VALIGNQ $0x02, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VALIGNQ $0x01, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VMOVQ   X21, CX
+	VALIGNQ $0x04, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VALIGNQ $0x02, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VALIGNQ $0x01, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VMOVQ   X22, DX
+
+	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
+	MOVQ $0x00000fffffffffff, R8
+	MOVQ AX, BX
+	SHRQ $0x2c, BX
+	ANDQ R8, AX
+	ADDQ BX, CX
+	MOVQ CX, BX
+	SHRQ $0x2c, BX
+	ANDQ R8, CX
+	ADDQ BX, DX
+	MOVQ DX, BX
+	SHRQ $0x2a, BX
+	MOVQ $0x000003ffffffffff, DI
+	ANDQ DI, DX
+	LEAQ (BX)(BX*4), BX
+	ADDQ BX, AX
+	MOVQ AX, BX
+	SHRQ $0x2c, BX
+	ANDQ R8, AX
+	ADDQ BX, CX
+
+	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
+	// split at the word boundary, then added with carries.
+	MOVQ CX, BX
+	SHLQ $0x2c, BX
+	SHRQ $0x14, CX
+	MOVQ DX, DI
+	SHLQ $0x18, DI
+	SHRQ $0x28, DX
+	ADDQ BX, AX
+	ADCQ DI, CX
+	ADCQ $0x00, DX
+	MOVQ AX, (SI)
+	MOVQ CX, 8(SI)
+	MOVQ DX, 16(SI)
+	VZEROUPPER
+	RET

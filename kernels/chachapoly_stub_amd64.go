@@ -9,3 +9,21 @@ package kernels
 //
 //go:noescape
 func chachaKeystream4AVX512VL(state *[16]uint32, ks *[256]byte)
+
+// chachaPolySealAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20 keystream
+// into dst and absorbs the ciphertext it writes into the Poly1305 state st,
+// with the powers of r that poly1305PowersIFMA wrote to tbl. The first
+// block's input state is state (its word 12 the block counter); groups > 0.
+// dst and src are equal or do not overlap.
+//
+//go:noescape
+func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)
+
+// chachaPolyOpenAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20 keystream
+// into dst and absorbs the input it reads into the Poly1305 state st,
+// with the powers of r that poly1305PowersIFMA wrote to tbl. The first
+// block's input state is state (its word 12 the block counter); groups > 0.
+// dst and src are equal or do not overlap.
+//
+//go:noescape
+func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)

@@ -57,17 +57,23 @@ func (m *poly1305MAC) init(key *[32]byte) {
 // every call on one key).
 func (m *poly1305MAC) blocks(p []byte, tbl *poly1305Powers) {
 	if tbl != nil && len(p) >= poly1305IFMAMin {
-		if !m.powers {
-			poly1305PowersIFMA(&m.st, (*[160]uint64)(tbl))
-			m.powers = true
-		}
 		k := len(p) &^ 255
-		poly1305BlocksIFMA(&m.st, (*[160]uint64)(tbl), p[:k])
+		poly1305BlocksIFMA(&m.st, m.powersTable(tbl), p[:k])
 		p = p[k:]
 	}
 	if len(p) >= 16 {
 		poly1305BlocksMULX(&m.st, p, 1)
 	}
+}
+
+// powersTable returns tbl for the IFMA kernels, with r's powers written to
+// it on first use (the same tbl for every call on one key).
+func (m *poly1305MAC) powersTable(tbl *poly1305Powers) *[160]uint64 {
+	if !m.powers {
+		poly1305PowersIFMA(&m.st, (*[160]uint64)(tbl))
+		m.powers = true
+	}
+	return (*[160]uint64)(tbl)
 }
 
 // padded absorbs p zero-padded to a multiple of 16 bytes, as RFC 8439 §2.8

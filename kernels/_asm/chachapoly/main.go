@@ -7,10 +7,12 @@
 //     (poly1305.go);
 //   - chachapoly: kernels/chachapoly_amd64.s, the kernels only
 //     ChaCha20-Poly1305 uses: the 4-block keystream of short messages
-//     (short.go).
+//     (short.go) and ChaCha20 stitched with Poly1305 for long ones
+//     (stitched.go).
 //
-// The three share one module so that a kernel of one can be built from the
-// code of the others.
+// The three share one module because the stitched kernels are built from the
+// other two: ChaCha20's double rounds and transpose, and Poly1305's IFMA
+// steps, emitted as streams of instructions (stream.go) and interleaved.
 package main
 
 //go:generate go run . -file chacha20 -out ../../chacha20_amd64.s -stubs ../../chacha20_stub_amd64.go -pkg kernels
@@ -47,4 +49,5 @@ func main() {
 // chachapolyFile emits the kernels of kernels/chachapoly_amd64.s.
 func chachapolyFile() {
 	keystream4()
+	stitchedKernels()
 }
