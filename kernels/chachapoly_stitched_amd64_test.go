@@ -14,7 +14,7 @@ import (
 // ChaCha20 and the MULX Poly1305 kernel, and the avx512 AEAD around every
 // boundary of their 1024-byte groups, against x/crypto's AEAD.
 
-type stitchedKernel func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)
+type stitchedKernel func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
 
 func skipWithoutStitched(t *testing.T) {
 	t.Helper()

@@ -17,7 +17,7 @@ func chachaKeystream4AVX512VL(state *[16]uint32, ks *[256]byte)
 // dst and src are equal or do not overlap.
 //
 //go:noescape
-func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)
+func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
 
 // chachaPolyOpenAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20 keystream
 // into dst and absorbs the input it reads into the Poly1305 state st,
@@ -26,4 +26,4 @@ func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint3
 // dst and src are equal or do not overlap.
 //
 //go:noescape
-func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)
+func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)

@@ -11,15 +11,14 @@ package kernels
 func poly1305BlocksMULX(st *[5]uint64, msg []byte, hibit uint64)
 
 // poly1305PowersIFMA writes the powers of st's r that poly1305BlocksIFMA
-// and the stitched ChaCha20-Poly1305 kernels multiply by: r¹⁶ in every
-// lane; r¹⁶ r¹² r¹⁵ r¹¹ r¹⁴ r¹⁰ r¹³ r⁹ by lane; r⁸ r⁴ r⁷ r³ r⁶ r² r⁵ r¹
-// by lane; and r⁸ in every lane.
+// and the stitched ChaCha20-Poly1305 kernels multiply by: r⁸ r⁴ r⁷ r³ r⁶
+// r² r⁵ r¹ by lane, and r⁸ in every lane.
 //
 //go:noescape
-func poly1305PowersIFMA(st *[5]uint64, tbl *[160]uint64)
+func poly1305PowersIFMA(st *[5]uint64, tbl *[80]uint64)
 
-// poly1305BlocksIFMA absorbs the len(msg)/256 groups of 16 blocks of msg into st,
+// poly1305BlocksIFMA absorbs the len(msg)/128 groups of 8 blocks of msg into st,
 // with the powers of r that poly1305PowersIFMA wrote to tbl.
 //
 //go:noescape
-func poly1305BlocksIFMA(st *[5]uint64, tbl *[160]uint64, msg []byte)
+func poly1305BlocksIFMA(st *[5]uint64, tbl *[80]uint64, msg []byte)

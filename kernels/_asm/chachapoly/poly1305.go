@@ -15,12 +15,12 @@ import (
 //
 //   - poly1305BlocksMULX absorbs 16-byte blocks one at a time with 64-bit
 //     limbs and MULX. It serves short inputs, tails and hosts without IFMA.
-//   - poly1305BlocksIFMA absorbs 256 bytes (16 blocks) per step with AVX-512
-//     IFMA in radix 2⁴⁴: two independent 8-lane accumulators, A for blocks
-//     0–7 of each step and B for blocks 8–15, are each multiplied by r¹⁶, so
-//     that the two multiply-and-carry chains overlap. The last step
-//     multiplies A by r¹⁶…r⁹ and B by r⁸…r¹ lane by lane, after which all
-//     lanes are summed. The powers come from poly1305PowersIFMA, once per key.
+//   - poly1305BlocksIFMA absorbs 128 bytes (8 blocks) per step with AVX-512
+//     IFMA in radix 2⁴⁴: one 8-lane accumulator, block j of a step in lane
+//     j, multiplied by r⁸ in every lane; the last step multiplies lane j by
+//     the power of r its block needs instead, after which the lanes are
+//     summed. The powers come from poly1305PowersIFMA, once per key. The
+//     stitched ChaCha20-Poly1305 kernels take the same steps.
 func poly1305File() {
 	blocksMULX()
 	powersIFMA()
@@ -222,17 +222,13 @@ func mulReduce(s *stream, h [3]Op, r mulr, c consts, w scratch) {
 }
 
 // Layout of the powers table, in 64-byte rows of 8 lanes, five rows
-// (l0, l1, l2, 20·l1, 20·l2) per multiplier: r¹⁶ in every lane, then the lane
-// powers for accumulator A's last blocks, then B's, and r⁸ in every lane.
-// The stitched ChaCha20-Poly1305 kernels use one accumulator and the last
-// two: r⁸ for every 128-byte step but the last, B's lane powers for that.
+// (l0, l1, l2, 20·l1, 20·l2) per multiplier: the lane powers r⁸ r⁴ r⁷ r³ r⁶
+// r² r⁵ r¹ that the last step of a message multiplies by, then r⁸ in every
+// lane, which every other step multiplies by.
 const (
 	rowsPerMul = 5
-	tblR16     = 0
-	tblA       = rowsPerMul * 64
-	tblB       = 2 * rowsPerMul * 64
-	tblR8      = 3 * rowsPerMul * 64
-	tblWords   = 4 * rowsPerMul * 8
+	tblB       = 0
+	tblR8      = rowsPerMul * 64
 )
 
 type vmulr struct{ r0, r1, r2, s1, s2 VecVirtual }
@@ -278,12 +274,11 @@ func storeMulr(v vmulr, tbl Register, off int) {
 }
 
 func powersIFMA() {
-	TEXT("poly1305PowersIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[160]uint64)")
+	TEXT("poly1305PowersIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64)")
 	Pragma("noescape")
 	Doc("poly1305PowersIFMA writes the powers of st's r that poly1305BlocksIFMA",
-		"and the stitched ChaCha20-Poly1305 kernels multiply by: r¹⁶ in every",
-		"lane; r¹⁶ r¹² r¹⁵ r¹¹ r¹⁴ r¹⁰ r¹³ r⁹ by lane; r⁸ r⁴ r⁷ r³ r⁶ r² r⁵ r¹",
-		"by lane; and r⁸ in every lane.")
+		"and the stitched ChaCha20-Poly1305 kernels multiply by: r⁸ r⁴ r⁷ r³ r⁶",
+		"r² r⁵ r¹ by lane, and r⁸ in every lane.")
 	st := Load(Param("st"), GP64())
 	tbl := Load(Param("tbl"), GP64())
 	c := loadConsts()
@@ -333,12 +328,6 @@ func powersIFMA() {
 	p8 := product(p4, p4, c)
 	p8.withS()
 	storeMulr(p8, tbl, tblR8)
-	hi := product(lanes, p8, c)
-	hi.withS()
-	storeMulr(hi, tbl, tblA)
-	p16 := product(p8, p8, c)
-	p16.withS()
-	storeMulr(p16, tbl, tblR16)
 	VZEROUPPER()
 	RET()
 }
@@ -458,15 +447,15 @@ func storeH(h [3]Op, st Register, s Op) {
 }
 
 func blocksIFMA() {
-	TEXT("poly1305BlocksIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[160]uint64, msg []byte)")
+	TEXT("poly1305BlocksIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64, msg []byte)")
 	Pragma("noescape")
-	Doc("poly1305BlocksIFMA absorbs the len(msg)/256 groups of 16 blocks of msg into st,",
+	Doc("poly1305BlocksIFMA absorbs the len(msg)/128 groups of 8 blocks of msg into st,",
 		"with the powers of r that poly1305PowersIFMA wrote to tbl.")
 	st := Load(Param("st"), GP64())
 	tbl := Load(Param("tbl"), GP64())
 	msg := Load(Param("msg").Base(), GP64())
 	n := Load(Param("msg").Len(), GP64())
-	SHRQ(U8(8), n)
+	SHRQ(U8(7), n)
 	JZ(LabelRef("ifma_done"))
 
 	c := loadConsts()
@@ -475,38 +464,29 @@ func blocksIFMA() {
 	MOVQ(U64(1<<40), t)
 	VPBROADCASTQ(t, hibit)
 
-	Comment("h into lane 0 of A in radix 2⁴⁴; the other lanes, and B, start at 0.")
-	a := [3]Op{ZMM(), ZMM(), ZMM()}
-	b := [3]Op{ZMM(), ZMM(), ZMM()}
-	loadH(st, a)
-	for i := range b {
-		VPXORQ(c.m44, c.m44, b[i])
-	}
+	Comment("h into lane 0 in radix 2⁴⁴; the other lanes start at 0.")
+	h := [3]Op{ZMM(), ZMM(), ZMM()}
+	loadH(st, h)
 
-	// step absorbs 256 bytes into A and B and multiplies both by m.
-	step := func(ma, mb mulr) {
+	// step absorbs 128 bytes and multiplies by m.
+	step := func(m mulr) {
 		var s stream
-		absorb(&s, a, Mem{Base: msg}, c, hibit, newScratch())
-		absorb(&s, b, Mem{Base: msg, Disp: 128}, c, hibit, newScratch())
-		mulReduce(&s, a, ma, c, newScratch())
-		mulReduce(&s, b, mb, c, newScratch())
+		absorb(&s, h, Mem{Base: msg}, c, hibit, newScratch())
+		mulReduce(&s, h, m, c, newScratch())
 		s.emit()
 	}
-	r16 := loadMulr(tbl, tblR16).op()
+	r8 := loadMulr(tbl, tblR8).op()
 	DECQ(n)
 	JZ(LabelRef("ifma_last"))
 	Label("ifma_loop")
-	step(r16, r16)
-	ADDQ(U32(256), msg)
+	step(r8)
+	ADDQ(U32(128), msg)
 	DECQ(n)
 	JNZ(LabelRef("ifma_loop"))
 
 	Label("ifma_last")
-	step(loadMulr(tbl, tblA).op(), loadMulr(tbl, tblB).op())
-	for i := range a {
-		VPADDQ(b[i], a[i], a[i])
-	}
-	storeH(a, st, ZMM())
+	step(tblMulr(tbl, tblB))
+	storeH(h, st, ZMM())
 	VZEROUPPER()
 	Label("ifma_done")
 	RET()

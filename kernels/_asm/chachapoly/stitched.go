@@ -74,7 +74,7 @@ func stitched(seal bool) {
 	if !seal {
 		name, op, input = "chachaPolyOpenAVX512IFMA", "open", "input it reads"
 	}
-	TEXT(name, NOSPLIT, "func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[160]uint64)")
+	TEXT(name, NOSPLIT, "func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
 	Pragma("noescape")
 	Doc(name+" XORs groups × 1024 bytes of src with the ChaCha20 keystream",
 		"into dst and absorbs the "+input+" into the Poly1305 state st,",
