@@ -15,15 +15,19 @@ import (
 // (draft-irtf-cfrg-xchacha §2.3) over the vector ChaCha20 kernels of
 // chacha20_amd64.s and the Poly1305 kernels of poly1305_amd64.s:
 //
-//   - "avx512": ChaCha20 16 blocks per pass in zmm registers, Poly1305 with
-//     AVX-512 IFMA for long inputs and MULX for the rest; messages of up to 3
-//     blocks, and the first blocks of long ones, from the 4-block xmm kernel
-//     of chachapoly_amd64.s, and messages of 4–7 blocks from the AVX2 kernel;
+//   - "avx512": messages of 1024 bytes or more through the stitched kernels
+//     of chachapoly_amd64.s, which run ChaCha20 (16 blocks per pass in zmm
+//     registers) and Poly1305 (AVX-512 IFMA) in one pass, 1024 bytes at a
+//     time, and their last partial group as shorter messages go: ChaCha20
+//     16 blocks per pass in zmm registers, Poly1305 with IFMA for long inputs
+//     and MULX for the rest; messages of up to 3 blocks from the 4-block xmm
+//     kernel of chachapoly_amd64.s, and messages of 4–7 blocks from the AVX2
+//     kernel;
 //   - "avx2": ChaCha20 8 blocks per pass in ymm registers, Poly1305 with MULX.
 //
-// Long messages go through in pieces of chachaPolyPiece bytes: each piece is
-// encrypted and then authenticated (or authenticated and then decrypted)
-// while it is still in cache.
+// Without the stitched kernels, long messages go through in pieces of
+// chachaPolyPiece bytes: each piece is encrypted and then authenticated (or
+// authenticated and then decrypted) while it is still in cache.
 
 func init() {
 	avx512 := chachaPolySuite{chacha: chachaAVX512, ifma: true, short: true}
@@ -31,8 +35,9 @@ func init() {
 		register(&Implementation{
 			name: "avx512", cipher: c, priority: 30,
 			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512IFMA", "BMI2"},
-			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX2", "chachaKeystream4AVX512VL"}, poly1305IFMAFuncs...),
-			newAEAD:  avx512.newAEAD(c == XChaCha20Poly1305),
+			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX512x17", "chachaXORAVX2", "chachaBlockScalar",
+				"chachaKeystream4AVX512VL", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
+			newAEAD: avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
 	// The AVX2 suite runs ChaCha20 and Poly1305 one after the other; on the
@@ -85,6 +90,10 @@ const chachaPolyHead = 1024
 // powers cost about as much as 11 blocks of the MULX kernel, and at 256 bytes
 // the two kernels take the same time (measured).
 const chachaPolyIFMAMin = 512
+
+// chachaPolyStitchMin is the shortest message the avx512 suite runs
+// through the stitched kernels, which take whole groups of 1024 bytes.
+const chachaPolyStitchMin = 1024
 
 // chachaPolyPiece is how much a long message is encrypted before it is
 // authenticated: a multiple of the 64-byte ChaCha20 block and of the
@@ -200,6 +209,10 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 		cryptShort(out, in, aad, key, nonce, seal, tag)
 		return
 	}
+	if a.suite.ifma && len(in) >= chachaPolyStitchMin {
+		cryptStitched(out, in, aad, key, nonce, seal, tag)
+		return
+	}
 	var m poly1305MAC
 	var tbl *poly1305Powers
 	if a.suite.ifma && max(len(in), len(aad)) >= chachaPolyIFMAMin {
@@ -243,6 +256,43 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 	m.sum(tag)
 	m.wipe(tbl)
 	clear(ks[:])
+}
+
+// cryptStitched is crypt for the avx512 suite and a message of at least
+// chachaPolyStitchMin bytes: its whole 1024-byte groups go through the
+// stitched kernels of chachapoly_amd64.s, which run ChaCha20 and Poly1305 in
+// one pass, and the rest, under 1024 bytes, through the AVX-512 ChaCha20
+// kernel and the Poly1305 kernels. The Poly1305 key comes from block 0 alone,
+// in general-purpose registers.
+func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
+	state := chachaState(key, nonce, 0)
+	var ks [64]byte
+	chachaBlockScalar(&state, &ks)
+	var m poly1305MAC
+	m.init((*[32]byte)(ks[:32]))
+	clear(ks[:])
+	var tbl poly1305Powers
+	m.padded(aad, &tbl)
+	bulk := len(in) &^ 1023
+	state[12] = 1
+	if seal {
+		chachaPolySealAVX512IFMA(&out[0], &in[0], bulk/1024, &state, &m.st, m.powersTable(&tbl))
+	} else {
+		chachaPolyOpenAVX512IFMA(&out[0], &in[0], bulk/1024, &state, &m.st, m.powersTable(&tbl))
+	}
+	if rest := in[bulk:]; len(rest) > 0 {
+		if !seal {
+			m.padded(rest, &tbl)
+		}
+		chacha20XORAVX512(out[bulk:], rest, key, nonce, uint32(1+bulk/64))
+		if seal {
+			m.padded(out[bulk:], &tbl)
+		}
+	}
+	m.lengths(len(aad), len(in))
+	m.sum(tag)
+	m.wipe(&tbl)
+	clear(state[4:12])
 }
 
 // xorPiece sets out[off:end] = in[off:end] XOR the keystream, whose first

@@ -9,8 +9,8 @@ import (
 
 // poly1305MAC is Poly1305 (RFC 8439 §2.5) over the kernels of
 // poly1305_amd64.s: 64-bit limbs with MULX one block at a time, and, when
-// ifma is set, AVX-512 IFMA sixteen blocks per step (two 8-lane
-// accumulators) for long inputs.
+// ifma is set, AVX-512 IFMA eight blocks per step (one 8-lane accumulator)
+// for long inputs.
 //
 // ChaCha20-Poly1305 feeds it whole blocks (blocks, padded); update and
 // sum also take any split of a message, as a plain MAC does. It is a value
@@ -28,7 +28,7 @@ type poly1305MAC struct {
 // alone: kept apart from poly1305MAC (and not pointed to from it, which
 // would move it to the heap), it costs a caller that will not use IFMA, such
 // as a short message, nothing to clear.
-type poly1305Powers [120]uint64
+type poly1305Powers [80]uint64
 
 // poly1305IFMAMin is the shortest input the IFMA kernel takes: below it,
 // computing r's powers and summing the lanes cost more than they save.
@@ -57,17 +57,23 @@ func (m *poly1305MAC) init(key *[32]byte) {
 // every call on one key).
 func (m *poly1305MAC) blocks(p []byte, tbl *poly1305Powers) {
 	if tbl != nil && len(p) >= poly1305IFMAMin {
-		if !m.powers {
-			poly1305PowersIFMA(&m.st, (*[120]uint64)(tbl))
-			m.powers = true
-		}
-		k := len(p) &^ 255
-		poly1305BlocksIFMA(&m.st, (*[120]uint64)(tbl), p[:k])
+		k := len(p) &^ 127
+		poly1305BlocksIFMA(&m.st, m.powersTable(tbl), p[:k])
 		p = p[k:]
 	}
 	if len(p) >= 16 {
 		poly1305BlocksMULX(&m.st, p, 1)
 	}
+}
+
+// powersTable returns tbl for the IFMA kernels, with r's powers written to
+// it on first use (the same tbl for every call on one key).
+func (m *poly1305MAC) powersTable(tbl *poly1305Powers) *[80]uint64 {
+	if !m.powers {
+		poly1305PowersIFMA(&m.st, (*[80]uint64)(tbl))
+		m.powers = true
+	}
+	return (*[80]uint64)(tbl)
 }
 
 // padded absorbs p zero-padded to a multiple of 16 bytes, as RFC 8439 §2.8

@@ -1,4 +1,14 @@
-// Command chacha20 generates the ChaCha20 (RFC 8439) keystream kernels:
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// chacha20File emits the ChaCha20 (RFC 8439) keystream kernels:
 // kernels/chacha20_amd64.s and its Go declarations.
 //
 // Both kernels use the "vertical" layout: vector register i holds state word i
@@ -20,25 +30,11 @@
 // general-purpose registers (scalar.go), for messages of one block, and
 // chachaXORAVX512x17 runs that scalar code alongside the 16-block zmm pass,
 // 17 blocks per group (wide.go).
-package main
-
-//go:generate go run . -out ../../chacha20_amd64.s -stubs ../../chacha20_stub_amd64.go -pkg kernels
-
-import (
-	"fmt"
-
-	. "github.com/mmcloughlin/avo/build"
-	. "github.com/mmcloughlin/avo/operand"
-	. "github.com/mmcloughlin/avo/reg"
-)
-
-func main() {
-	ConstraintExpr("amd64,gc,!purego")
+func chacha20File() {
 	chachaAVX512() // first: it emits chachaIota16, which both kernels use
 	chachaAVX2()
 	chachaScalar()
 	chachaAVX512x17()
-	Generate()
 }
 
 // columns and diagonals are the quarter rounds of a double round, as word

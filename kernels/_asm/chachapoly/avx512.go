@@ -64,37 +64,18 @@ func chachaAVX512() {
 	Label("avx512_group")
 	CMPQ(n, U32(512))
 	JBE(LabelRef("avx512_small"))
-	Comment("State words for 16 blocks: word i of every block in Zi.")
-	for i := 0; i < 16; i++ {
-		if i == 12 {
-			VMOVDQA32(zCounter, zmm(12))
-			continue
-		}
-		VPBROADCASTD(Mem{Base: state, Disp: 4 * i}, zmm(i))
-	}
+	loadState16(state)
 	MOVQ(U32(10), rounds)
 	Label("avx512_doubleround")
 	doubleRoundEVEX(zmm)
 	DECQ(rounds)
 	JNZ(LabelRef("avx512_doubleround"))
-
-	Comment("Add the input state.")
-	for i := 0; i < 16; i++ {
-		if i == 12 {
-			VPADDD(zCounter, zmm(12), zmm(12))
-			continue
-		}
-		VPADDD_BCST(Mem{Base: state, Disp: 4 * i}, zmm(i), zmm(i))
-	}
+	addState16(state)
 	transpose16()
 
 	CMPQ(n, U32(1024))
 	JB(LabelRef("avx512_tail"))
-	Comment("16 full blocks.")
-	for j := 0; j < 16; j++ {
-		VPXORD(Mem{Base: src, Disp: 64 * j}, zmm(j), zmm(j))
-		VMOVDQU32(zmm(j), Mem{Base: dst, Disp: 64 * j})
-	}
+	xorStore16(src, dst)
 	ADDQ(U32(1024), src)
 	ADDQ(U32(1024), dst)
 	VPADDD(zSixteen, zCounter, zCounter)
@@ -165,14 +146,58 @@ func ymmEVEX(i int) VecPhysical { return zmm(i).AsY().(VecPhysical) }
 // doubleRoundEVEX emits a double round with AVX-512 instructions, word i in
 // reg(i).
 func doubleRoundEVEX(reg func(int) VecPhysical) {
+	var s stream
+	doubleRoundStream(&s, reg)
+	s.emit()
+}
+
+// doubleRoundStream appends a double round with AVX-512 instructions, word i
+// in reg(i), to s.
+func doubleRoundStream(s *stream, reg func(int) VecPhysical) {
 	ops := vecOps{
-		add: func(s, d Op) { VPADDD(s, d, d) },
-		xor: func(s, d Op) { VPXORD(s, d, d) },
-		rot: func(x Op, r, _ int) { VPROLD(U8(r), x, x) },
+		add: func(x, d Op) { s.op(VPADDD, x, d, d) },
+		xor: func(x, d Op) { s.op(VPXORD, x, d, d) },
+		rot: func(x Op, r, _ int) { s.op(VPROLD, U8(r), x, x) },
 	}
 	w := func(i int) Op { return reg(i) }
 	quarterRounds(ops, columns[:], w)
 	quarterRounds(ops, diagonals[:], w)
+}
+
+// loadState16 sets Zi to word i of the 16 blocks from state: state's word i
+// in every lane, but the counters, from Z31.
+func loadState16(state Register) {
+	Comment("State words for 16 blocks: word i of every block in Zi.")
+	for i := 0; i < 16; i++ {
+		if i == 12 {
+			VMOVDQA32(zCounter, zmm(12))
+			continue
+		}
+		VPBROADCASTD(Mem{Base: state, Disp: 4 * i}, zmm(i))
+	}
+}
+
+// addState16 adds the input state to the rounds' output, as loadState16 set
+// it.
+func addState16(state Register) {
+	Comment("Add the input state.")
+	for i := 0; i < 16; i++ {
+		if i == 12 {
+			VPADDD(zCounter, zmm(12), zmm(12))
+			continue
+		}
+		VPADDD_BCST(Mem{Base: state, Disp: 4 * i}, zmm(i), zmm(i))
+	}
+}
+
+// xorStore16 XORs the 16 transposed blocks in Z0–Z15 with 1024 bytes of
+// src into dst.
+func xorStore16(src, dst Register) {
+	Comment("16 full blocks.")
+	for j := 0; j < 16; j++ {
+		VPXORD(Mem{Base: src, Disp: 64 * j}, zmm(j), zmm(j))
+		VMOVDQU32(zmm(j), Mem{Base: dst, Disp: 64 * j})
+	}
 }
 
 // transpose16 turns Zi = word i of blocks 0…15 into Zj = words 0…15 of

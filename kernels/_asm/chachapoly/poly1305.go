@@ -1,4 +1,12 @@
-// Command poly1305 generates the Poly1305 kernels (RFC 8439 §2.5):
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// poly1305File emits the Poly1305 kernels (RFC 8439 §2.5):
 // kernels/poly1305_amd64.s and its Go declarations.
 //
 // Two kernels share one state, st = [h0, h1, h2, r0, r1]: the accumulator
@@ -7,28 +15,16 @@
 //
 //   - poly1305BlocksMULX absorbs 16-byte blocks one at a time with 64-bit
 //     limbs and MULX. It serves short inputs, tails and hosts without IFMA.
-//   - poly1305BlocksIFMA absorbs 256 bytes (16 blocks) per step with AVX-512
-//     IFMA in radix 2⁴⁴: two independent 8-lane accumulators, A for blocks
-//     0–7 of each step and B for blocks 8–15, are each multiplied by r¹⁶, so
-//     that the two multiply-and-carry chains overlap. The last step
-//     multiplies A by r¹⁶…r⁹ and B by r⁸…r¹ lane by lane, after which all
-//     lanes are summed. The powers come from poly1305PowersIFMA, once per key.
-package main
-
-//go:generate go run . -out ../../poly1305_amd64.s -stubs ../../poly1305_stub_amd64.go -pkg kernels
-
-import (
-	. "github.com/mmcloughlin/avo/build"
-	. "github.com/mmcloughlin/avo/operand"
-	. "github.com/mmcloughlin/avo/reg"
-)
-
-func main() {
-	ConstraintExpr("amd64,gc,!purego")
+//   - poly1305BlocksIFMA absorbs 128 bytes (8 blocks) per step with AVX-512
+//     IFMA in radix 2⁴⁴: one 8-lane accumulator, block j of a step in lane
+//     j, multiplied by r⁸ in every lane; the last step multiplies lane j by
+//     the power of r its block needs instead, after which the lanes are
+//     summed. The powers come from poly1305PowersIFMA, once per key. The
+//     stitched ChaCha20-Poly1305 kernels take the same steps.
+func poly1305File() {
 	blocksMULX()
 	powersIFMA()
 	blocksIFMA()
-	Generate()
 }
 
 // Offsets of the state words.
@@ -142,8 +138,10 @@ func times20(x, s VecVirtual) {
 	VPSLLQ(U8(2), s, s)
 }
 
-// consts are the broadcast masks the IFMA kernels need.
-type consts struct{ m44, m42 VecVirtual }
+// consts are the masks the IFMA kernels need, in every lane: m44 in a
+// register, m42 in a register or in memory (then read with an embedded
+// broadcast).
+type consts struct{ m44, m42 Op }
 
 func loadConsts() consts {
 	c := consts{ZMM(), ZMM()}
@@ -155,8 +153,19 @@ func loadConsts() consts {
 	return c
 }
 
-// mulReduce sets h = h·r, lane by lane, leaving l0 < 2⁴⁴+2¹¹, l1 < 2⁴⁴+2¹¹
-// and l2 < 2⁴² for inputs below 2⁴⁶ and r's limbs below 2⁴⁵.
+// scratch are the registers one IFMA step works in.
+type scratch struct {
+	lo, hi [3]Op
+	t      Op
+}
+
+func newScratch() scratch {
+	return scratch{lo: [3]Op{ZMM(), ZMM(), ZMM()}, hi: [3]Op{ZMM(), ZMM(), ZMM()}, t: ZMM()}
+}
+
+// mulReduce appends to s the instructions that set h = h·r, lane by lane,
+// leaving l0 < 2⁴⁴+2¹¹, l1 < 2⁴⁴+2¹¹ and l2 < 2⁴² for inputs below 2⁴⁶ and
+// r's limbs below 2⁴⁵. r's limbs are registers or memory operands.
 //
 // Each IFMA multiply of 52-bit limbs yields a 104-bit product, split between a
 // low accumulator (bits 0–51) and a high one (bits 52–103, worth 2⁸ at the
@@ -167,14 +176,13 @@ func loadConsts() consts {
 //	d2 = h0·r2 + h1·r1 + h2·r0
 //
 // and the carries run d0 → d1 → d2 → (×5) d0 → d1.
-func mulReduce(h [3]VecVirtual, r mulr, c consts) {
-	var lo, hi [3]VecVirtual
+func mulReduce(s *stream, h [3]Op, r mulr, c consts, w scratch) {
+	lo, hi, t := w.lo, w.hi, w.t
 	for i := range lo {
-		lo[i], hi[i] = ZMM(), ZMM()
 		// x ⊕ x is a zeroing idiom; taking x from a live register
 		// keeps the allocator from seeing lo and hi as read before set.
-		VPXORQ(c.m44, c.m44, lo[i])
-		VPXORQ(c.m44, c.m44, hi[i])
+		s.op(VPXORQ, c.m44, c.m44, lo[i])
+		s.op(VPXORQ, c.m44, c.m44, hi[i])
 	}
 	terms := [3][3]Op{
 		{r.r0, r.r1, r.r2}, // h0's multipliers for d0, d1, d2
@@ -183,45 +191,44 @@ func mulReduce(h [3]VecVirtual, r mulr, c consts) {
 	}
 	for j := range 3 {
 		for i := range 3 {
-			VPMADD52LUQ(terms[j][i], h[j], lo[i])
-			VPMADD52HUQ(terms[j][i], h[j], hi[i])
+			s.op(VPMADD52LUQ, terms[j][i], h[j], lo[i])
+			s.op(VPMADD52HUQ, terms[j][i], h[j], hi[i])
 		}
 	}
-	t := ZMM()
 	// d0 → d1
-	VPSRLQ(U8(44), lo[0], t)
-	VPANDQ(c.m44, lo[0], h[0])
-	VPSLLQ(U8(8), hi[0], hi[0])
-	VPADDQ(t, lo[1], lo[1])
-	VPADDQ(hi[0], lo[1], lo[1])
+	s.op(VPSRLQ, U8(44), lo[0], t)
+	s.op(VPANDQ, c.m44, lo[0], h[0])
+	s.op(VPSLLQ, U8(8), hi[0], hi[0])
+	s.op(VPADDQ, t, lo[1], lo[1])
+	s.op(VPADDQ, hi[0], lo[1], lo[1])
 	// d1 → d2
-	VPSRLQ(U8(44), lo[1], t)
-	VPANDQ(c.m44, lo[1], h[1])
-	VPSLLQ(U8(8), hi[1], hi[1])
-	VPADDQ(t, lo[2], lo[2])
-	VPADDQ(hi[1], lo[2], lo[2])
+	s.op(VPSRLQ, U8(44), lo[1], t)
+	s.op(VPANDQ, c.m44, lo[1], h[1])
+	s.op(VPSLLQ, U8(8), hi[1], hi[1])
+	s.op(VPADDQ, t, lo[2], lo[2])
+	s.op(VPADDQ, hi[1], lo[2], lo[2])
 	// d2 → 5·(bits ≥ 2¹³⁰) into d0; the high half of d2 is worth 2¹⁴⁰ = 2¹³⁰·2¹⁰.
-	VPSRLQ(U8(42), lo[2], t)
-	VPANDQ(c.m42, lo[2], h[2])
-	VPSLLQ(U8(10), hi[2], hi[2])
-	VPADDQ(hi[2], t, t)
-	VPADDQ(t, h[0], h[0])
-	VPSLLQ(U8(2), t, t)
-	VPADDQ(t, h[0], h[0])
+	s.op(VPSRLQ, U8(42), lo[2], t)
+	s.bcast(VPANDQ, VPANDQ_BCST, c.m42, lo[2], h[2])
+	s.op(VPSLLQ, U8(10), hi[2], hi[2])
+	s.op(VPADDQ, hi[2], t, t)
+	s.op(VPADDQ, t, h[0], h[0])
+	s.op(VPSLLQ, U8(2), t, t)
+	s.op(VPADDQ, t, h[0], h[0])
 	// d0 → d1 once more.
-	VPSRLQ(U8(44), h[0], t)
-	VPANDQ(c.m44, h[0], h[0])
-	VPADDQ(t, h[1], h[1])
+	s.op(VPSRLQ, U8(44), h[0], t)
+	s.op(VPANDQ, c.m44, h[0], h[0])
+	s.op(VPADDQ, t, h[1], h[1])
 }
 
 // Layout of the powers table, in 64-byte rows of 8 lanes, five rows
-// (l0, l1, l2, 20·l1, 20·l2) per multiplier: r¹⁶ in every lane, then the lane
-// powers for accumulator A's last blocks, then B's.
+// (l0, l1, l2, 20·l1, 20·l2) per multiplier: the lane powers r⁸ r⁴ r⁷ r³ r⁶
+// r² r⁵ r¹ that the last step of a message multiplies by, then r⁸ in every
+// lane, which every other step multiplies by.
 const (
 	rowsPerMul = 5
-	tblR16     = 0
-	tblA       = rowsPerMul * 64
-	tblB       = 2 * rowsPerMul * 64
+	tblB       = 0
+	tblR8      = rowsPerMul * 64
 )
 
 type vmulr struct{ r0, r1, r2, s1, s2 VecVirtual }
@@ -244,7 +251,9 @@ func product(v vmulr, m vmulr, c consts) vmulr {
 	VMOVDQA64(v.r0, h[0])
 	VMOVDQA64(v.r1, h[1])
 	VMOVDQA64(v.r2, h[2])
-	mulReduce(h, m.op(), c)
+	var s stream
+	mulReduce(&s, [3]Op{h[0], h[1], h[2]}, m.op(), c, newScratch())
+	s.emit()
 	return newVmulr(h)
 }
 
@@ -265,11 +274,11 @@ func storeMulr(v vmulr, tbl Register, off int) {
 }
 
 func powersIFMA() {
-	TEXT("poly1305PowersIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[120]uint64)")
+	TEXT("poly1305PowersIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64)")
 	Pragma("noescape")
 	Doc("poly1305PowersIFMA writes the powers of st's r that poly1305BlocksIFMA",
-		"multiplies by: r¹⁶ in every lane; r¹⁶ r¹² r¹⁵ r¹¹ r¹⁴ r¹⁰ r¹³ r⁹ by lane;",
-		"and r⁸ r⁴ r⁷ r³ r⁶ r² r⁵ r¹ by lane.")
+		"and the stitched ChaCha20-Poly1305 kernels multiply by: r⁸ r⁴ r⁷ r³ r⁶",
+		"r² r⁵ r¹ by lane, and r⁸ in every lane.")
 	st := Load(Param("st"), GP64())
 	tbl := Load(Param("tbl"), GP64())
 	c := loadConsts()
@@ -318,14 +327,16 @@ func powersIFMA() {
 	storeMulr(lanes, tbl, tblB)
 	p8 := product(p4, p4, c)
 	p8.withS()
-	hi := product(lanes, p8, c)
-	hi.withS()
-	storeMulr(hi, tbl, tblA)
-	p16 := product(p8, p8, c)
-	p16.withS()
-	storeMulr(p16, tbl, tblR16)
+	storeMulr(p8, tbl, tblR8)
 	VZEROUPPER()
 	RET()
+}
+
+// tblMulr is the multiplier whose five rows start at off in the table, as
+// memory operands.
+func tblMulr(tbl Register, off int) mulr {
+	row := func(i int) Mem { return Mem{Base: tbl, Disp: off + 64*i} }
+	return mulr{row(0), row(1), row(2), row(3), row(4)}
 }
 
 // loadMulr loads five rows of the table.
@@ -337,107 +348,69 @@ func loadMulr(tbl Register, off int) vmulr {
 	return v
 }
 
-// absorb adds the 8 blocks at msg to the lanes of h: lane j takes block
-// order[j] = 0 4 1 5 2 6 3 7, the order VPUNPCK{L,H}QDQ leaves them in.
-func absorb(h [3]VecVirtual, msg Mem, c consts, hibit VecVirtual) {
-	a, b, lo, hi, t := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
-	VMOVDQU64(msg, a)
-	VMOVDQU64(msg.Offset(64), b)
-	VPUNPCKLQDQ(b, a, lo) // low words of blocks 0 4 1 5 2 6 3 7
-	VPUNPCKHQDQ(b, a, hi) // high words
+// absorb appends to s the instructions that add the 8 blocks at msg to the
+// lanes of h: lane j takes block order[j] = 0 4 1 5 2 6 3 7, the order
+// VPUNPCK{L,H}QDQ leaves them in. hibit (2⁴⁰ in every lane) is a register or
+// a memory operand read with an embedded broadcast. It works in w.
+func absorb(s *stream, h [3]Op, msg Mem, c consts, hibit Op, w scratch) {
+	a, b, lo, hi, t := w.lo[0], w.lo[1], w.lo[2], w.hi[0], w.hi[1]
+	s.op(VMOVDQU64, msg, a)
+	s.op(VMOVDQU64, msg.Offset(64), b)
+	s.op(VPUNPCKLQDQ, b, a, lo) // low words of blocks 0 4 1 5 2 6 3 7
+	s.op(VPUNPCKHQDQ, b, a, hi) // high words
 	// l0 = lo & m44; l1 = (lo>>44 | hi<<20) & m44; l2 = hi>>24 | 2⁴⁰.
-	VPSRLQ(U8(44), lo, t)
-	VPANDQ(c.m44, lo, lo)
-	VPADDQ(lo, h[0], h[0])
-	VPSLLQ(U8(20), hi, a)
-	VPTERNLOGQ(U8(0xa8), c.m44, a, t) // t = (t | a) & m44
-	VPADDQ(t, h[1], h[1])
-	VPSRLQ(U8(24), hi, hi)
-	VPORQ(hibit, hi, hi)
-	VPADDQ(hi, h[2], h[2])
+	s.op(VPSRLQ, U8(44), lo, t)
+	s.op(VPANDQ, c.m44, lo, lo)
+	s.op(VPADDQ, lo, h[0], h[0])
+	s.op(VPSLLQ, U8(20), hi, a)
+	s.op(VPTERNLOGQ, U8(0xa8), c.m44, a, t) // t = (t | a) & m44
+	s.op(VPADDQ, t, h[1], h[1])
+	s.op(VPSRLQ, U8(24), hi, hi)
+	s.bcast(VPORQ, VPORQ_BCST, hibit, hi, hi)
+	s.op(VPADDQ, hi, h[2], h[2])
 }
 
-func blocksIFMA() {
-	TEXT("poly1305BlocksIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[120]uint64, msg []byte)")
-	Pragma("noescape")
-	Doc("poly1305BlocksIFMA absorbs the len(msg)/256 groups of 16 blocks of msg into st,",
-		"with the powers of r that poly1305PowersIFMA wrote to tbl.")
-	st := Load(Param("st"), GP64())
-	tbl := Load(Param("tbl"), GP64())
-	msg := Load(Param("msg").Base(), GP64())
-	n := Load(Param("msg").Len(), GP64())
-	SHRQ(U8(8), n)
-	JZ(LabelRef("ifma_done"))
-
-	c := loadConsts()
-	hibit := ZMM()
-	t, u := GP64(), GP64()
-	MOVQ(U64(1<<40), t)
-	VPBROADCASTQ(t, hibit)
-
-	Comment("h into lane 0 of A in radix 2⁴⁴; the other lanes, and B, start at 0.")
-	h0, h1, h2 := GP64(), GP64(), GP64()
+// loadH sets lane 0 of h to st's accumulator in radix 2⁴⁴ and its other
+// lanes to 0.
+func loadH(st Register, h [3]Op) {
+	h0, h1, h2, t, m44 := GP64(), GP64(), GP64(), GP64(), GP64()
 	MOVQ(Mem{Base: st, Disp: offH0}, h0)
 	MOVQ(Mem{Base: st, Disp: offH1}, h1)
 	MOVQ(Mem{Base: st, Disp: offH2}, h2)
-	m44 := GP64()
 	MOVQ(U64(mask44), m44)
-	a := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
-	b := [3]VecVirtual{ZMM(), ZMM(), ZMM()}
 	MOVQ(h0, t)
 	ANDQ(m44, t)
-	VMOVQ(t, a[0].AsX())
+	VMOVQ(t, h[0].(Vec).AsX())
 	SHRQ(U8(44), h0)
 	MOVQ(h1, t)
 	SHLQ(U8(20), t)
 	ORQ(h0, t)
 	ANDQ(m44, t)
-	VMOVQ(t, a[1].AsX())
+	VMOVQ(t, h[1].(Vec).AsX())
 	SHRQ(U8(24), h1)
 	SHLQ(U8(40), h2)
 	ORQ(h1, h2)
-	VMOVQ(h2, a[2].AsX())
-	for i := range b {
-		VPXORQ(c.m44, c.m44, b[i])
-	}
+	VMOVQ(h2, h[2].(Vec).AsX())
+}
 
-	r16 := loadMulr(tbl, tblR16)
-	DECQ(n)
-	JZ(LabelRef("ifma_last"))
-	Label("ifma_loop")
-	absorb(a, Mem{Base: msg}, c, hibit)
-	absorb(b, Mem{Base: msg, Disp: 128}, c, hibit)
-	mulReduce(a, r16.op(), c)
-	mulReduce(b, r16.op(), c)
-	ADDQ(U32(256), msg)
-	DECQ(n)
-	JNZ(LabelRef("ifma_loop"))
-
-	Label("ifma_last")
-	absorb(a, Mem{Base: msg}, c, hibit)
-	absorb(b, Mem{Base: msg, Disp: 128}, c, hibit)
-	mulReduce(a, loadMulr(tbl, tblA).op(), c)
-	mulReduce(b, loadMulr(tbl, tblB).op(), c)
-	h := a
-	for i := range h {
-		VPADDQ(b[i], h[i], h[i])
-	}
-
+// storeH sums the lanes of h and stores the sum to st's accumulator in
+// radix 2⁶⁴, partially reduced. s is a scratch vector register.
+func storeH(h [3]Op, st Register, s Op) {
 	Comment("Sum the lanes: each limb is below 2⁴⁵+2¹², the sums below 2⁴⁹.")
+	h0, h1, h2, t, u, m44 := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	out := [3]GPVirtual{h0, h1, h2}
 	for i := range h {
-		s := ZMM()
 		VALIGNQ(U8(4), h[i], h[i], s)
 		VPADDQ(s, h[i], h[i])
 		VALIGNQ(U8(2), h[i], h[i], s)
 		VPADDQ(s, h[i], h[i])
 		VALIGNQ(U8(1), h[i], h[i], s)
 		VPADDQ(s, h[i], h[i])
-		VMOVQ(h[i].AsX(), out[i])
+		VMOVQ(h[i].(Vec).AsX(), out[i])
 	}
-	VZEROUPPER()
 
 	Comment("Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.")
+	MOVQ(U64(mask44), m44)
 	MOVQ(h0, t)
 	SHRQ(U8(44), t)
 	ANDQ(m44, h0)
@@ -471,6 +444,50 @@ func blocksIFMA() {
 	MOVQ(h0, Mem{Base: st, Disp: offH0})
 	MOVQ(h1, Mem{Base: st, Disp: offH1})
 	MOVQ(h2, Mem{Base: st, Disp: offH2})
+}
+
+func blocksIFMA() {
+	TEXT("poly1305BlocksIFMA", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64, msg []byte)")
+	Pragma("noescape")
+	Doc("poly1305BlocksIFMA absorbs the len(msg)/128 groups of 8 blocks of msg into st,",
+		"with the powers of r that poly1305PowersIFMA wrote to tbl.")
+	st := Load(Param("st"), GP64())
+	tbl := Load(Param("tbl"), GP64())
+	msg := Load(Param("msg").Base(), GP64())
+	n := Load(Param("msg").Len(), GP64())
+	SHRQ(U8(7), n)
+	JZ(LabelRef("ifma_done"))
+
+	c := loadConsts()
+	hibit := ZMM()
+	t := GP64()
+	MOVQ(U64(1<<40), t)
+	VPBROADCASTQ(t, hibit)
+
+	Comment("h into lane 0 in radix 2⁴⁴; the other lanes start at 0.")
+	h := [3]Op{ZMM(), ZMM(), ZMM()}
+	loadH(st, h)
+
+	// step absorbs 128 bytes and multiplies by m.
+	step := func(m mulr) {
+		var s stream
+		absorb(&s, h, Mem{Base: msg}, c, hibit, newScratch())
+		mulReduce(&s, h, m, c, newScratch())
+		s.emit()
+	}
+	r8 := loadMulr(tbl, tblR8).op()
+	DECQ(n)
+	JZ(LabelRef("ifma_last"))
+	Label("ifma_loop")
+	step(r8)
+	ADDQ(U32(128), msg)
+	DECQ(n)
+	JNZ(LabelRef("ifma_loop"))
+
+	Label("ifma_last")
+	step(tblMulr(tbl, tblB))
+	storeH(h, st, ZMM())
+	VZEROUPPER()
 	Label("ifma_done")
 	RET()
 }

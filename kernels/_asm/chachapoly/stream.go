@@ -1,0 +1,49 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/operand"
+)
+
+// A stream is a list of instructions not yet emitted. Code that builds a
+// stream instead of emitting directly can be emitted on its own (emit) or
+// interleaved with another independent stream (merge), so that the
+// out-of-order core overlaps two computations: the stitched kernels spread
+// Poly1305's IFMA steps among ChaCha20's double rounds this way.
+type stream []func()
+
+// op appends inst(ops...).
+func (s *stream) op(inst func(...Op), ops ...Op) {
+	*s = append(*s, func() { inst(ops...) })
+}
+
+// bcast appends inst(x, ops...) for a register x, or its embedded-broadcast
+// form instBcast(x, ops...) for a memory operand x.
+func (s *stream) bcast(inst, instBcast func(...Op), x Op, ops ...Op) {
+	if _, ok := x.(Mem); ok {
+		inst = instBcast
+	}
+	s.op(inst, append([]Op{x}, ops...)...)
+}
+
+// emit emits s in order.
+func (s stream) emit() {
+	for _, f := range s {
+		f()
+	}
+}
+
+// merge emits a and b interleaved, b's instructions spread evenly among a's:
+// after a's i-th instruction, as many of b's as make up the same fraction of
+// b.
+func merge(a, b stream) {
+	j := 0
+	for i, f := range a {
+		f()
+		for ; j < len(b) && j*len(a) < (i+1)*len(b); j++ {
+			b[j]()
+		}
+	}
+	for ; j < len(b); j++ {
+		b[j]()
+	}
+}

@@ -1,0 +1,151 @@
+//go:build amd64 && gc && !purego
+
+package kernels
+
+import (
+	"bytes"
+	"testing"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Tests of the stitched ChaCha20-Poly1305 kernels (chachaPolySealAVX512IFMA,
+// chachaPolyOpenAVX512IFMA): the kernels on their own, against x/crypto's
+// ChaCha20 and the MULX Poly1305 kernel, and the avx512 AEAD around every
+// boundary of their 1024-byte groups, against x/crypto's AEAD.
+
+type stitchedKernel func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
+
+func skipWithoutStitched(t *testing.T) {
+	t.Helper()
+	im, err := Lookup(ChaCha20Poly1305, "avx512")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !im.Available() {
+		t.Skipf("%s is not available on this host", im)
+	}
+}
+
+// The kernels over 1–4 and 17 groups, from random and last-possible block
+// counters, in place and into another buffer, starting from a random
+// accumulator: the output must be x/crypto's keystream XOR the input, and
+// the accumulator, once finished, must give the tag that the MULX kernel
+// gives over the ciphertext.
+func TestChaChaPolyStitchedKernels(t *testing.T) {
+	skipWithoutStitched(t)
+	r := newRand(t)
+	for _, seal := range []bool{true, false} {
+		kernel, name := stitchedKernel(chachaPolySealAVX512IFMA), "seal"
+		if !seal {
+			kernel, name = chachaPolyOpenAVX512IFMA, "open"
+		}
+		for _, groups := range []int{1, 2, 3, 4, 17} {
+			for _, inPlace := range []bool{false, true} {
+				n := 1024 * groups
+				key, nonce, src, prefix := r.bytes(32), r.bytes(12), r.bytes(n), r.bytes(48)
+				counter := randomCounter(r, n)
+				kw, nw := chachaWords(key, nonce)
+				want := xcryptoXOR(t, key, nonce, counter, src)
+
+				var macKey [32]byte
+				copy(macKey[:], r.bytes(32))
+				var ref, got poly1305MAC
+				ref.init(&macKey)
+				poly1305BlocksMULX(&ref.st, prefix, 1) // an accumulator that is not 0
+				got = ref
+				var tbl poly1305Powers
+
+				in, dst := src, make([]byte, n)
+				if inPlace {
+					in = bytes.Clone(src)
+					dst = in
+				}
+				state := chachaState(kw, nw, counter)
+				kernel(&dst[0], &in[0], groups, &state, &got.st, got.powersTable(&tbl))
+				if !bytes.Equal(dst, want) {
+					t.Fatalf("%s, %d groups, in place %v, counter %#x: output differs from x/crypto", name, groups, inPlace, counter)
+				}
+				authenticated := want // the ciphertext: the output when sealing, the input when opening
+				if !seal {
+					authenticated = src
+				}
+				poly1305BlocksMULX(&ref.st, authenticated, 1)
+				var wantTag, gotTag [16]byte
+				ref.sum(&wantTag)
+				got.sum(&gotTag)
+				if wantTag != gotTag {
+					t.Fatalf("%s, %d groups, in place %v: Poly1305 state differs from the MULX kernel's", name, groups, inPlace)
+				}
+			}
+		}
+	}
+}
+
+// stitchedLengths are every length 0…2100 (every residue modulo 1024 on
+// both sides of the first two group boundaries), those around 3 and 16
+// groups, and 64 KiB.
+func stitchedLengths() []int {
+	var ls []int
+	for n := 0; n <= 2100; n++ {
+		ls = append(ls, n)
+	}
+	for _, b := range []int{3 << 10, 16 << 10} {
+		for d := -65; d <= 65; d++ {
+			ls = append(ls, b+d)
+		}
+	}
+	return append(ls, 65535, 65536, 65537)
+}
+
+// The avx512 AEAD against x/crypto at every length of stitchedLengths, with
+// additional data of several lengths, sealing in place and into another
+// buffer, opening x/crypto's output in place and into another buffer, and
+// refusing a flipped bit in the tag and in the ciphertext.
+func TestChaChaPolyStitchedAEAD(t *testing.T) {
+	skipWithoutStitched(t)
+	r := newRand(t)
+	aadLens := []int{0, 1, 13, 16, 255, 256, 1023, 1024, 1500}
+	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
+		newRef := chacha20poly1305.New
+		if c == XChaCha20Poly1305 {
+			newRef = chacha20poly1305.NewX
+		}
+		im, err := Lookup(c, "avx512")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range stitchedLengths() {
+			aadLen := aadLens[i%len(aadLens)]
+			key, nonce, pt, aad := r.bytes(32), r.bytes(c.IVSize()), r.bytes(n), r.bytes(aadLen)
+			ref, err := newRef(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ref.Seal(nil, nonce, pt, aad)
+			a := mustAEAD(t, im, key)
+			if got := a.Seal(nil, nonce, pt, aad); !bytes.Equal(got, want) {
+				t.Fatalf("%s: len %d, aad %d: Seal differs from x/crypto", c, n, aadLen)
+			}
+			buf := make([]byte, n, n+16)
+			copy(buf, pt)
+			if got := a.Seal(buf[:0], nonce, buf, aad); !bytes.Equal(got, want) {
+				t.Fatalf("%s: len %d, aad %d: in-place Seal differs from x/crypto", c, n, aadLen)
+			}
+			if got, err := a.Open(nil, nonce, want, aad); err != nil || !bytes.Equal(got, pt) {
+				t.Fatalf("%s: len %d, aad %d: Open of x/crypto's output = %v", c, n, aadLen, err)
+			}
+			ct := bytes.Clone(want)
+			if got, err := a.Open(ct[:0], nonce, ct, aad); err != nil || !bytes.Equal(got, pt) {
+				t.Fatalf("%s: len %d, aad %d: in-place Open of x/crypto's output = %v", c, n, aadLen, err)
+			}
+			for _, bit := range []int{8*n + r.IntN(128), r.IntN(8*n + 1)} {
+				bad := bytes.Clone(want)
+				bad[bit/8] ^= 1 << (bit % 8)
+				if got, err := a.Open(nil, nonce, bad, aad); err == nil || got != nil {
+					t.Fatalf("%s: len %d, aad %d: Open accepted bit %d flipped", c, n, aadLen, bit)
+				}
+			}
+		}
+	}
+}
