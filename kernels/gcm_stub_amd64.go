@@ -35,7 +35,8 @@ func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]
 //go:noescape
 func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 
-// gcmInitVAES256 is gcmInitVAES512 without AVX-512.
+// gcmInitVAES256 is gcmInitVAES512 without AVX-512: the same four rounds
+// of products, two lanes at a time.
 //
 //go:noescape
 func gcmInitVAES256(table *[19][16]byte, k1 *[16]byte)
