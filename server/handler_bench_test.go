@@ -19,11 +19,12 @@ import (
 // BenchmarkHandleEncryptJSON measures the server's own CPU per request: a
 // 64-byte JSON encrypt through the whole app (routing, request ID, auth,
 // policy, rate limit, strict JSON, per-message key derivation and sealing,
-// metrics, access and audit logs as JSON at info level), with the HTTP
+// metrics, access and audit logs as JSON at info level through the encoder
+// `cipherd serve` uses), with the HTTP
 // parsing and network left out. scripts/loadbench.sh measures the same work
 // over loopback.
 func BenchmarkHandleEncryptJSON(b *testing.B) {
-	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+	logger := zap.New(zapcore.NewCore(NewLogEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 	// AES-128-GCM, as scripts/loadbench.sh pins it (and as the start-up
 	// benchmark picks on the Zen 4 this was written on).
 	srv, err := New(context.Background(), Config{DataDir: b.TempDir(), AdminToken: "bench-token", SkipBenchmark: true, AEAD: "aes-128-gcm", Logger: logger})

@@ -62,7 +62,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// write system call each.
 	sink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(stderr), Size: 256 << 10, FlushInterval: time.Second}
 	defer sink.Stop()
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), sink, level),
+	log := zap.New(zapcore.NewCore(server.NewLogEncoder(zap.NewProductionEncoderConfig()), sink, level),
 		zap.ErrorOutput(zapcore.AddSync(stderr)))
 	defer log.Sync()
 	cfg.Logger = log
