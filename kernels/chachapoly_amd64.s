@@ -240,1036 +240,315 @@ DATA chachaPolyStitch<>+72(SB)/8, $0x0000010000000000
 DATA chachaPolyStitch<>+80(SB)/4, $0x00000010
 GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $84
 
-// func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
-// Requires: AVX, AVX512F, AVX512IFMA
-TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-48
+// func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte)
+// Requires: AVX, AVX512F
+TEXT ·chachaPolyHeadAVX512(SB), $128-32
 	MOVQ dst+0(FP), AX
-	MOVQ src+8(FP), CX
-	MOVQ groups+16(FP), DX
-	MOVQ state+24(FP), BX
-	MOVQ st+32(FP), SI
-	MOVQ tbl+40(FP), DI
+	MOVQ AX, (SP)
+	MOVQ src+8(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ $0x00000001, AX
+	MOVQ AX, 16(SP)
+	MOVQ state+16(FP), AX
+	MOVQ AX, 24(SP)
 
-	// Counter words of the first 16 blocks; the 44-bit mask; the
-	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
-	VPBROADCASTD 48(BX), Z31
+	// Counters: counter+1 … counter+16 in zmm, counter for the scalar block.
+	MOVL         48(AX), BX
+	MOVL         BX, 32(SP)
+	INCL         BX
+	VPBROADCASTD BX, Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVQ         $0x00000fffffffffff, R8
-	VPBROADCASTQ R8, Z30
-	MOVQ         (SI), R8
-	MOVQ         8(SI), R9
-	MOVQ         16(SI), R10
-	MOVQ         $0x00000fffffffffff, R12
-	MOVQ         R8, R11
-	ANDQ         R12, R11
-	VMOVQ        R11, X20
-	SHRQ         $0x2c, R8
-	MOVQ         R9, R11
-	SHLQ         $0x14, R11
-	ORQ          R8, R11
-	ANDQ         R12, R11
-	VMOVQ        R11, X21
-	SHRQ         $0x18, R9
-	SHLQ         $0x28, R10
-	ORQ          R9, R10
-	VMOVQ        R10, X22
-
-	// Group 0: ChaCha20 alone.
-	// State words for 16 blocks: word i of every block in Zi.
-	VPBROADCASTD (BX), Z0
-	VPBROADCASTD 4(BX), Z1
-	VPBROADCASTD 8(BX), Z2
-	VPBROADCASTD 12(BX), Z3
-	VPBROADCASTD 16(BX), Z4
-	VPBROADCASTD 20(BX), Z5
-	VPBROADCASTD 24(BX), Z6
-	VPBROADCASTD 28(BX), Z7
-	VPBROADCASTD 32(BX), Z8
-	VPBROADCASTD 36(BX), Z9
-	VPBROADCASTD 40(BX), Z10
-	VPBROADCASTD 44(BX), Z11
+	MOVL         $0x00000011, BX
+	VPBROADCASTD BX, Z30
+	MOVL         $0x0000efff, BX
+	KMOVW        BX, K1
+	MOVQ         24(SP), R15
+	VPBROADCASTD (R15), Z0
+	VPBROADCASTD 4(R15), Z1
+	VPBROADCASTD 8(R15), Z2
+	VPBROADCASTD 12(R15), Z3
+	VPBROADCASTD 16(R15), Z4
+	VPBROADCASTD 20(R15), Z5
+	VPBROADCASTD 24(R15), Z6
+	VPBROADCASTD 28(R15), Z7
+	VPBROADCASTD 32(R15), Z8
+	VPBROADCASTD 36(R15), Z9
+	VPBROADCASTD 40(R15), Z10
+	VPBROADCASTD 44(R15), Z11
 	VMOVDQA32    Z31, Z12
-	VPBROADCASTD 52(BX), Z13
-	VPBROADCASTD 56(BX), Z14
-	VPBROADCASTD 60(BX), Z15
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPADDD       Z4, Z0, Z0
-	VPADDD       Z5, Z1, Z1
-	VPADDD       Z6, Z2, Z2
-	VPADDD       Z7, Z3, Z3
-	VPXORD       Z0, Z12, Z12
-	VPXORD       Z1, Z13, Z13
-	VPXORD       Z2, Z14, Z14
-	VPXORD       Z3, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPADDD       Z12, Z8, Z8
-	VPADDD       Z13, Z9, Z9
-	VPADDD       Z14, Z10, Z10
-	VPADDD       Z15, Z11, Z11
-	VPXORD       Z8, Z4, Z4
-	VPXORD       Z9, Z5, Z5
-	VPXORD       Z10, Z6, Z6
-	VPXORD       Z11, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x10, Z15, Z15
-	VPROLD       $0x10, Z12, Z12
-	VPROLD       $0x10, Z13, Z13
-	VPROLD       $0x10, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x0c, Z5, Z5
-	VPROLD       $0x0c, Z6, Z6
-	VPROLD       $0x0c, Z7, Z7
-	VPROLD       $0x0c, Z4, Z4
-	VPADDD       Z5, Z0, Z0
-	VPADDD       Z6, Z1, Z1
-	VPADDD       Z7, Z2, Z2
-	VPADDD       Z4, Z3, Z3
-	VPXORD       Z0, Z15, Z15
-	VPXORD       Z1, Z12, Z12
-	VPXORD       Z2, Z13, Z13
-	VPXORD       Z3, Z14, Z14
-	VPROLD       $0x08, Z15, Z15
-	VPROLD       $0x08, Z12, Z12
-	VPROLD       $0x08, Z13, Z13
-	VPROLD       $0x08, Z14, Z14
-	VPADDD       Z15, Z10, Z10
-	VPADDD       Z12, Z11, Z11
-	VPADDD       Z13, Z8, Z8
-	VPADDD       Z14, Z9, Z9
-	VPXORD       Z10, Z5, Z5
-	VPXORD       Z11, Z6, Z6
-	VPXORD       Z8, Z7, Z7
-	VPXORD       Z9, Z4, Z4
-	VPROLD       $0x07, Z5, Z5
-	VPROLD       $0x07, Z6, Z6
-	VPROLD       $0x07, Z7, Z7
-	VPROLD       $0x07, Z4, Z4
+	VPBROADCASTD 52(R15), Z13
+	VPBROADCASTD 56(R15), Z14
+	VPBROADCASTD 60(R15), Z15
+	MOVL         (R15), AX
+	MOVL         4(R15), BX
+	MOVL         16(R15), SI
+	MOVL         20(R15), DI
+	MOVL         24(R15), R8
+	MOVL         28(R15), R9
+	MOVL         32(R15), CX
+	MOVL         36(R15), DX
+	MOVL         40(R15), BP
+	MOVL         52(R15), R11
+	MOVL         56(R15), R12
+	MOVL         60(R15), R13
+	MOVL         32(SP), R10
+	MOVL         44(R15), R14
+	MOVL         R14, 44(SP)
+	MOVL         8(R15), R14
+	MOVL         12(R15), R15
+	MOVL         $0x0000000a, 36(SP)
 
-	// Add the input state.
-	VPADDD.BCST (BX), Z0, Z0
-	VPADDD.BCST 4(BX), Z1, Z1
-	VPADDD.BCST 8(BX), Z2, Z2
-	VPADDD.BCST 12(BX), Z3, Z3
-	VPADDD.BCST 16(BX), Z4, Z4
-	VPADDD.BCST 20(BX), Z5, Z5
-	VPADDD.BCST 24(BX), Z6, Z6
-	VPADDD.BCST 28(BX), Z7, Z7
-	VPADDD.BCST 32(BX), Z8, Z8
-	VPADDD.BCST 36(BX), Z9, Z9
-	VPADDD.BCST 40(BX), Z10, Z10
-	VPADDD.BCST 44(BX), Z11, Z11
+x17_doubleround:
+	VPADDD Z4, Z0, Z0
+	ADDL   SI, AX
+	VPADDD Z5, Z1, Z1
+	ADDL   DI, BX
+	VPADDD Z6, Z2, Z2
+	ADDL   R8, R14
+	VPADDD Z7, Z3, Z3
+	ADDL   R9, R15
+	VPXORD Z0, Z12, Z12
+	XORL   AX, R10
+	VPXORD Z1, Z13, Z13
+	XORL   BX, R11
+	VPXORD Z2, Z14, Z14
+	XORL   R14, R12
+	VPXORD Z3, Z15, Z15
+	XORL   R15, R13
+	VPROLD $0x10, Z12, Z12
+	ROLL   $0x10, R10
+	VPROLD $0x10, Z13, Z13
+	ROLL   $0x10, R11
+	VPROLD $0x10, Z14, Z14
+	ROLL   $0x10, R12
+	VPROLD $0x10, Z15, Z15
+	ROLL   $0x10, R13
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPADDD Z12, Z8, Z8
+	ADDL   R10, CX
+	VPADDD Z13, Z9, Z9
+	ADDL   R11, DX
+	VPADDD Z14, Z10, Z10
+	ADDL   R12, BP
+	VPADDD Z15, Z11, Z11
+	ADDL   R13, R15
+	VPXORD Z8, Z4, Z4
+	XORL   CX, SI
+	VPXORD Z9, Z5, Z5
+	XORL   DX, DI
+	VPXORD Z10, Z6, Z6
+	XORL   BP, R8
+	VPXORD Z11, Z7, Z7
+	XORL   R15, R9
+	VPROLD $0x0c, Z4, Z4
+	ROLL   $0x0c, SI
+	VPROLD $0x0c, Z5, Z5
+	ROLL   $0x0c, DI
+	VPROLD $0x0c, Z6, Z6
+	ROLL   $0x0c, R8
+	VPROLD $0x0c, Z7, Z7
+	ROLL   $0x0c, R9
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z4, Z0, Z0
+	ADDL   SI, AX
+	VPADDD Z5, Z1, Z1
+	ADDL   DI, BX
+	VPADDD Z6, Z2, Z2
+	ADDL   R8, R14
+	VPADDD Z7, Z3, Z3
+	ADDL   R9, R15
+	VPXORD Z0, Z12, Z12
+	XORL   AX, R10
+	VPXORD Z1, Z13, Z13
+	XORL   BX, R11
+	VPXORD Z2, Z14, Z14
+	XORL   R14, R12
+	VPXORD Z3, Z15, Z15
+	XORL   R15, R13
+	VPROLD $0x08, Z12, Z12
+	ROLL   $0x08, R10
+	VPROLD $0x08, Z13, Z13
+	ROLL   $0x08, R11
+	VPROLD $0x08, Z14, Z14
+	ROLL   $0x08, R12
+	VPROLD $0x08, Z15, Z15
+	ROLL   $0x08, R13
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPADDD Z12, Z8, Z8
+	ADDL   R10, CX
+	VPADDD Z13, Z9, Z9
+	ADDL   R11, DX
+	VPADDD Z14, Z10, Z10
+	ADDL   R12, BP
+	VPADDD Z15, Z11, Z11
+	ADDL   R13, R15
+	VPXORD Z8, Z4, Z4
+	XORL   CX, SI
+	VPXORD Z9, Z5, Z5
+	XORL   DX, DI
+	VPXORD Z10, Z6, Z6
+	XORL   BP, R8
+	VPXORD Z11, Z7, Z7
+	XORL   R15, R9
+	VPROLD $0x07, Z4, Z4
+	ROLL   $0x07, SI
+	VPROLD $0x07, Z5, Z5
+	ROLL   $0x07, DI
+	VPROLD $0x07, Z6, Z6
+	ROLL   $0x07, R8
+	VPROLD $0x07, Z7, Z7
+	ROLL   $0x07, R9
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z5, Z0, Z0
+	ADDL   DI, AX
+	VPADDD Z6, Z1, Z1
+	ADDL   R8, BX
+	VPADDD Z7, Z2, Z2
+	ADDL   R9, R14
+	VPADDD Z4, Z3, Z3
+	ADDL   SI, R15
+	VPXORD Z0, Z15, Z15
+	XORL   AX, R13
+	VPXORD Z1, Z12, Z12
+	XORL   BX, R10
+	VPXORD Z2, Z13, Z13
+	XORL   R14, R11
+	VPXORD Z3, Z14, Z14
+	XORL   R15, R12
+	VPROLD $0x10, Z15, Z15
+	ROLL   $0x10, R13
+	VPROLD $0x10, Z12, Z12
+	ROLL   $0x10, R10
+	VPROLD $0x10, Z13, Z13
+	ROLL   $0x10, R11
+	VPROLD $0x10, Z14, Z14
+	ROLL   $0x10, R12
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPADDD Z15, Z10, Z10
+	ADDL   R13, BP
+	VPADDD Z12, Z11, Z11
+	ADDL   R10, R15
+	VPADDD Z13, Z8, Z8
+	ADDL   R11, CX
+	VPADDD Z14, Z9, Z9
+	ADDL   R12, DX
+	VPXORD Z10, Z5, Z5
+	XORL   BP, DI
+	VPXORD Z11, Z6, Z6
+	XORL   R15, R8
+	VPXORD Z8, Z7, Z7
+	XORL   CX, R9
+	VPXORD Z9, Z4, Z4
+	XORL   DX, SI
+	VPROLD $0x0c, Z5, Z5
+	ROLL   $0x0c, DI
+	VPROLD $0x0c, Z6, Z6
+	ROLL   $0x0c, R8
+	VPROLD $0x0c, Z7, Z7
+	ROLL   $0x0c, R9
+	VPROLD $0x0c, Z4, Z4
+	ROLL   $0x0c, SI
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z5, Z0, Z0
+	ADDL   DI, AX
+	VPADDD Z6, Z1, Z1
+	ADDL   R8, BX
+	VPADDD Z7, Z2, Z2
+	ADDL   R9, R14
+	VPADDD Z4, Z3, Z3
+	ADDL   SI, R15
+	VPXORD Z0, Z15, Z15
+	XORL   AX, R13
+	VPXORD Z1, Z12, Z12
+	XORL   BX, R10
+	VPXORD Z2, Z13, Z13
+	XORL   R14, R11
+	VPXORD Z3, Z14, Z14
+	XORL   R15, R12
+	VPROLD $0x08, Z15, Z15
+	ROLL   $0x08, R13
+	VPROLD $0x08, Z12, Z12
+	ROLL   $0x08, R10
+	VPROLD $0x08, Z13, Z13
+	ROLL   $0x08, R11
+	VPROLD $0x08, Z14, Z14
+	ROLL   $0x08, R12
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPADDD Z15, Z10, Z10
+	ADDL   R13, BP
+	VPADDD Z12, Z11, Z11
+	ADDL   R10, R15
+	VPADDD Z13, Z8, Z8
+	ADDL   R11, CX
+	VPADDD Z14, Z9, Z9
+	ADDL   R12, DX
+	VPXORD Z10, Z5, Z5
+	XORL   BP, DI
+	VPXORD Z11, Z6, Z6
+	XORL   R15, R8
+	VPXORD Z8, Z7, Z7
+	XORL   CX, R9
+	VPXORD Z9, Z4, Z4
+	XORL   DX, SI
+	VPROLD $0x07, Z5, Z5
+	ROLL   $0x07, DI
+	VPROLD $0x07, Z6, Z6
+	ROLL   $0x07, R8
+	VPROLD $0x07, Z7, Z7
+	ROLL   $0x07, R9
+	VPROLD $0x07, Z4, Z4
+	ROLL   $0x07, SI
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	DECL   36(SP)
+	JNZ    x17_doubleround
+
+	// Park the scalar block's words (before the input state is added).
+	MOVL AX, 64(SP)
+	MOVL BX, 68(SP)
+	MOVL R14, 72(SP)
+	MOVL R15, 76(SP)
+	MOVL SI, 80(SP)
+	MOVL DI, 84(SP)
+	MOVL R8, 88(SP)
+	MOVL R9, 92(SP)
+	MOVL CX, 96(SP)
+	MOVL DX, 100(SP)
+	MOVL BP, 104(SP)
+	MOVL 44(SP), AX
+	MOVL AX, 108(SP)
+	MOVL R10, 112(SP)
+	MOVL R11, 116(SP)
+	MOVL R12, 120(SP)
+	MOVL R13, 124(SP)
+	MOVL 32(SP), AX
+	ADDL AX, 112(SP)
+
+	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
+	MOVQ        24(SP), R15
+	VPADDD.BCST (R15), Z0, Z0
+	VPADDD.BCST 4(R15), Z1, Z1
+	VPADDD.BCST 8(R15), Z2, Z2
+	VPADDD.BCST 12(R15), Z3, Z3
+	VPADDD.BCST 16(R15), Z4, Z4
+	VPADDD.BCST 20(R15), Z5, Z5
+	VPADDD.BCST 24(R15), Z6, Z6
+	VPADDD.BCST 28(R15), Z7, Z7
+	VPADDD.BCST 32(R15), Z8, Z8
+	VPADDD.BCST 36(R15), Z9, Z9
+	VPADDD.BCST 40(R15), Z10, Z10
+	VPADDD.BCST 44(R15), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(BX), Z13, Z13
-	VPADDD.BCST 56(BX), Z14, Z14
-	VPADDD.BCST 60(BX), Z15, Z15
+	VPADDD.BCST 52(R15), Z13, Z13
+	VPADDD.BCST 56(R15), Z14, Z14
+	VPADDD.BCST 60(R15), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -1338,45 +617,93 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-48
 	VSHUFI32X4 $0xdd, Z18, Z16, Z7
 	VSHUFI32X4 $0x88, Z19, Z17, Z11
 	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+	MOVQ       8(SP), SI
+	MOVQ       (SP), DI
+	VPXORD     (SI), Z0, Z0
+	VMOVDQU32  Z0, (DI)
+	VPXORD     64(SI), Z1, Z1
+	VMOVDQU32  Z1, 64(DI)
+	VPXORD     128(SI), Z2, Z2
+	VMOVDQU32  Z2, 128(DI)
+	VPXORD     192(SI), Z3, Z3
+	VMOVDQU32  Z3, 192(DI)
+	VPXORD     256(SI), Z4, Z4
+	VMOVDQU32  Z4, 256(DI)
+	VPXORD     320(SI), Z5, Z5
+	VMOVDQU32  Z5, 320(DI)
+	VPXORD     384(SI), Z6, Z6
+	VMOVDQU32  Z6, 384(DI)
+	VPXORD     448(SI), Z7, Z7
+	VMOVDQU32  Z7, 448(DI)
+	VPXORD     512(SI), Z8, Z8
+	VMOVDQU32  Z8, 512(DI)
+	VPXORD     576(SI), Z9, Z9
+	VMOVDQU32  Z9, 576(DI)
+	VPXORD     640(SI), Z10, Z10
+	VMOVDQU32  Z10, 640(DI)
+	VPXORD     704(SI), Z11, Z11
+	VMOVDQU32  Z11, 704(DI)
+	VPXORD     768(SI), Z12, Z12
+	VMOVDQU32  Z12, 768(DI)
+	VPXORD     832(SI), Z13, Z13
+	VMOVDQU32  Z13, 832(DI)
+	VPXORD     896(SI), Z14, Z14
+	VMOVDQU32  Z14, 896(DI)
+	VPXORD     960(SI), Z15, Z15
+	VMOVDQU32  Z15, 960(DI)
 
-	// 16 full blocks.
-	VPXORD      (CX), Z0, Z0
-	VMOVDQU32   Z0, (AX)
-	VPXORD      64(CX), Z1, Z1
-	VMOVDQU32   Z1, 64(AX)
-	VPXORD      128(CX), Z2, Z2
-	VMOVDQU32   Z2, 128(AX)
-	VPXORD      192(CX), Z3, Z3
-	VMOVDQU32   Z3, 192(AX)
-	VPXORD      256(CX), Z4, Z4
-	VMOVDQU32   Z4, 256(AX)
-	VPXORD      320(CX), Z5, Z5
-	VMOVDQU32   Z5, 320(AX)
-	VPXORD      384(CX), Z6, Z6
-	VMOVDQU32   Z6, 384(AX)
-	VPXORD      448(CX), Z7, Z7
-	VMOVDQU32   Z7, 448(AX)
-	VPXORD      512(CX), Z8, Z8
-	VMOVDQU32   Z8, 512(AX)
-	VPXORD      576(CX), Z9, Z9
-	VMOVDQU32   Z9, 576(AX)
-	VPXORD      640(CX), Z10, Z10
-	VMOVDQU32   Z10, 640(AX)
-	VPXORD      704(CX), Z11, Z11
-	VMOVDQU32   Z11, 704(AX)
-	VPXORD      768(CX), Z12, Z12
-	VMOVDQU32   Z12, 768(AX)
-	VPXORD      832(CX), Z13, Z13
-	VMOVDQU32   Z13, 832(AX)
-	VPXORD      896(CX), Z14, Z14
-	VMOVDQU32   Z14, 896(AX)
-	VPXORD      960(CX), Z15, Z15
-	VMOVDQU32   Z15, 960(AX)
-	ADDQ        $0x00000400, CX
-	ADDQ        $0x00000400, AX
-	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
-	DECQ        DX
-	JZ          seal_last
+	// The scalar block: add the input state but word 12 (added above).
+	VMOVDQU32 64(SP), Z0
+	VMOVDQU32 (R15), Z1
+	VPADDD    Z1, Z0, K1, Z0
+	MOVQ      key+24(FP), AX
+	VMOVDQU32 Z0, (AX)
+
+	// Clear the copy of the key block in the frame.
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU32 Z0, 64(SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
+// Requires: AVX, AVX512F, AVX512IFMA
+TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ groups+16(FP), DX
+	MOVQ state+24(FP), BX
+	MOVQ st+32(FP), SI
+	MOVQ tbl+40(FP), DI
+
+	// Counter words of the first 16 blocks; the 44-bit mask; the
+	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
+	VPBROADCASTD 48(BX), Z31
+	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
+	MOVQ         $0x00000fffffffffff, R8
+	VPBROADCASTQ R8, Z30
+	MOVQ         (SI), R8
+	MOVQ         8(SI), R9
+	MOVQ         16(SI), R10
+	MOVQ         $0x00000fffffffffff, R12
+	MOVQ         R8, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X20
+	SHRQ         $0x2c, R8
+	MOVQ         R9, R11
+	SHLQ         $0x14, R11
+	ORQ          R8, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X21
+	SHRQ         $0x18, R9
+	SHLQ         $0x28, R10
+	ORQ          R9, R10
+	VMOVQ        R10, X22
+
+	// Group 0 is ciphertext already.
+	ADDQ $0x00000400, CX
+	ADDQ $0x00000400, AX
+	DECQ DX
+	JZ   seal_last
 
 seal_loop:
 	// Group g, with Poly1305 over group g−1's ciphertext.

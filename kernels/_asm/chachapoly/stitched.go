@@ -20,9 +20,11 @@ import (
 // about 35 cycles each, hides among the double rounds as two would.
 //
 //   - Sealing, Poly1305 authenticates the ciphertext, so it runs one group
-//     behind: the first group is ChaCha20 alone, group g's rounds carry the
-//     steps over the ciphertext of group g−1, and the last group's
-//     ciphertext is authenticated after the loop.
+//     behind: group g's rounds carry the steps over the ciphertext of group
+//     g−1, and the last group's ciphertext is authenticated after the loop.
+//     The first group is not the seal kernel's: chachaPolyHeadAVX512 runs it
+//     together with block 0 (wide.go), whose keystream is the Poly1305 key,
+//     so that block costs nothing and the key is known before the kernel.
 //   - Opening, Poly1305 authenticates the input, so group g's rounds carry
 //     the steps over group g's own input, all of them before its output is
 //     stored (dst may be src). In the last group the last step takes its
@@ -65,6 +67,7 @@ type stitchArgs struct {
 
 func stitchedKernels() {
 	stitchData()
+	chachaPolyHead()
 	stitched(true)
 	stitched(false)
 }
@@ -76,11 +79,21 @@ func stitched(seal bool) {
 	}
 	TEXT(name, NOSPLIT, "func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
 	Pragma("noescape")
-	Doc(name+" XORs groups × 1024 bytes of src with the ChaCha20 keystream",
-		"into dst and absorbs the "+input+" into the Poly1305 state st,",
-		"with the powers of r that poly1305PowersIFMA wrote to tbl. The first",
-		"block's input state is state (its word 12 the block counter); groups > 0.",
-		"dst and src are equal or do not overlap.")
+	if seal {
+		Doc(name+" XORs groups−1 × 1024 bytes of src+1024 with the ChaCha20",
+			"keystream into dst+1024 and absorbs the ciphertext of all groups,",
+			"dst's first 1024 bytes (which chachaPolyHeadAVX512 wrote) and those it",
+			"writes, into the Poly1305 state st, with the powers of r that",
+			"poly1305PowersIFMA wrote to tbl. state is the input state of the block",
+			"at dst+1024 (its word 12 the block counter); groups > 0. dst and src",
+			"are equal or do not overlap.")
+	} else {
+		Doc(name+" XORs groups × 1024 bytes of src with the ChaCha20 keystream",
+			"into dst and absorbs the "+input+" into the Poly1305 state st,",
+			"with the powers of r that poly1305PowersIFMA wrote to tbl. The first",
+			"block's input state is state (its word 12 the block counter); groups > 0.",
+			"dst and src are equal or do not overlap.")
+	}
 	a := stitchArgs{
 		dst:    Load(Param("dst"), GP64()),
 		src:    Load(Param("src"), GP64()),
@@ -134,8 +147,9 @@ func stitched(seal bool) {
 	}
 
 	if seal {
-		Comment("Group 0: ChaCha20 alone.")
-		group(nil)
+		Comment("Group 0 is ciphertext already.")
+		ADDQ(U32(1024), a.src)
+		ADDQ(U32(1024), a.dst)
 		prev := GP64()
 		DECQ(a.groups)
 		JZ(LabelRef(op + "_last"))
