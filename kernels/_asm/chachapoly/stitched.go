@@ -48,6 +48,9 @@ const (
 	stitchMask42  = 64 // 2⁴²−1
 	stitchHibit   = 72 // 2⁴⁰: the 2¹²⁸ of a full block, at limb 2
 	stitchSixteen = 80 // 16 as a 32-bit word
+	stitchK256    = 88 // 2⁸, 5 and 5·2¹⁰: the multipliers of mulReduce's carries
+	stitchK5      = 96
+	stitchK5120   = 104
 )
 
 func stitchData() {
@@ -58,6 +61,10 @@ func stitchData() {
 	DATA(stitchMask42, U64(mask42))
 	DATA(stitchHibit, U64(1<<40))
 	DATA(stitchSixteen, U32(16))
+	DATA(stitchSixteen+4, U32(0))
+	DATA(stitchK256, U64(1<<8))
+	DATA(stitchK5, U64(5))
+	DATA(stitchK5120, U64(5<<10))
 }
 
 // stitchArgs are a stitched kernel's pointers and counts.
@@ -102,7 +109,8 @@ func stitched(seal bool) {
 		st:     Load(Param("st"), GP64()),
 		tbl:    Load(Param("tbl"), GP64()),
 	}
-	c := consts{m44: zMask44, m42: stitchConsts.Offset(stitchMask42)}
+	c := consts{m44: zMask44, m42: stitchConsts.Offset(stitchMask42),
+		k256: stitchConsts.Offset(stitchK256), k5: stitchConsts.Offset(stitchK5), k5120: stitchConsts.Offset(stitchK5120)}
 	hibit := stitchConsts.Offset(stitchHibit)
 
 	Comment("Counter words of the first 16 blocks; the 44-bit mask; the",
