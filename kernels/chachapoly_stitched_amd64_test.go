@@ -35,13 +35,28 @@ func skipWithoutStitched(t *testing.T) {
 func TestChaChaPolyStitchedKernels(t *testing.T) {
 	skipWithoutStitched(t)
 	r := newRand(t)
-	for _, seal := range []bool{true, false} {
-		kernel, name := stitchedKernel(chachaPolySealAVX512IFMA), "seal"
-		if !seal {
-			kernel, name = chachaPolyOpenAVX512IFMA, "open"
+	// The seal kernel authenticates the buffer mac one group behind: dst
+	// when sealing, src when opening into another buffer ("open-lagged").
+	lagged := func(macIsSrc bool) stitchedKernel {
+		return func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64) {
+			mac := dst
+			if macIsSrc {
+				mac = src
+			}
+			chachaPolySealAVX512IFMA(dst, src, mac, groups, state, st, tbl)
+		}
+	}
+	for _, name := range []string{"seal", "open-lagged", "open"} {
+		seal, head := name == "seal", name != "open"
+		kernel := lagged(name == "open-lagged")
+		if name == "open" {
+			kernel = chachaPolyOpenAVX512IFMA
 		}
 		for _, groups := range []int{1, 2, 3, 4, 17} {
 			for _, inPlace := range []bool{false, true} {
+				if inPlace && name == "open-lagged" {
+					continue
+				}
 				n := 1024 * groups
 				key, nonce, src, prefix := r.bytes(32), r.bytes(12), r.bytes(n), r.bytes(48)
 				counter := randomCounter(r, n)
@@ -62,8 +77,8 @@ func TestChaChaPolyStitchedKernels(t *testing.T) {
 					dst = in
 				}
 				state := chachaState(kw, nw, counter)
-				if seal {
-					// The seal kernel takes its first group encrypted
+				if head {
+					// The seal kernel takes its first group XORed
 					// (by chachaPolyHeadAVX512) and the state of the second.
 					copy(dst[:1024], want[:1024])
 					state[12] += 16

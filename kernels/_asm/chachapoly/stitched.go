@@ -25,6 +25,8 @@ import (
 //     The first group is not the seal kernel's: chachaPolyHeadAVX512 runs it
 //     together with block 0 (wide.go), whose keystream is the Poly1305 key,
 //     so that block costs nothing and the key is known before the kernel.
+//     Opening into a buffer that the input does not overlap takes the same
+//     path, authenticating the input (which stays intact) instead.
 //   - Opening, Poly1305 authenticates the input, so group g's rounds carry
 //     the steps over group g's own input, all of them before its output is
 //     stored (dst may be src). In the last group the last step takes its
@@ -84,22 +86,29 @@ func stitched(seal bool) {
 	if !seal {
 		name, op, input = "chachaPolyOpenAVX512IFMA", "open", "input it reads"
 	}
-	TEXT(name, NOSPLIT, "func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
-	Pragma("noescape")
 	if seal {
+		TEXT(name, NOSPLIT, "func(dst, src, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
+		Pragma("noescape")
 		Doc(name+" XORs groups−1 × 1024 bytes of src+1024 with the ChaCha20",
-			"keystream into dst+1024 and absorbs the ciphertext of all groups,",
-			"dst's first 1024 bytes (which chachaPolyHeadAVX512 wrote) and those it",
-			"writes, into the Poly1305 state st, with the powers of r that",
-			"poly1305PowersIFMA wrote to tbl. state is the input state of the block",
-			"at dst+1024 (its word 12 the block counter); groups > 0. dst and src",
-			"are equal or do not overlap.")
+			"keystream into dst+1024, and absorbs groups × 1024 bytes of ciphertext",
+			"at mac into the Poly1305 state st, each group after the one before has",
+			"been XORed, with the powers of r that poly1305PowersIFMA wrote to tbl.",
+			"Sealing, mac is dst, whose first 1024 bytes chachaPolyHeadAVX512 wrote;",
+			"opening into a buffer that src does not overlap, mac is src. state is",
+			"the input state of the block at dst+1024 (its word 12 the block",
+			"counter); groups > 0. dst and src are equal or do not overlap.")
 	} else {
+		TEXT(name, NOSPLIT, "func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
+		Pragma("noescape")
 		Doc(name+" XORs groups × 1024 bytes of src with the ChaCha20 keystream",
 			"into dst and absorbs the "+input+" into the Poly1305 state st,",
 			"with the powers of r that poly1305PowersIFMA wrote to tbl. The first",
 			"block's input state is state (its word 12 the block counter); groups > 0.",
 			"dst and src are equal or do not overlap.")
+	}
+	var mac Register
+	if seal {
+		mac = Load(Param("mac"), GP64())
 	}
 	a := stitchArgs{
 		dst:    Load(Param("dst"), GP64()),
@@ -158,19 +167,17 @@ func stitched(seal bool) {
 		Comment("Group 0 is ciphertext already.")
 		ADDQ(U32(1024), a.src)
 		ADDQ(U32(1024), a.dst)
-		prev := GP64()
 		DECQ(a.groups)
 		JZ(LabelRef(op + "_last"))
 		Label(op + "_loop")
 		Comment("Group g, with Poly1305 over group g−1's ciphertext.")
-		LEAQ(Mem{Base: a.dst, Disp: -1024}, prev)
-		group(steps(prev, tblMulr(a.tbl, tblR8)))
+		group(steps(mac, tblMulr(a.tbl, tblR8)))
+		ADDQ(U32(1024), mac)
 		DECQ(a.groups)
 		JNZ(LabelRef(op + "_loop"))
 		Label(op + "_last")
 		Comment("Poly1305 over the last group's ciphertext.")
-		LEAQ(Mem{Base: a.dst, Disp: -1024}, prev)
-		steps(prev, tblMulr(a.tbl, tblB)).emit()
+		steps(mac, tblMulr(a.tbl, tblB)).emit()
 	} else {
 		last := GP64()
 		LEAQ(Mem{Base: a.tbl, Disp: tblR8}, last)
