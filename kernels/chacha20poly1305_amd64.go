@@ -36,7 +36,7 @@ func init() {
 			name: "avx512", cipher: c, priority: 30,
 			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512IFMA", "BMI2"},
 			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX512x17", "chachaXORAVX2", "chachaBlockScalar",
-				"chachaKeystream4AVX512VL", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
+				"chachaKeystream4AVX512VL", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
 			newAEAD: avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
@@ -262,22 +262,39 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 // chachaPolyStitchMin bytes: its whole 1024-byte groups go through the
 // stitched kernels of chachapoly_amd64.s, which run ChaCha20 and Poly1305 in
 // one pass, and the rest, under 1024 bytes, through the AVX-512 ChaCha20
-// kernel and the Poly1305 kernels. The Poly1305 key comes from block 0 alone,
-// in general-purpose registers.
+// kernel and the Poly1305 kernels. The Poly1305 key comes from block 0 in
+// general-purpose registers: sealing, and opening into another buffer,
+// alongside the first group's ChaCha20 (chachaPolyHeadAVX512), so that it
+// costs nothing, and the seal kernel authenticates one group behind;
+// opening in place, alone, because each group's input must be
+// authenticated before it is overwritten.
 func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
 	state := chachaState(key, nonce, 0)
 	var ks [64]byte
-	chachaBlockScalar(&state, &ks)
+	// Sealing, and opening into another buffer (out and in are equal or
+	// disjoint), the ciphertext of the first group stays available after it
+	// is XORed: block 0 runs alongside blocks 1–16, which XOR the first group.
+	head := seal || &out[0] != &in[0]
+	if head {
+		chachaPolyHeadAVX512(&out[0], &in[0], &state, &ks)
+	} else {
+		chachaBlockScalar(&state, &ks)
+	}
 	var m poly1305MAC
 	m.init((*[32]byte)(ks[:32]))
 	clear(ks[:])
 	var tbl poly1305Powers
 	m.padded(aad, &tbl)
 	bulk := len(in) &^ 1023
-	state[12] = 1
-	if seal {
-		chachaPolySealAVX512IFMA(&out[0], &in[0], bulk/1024, &state, &m.st, m.powersTable(&tbl))
+	if head {
+		mac := &out[0]
+		if !seal {
+			mac = &in[0]
+		}
+		state[12] = 1 + 16
+		chachaPolySealAVX512IFMA(&out[0], &in[0], mac, bulk/1024, &state, &m.st, m.powersTable(&tbl))
 	} else {
+		state[12] = 1
 		chachaPolyOpenAVX512IFMA(&out[0], &in[0], bulk/1024, &state, &m.st, m.powersTable(&tbl))
 	}
 	if rest := in[bulk:]; len(rest) > 0 {

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// Tests of the stitched ChaCha20-Poly1305 kernels (chachaPolySealAVX512IFMA,
-// chachaPolyOpenAVX512IFMA): the kernels on their own, against x/crypto's
+// Tests of the stitched ChaCha20-Poly1305 kernels (chachaPolyHeadAVX512,
+// chachaPolySealAVX512IFMA, chachaPolyOpenAVX512IFMA): the kernels on their own, against x/crypto's
 // ChaCha20 and the MULX Poly1305 kernel, and the avx512 AEAD around every
 // boundary of their 1024-byte groups, against x/crypto's AEAD.
 
@@ -35,13 +35,28 @@ func skipWithoutStitched(t *testing.T) {
 func TestChaChaPolyStitchedKernels(t *testing.T) {
 	skipWithoutStitched(t)
 	r := newRand(t)
-	for _, seal := range []bool{true, false} {
-		kernel, name := stitchedKernel(chachaPolySealAVX512IFMA), "seal"
-		if !seal {
-			kernel, name = chachaPolyOpenAVX512IFMA, "open"
+	// The seal kernel authenticates the buffer mac one group behind: dst
+	// when sealing, src when opening into another buffer ("open-lagged").
+	lagged := func(macIsSrc bool) stitchedKernel {
+		return func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64) {
+			mac := dst
+			if macIsSrc {
+				mac = src
+			}
+			chachaPolySealAVX512IFMA(dst, src, mac, groups, state, st, tbl)
+		}
+	}
+	for _, name := range []string{"seal", "open-lagged", "open"} {
+		seal, head := name == "seal", name != "open"
+		kernel := lagged(name == "open-lagged")
+		if name == "open" {
+			kernel = chachaPolyOpenAVX512IFMA
 		}
 		for _, groups := range []int{1, 2, 3, 4, 17} {
 			for _, inPlace := range []bool{false, true} {
+				if inPlace && name == "open-lagged" {
+					continue
+				}
 				n := 1024 * groups
 				key, nonce, src, prefix := r.bytes(32), r.bytes(12), r.bytes(n), r.bytes(48)
 				counter := randomCounter(r, n)
@@ -62,6 +77,12 @@ func TestChaChaPolyStitchedKernels(t *testing.T) {
 					dst = in
 				}
 				state := chachaState(kw, nw, counter)
+				if head {
+					// The seal kernel takes its first group XORed
+					// (by chachaPolyHeadAVX512) and the state of the second.
+					copy(dst[:1024], want[:1024])
+					state[12] += 16
+				}
 				kernel(&dst[0], &in[0], groups, &state, &got.st, got.powersTable(&tbl))
 				if !bytes.Equal(dst, want) {
 					t.Fatalf("%s, %d groups, in place %v, counter %#x: output differs from x/crypto", name, groups, inPlace, counter)
@@ -78,6 +99,48 @@ func TestChaChaPolyStitchedKernels(t *testing.T) {
 					t.Fatalf("%s, %d groups, in place %v: Poly1305 state differs from the MULX kernel's", name, groups, inPlace)
 				}
 			}
+		}
+	}
+}
+
+// chachaPolyHeadAVX512 from random and last-possible block counters, in
+// place and into another buffer: the key block and the 1024 bytes after it
+// must be x/crypto's keystream (XOR the input), nothing past them written,
+// and state left as it was.
+func TestChaChaPolyHeadKernel(t *testing.T) {
+	skipWithoutStitched(t)
+	r := newRand(t)
+	for i := range 200 {
+		inPlace := i%2 == 1
+		key, nonce, src := r.bytes(32), r.bytes(12), r.bytes(1024)
+		counter := randomCounter(r, 1088)
+		if i < 4 {
+			counter = [4]uint32{0, 0, 1<<32 - 17, 1<<32 - 17}[i]
+		}
+		kw, nw := chachaWords(key, nonce)
+		want := xcryptoXOR(t, key, nonce, counter, append(make([]byte, 64), src...))
+		buf := bytes.Clone(src)
+		buf = append(buf, 0xa5, 0xa5, 0xa5, 0xa5)
+		in, dst := buf[:1024], make([]byte, 1024, 1028)
+		dst = append(dst, 0xa5, 0xa5, 0xa5, 0xa5)[:1024]
+		if inPlace {
+			dst = in
+		}
+		state := chachaState(kw, nw, counter)
+		saved := state
+		var ks [64]byte
+		chachaPolyHeadAVX512(&dst[0], &in[0], &state, &ks)
+		if !bytes.Equal(ks[:], want[:64]) {
+			t.Fatalf("counter %#x: key block differs from x/crypto's keystream", counter)
+		}
+		if !bytes.Equal(dst, want[64:]) {
+			t.Fatalf("counter %#x, in place %v: output differs from x/crypto", counter, inPlace)
+		}
+		if !bytes.Equal(dst[1024:1028], []byte{0xa5, 0xa5, 0xa5, 0xa5}) {
+			t.Fatalf("counter %#x, in place %v: wrote past 1024 bytes", counter, inPlace)
+		}
+		if state != saved {
+			t.Fatalf("counter %#x: state changed", counter)
 		}
 	}
 }

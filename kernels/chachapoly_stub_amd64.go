@@ -10,14 +10,25 @@ package kernels
 //go:noescape
 func chachaKeystream4AVX512VL(state *[16]uint32, ks *[256]byte)
 
-// chachaPolySealAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20 keystream
-// into dst and absorbs the ciphertext it writes into the Poly1305 state st,
-// with the powers of r that poly1305PowersIFMA wrote to tbl. The first
-// block's input state is state (its word 12 the block counter); groups > 0.
-// dst and src are equal or do not overlap.
+// chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input
+// state is state (1024 bytes) of src into dst, and writes the keystream of
+// that first block to key. Blocks 1–16 run in zmm registers, the first in
+// general-purpose registers.
 //
 //go:noescape
-func chachaPolySealAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
+func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte)
+
+// chachaPolySealAVX512IFMA XORs groups−1 × 1024 bytes of src+1024 with the ChaCha20
+// keystream into dst+1024, and absorbs groups × 1024 bytes of ciphertext
+// at mac into the Poly1305 state st, each group after the one before has
+// been XORed, with the powers of r that poly1305PowersIFMA wrote to tbl.
+// Sealing, mac is dst, whose first 1024 bytes chachaPolyHeadAVX512 wrote;
+// opening into a buffer that src does not overlap, mac is src. state is
+// the input state of the block at dst+1024 (its word 12 the block
+// counter); groups > 0. dst and src are equal or do not overlap.
+//
+//go:noescape
+func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
 
 // chachaPolyOpenAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20 keystream
 // into dst and absorbs the input it reads into the Poly1305 state st,

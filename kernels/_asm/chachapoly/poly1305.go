@@ -138,18 +138,22 @@ func times20(x, s VecVirtual) {
 	VPSLLQ(U8(2), s, s)
 }
 
-// consts are the masks the IFMA kernels need, in every lane: m44 in a
-// register, m42 in a register or in memory (then read with an embedded
+// consts are the constants the IFMA kernels need, in every lane: the mask
+// m44 in a register; the mask m42 and the multipliers of the carries (2⁸, 5
+// and 5·2¹⁰) in registers or in memory (then read with an embedded
 // broadcast).
-type consts struct{ m44, m42 Op }
+type consts struct{ m44, m42, k256, k5, k5120 Op }
 
 func loadConsts() consts {
-	c := consts{ZMM(), ZMM()}
+	c := consts{ZMM(), ZMM(), ZMM(), ZMM(), ZMM()}
 	t := GP64()
-	MOVQ(U64(mask44), t)
-	VPBROADCASTQ(t, c.m44)
-	MOVQ(U64(mask42), t)
-	VPBROADCASTQ(t, c.m42)
+	for _, k := range []struct {
+		v uint64
+		z Op
+	}{{mask44, c.m44}, {mask42, c.m42}, {1 << 8, c.k256}, {5, c.k5}, {5 << 10, c.k5120}} {
+		MOVQ(U64(k.v), t)
+		VPBROADCASTQ(t, k.z)
+	}
 	return c
 }
 
@@ -163,9 +167,7 @@ func newScratch() scratch {
 	return scratch{lo: [3]Op{ZMM(), ZMM(), ZMM()}, hi: [3]Op{ZMM(), ZMM(), ZMM()}, t: ZMM()}
 }
 
-// mulReduce appends to s the instructions that set h = h·r, lane by lane,
-// leaving l0 < 2⁴⁴+2¹¹, l1 < 2⁴⁴+2¹¹ and l2 < 2⁴² for inputs below 2⁴⁶ and
-// r's limbs below 2⁴⁵. r's limbs are registers or memory operands.
+// mulReduce appends to s the instructions that set h = h·r, lane by lane.
 //
 // Each IFMA multiply of 52-bit limbs yields a 104-bit product, split between a
 // low accumulator (bits 0–51) and a high one (bits 52–103, worth 2⁸ at the
@@ -175,7 +177,31 @@ func newScratch() scratch {
 //	d1 = h0·r1 + h1·r0 + h2·s2
 //	d2 = h0·r2 + h1·r1 + h2·r0
 //
-// and the carries run d0 → d1 → d2 → (×5) d0 → d1.
+// and the carries run d0 → d1 → d2 → (×5) d0 → d1. The high accumulators go
+// to the next column through IFMA as well, multiplied by 2⁸ (and the last by
+// 5·2¹⁰, since 2¹⁴⁰ = 2¹³⁰·2¹⁰ ≡ 5·2¹⁰), one instruction where a shift and
+// an add were; so does 5× the bits of d2 at 2¹³⁰ and up.
+//
+// Bounds. Every multiplier, and every product this function leaves, has
+// r0 < 2⁴⁴, r1 < 2⁴⁴+2⁷, r2 < 2⁴² (r itself: below 2⁴⁴, 2⁴⁴, 2³⁶), so
+// s1 = 20·r1 < 2^48.33 and s2 = 20·r2 < 2^46.33. The h it is given is such a
+// product (or the accumulator of loadH, l0, l1 < 2⁴⁴, l2 < 2⁴³) plus one
+// absorbed block (l0, l1 < 2⁴⁴, l2 < 2⁴¹): h0 < 2⁴⁵, h1 < 2⁴⁵+2⁷,
+// h2 < 2⁴³+2⁴¹ < 2^43.33. All limbs are below 2⁵², as IFMA needs. Then
+//
+//	d0 < 2^89.01 + 2^91.34 + 2^91.66 < 2^92.63, so hi0 < 2^40.63
+//	d1 < 2^89.01 + 2^89.02 + 2^89.66 < 2^90.85, so hi1 < 2^38.85
+//	d2 < 2^87    + 2^89.02 + 2^87.34 < 2^89.66, so hi2 < 2^37.66
+//
+// (a high accumulator sums floor(p/2⁵²) over its products, at most the
+// column's sum over 2⁵²), and each low accumulator is below 3·2⁵². The IFMA
+// carries add the low 52 bits of a product, which is the whole product here:
+// 2⁸·hi0 < 2^48.63, 2⁸·hi1 < 2^46.85, 5·2¹⁰·hi2 < 2^49.98, 5·(d2 ≫ 42) < 2¹⁴.
+// Column by column: lo0 ≫ 44 < 2^9.6; lo1 + that + 2⁸·hi0 < 2^53.6, so
+// its carry is below 2^9.6 too; lo2 + that + 2⁸·hi1 < 2^53.6, whose bits at
+// 2¹³⁰ and up (≫ 42) are below 2^11.6. h0 = (lo0 & m44) + 5·those +
+// 5·2¹⁰·hi2 < 2⁴⁴ + 2¹⁴ + 2^49.98 < 2⁵⁰, whose carry into h1 is below 2⁶.
+// The result: h0 < 2⁴⁴, h1 < 2⁴⁴+2⁷, h2 < 2⁴², as promised above.
 func mulReduce(s *stream, h [3]Op, r mulr, c consts, w scratch) {
 	lo, hi, t := w.lo, w.hi, w.t
 	for i := range lo {
@@ -195,26 +221,23 @@ func mulReduce(s *stream, h [3]Op, r mulr, c consts, w scratch) {
 			s.op(VPMADD52HUQ, terms[j][i], h[j], hi[i])
 		}
 	}
+	madd := func(k, x, acc Op) { s.bcast(VPMADD52LUQ, VPMADD52LUQ_BCST, k, x, acc) }
+	// The high halves first: they do not wait for the carries.
+	madd(c.k256, hi[0], lo[1])
+	madd(c.k256, hi[1], lo[2])
 	// d0 → d1
 	s.op(VPSRLQ, U8(44), lo[0], t)
 	s.op(VPANDQ, c.m44, lo[0], h[0])
-	s.op(VPSLLQ, U8(8), hi[0], hi[0])
+	madd(c.k5120, hi[2], h[0])
 	s.op(VPADDQ, t, lo[1], lo[1])
-	s.op(VPADDQ, hi[0], lo[1], lo[1])
 	// d1 → d2
 	s.op(VPSRLQ, U8(44), lo[1], t)
 	s.op(VPANDQ, c.m44, lo[1], h[1])
-	s.op(VPSLLQ, U8(8), hi[1], hi[1])
 	s.op(VPADDQ, t, lo[2], lo[2])
-	s.op(VPADDQ, hi[1], lo[2], lo[2])
-	// d2 → 5·(bits ≥ 2¹³⁰) into d0; the high half of d2 is worth 2¹⁴⁰ = 2¹³⁰·2¹⁰.
+	// d2 → 5·(bits ≥ 2¹³⁰) into d0.
 	s.op(VPSRLQ, U8(42), lo[2], t)
 	s.bcast(VPANDQ, VPANDQ_BCST, c.m42, lo[2], h[2])
-	s.op(VPSLLQ, U8(10), hi[2], hi[2])
-	s.op(VPADDQ, hi[2], t, t)
-	s.op(VPADDQ, t, h[0], h[0])
-	s.op(VPSLLQ, U8(2), t, t)
-	s.op(VPADDQ, t, h[0], h[0])
+	madd(c.k5, t, h[0])
 	// d0 → d1 once more.
 	s.op(VPSRLQ, U8(44), h[0], t)
 	s.op(VPANDQ, c.m44, h[0], h[0])
@@ -396,7 +419,7 @@ func loadH(st Register, h [3]Op) {
 // storeH sums the lanes of h and stores the sum to st's accumulator in
 // radix 2⁶⁴, partially reduced. s is a scratch vector register.
 func storeH(h [3]Op, st Register, s Op) {
-	Comment("Sum the lanes: each limb is below 2⁴⁵+2¹², the sums below 2⁴⁹.")
+	Comment("Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.")
 	h0, h1, h2, t, u, m44 := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	out := [3]GPVirtual{h0, h1, h2}
 	for i := range h {

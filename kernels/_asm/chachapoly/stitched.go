@@ -20,9 +20,13 @@ import (
 // about 35 cycles each, hides among the double rounds as two would.
 //
 //   - Sealing, Poly1305 authenticates the ciphertext, so it runs one group
-//     behind: the first group is ChaCha20 alone, group g's rounds carry the
-//     steps over the ciphertext of group g−1, and the last group's
-//     ciphertext is authenticated after the loop.
+//     behind: group g's rounds carry the steps over the ciphertext of group
+//     g−1, and the last group's ciphertext is authenticated after the loop.
+//     The first group is not the seal kernel's: chachaPolyHeadAVX512 runs it
+//     together with block 0 (wide.go), whose keystream is the Poly1305 key,
+//     so that block costs nothing and the key is known before the kernel.
+//     Opening into a buffer that the input does not overlap takes the same
+//     path, authenticating the input (which stays intact) instead.
 //   - Opening, Poly1305 authenticates the input, so group g's rounds carry
 //     the steps over group g's own input, all of them before its output is
 //     stored (dst may be src). In the last group the last step takes its
@@ -46,6 +50,9 @@ const (
 	stitchMask42  = 64 // 2⁴²−1
 	stitchHibit   = 72 // 2⁴⁰: the 2¹²⁸ of a full block, at limb 2
 	stitchSixteen = 80 // 16 as a 32-bit word
+	stitchK256    = 88 // 2⁸, 5 and 5·2¹⁰: the multipliers of mulReduce's carries
+	stitchK5      = 96
+	stitchK5120   = 104
 )
 
 func stitchData() {
@@ -56,6 +63,10 @@ func stitchData() {
 	DATA(stitchMask42, U64(mask42))
 	DATA(stitchHibit, U64(1<<40))
 	DATA(stitchSixteen, U32(16))
+	DATA(stitchSixteen+4, U32(0))
+	DATA(stitchK256, U64(1<<8))
+	DATA(stitchK5, U64(5))
+	DATA(stitchK5120, U64(5<<10))
 }
 
 // stitchArgs are a stitched kernel's pointers and counts.
@@ -65,6 +76,7 @@ type stitchArgs struct {
 
 func stitchedKernels() {
 	stitchData()
+	chachaPolyHead()
 	stitched(true)
 	stitched(false)
 }
@@ -74,13 +86,30 @@ func stitched(seal bool) {
 	if !seal {
 		name, op, input = "chachaPolyOpenAVX512IFMA", "open", "input it reads"
 	}
-	TEXT(name, NOSPLIT, "func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
-	Pragma("noescape")
-	Doc(name+" XORs groups × 1024 bytes of src with the ChaCha20 keystream",
-		"into dst and absorbs the "+input+" into the Poly1305 state st,",
-		"with the powers of r that poly1305PowersIFMA wrote to tbl. The first",
-		"block's input state is state (its word 12 the block counter); groups > 0.",
-		"dst and src are equal or do not overlap.")
+	if seal {
+		TEXT(name, NOSPLIT, "func(dst, src, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
+		Pragma("noescape")
+		Doc(name+" XORs groups−1 × 1024 bytes of src+1024 with the ChaCha20",
+			"keystream into dst+1024, and absorbs groups × 1024 bytes of ciphertext",
+			"at mac into the Poly1305 state st, each group after the one before has",
+			"been XORed, with the powers of r that poly1305PowersIFMA wrote to tbl.",
+			"Sealing, mac is dst, whose first 1024 bytes chachaPolyHeadAVX512 wrote;",
+			"opening into a buffer that src does not overlap, mac is src. state is",
+			"the input state of the block at dst+1024 (its word 12 the block",
+			"counter); groups > 0. dst and src are equal or do not overlap.")
+	} else {
+		TEXT(name, NOSPLIT, "func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)")
+		Pragma("noescape")
+		Doc(name+" XORs groups × 1024 bytes of src with the ChaCha20 keystream",
+			"into dst and absorbs the "+input+" into the Poly1305 state st,",
+			"with the powers of r that poly1305PowersIFMA wrote to tbl. The first",
+			"block's input state is state (its word 12 the block counter); groups > 0.",
+			"dst and src are equal or do not overlap.")
+	}
+	var mac Register
+	if seal {
+		mac = Load(Param("mac"), GP64())
+	}
 	a := stitchArgs{
 		dst:    Load(Param("dst"), GP64()),
 		src:    Load(Param("src"), GP64()),
@@ -89,7 +118,8 @@ func stitched(seal bool) {
 		st:     Load(Param("st"), GP64()),
 		tbl:    Load(Param("tbl"), GP64()),
 	}
-	c := consts{m44: zMask44, m42: stitchConsts.Offset(stitchMask42)}
+	c := consts{m44: zMask44, m42: stitchConsts.Offset(stitchMask42),
+		k256: stitchConsts.Offset(stitchK256), k5: stitchConsts.Offset(stitchK5), k5120: stitchConsts.Offset(stitchK5120)}
 	hibit := stitchConsts.Offset(stitchHibit)
 
 	Comment("Counter words of the first 16 blocks; the 44-bit mask; the",
@@ -134,21 +164,20 @@ func stitched(seal bool) {
 	}
 
 	if seal {
-		Comment("Group 0: ChaCha20 alone.")
-		group(nil)
-		prev := GP64()
+		Comment("Group 0 is ciphertext already.")
+		ADDQ(U32(1024), a.src)
+		ADDQ(U32(1024), a.dst)
 		DECQ(a.groups)
 		JZ(LabelRef(op + "_last"))
 		Label(op + "_loop")
 		Comment("Group g, with Poly1305 over group g−1's ciphertext.")
-		LEAQ(Mem{Base: a.dst, Disp: -1024}, prev)
-		group(steps(prev, tblMulr(a.tbl, tblR8)))
+		group(steps(mac, tblMulr(a.tbl, tblR8)))
+		ADDQ(U32(1024), mac)
 		DECQ(a.groups)
 		JNZ(LabelRef(op + "_loop"))
 		Label(op + "_last")
 		Comment("Poly1305 over the last group's ciphertext.")
-		LEAQ(Mem{Base: a.dst, Disp: -1024}, prev)
-		steps(prev, tblMulr(a.tbl, tblB)).emit()
+		steps(mac, tblMulr(a.tbl, tblB)).emit()
 	} else {
 		last := GP64()
 		LEAQ(Mem{Base: a.tbl, Disp: tblR8}, last)
