@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
+	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/api"
 )
@@ -88,10 +89,11 @@ const localsRequest = "cipherd.request"
 // ID, and the audit record of its one cryptographic operation, which goes
 // out on the request's access line instead of a line of its own.
 type reqState struct {
-	id    string
-	batch bool        // the handler audits several items: each gets its own line
-	audit auditRecord // the request's operation, to be logged on its access line; zero if none
-	line  accessLine  // the access line, written when the request ends
+	id     string
+	batch  bool         // the handler audits several items: each gets its own line
+	audit  auditRecord  // the request's operation, to be logged on its access line; zero if none
+	line   accessLine   // the access line, written when the request ends
+	fields [1]zap.Field // the line as the one field of its entry
 }
 
 // requestID takes the caller's X-Request-Id when it is short and plain, or

@@ -407,6 +407,7 @@ func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n i
 		return
 	}
 	if ce := s.log.Check(a.level, "audit"); ce != nil {
-		ce.Write(zap.Inline(&auditLine{id: requestID(c), identity: callerName(c), rec: &a}))
+		rec := a // a copy, so that a escapes only on this path
+		ce.Write(zap.Inline(&auditLine{id: requestID(c), identity: callerName(c), rec: &rec}))
 	}
 }

@@ -323,6 +323,11 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	if audited {
 		line.audit = &st.audit
 	}
+	if st != nil {
+		st.fields[0] = zap.Inline(line)
+		ce.Write(st.fields[:]...)
+		return
+	}
 	ce.Write(zap.Inline(line))
 }
 
