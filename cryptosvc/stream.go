@@ -17,6 +17,10 @@ type EncryptWriter struct {
 	nonce [chunkNonceSize]byte // here, not on the stack: it would escape per chunk
 	err   error                // sticky
 	info  Info
+	// pushing is set while ReadFrom's source writes to the writer: a
+	// source's WriteTo may call ReadFrom back (bufio.Reader does), which must
+	// then read.
+	pushing bool
 }
 
 func newEncryptWriter(w io.Writer, keys *chunkedKeys, info Info) *EncryptWriter {
@@ -54,11 +58,26 @@ func (e *EncryptWriter) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// ReadFrom seals everything r yields, reading into the chunk buffer directly.
-// It does not close the writer.
+// ReadFrom seals everything r yields. When r is an io.WriterTo (a
+// bytes.Reader, a bytes.Buffer, a bufio.Reader…), it lets r write to the
+// writer, so that whole chunks are sealed straight from r's memory;
+// otherwise it reads into the chunk buffer directly. It does not close the
+// writer.
 func (e *EncryptWriter) ReadFrom(r io.Reader) (int64, error) {
 	if e.err != nil {
 		return 0, e.err
+	}
+	if wt, ok := r.(io.WriterTo); ok && !e.pushing {
+		e.pushing = true
+		n, err := wt.WriteTo(e)
+		e.pushing = false
+		switch {
+		case e.err != nil:
+			return n, e.err // the writer's own record, whatever r reports
+		case err == io.EOF: // not WriteTo's to return, but the end all the same
+			return n, nil
+		}
+		return n, err
 	}
 	var total int64
 	for {
