@@ -157,7 +157,7 @@ type DecryptReader struct {
 	info  Info
 
 	// While WriteTo lets a source that is an io.WriterTo push the chunks
-	// (see push): where the plaintext goes, how much went, the failed write
+	// (see pushFrom): where the plaintext goes, how much went, the failed write
 	// to it, and the start of a chunk gathered in buf.
 	w      io.Writer
 	pushed int64
