@@ -10,7 +10,8 @@ import (
 // underlying writer. It is DecryptReader turned around, for callers that
 // push ciphertext (io.Copy from a source with WriteTo, a callback API): a
 // whole chunk in one Write is opened straight from the caller's slice, with
-// no copy. It holds at most one chunk.
+// no copy, and ReadFrom reads a source straight into the chunk buffer. It
+// holds at most one chunk.
 //
 // Close ends the message: it opens the final, short chunk and reports
 // ErrTruncated if the message stopped early. Plaintext of the chunks before
@@ -28,8 +29,10 @@ type DecryptWriter struct {
 	name    string
 	context []byte
 
-	pend  []byte // the header, then the start of a chunk (cap ChunkSize + tag)
-	out   []byte // one chunk's plaintext
+	// pend holds the header, then the start of a chunk (cap ChunkSize + tag);
+	// a chunk is opened into it, in place when it was gathered there, and
+	// its plaintext written from it.
+	pend  []byte
 	chunk uint64
 	nonce [chunkNonceSize]byte
 	err   error // sticky; ErrClosed after Close
@@ -43,7 +46,7 @@ func (s *Service) DecryptWriter(ctx context.Context, name string, w io.Writer, c
 
 // newDecryptWriter returns a writer of a body whose keys are known.
 func newDecryptWriter(w io.Writer, keys *chunkedKeys, info Info) *DecryptWriter {
-	return &DecryptWriter{w: w, keys: keys, info: info, pend: getChunkBuf()[:0], out: getChunkBuf()[:ChunkSize]}
+	return &DecryptWriter{w: w, keys: keys, info: info, pend: getChunkBuf()[:0]}
 }
 
 // Info describes the message; it is known once the header has been written.
@@ -80,10 +83,41 @@ func (d *DecryptWriter) Write(p []byte) (int, error) {
 			if err := d.open(d.pend); err != nil {
 				return n - len(p), err
 			}
-			d.pend = d.pend[:0]
 		}
 	}
 	return n, nil
+}
+
+// ReadFrom reads the sealed message from r straight into the chunk buffer
+// until r ends, opening each chunk as it completes; io.Copy uses it for a
+// source without WriteTo. It does not close the writer: Close still ends the
+// message.
+func (d *DecryptWriter) ReadFrom(r io.Reader) (int64, error) {
+	const full = ChunkSize + tagSize
+	var n int64
+	for {
+		if d.err != nil {
+			return n, d.err
+		}
+		k, err := r.Read(d.pend[len(d.pend):full])
+		d.pend = d.pend[:len(d.pend)+k]
+		n += int64(k)
+		if d.keys == nil {
+			if _, serr := d.start(); serr != nil {
+				return n, serr
+			}
+		} else if len(d.pend) == full {
+			if oerr := d.open(d.pend); oerr != nil {
+				return n, oerr
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // start parses the header and commitment once they are in pend, and keeps
@@ -112,17 +146,18 @@ func (d *DecryptWriter) start() (bool, error) {
 	d.svc, d.ctx, d.context = nil, nil, nil
 	rest := copy(d.pend, d.pend[hn+chunkedPrefix:])
 	d.pend = d.pend[:rest]
-	d.out = getChunkBuf()[:ChunkSize]
 	return true, nil
 }
 
-// open authenticates one chunk and writes its plaintext.
+// open authenticates one chunk, from the caller's slice or from pend itself,
+// into pend, writes its plaintext, and leaves pend empty.
 func (d *DecryptWriter) open(chunk []byte) error {
 	if d.chunk >= maxChunks-1 && len(chunk) == ChunkSize+tagSize {
 		d.err = ErrTooLarge
 		return d.err
 	}
-	plain, err := d.keys.openChunk(d.out[:0], &d.nonce, d.chunk, chunk)
+	plain, err := d.keys.openChunk(d.pend[:0], &d.nonce, d.chunk, chunk)
+	d.pend = d.pend[:0]
 	if err != nil {
 		d.err = err
 		return err
@@ -160,9 +195,8 @@ func (d *DecryptWriter) Close() error {
 	if err := d.open(d.pend); err != nil {
 		return err
 	}
-	putChunkBuf(d.out)
 	putChunkBuf(d.pend)
-	d.out, d.pend = nil, nil
+	d.pend = nil
 	d.err = ErrClosed
 	return nil
 }

@@ -17,6 +17,10 @@ type EncryptWriter struct {
 	nonce [chunkNonceSize]byte // here, not on the stack: it would escape per chunk
 	err   error                // sticky
 	info  Info
+	// pushing is set while ReadFrom's source writes to the writer: a
+	// source's WriteTo may call ReadFrom back (bufio.Reader does), which must
+	// then read.
+	pushing bool
 }
 
 func newEncryptWriter(w io.Writer, keys *chunkedKeys, info Info) *EncryptWriter {
@@ -54,11 +58,26 @@ func (e *EncryptWriter) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// ReadFrom seals everything r yields, reading into the chunk buffer directly.
-// It does not close the writer.
+// ReadFrom seals everything r yields. When r is an io.WriterTo (a
+// bytes.Reader, a bytes.Buffer, a bufio.Reader…), it lets r write to the
+// writer, so that whole chunks are sealed straight from r's memory;
+// otherwise it reads into the chunk buffer directly. It does not close the
+// writer.
 func (e *EncryptWriter) ReadFrom(r io.Reader) (int64, error) {
 	if e.err != nil {
 		return 0, e.err
+	}
+	if wt, ok := r.(io.WriterTo); ok && !e.pushing {
+		e.pushing = true
+		n, err := wt.WriteTo(e)
+		e.pushing = false
+		switch {
+		case e.err != nil:
+			return n, e.err // the writer's own record, whatever r reports
+		case err == io.EOF: // not WriteTo's to return, but the end all the same
+			return n, nil
+		}
+		return n, err
 	}
 	var total int64
 	for {
@@ -136,6 +155,14 @@ type DecryptReader struct {
 	nonce [chunkNonceSize]byte
 	err   error // sticky; io.EOF after the final chunk
 	info  Info
+
+	// While WriteTo lets a source that is an io.WriterTo push the chunks
+	// (see pushFrom): where the plaintext goes, how much went, the failed write
+	// to it, and the start of a chunk gathered in buf.
+	w      io.Writer
+	pushed int64
+	werr   error
+	pend   int
 }
 
 func newDecryptReader(r io.Reader, keys *chunkedKeys, info Info) *DecryptReader {
@@ -184,7 +211,10 @@ func (d *DecryptReader) release() {
 	}
 }
 
-// WriteTo writes the plaintext to w as chunks authenticate.
+// WriteTo writes the plaintext to w as chunks authenticate. When the source
+// is an io.WriterTo (a bytes.Reader, a bytes.Buffer, a bufio.Reader…), it
+// lets the source push the sealed chunks, and opens whole chunks straight
+// from the source's memory.
 func (d *DecryptReader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
 	for {
@@ -204,7 +234,137 @@ func (d *DecryptReader) WriteTo(w io.Writer) (int64, error) {
 			}
 			return total, d.err
 		}
+		if wt, ok := d.r.(io.WriterTo); ok && d.w == nil {
+			k, err := d.pushFrom(wt, w)
+			total += k
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
 		d.next(nil)
+	}
+}
+
+// pushFrom has the source write the rest of the message to push (and so the
+// plaintext to w), then opens the final chunk, or records why the message
+// ended early. It returns the plaintext written and a failed write to w, in
+// which case the rest of that chunk's plaintext is left in d.plain and the
+// reader can go on.
+func (d *DecryptReader) pushFrom(wt io.WriterTo, w io.Writer) (int64, error) {
+	d.w, d.pushed = w, 0
+	_, err := wt.WriteTo((*decryptPush)(d))
+	n, werr := d.pushed, d.werr
+	d.w, d.pushed, d.werr = nil, 0, nil
+	switch {
+	case werr != nil:
+		return n, werr
+	case d.err != nil: // a chunk failed; the reader's own record, whatever the source reports
+	case err != nil && err != io.EOF:
+		d.err = err // the source failed
+	case d.pend < tagSize:
+		d.err = ErrTruncated
+	default:
+		// The source ended: what it left is the final chunk, short since
+		// every full one was opened as it arrived.
+		k := d.pend
+		d.pend = 0
+		plain, oerr := d.keys.openChunk(d.buf[:0], &d.nonce, d.chunk, d.buf[:k])
+		if oerr != nil {
+			d.err = oerr
+			break
+		}
+		d.chunk++
+		d.plain, d.err = plain, io.EOF
+	}
+	return n, nil
+}
+
+// decryptPush is the writer a DecryptReader hands to its source's WriteTo:
+// it opens whole chunks straight from the source's slice, gathers pieces of
+// a chunk in buf, and writes each chunk's plaintext to w once it has
+// authenticated.
+type decryptPush DecryptReader
+
+func (p *decryptPush) Write(b []byte) (int, error) {
+	const full = ChunkSize + tagSize
+	d := (*DecryptReader)(p)
+	n := 0
+	for len(b) > 0 {
+		if err := d.pushErr(); err != nil {
+			return n, err
+		}
+		chunk := d.buf[:full]
+		if d.pend == 0 && len(b) >= full {
+			chunk, b, n = b[:full], b[full:], n+full
+		} else {
+			k := copy(d.buf[d.pend:full], b)
+			d.pend, b, n = d.pend+k, b[k:], n+k
+			if d.pend < full {
+				break
+			}
+			d.pend = 0
+		}
+		d.pushChunk(chunk)
+	}
+	return n, d.pushErr()
+}
+
+// ReadFrom reads straight into buf: a source whose WriteTo falls back on
+// io.Copy (an *os.File, a bufio.Reader over a plain reader) comes here.
+func (p *decryptPush) ReadFrom(r io.Reader) (int64, error) {
+	const full = ChunkSize + tagSize
+	d := (*DecryptReader)(p)
+	var n int64
+	for {
+		if err := d.pushErr(); err != nil {
+			return n, err
+		}
+		k, err := r.Read(d.buf[d.pend:full])
+		d.pend += k
+		n += int64(k)
+		if d.pend == full {
+			d.pend = 0
+			d.pushChunk(d.buf[:full])
+		}
+		if err == io.EOF {
+			return n, d.pushErr()
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// pushErr is the error that stops a push: a chunk that failed, or a failed
+// write to w.
+func (d *DecryptReader) pushErr() error {
+	if d.err != nil {
+		return d.err
+	}
+	return d.werr
+}
+
+// pushChunk opens a full chunk, never the final one, into buf and writes the
+// plaintext to w.
+func (d *DecryptReader) pushChunk(chunk []byte) {
+	if d.chunk >= maxChunks-1 {
+		d.err = ErrTooLarge
+		return
+	}
+	plain, err := d.keys.openChunk(d.buf[:0], &d.nonce, d.chunk, chunk)
+	if err != nil {
+		d.err = err
+		return
+	}
+	d.chunk++
+	k, err := d.w.Write(plain)
+	d.pushed += int64(k)
+	if err == nil && k < len(plain) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		d.plain, d.werr = plain[k:], err
 	}
 }
 
