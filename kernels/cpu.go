@@ -83,7 +83,10 @@ var avoNames = map[string]*bool{
 	"SHA":        &hasSHA,
 }
 
-var baselineAMD64 = map[string]bool{"SSE": true, "SSE2": true, "CMOV": true, "CPUID": true}
+// baselineAMD64 holds the names every amd64 processor has. "MMX+" is avo's
+// name for the integer part of SSE (PREFETCHh among it), which AMD also
+// exposes as a CPUID bit of its own that Intel processors leave clear.
+var baselineAMD64 = map[string]bool{"SSE": true, "SSE2": true, "CMOV": true, "CPUID": true, "MMX+": true}
 
 // cpuHas reports whether the host has every named feature (avo's spelling).
 // An unknown name is a programming error and panics at start-up.

@@ -310,7 +310,7 @@ aadDone:
 	RET
 
 // func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
-// Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, VAES, VPCLMULQDQ
+// Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, MMX+, VAES, VPCLMULQDQ
 TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-112
 	MOVQ            rk+0(FP), AX
 	MOVQ            table+16(FP), CX
@@ -366,6 +366,10 @@ TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-112
 	VPSHUFB         Z31, Z8, Z3
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z3, Z3
+	PREFETCHT0      2048(SI)
+	PREFETCHT0      2112(SI)
+	PREFETCHT0      2176(SI)
+	PREFETCHT0      2240(SI)
 	VAESENC         Z17, Z0, Z0
 	VAESENC         Z17, Z1, Z1
 	VAESENC         Z17, Z2, Z2
@@ -433,6 +437,10 @@ sealLoop128:
 	VPSHUFB       Z31, Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
+	PREFETCHT0    2048(SI)
+	PREFETCHT0    2112(SI)
+	PREFETCHT0    2176(SI)
+	PREFETCHT0    2240(SI)
 	VAESENC       Z17, Z0, Z0
 	VAESENC       Z17, Z1, Z1
 	VAESENC       Z17, Z2, Z2
@@ -747,6 +755,10 @@ aes256:
 	VPSHUFB         Z31, Z8, Z3
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z3, Z3
+	PREFETCHT0      2048(SI)
+	PREFETCHT0      2112(SI)
+	PREFETCHT0      2176(SI)
+	PREFETCHT0      2240(SI)
 	VAESENC         Z17, Z0, Z0
 	VAESENC         Z17, Z1, Z1
 	VAESENC         Z17, Z2, Z2
@@ -830,6 +842,10 @@ sealLoop256:
 	VPSHUFB       Z31, Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
+	PREFETCHT0    2048(SI)
+	PREFETCHT0    2112(SI)
+	PREFETCHT0    2176(SI)
+	PREFETCHT0    2240(SI)
 	VAESENC       Z17, Z0, Z0
 	VAESENC       Z17, Z1, Z1
 	VAESENC       Z17, Z2, Z2
@@ -1122,7 +1138,7 @@ lengths256:
 	RET
 
 // func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
-// Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, VAES, VPCLMULQDQ
+// Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, MMX+, VAES, VPCLMULQDQ
 TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-112
 	MOVQ            rk+0(FP), AX
 	MOVQ            table+16(FP), CX
@@ -1180,6 +1196,10 @@ openLoop128:
 	VPSHUFB       Z31, Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
+	PREFETCHT0    2048(SI)
+	PREFETCHT0    2112(SI)
+	PREFETCHT0    2176(SI)
+	PREFETCHT0    2240(SI)
 	VAESENC       Z17, Z0, Z0
 	VAESENC       Z17, Z1, Z1
 	VAESENC       Z17, Z2, Z2
@@ -1448,6 +1468,10 @@ openLoop256:
 	VPSHUFB       Z31, Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
+	PREFETCHT0    2048(SI)
+	PREFETCHT0    2112(SI)
+	PREFETCHT0    2176(SI)
+	PREFETCHT0    2240(SI)
 	VAESENC       Z17, Z0, Z0
 	VAESENC       Z17, Z1, Z1
 	VAESENC       Z17, Z2, Z2
@@ -2010,7 +2034,7 @@ aad256Done:
 	RET
 
 // func gcmSealVAES256(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
-// Requires: AES, AVX, AVX2, PCLMULQDQ, VAES, VPCLMULQDQ
+// Requires: AES, AVX, AVX2, MMX+, PCLMULQDQ, VAES, VPCLMULQDQ
 TEXT ·gcmSealVAES256(SB), NOSPLIT, $16-112
 	MOVQ           rk+0(FP), AX
 	MOVQ           table+16(FP), CX
@@ -2064,6 +2088,8 @@ TEXT ·gcmSealVAES256(SB), NOSPLIT, $16-112
 	VPXOR          Y4, Y1, Y1
 	VPXOR          Y4, Y2, Y2
 	VPXOR          Y4, Y3, Y3
+	PREFETCHT0     2048(SI)
+	PREFETCHT0     2112(SI)
 	VBROADCASTI128 16(AX), Y4
 	VAESENC        Y4, Y0, Y0
 	VAESENC        Y4, Y1, Y1
@@ -2142,6 +2168,8 @@ sealLoopgcmSealVAES256128:
 	VPXOR          Y4, Y1, Y1
 	VPXOR          Y4, Y2, Y2
 	VPXOR          Y4, Y3, Y3
+	PREFETCHT0     2048(SI)
+	PREFETCHT0     2112(SI)
 	VBROADCASTI128 16(AX), Y4
 	VAESENC        Y4, Y0, Y0
 	VAESENC        Y4, Y1, Y1
@@ -2503,6 +2531,8 @@ aes256gcmSealVAES256:
 	VPXOR          Y4, Y1, Y1
 	VPXOR          Y4, Y2, Y2
 	VPXOR          Y4, Y3, Y3
+	PREFETCHT0     2048(SI)
+	PREFETCHT0     2112(SI)
 	VBROADCASTI128 16(AX), Y4
 	VAESENC        Y4, Y0, Y0
 	VAESENC        Y4, Y1, Y1
@@ -2601,6 +2631,8 @@ sealLoopgcmSealVAES256256:
 	VPXOR          Y4, Y1, Y1
 	VPXOR          Y4, Y2, Y2
 	VPXOR          Y4, Y3, Y3
+	PREFETCHT0     2048(SI)
+	PREFETCHT0     2112(SI)
 	VBROADCASTI128 16(AX), Y4
 	VAESENC        Y4, Y0, Y0
 	VAESENC        Y4, Y1, Y1
@@ -2946,7 +2978,7 @@ lengthsgcmSealVAES256256:
 	RET
 
 // func gcmOpenVAES256(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
-// Requires: AES, AVX, AVX2, PCLMULQDQ, VAES, VPCLMULQDQ
+// Requires: AES, AVX, AVX2, MMX+, PCLMULQDQ, VAES, VPCLMULQDQ
 TEXT ·gcmOpenVAES256(SB), NOSPLIT, $16-112
 	MOVQ        rk+0(FP), AX
 	MOVQ        table+16(FP), CX
@@ -3002,6 +3034,8 @@ openLoopgcmOpenVAES256128:
 	VPXOR          Y4, Y1, Y1
 	VPXOR          Y4, Y2, Y2
 	VPXOR          Y4, Y3, Y3
+	PREFETCHT0     2048(SI)
+	PREFETCHT0     2112(SI)
 	VBROADCASTI128 16(AX), Y4
 	VAESENC        Y4, Y0, Y0
 	VAESENC        Y4, Y1, Y1
@@ -3311,6 +3345,8 @@ openLoopgcmOpenVAES256256:
 	VPXOR          Y4, Y1, Y1
 	VPXOR          Y4, Y2, Y2
 	VPXOR          Y4, Y3, Y3
+	PREFETCHT0     2048(SI)
+	PREFETCHT0     2112(SI)
 	VBROADCASTI128 16(AX), Y4
 	VAESENC        Y4, Y0, Y0
 	VAESENC        Y4, Y1, Y1

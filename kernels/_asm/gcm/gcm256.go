@@ -338,6 +338,8 @@ func cryptBody256(a cryptArgs, buf Mem, rounds int, open bool, sfx string) {
 		for k := 0; k < 4; k++ {
 			VPXOR(ykey, yst[k], yst[k])
 		}
+		PREFETCHT0(Mem{Base: src, Disp: prefetchAhead})
+		PREFETCHT0(Mem{Base: src, Disp: prefetchAhead + 64})
 		for r := 1; r < rounds; r++ {
 			VBROADCASTI128(rkMem(r), ykey)
 			for k := 0; k < 4; k++ {
