@@ -62,7 +62,8 @@ var ianaNames = func() (n [len(aeadIDs)][]byte) {
 // without hashing the key again, so that deriving a message's keys costs only
 // the blocks of its own info.
 type prk struct {
-	pool *sync.Pool // of *expander
+	pool *sync.Pool // of *expander; nil for a key that expands once (newPRKOnce)
+	key  []byte     // the key, when pool is nil
 	n    int        // key length
 }
 
@@ -79,7 +80,14 @@ const maxKeptInfo = 4 << 10
 
 func newPRK(key []byte) prk {
 	k := bytes.Clone(key)
-	return prk{&sync.Pool{New: func() any { return &expander{mac: hmac.New(sha512.New, k)} }}, len(k)}
+	return prk{pool: &sync.Pool{New: func() any { return &expander{mac: hmac.New(sha512.New, k)} }}, n: len(k)}
+}
+
+// newPRKOnce returns a PRK for a key that is expanded once, such as a
+// stream's data key: without the pool, which would cost more to set up than
+// it saves.
+func newPRKOnce(key []byte) prk {
+	return prk{key: bytes.Clone(key), n: len(key)}
 }
 
 var (
@@ -90,7 +98,12 @@ var (
 // expand writes HKDF-Expand(prk, info) into out (at most 255 × 64 bytes). The
 // info is given in parts, concatenated.
 func (p prk) expand(out []byte, info ...[]byte) {
-	e := p.pool.Get().(*expander)
+	var e *expander
+	if p.pool != nil {
+		e = p.pool.Get().(*expander)
+	} else {
+		e = &expander{mac: hmac.New(sha512.New, p.key)}
+	}
 	for i := 0; len(out) > 0; i++ {
 		e.mac.Reset()
 		e.msg = e.msg[:0]
@@ -110,7 +123,9 @@ func (p prk) expand(out []byte, info ...[]byte) {
 	if cap(e.msg) > maxKeptInfo {
 		e.msg = nil
 	}
-	p.pool.Put(e)
+	if p.pool != nil {
+		p.pool.Put(e)
+	}
 }
 
 // chunkedKeys is one message's derived key state.

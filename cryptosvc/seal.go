@@ -109,7 +109,7 @@ func newEnvelope(rnd io.Reader, im *kernels.Implementation, h *Header, vk *versi
 	if err := wrapDataKey(rnd, im, h, vk, key); err != nil {
 		return prk{}, err
 	}
-	return newPRK(key), nil
+	return newPRKOnce(key), nil
 }
 
 // wrapDataKey sets h.Mode to envelope and h.WrappedKey to key sealed as a
@@ -134,7 +134,7 @@ func unwrapDataKey(im *kernels.Implementation, h *Header, vk *versionKeys) (prk,
 	if err != nil {
 		return prk{}, err
 	}
-	return newPRK(key), nil
+	return newPRKOnce(key), nil
 }
 
 // openDataKey opens an envelope header's wrapped data key into dk and
