@@ -93,7 +93,7 @@ func (h *Header) AppendBinary(b []byte) ([]byte, error) {
 		h.Mode == ModeDirect && len(h.WrappedKey) != 0:
 		return nil, fmt.Errorf("%w: wrapped key of %d bytes in %s mode", ErrMalformed, len(h.WrappedKey), h.Mode)
 	}
-	b = append(b, h.prefix()...)
+	b = h.appendPrefix(b)
 	return append(b, h.WrappedKey...), nil
 }
 
@@ -101,7 +101,11 @@ func (h *Header) AppendBinary(b []byte) ([]byte, error) {
 // key's own encryption binds as its context, so that no field of an
 // envelope header can change without the data key failing to unwrap.
 func (h *Header) prefix() []byte {
-	b := make([]byte, 0, headerFixed+len(h.KeyName)+binary.MaxVarintLen32)
+	return h.appendPrefix(make([]byte, 0, headerFixed+len(h.KeyName)+binary.MaxVarintLen32))
+}
+
+// appendPrefix appends the prefix to b.
+func (h *Header) appendPrefix(b []byte) []byte {
 	b = append(b, formatMagic, formatVersion, byte(h.Mode)<<4|aeadID(h.AEAD), byte(len(h.KeyName)))
 	b = append(b, h.KeyName...)
 	return binary.AppendUvarint(b, uint64(h.KeyVersion))

@@ -165,24 +165,24 @@ func (s *Service) sealAEAD(k *StoredKey) (kernels.Cipher, error) {
 
 // sealTarget resolves the key to seal new data under: its latest version,
 // the AEAD, its implementation and the derived keys.
-func (s *Service) sealTarget(ctx context.Context, name string) (*Header, *kernels.Implementation, *versionKeys, error) {
+func (s *Service) sealTarget(ctx context.Context, name string) (Header, *kernels.Implementation, *versionKeys, error) {
 	k, err := s.store.Get(ctx, name)
 	if err != nil {
-		return nil, nil, nil, err
+		return Header{}, nil, nil, err
 	}
 	v := k.Latest()
 	if v == nil {
-		return nil, nil, nil, fmt.Errorf("%w: key %s has no version", ErrKeyNotFound, name)
+		return Header{}, nil, nil, fmt.Errorf("%w: key %s has no version", ErrKeyNotFound, name)
 	}
 	c, err := s.sealAEAD(k)
 	if err != nil {
-		return nil, nil, nil, err
+		return Header{}, nil, nil, err
 	}
 	im, err := s.implementation(c)
 	if err != nil {
-		return nil, nil, nil, err
+		return Header{}, nil, nil, err
 	}
-	return &Header{AEAD: c, KeyName: k.Name, KeyVersion: v.Version}, im, s.versionKeys(k.Name, v), nil
+	return Header{AEAD: c, KeyName: k.Name, KeyVersion: v.Version}, im, s.versionKeys(k.Name, v), nil
 }
 
 // openTarget resolves the key version a header names, checking it against
@@ -222,11 +222,11 @@ func (s *Service) Seal(ctx context.Context, name string, plaintext, context []by
 		return nil, Info{}, err
 	}
 	size := headerFixed + len(h.KeyName) + 5 + chunkedPrefix + int(chunkedLen(int64(len(plaintext))))
-	out, err := sealDirect(make([]byte, 0, size), s.rand, im, h, vk, plaintext, context)
+	out, err := sealDirect(make([]byte, 0, size), s.rand, im, &h, vk, plaintext, context)
 	if err != nil {
 		return nil, Info{}, err
 	}
-	return out, infoOf(h), nil
+	return out, infoOf(&h), nil
 }
 
 // Open decrypts a message made by Seal (or a whole stream made by
@@ -280,7 +280,7 @@ func (s *Service) startStream(ctx context.Context, name string, context []byte) 
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
-	input, err := newEnvelope(s.rand, im, h, vk)
+	input, err := newEnvelope(s.rand, im, &h, vk)
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
@@ -292,7 +292,7 @@ func (s *Service) startStream(ctx context.Context, name string, context []byte) 
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
-	return keys, start, infoOf(h), nil
+	return keys, start, infoOf(&h), nil
 }
 
 // DecryptReader reads the header and commitment of a sealed message from r
