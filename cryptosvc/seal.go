@@ -68,15 +68,17 @@ func sealDirect(dst []byte, rnd io.Reader, im *kernels.Implementation, h *Header
 // startBody appends a fresh salt and its commitment to dst and returns the
 // body's key state.
 func startBody(dst []byte, rnd io.Reader, im *kernels.Implementation, input prk, context []byte) (*chunkedKeys, []byte, error) {
-	var salt [saltSize]byte
-	if _, err := io.ReadFull(rnd, salt[:]); err != nil {
+	// The salt is read straight into dst: a local array would escape
+	// through rnd, an interface.
+	dst = append(dst, make([]byte, saltSize)...)
+	salt := dst[len(dst)-saltSize:]
+	if _, err := io.ReadFull(rnd, salt); err != nil {
 		return nil, nil, fmt.Errorf("cryptosvc: reading randomness: %w", err)
 	}
-	keys, commitment, err := deriveChunked(im, input, salt[:], context)
+	keys, commitment, err := deriveChunked(im, input, salt, context)
 	if err != nil {
 		return nil, nil, err
 	}
-	dst = append(dst, salt[:]...)
 	return keys, append(dst, commitment[:]...), nil
 }
 
