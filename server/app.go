@@ -1,8 +1,9 @@
 package server
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -101,8 +102,12 @@ type reqState struct {
 func (s *Server) requestID(c *fiber.Ctx) error {
 	id := c.Get(api.HeaderRequestID)
 	if !plainID(id) {
+		// 96 random bits from the runtime's ChaCha8 generator (seeded by the
+		// OS): an ID needs to be unique, not secret, and crypto/rand cost a
+		// getrandom per request.
 		var b [12]byte
-		rand.Read(b[:])
+		binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+		binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
 		id = hex.EncodeToString(b[:])
 	} else {
 		id = strings.Clone(id) // c.Get points into a buffer fasthttp reuses

@@ -40,7 +40,15 @@ func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, e
 	var b []byte
 	if bs := c.Context().RequestBodyStream(); bs != nil {
 		var err error
-		if b, err = io.ReadAll(io.LimitReader(bs, int64(limit)+1)); err != nil {
+		if cl := c.Request().Header.ContentLength(); cl >= 0 {
+			// The length is known (and within the limit): one read into a
+			// buffer of that size, rather than ReadAll's growing one.
+			b = make([]byte, cl)
+			_, err = io.ReadFull(bs, b)
+		} else {
+			b, err = io.ReadAll(io.LimitReader(bs, int64(limit)+1))
+		}
+		if err != nil {
 			return nil, bodyReadError(c, err)
 		}
 	} else {
