@@ -4,11 +4,19 @@
 
 package kernels
 
-// chachaKeystream4AVX512VL writes the keystream of the 4 blocks from
-// state's counter (word 12) on to ks: block j at ks[64j:].
+// chachaKeystream2AVX512VL writes the keystream of the 2 blocks from
+// state's counter (word 12) on to ks: block j at ks[64j:]. Each register
+// holds one row of the state, block j in its 128-bit lane j.
 //
 //go:noescape
-func chachaKeystream4AVX512VL(state *[16]uint32, ks *[256]byte)
+func chachaKeystream2AVX512VL(state *[16]uint32, ks *[128]byte)
+
+// chachaKeystream4AVX512 writes the keystream of the 4 blocks from
+// state's counter (word 12) on to ks: block j at ks[64j:]. Each register
+// holds one row of the state, block j in its 128-bit lane j.
+//
+//go:noescape
+func chachaKeystream4AVX512(state *[16]uint32, ks *[256]byte)
 
 // chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input
 // state is state (1024 bytes) of src into dst, and writes the keystream of
