@@ -189,7 +189,8 @@ DATA chachaPolyStitch<>+84(SB)/4, $0x00000000
 DATA chachaPolyStitch<>+88(SB)/8, $0x0000000000000100
 DATA chachaPolyStitch<>+96(SB)/8, $0x0000000000000005
 DATA chachaPolyStitch<>+104(SB)/8, $0x0000000000001400
-GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $112
+DATA chachaPolyStitch<>+112(SB)/8, $0x00000fffffffffff
+GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $120
 
 // func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte)
 // Requires: AVX, AVX512F
@@ -617,33 +618,193 @@ x17_doubleround:
 	RET
 
 // func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
-// Requires: AVX, AVX512F, AVX512IFMA
-TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-56
-	MOVQ mac+16(FP), AX
-	MOVQ dst+0(FP), CX
-	MOVQ src+8(FP), DX
-	MOVQ groups+24(FP), BX
-	MOVQ state+32(FP), SI
-	MOVQ st+40(FP), DI
-	MOVQ tbl+48(FP), R8
+// Requires: AVX, AVX512F, AVX512IFMA, AVX512VL, BMI2
+TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
+	MOVQ         mac+16(FP), AX
+	MOVQ         dst+0(FP), CX
+	MOVQ         src+8(FP), BX
+	MOVQ         groups+24(FP), SI
+	MOVQ         state+32(FP), DI
+	MOVQ         tbl+48(FP), R8
+	MOVQ         $0x00000fffffffffff, DX
+	VPBROADCASTQ DX, Z30
 
-	// Counter words of the first 16 blocks; the 44-bit mask; the
-	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
-	VPBROADCASTD 48(SI), Z31
+	// r^(8+8·scalarSteps) for the last IFMA step of every group but
+	// the last, by square and multiply from r⁸; one group needs none.
+	CMPQ             SI, $0x01
+	JE               seal_nojump
+	VMOVDQU64        320(R8), Z0
+	VMOVDQU64        384(R8), Z1
+	VMOVDQU64        448(R8), Z2
+	VMOVDQU64        512(R8), Z3
+	VMOVDQU64        576(R8), Z4
+	VMOVDQA64        Z0, Z5
+	VMOVDQA64        Z1, Z6
+	VMOVDQA64        Z2, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z11
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z11, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z11
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z11, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z11, Z5
+	VPSRLQ           $0x2c, Z5, Z11
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z11, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z8
+	VPADDQ           Z6, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VPSLLQ           $0x02, Z7, Z8
+	VPADDQ           Z7, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VMOVDQA64        Z5, Z5
+	VMOVDQA64        Z6, Z6
+	VMOVDQA64        Z7, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z5
+	VPSRLQ           $0x2c, Z5, Z0
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z0, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z0
+	VPADDQ           Z6, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z7, Z1
+	VPADDQ           Z7, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQA64        Z5, Z2
+	VMOVDQA64        Z6, Z3
+	VMOVDQA64        Z7, Z4
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z5, Z2, Z8
+	VPMADD52HUQ      Z5, Z2, Z11
+	VPMADD52LUQ      Z6, Z2, Z9
+	VPMADD52HUQ      Z6, Z2, Z12
+	VPMADD52LUQ      Z7, Z2, Z10
+	VPMADD52HUQ      Z7, Z2, Z13
+	VPMADD52LUQ      Z1, Z3, Z8
+	VPMADD52HUQ      Z1, Z3, Z11
+	VPMADD52LUQ      Z5, Z3, Z9
+	VPMADD52HUQ      Z5, Z3, Z12
+	VPMADD52LUQ      Z6, Z3, Z10
+	VPMADD52HUQ      Z6, Z3, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z2
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z3
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z2
+	VPSRLQ           $0x2c, Z2, Z0
+	VPANDQ           Z30, Z2, Z2
+	VPADDQ           Z0, Z3, Z3
+	VPSLLQ           $0x02, Z3, Z0
+	VPADDQ           Z3, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z4, Z1
+	VPADDQ           Z4, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQU64        Z2, 32(SP)
+	VMOVDQU64        Z3, 96(SP)
+	VMOVDQU64        Z4, 160(SP)
+	VMOVDQU64        Z0, 224(SP)
+	VMOVDQU64        Z1, 288(SP)
+
+seal_nojump:
+	// Counter words of the first 16 blocks; the accumulator in lane 0
+	// of Z20–Z22, the other lanes 0.
+	VPBROADCASTD 48(DI), Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVQ         $0x00000fffffffffff, R9
-	VPBROADCASTQ R9, Z30
-	MOVQ         (DI), R9
-	MOVQ         8(DI), R10
-	MOVQ         16(DI), R11
+	MOVQ         st+40(FP), R9
+	MOVQ         (R9), DX
+	MOVQ         8(R9), R10
+	MOVQ         16(R9), R11
 	MOVQ         $0x00000fffffffffff, R13
-	MOVQ         R9, R12
+	MOVQ         DX, R12
 	ANDQ         R13, R12
 	VMOVQ        R12, X20
-	SHRQ         $0x2c, R9
+	SHRQ         $0x2c, DX
 	MOVQ         R10, R12
 	SHLQ         $0x14, R12
-	ORQ          R9, R12
+	ORQ          DX, R12
 	ANDQ         R13, R12
 	VMOVQ        R12, X21
 	SHRQ         $0x18, R10
@@ -651,1425 +812,2336 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-56
 	ORQ          R10, R11
 	VMOVQ        R11, X22
 
+	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
+	MOVQ 24(R9), DX
+	MOVQ DX, (SP)
+	MOVQ 32(R9), DX
+	MOVQ DX, 8(SP)
+	MOVQ DX, R9
+	SHRQ $0x02, R9
+	ADDQ DX, R9
+	MOVQ R9, 16(SP)
+	XORL R9, R9
+	XORL R10, R10
+	XORL R11, R11
+
 	// Group 0 is ciphertext already.
-	ADDQ $0x00000400, DX
+	ADDQ $0x00000400, BX
 	ADDQ $0x00000400, CX
-	DECQ BX
+	DECQ SI
 	JZ   seal_last
 
 seal_loop:
 	// Group g, with Poly1305 over group g−1's ciphertext.
 	// State words for 16 blocks: word i of every block in Zi.
-	VPBROADCASTD     (SI), Z0
-	VPBROADCASTD     4(SI), Z1
-	VPBROADCASTD     8(SI), Z2
-	VPBROADCASTD     12(SI), Z3
-	VPBROADCASTD     16(SI), Z4
-	VPBROADCASTD     20(SI), Z5
-	VPBROADCASTD     24(SI), Z6
-	VPBROADCASTD     28(SI), Z7
-	VPBROADCASTD     32(SI), Z8
-	VPBROADCASTD     36(SI), Z9
-	VPBROADCASTD     40(SI), Z10
-	VPBROADCASTD     44(SI), Z11
+	VPBROADCASTD     (DI), Z0
+	VPBROADCASTD     4(DI), Z1
+	VPBROADCASTD     8(DI), Z2
+	VPBROADCASTD     12(DI), Z3
+	VPBROADCASTD     16(DI), Z4
+	VPBROADCASTD     20(DI), Z5
+	VPBROADCASTD     24(DI), Z6
+	VPBROADCASTD     28(DI), Z7
+	VPBROADCASTD     32(DI), Z8
+	VPBROADCASTD     36(DI), Z9
+	VPBROADCASTD     40(DI), Z10
+	VPBROADCASTD     44(DI), Z11
 	VMOVDQA32        Z31, Z12
-	VPBROADCASTD     52(SI), Z13
-	VPBROADCASTD     56(SI), Z14
-	VPBROADCASTD     60(SI), Z15
+	VPBROADCASTD     52(DI), Z13
+	VPBROADCASTD     56(DI), Z14
+	VPBROADCASTD     60(DI), Z15
 	VPADDD           Z4, Z0, Z0
+	MOVQ             R9, R12
+	ANDQ             chachaPolyStitch<>+112(SB), R12
+	SHRQ             $0x2c, R10, R9
+	ANDQ             chachaPolyStitch<>+112(SB), R9
+	SHRQ             $0x18, R11, R10
+	VMOVQ            R12, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R10, X29
+	VPADDQ           Z29, Z22, Z22
+	MOVQ             384(AX), R9
+	VPADDD           Z5, Z1, Z1
+	MOVQ             392(AX), R10
+	VPADDD           Z6, Z2, Z2
+	MOVL             $0x00000001, R11
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R10, DX
+	MULXQ            16(SP), R9, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
+	VPXORD           Z3, Z15, Z15
 	VMOVDQU64        (AX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R10, R13
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R14
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R14
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
 	VMOVDQU64        64(AX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
 	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
 	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
+	ADCQ             R11, R15
+	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R10
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
+	VPUNPCKLQDQ      Z24, Z23, Z25
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             400(AX), R12
+	VPADDD           Z5, Z1, Z1
+	ADCQ             408(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	VPUNPCKHQDQ      Z24, Z23, Z26
+	MULXQ            (SP), R9, R10
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R12, R14
+	ADDQ             R12, R9
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R13
+	VPSRLQ           $0x2c, Z25, Z27
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	ADDQ             R12, R13
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z25, Z25
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R14
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z7, Z7
+	VPADDQ           Z25, Z20, Z20
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             416(AX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             424(AX), R13
+	VPADDD           Z7, Z2, Z2
+	ADCQ             $0x01, R11
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R14
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	VPSLLQ           $0x14, Z26, Z23
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R9, R13
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R13, R15
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R10
+	VPADDD           Z12, Z11, Z11
+	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R11, R15
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
 	VPADDQ           Z27, Z21, Z21
 	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R15
+	ADDQ             R15, R12
 	VPROLD           $0x0c, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
+	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
+	ADDQ             432(AX), R12
+	ADCQ             440(AX), R10
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
+	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
+	VPSRLQ           $0x18, Z26, Z26
 	VPADDD           Z4, Z3, Z3
+	MOVQ             R12, DX
+	MULXQ            (SP), R9, R13
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R12, R10
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R10
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R14
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	ADDQ             R13, R14
+	VPADDD           Z14, Z9, Z9
+	VPADDQ           Z26, Z22, Z22
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z7, Z7
+	VMOVDQU64        128(AX), Z26
+	ADCQ             $0x00, R14
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             448(AX), R9
+	VPADDD           Z5, Z1, Z1
+	ADCQ             456(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R10
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R15
+	VPUNPCKLQDQ      192(AX), Z26, Z27
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R9, R14
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R13
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R14, R15
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z15, Z15
+	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	ADDQ             R9, R13
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R14
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R15
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             464(AX), R12
+	ADCQ             472(AX), R13
+	VPADDD           Z5, Z1, Z1
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z6, Z2, Z2
+	ADCQ             $0x01, R11
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R14
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	MULXQ            16(SP), R12, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R12
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R10
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R14, R10
+	VPXORD           Z8, Z4, Z4
+	ADCQ             R11, R15
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             480(AX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             488(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R13
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R9, R10
+	ADDQ             R9, R12
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z13, Z13
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
+	ADDQ             R9, R14
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	VPXORQ           Z30, Z30, Z27
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R11
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z5, Z0, Z0
+	ADDQ             496(AX), R12
+	VPADDD           Z6, Z1, Z1
+	ADCQ             504(AX), R14
+	VPADDD           Z7, Z2, Z2
+	ADCQ             $0x01, R11
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R10
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R14, DX
+	MULXQ            16(SP), R12, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	VPMADD52LUQ      320(R8), Z20, Z23
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R13
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R14, R15
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R10, R13
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R11, R15
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	SHRQ             $0x02, R14
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             512(AX), R9
+	ADCQ             520(AX), R13
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      384(R8), Z20, Z27
+	MULXQ            (SP), R12, R14
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R9, R13
+	ADDQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R13
+	ADDQ             R9, R10
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R10
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	ADDQ             R14, R10
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R10
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             528(AX), R12
+	VPADDD           Z5, Z1, Z1
+	ADCQ             536(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R10, R15
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R14
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	SHRQ             $0x02, R10
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R10, R15
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R14
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             544(AX), R9
+	ADCQ             552(AX), R14
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      384(R8), Z21, Z25
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R10
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R14, DX
+	MULXQ            16(SP), R9, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R14
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R13
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	VPADDD           Z14, Z9, Z9
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R11, R15
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R14
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      512(R8), Z22, Z26
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             560(AX), R12
+	VPADDD           Z6, Z1, Z1
+	ADCQ             568(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R14
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	VPMADD52LUQ      576(R8), Z22, Z24
 	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
 	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R12, R13
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
 	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R12
+	ADDQ             R12, R10
 	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	ADDQ             R14, R10
+	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
+	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
+	ANDQ             $-4, R15
+	ADDQ             R13, R15
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	ADCQ             $0x00, R10
 	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R11
+	ADDQ             576(AX), R9
 	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
+	ADCQ             584(AX), R10
 	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPADDD           Z6, Z2, Z2
+	ADCQ             $0x01, R11
+	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
+	MULXQ            (SP), R12, R13
 	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
+	MOVQ             R10, DX
+	MULXQ            16(SP), R9, R10
 	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
 	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
+	ADCQ             R10, R13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R14
 	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
+	ADCQ             R10, R15
+	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	ADDQ             R9, R14
 	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
 	VPXORD           Z8, Z4, Z4
+	ADCQ             R11, R15
+	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
+	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	SHRQ             $0x02, R10
 	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R10, R15
 	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
+	VPSRLQ           $0x2c, Z23, Z29
+	ADDQ             R15, R12
 	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R14
 	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        128(AX), Z23
+	ADDQ             592(AX), R12
+	ADCQ             600(AX), R14
 	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        192(AX), Z24
+	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R10
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z1, Z13, Z13
+	MOVQ             R14, DX
 	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
+	MULXQ            16(SP), R12, R14
+	ADDQ             R12, R9
 	VPXORD           Z3, Z15, Z15
+	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R14
+	ADDQ             R12, R13
 	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
+	ADCQ             R14, R15
 	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
+	MOVQ             16(SP), R12
+	IMULQ            R11, R12
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R13
 	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
+	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	ADDQ             R10, R13
 	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
+	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	MOVQ             R15, R14
 	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
+	ANDQ             $-4, R15
+	ADDQ             R14, R15
 	VPROLD           $0x07, Z5, Z5
+	ADDQ             R15, R9
 	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
+	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z5, Z0, Z0
+	ADDQ             608(AX), R9
 	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	ADCQ             616(AX), R13
+	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
+	MULXQ            (SP), R12, R14
 	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R10, R15
+	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R9, R13
 	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
+	ADDQ             R9, R12
 	VPXORD           Z3, Z14, Z14
+	VPANDQ           Z30, Z24, Z21
+	ADCQ             R13, R14
 	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R13, R15
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R15
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             624(AX), R12
+	ADCQ             632(AX), R10
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R13
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R10, DX
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R10
+	ADDQ             R12, R14
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R14
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R14
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R14
+	VPANDQ           Z30, Z20, Z20
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             640(AX), R9
+	VPADDD           Z5, Z1, Z1
+	ADCQ             648(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R10
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R9, R14
+	ADDQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R13
+	VMOVDQU64        256(AX), Z26
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	MOVQ             R15, R14
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R14
+	VPXORD           Z11, Z7, Z7
+	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
+	ADDQ             656(AX), R12
+	VPADDD           Z4, Z0, Z0
+	ADCQ             664(AX), R13
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	VPUNPCKHQDQ      320(AX), Z26, Z28
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R14
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	MULXQ            16(SP), R12, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R14
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R13, R15
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R10
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z4, Z4
+	ADCQ             R11, R15
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R15, R9
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             672(AX), R9
+	ADCQ             680(AX), R10
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R13
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z15, Z15
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R9, R10
+	ADDQ             R9, R12
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R10
+	ADDQ             R9, R14
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	VPSRLQ           $0x18, Z28, Z28
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R14
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	ADDQ             R13, R14
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             688(AX), R12
+	VPADDD           Z5, Z0, Z0
+	ADCQ             696(AX), R14
+	VPADDD           Z6, Z1, Z1
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
+	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R10
 	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R15
+	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
+	MULXQ            16(SP), R12, R14
 	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
 	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
+	ADCQ             R14, R10
+	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
+	ADDQ             R12, R13
 	VPROLD           $0x08, Z13, Z13
+	ADCQ             R14, R15
+	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R10, R13
+	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
+	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
+	MOVQ             R15, R14
+	SHRQ             $0x02, R14
 	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R15
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	ADDQ             R15, R9
 	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R13
 	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
+	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
+	ADDQ             704(AX), R9
+	ADCQ             712(AX), R13
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
+	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	MULXQ            (SP), R12, R14
 	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	MULXQ            16(SP), R9, R13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
+	ADDQ             R9, R12
 	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R13
+	ADDQ             R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R10
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPADDD           Z4, Z0, Z0
+	ADDQ             720(AX), R12
+	VPADDD           Z5, Z1, Z1
+	ADCQ             728(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R13
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	MOVQ             R15, R10
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R10
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	VPMADD52HUQ      576(R8), Z21, Z26
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R14
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R11
+	ADDQ             736(AX), R9
+	VPADDD           Z5, Z0, Z0
+	ADCQ             744(AX), R14
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R10
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R14, DX
+	MULXQ            16(SP), R9, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R14, R10
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R13
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R14, R15
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      384(R8), Z21, Z25
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	SHRQ             $0x02, R14
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             752(AX), R12
+	ADCQ             760(AX), R13
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R14
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R12, R13
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R13
+	ADDQ             R12, R10
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R10
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	ADDQ             R14, R10
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	MOVQ             R15, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             768(AX), R9
+	VPADDD           Z4, Z0, Z0
+	ADCQ             776(AX), R10
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R9, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R10, R13
+	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52LUQ      320(R8), Z22, Z25
 	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R14
 	VPROLD           $0x10, Z14, Z14
+	ADCQ             R10, R15
+	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R14
+	VPADDD           Z15, Z11, Z11
 	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	SHRQ             $0x02, R10
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R15, R12
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	ADCQ             $0x00, R14
 	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
+	ADDQ             784(AX), R12
+	ADCQ             792(AX), R14
 	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	MULXQ            (SP), R9, R10
 	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
+	MOVQ             R14, DX
+	MULXQ            16(SP), R12, R14
 	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
 	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
+	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R14
+	ADDQ             R12, R13
 	VPROLD           $0x08, Z13, Z13
+	ADCQ             R14, R15
 	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
+	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z23, Z29
+	IMULQ            R11, R12
 	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	ADDQ             R12, R13
 	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	ADDQ             R10, R13
 	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R14
 	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
+	SHRQ             $0x02, R14
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R15
 	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
+	ADDQ             R15, R9
 	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             800(AX), R9
 	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        256(AX), Z23
+	ADCQ             808(AX), R13
 	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        320(AX), Z24
+	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R14
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
+	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R9, R13
 	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
+	ADDQ             R9, R12
+	ADCQ             R13, R14
 	VPXORD           Z3, Z14, Z14
+	VPADDQ           Z29, Z24, Z24
 	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
+	ADDQ             R9, R10
+	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
+	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
+	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
+	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
+	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	MOVQ             R15, R13
 	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	SHRQ             $0x02, R13
 	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
+	ADDQ             R13, R15
+	VPANDQ           Z30, Z24, Z21
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
 	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
+	ADCQ             $0x00, R11
+	ADDQ             816(AX), R12
 	VPADDD           Z5, Z0, Z0
+	ADCQ             824(AX), R10
 	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	MULXQ            (SP), R9, R13
 	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
+	VPADDQ           Z29, Z25, Z25
 	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z1, Z12, Z12
+	MOVQ             R10, DX
+	MULXQ            16(SP), R12, R10
 	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R10, R13
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z13, Z13
+	VPSRLQ           $0x2a, Z25, Z29
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R14
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R14
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
+	SHRQ             $0x02, R10
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z4, Z0, Z0
+	ADDQ             832(AX), R9
+	ADCQ             840(AX), R14
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R10
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R9, R14
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R14
+	ADDQ             R9, R13
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	ADDQ             R9, R13
+	VPADDD           Z12, Z8, Z8
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	ADDQ             R10, R13
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	MOVQ             R15, R14
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R14
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	VPADDQ           Z29, Z21, Z21
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             848(AX), R12
+	VPADDD           Z4, Z0, Z0
+	ADCQ             856(AX), R13
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	MOVQ             R12, DX
+	VPADDD           Z6, Z2, Z2
 	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R14
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R12, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R14
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R10
+	VPROLD           $0x08, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R13, R15
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
 	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             864(AX), R9
+	ADCQ             872(AX), R10
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	MULXQ            (SP), R12, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R10, DX
+	VPXORD           Z1, Z12, Z12
 	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
+	MULXQ            16(SP), R9, R10
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R10
+	ADDQ             R9, R14
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
 	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R14
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R14
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R10
 	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R10
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
+	VPMADD52LUQ      32(SP), Z20, Z23
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
+	ADDQ             R10, R15
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             880(AX), R12
+	VPADDD           Z5, Z0, Z0
+	ADCQ             888(AX), R14
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPMADD52HUQ      32(SP), Z20, Z26
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R10
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R14, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R12, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ      96(SP), Z20, Z24
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	VPADDD           Z14, Z9, Z9
+	VPMADD52HUQ      96(SP), Z20, Z27
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	MOVQ             R15, R14
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R14
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R15
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      160(SP), Z20, Z25
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R11
+	ADDQ             896(AX), R9
+	VPADDD           Z4, Z0, Z0
+	ADCQ             904(AX), R13
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	MULXQ            (SP), R12, R14
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      160(SP), Z20, Z28
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	MULXQ            16(SP), R9, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R14
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPMADD52LUQ      288(SP), Z21, Z23
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R10
 	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      288(SP), Z21, Z26
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             912(AX), R12
+	VPADDD           Z4, Z0, Z0
+	ADCQ             920(AX), R10
+	VPMADD52LUQ      32(SP), Z21, Z24
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R13
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      32(SP), Z21, Z27
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R10
+	ADDQ             R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	ADDQ             R12, R14
+	VPADDD           Z12, Z8, Z8
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      96(SP), Z21, Z25
+	ADDQ             R13, R14
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	MOVQ             R15, R10
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R10
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R10, R15
+	VPMADD52HUQ      96(SP), Z21, Z28
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             928(AX), R9
+	VPADDD           Z5, Z0, Z0
+	ADCQ             936(AX), R14
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	MOVQ             R9, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R12, R10
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      224(SP), Z22, Z23
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R15
+	MOVQ             R14, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R9, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R14, R10
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      224(SP), Z22, Z26
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      288(SP), Z22, Z24
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	SHRQ             $0x02, R14
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      288(SP), Z22, Z27
+	VPADDD           Z5, Z0, Z0
+	ADDQ             944(AX), R12
+	ADCQ             952(AX), R13
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	MULXQ            (SP), R9, R14
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R12, R13
+	VPMADD52LUQ      32(SP), Z22, Z25
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R13
+	ADDQ             R12, R10
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	ADDQ             R12, R10
+	VPADDD           Z15, Z10, Z10
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	VPMADD52HUQ      32(SP), Z22, Z28
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R14, R10
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             960(AX), R9
+	VPADDD           Z4, Z0, Z0
+	ADCQ             968(AX), R10
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R13
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R9, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPXORD           Z3, Z15, Z15
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R14
+	VPROLD           $0x10, Z13, Z13
 	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R14
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
 	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        384(AX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        448(AX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
 	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
+	ANDQ             $0x03, R11
+	MOVQ             R15, R10
 	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R10, R15
+	ADDQ             R15, R12
 	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        512(AX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        576(AX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        640(AX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        704(AX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
+	ADCQ             $0x00, R14
 	VPROLD           $0x0c, Z6, Z6
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R11
+	ADDQ             976(AX), R12
 	VPADDD           Z4, Z0, Z0
+	ADCQ             984(AX), R14
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	MULXQ            (SP), R9, R10
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
+	MULXQ            16(SP), R12, R14
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R14, R10
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R13
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R13
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R15
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R10, R13
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R14
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R14
 	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             992(AX), R9
+	VPADDD           Z5, Z0, Z0
+	ADCQ             1000(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
 	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R14
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R9, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z15, Z15
 	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R10
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	ADDQ             R9, R10
+	VPADDD           Z15, Z10, Z10
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R14, R10
 	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	MOVQ             R15, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R15
+	ADDQ             R15, R12
+	VPROLD           $0x0c, Z6, Z6
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             1008(AX), R12
+	VPADDD           Z5, Z0, Z0
+	ADCQ             1016(AX), R10
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R11
+	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R9, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z15, Z15
 	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
+	MOVQ             R10, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R10, R13
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
 	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R14
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R11, R15
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
 	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        768(AX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        832(AX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	MOVQ             R15, R10
+	SHRQ             $0x02, R10
 	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z5, Z5
+	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
+	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        896(AX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        960(AX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
+	MOVQ             R14, R10
 
 	// Add the input state.
-	VPADDD.BCST (SI), Z0, Z0
-	VPADDD.BCST 4(SI), Z1, Z1
-	VPADDD.BCST 8(SI), Z2, Z2
-	VPADDD.BCST 12(SI), Z3, Z3
-	VPADDD.BCST 16(SI), Z4, Z4
-	VPADDD.BCST 20(SI), Z5, Z5
-	VPADDD.BCST 24(SI), Z6, Z6
-	VPADDD.BCST 28(SI), Z7, Z7
-	VPADDD.BCST 32(SI), Z8, Z8
-	VPADDD.BCST 36(SI), Z9, Z9
-	VPADDD.BCST 40(SI), Z10, Z10
-	VPADDD.BCST 44(SI), Z11, Z11
+	VPADDD.BCST (DI), Z0, Z0
+	VPADDD.BCST 4(DI), Z1, Z1
+	VPADDD.BCST 8(DI), Z2, Z2
+	VPADDD.BCST 12(DI), Z3, Z3
+	VPADDD.BCST 16(DI), Z4, Z4
+	VPADDD.BCST 20(DI), Z5, Z5
+	VPADDD.BCST 24(DI), Z6, Z6
+	VPADDD.BCST 28(DI), Z7, Z7
+	VPADDD.BCST 32(DI), Z8, Z8
+	VPADDD.BCST 36(DI), Z9, Z9
+	VPADDD.BCST 40(DI), Z10, Z10
+	VPADDD.BCST 44(DI), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(SI), Z13, Z13
-	VPADDD.BCST 56(SI), Z14, Z14
-	VPADDD.BCST 60(SI), Z15, Z15
+	VPADDD.BCST 52(DI), Z13, Z13
+	VPADDD.BCST 56(DI), Z14, Z14
+	VPADDD.BCST 60(DI), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -2140,47 +3212,59 @@ seal_loop:
 	VSHUFI32X4 $0xdd, Z19, Z17, Z15
 
 	// 16 full blocks.
-	VPXORD      (DX), Z0, Z0
+	VPXORD      (BX), Z0, Z0
 	VMOVDQU32   Z0, (CX)
-	VPXORD      64(DX), Z1, Z1
+	VPXORD      64(BX), Z1, Z1
 	VMOVDQU32   Z1, 64(CX)
-	VPXORD      128(DX), Z2, Z2
+	VPXORD      128(BX), Z2, Z2
 	VMOVDQU32   Z2, 128(CX)
-	VPXORD      192(DX), Z3, Z3
+	VPXORD      192(BX), Z3, Z3
 	VMOVDQU32   Z3, 192(CX)
-	VPXORD      256(DX), Z4, Z4
+	VPXORD      256(BX), Z4, Z4
 	VMOVDQU32   Z4, 256(CX)
-	VPXORD      320(DX), Z5, Z5
+	VPXORD      320(BX), Z5, Z5
 	VMOVDQU32   Z5, 320(CX)
-	VPXORD      384(DX), Z6, Z6
+	VPXORD      384(BX), Z6, Z6
 	VMOVDQU32   Z6, 384(CX)
-	VPXORD      448(DX), Z7, Z7
+	VPXORD      448(BX), Z7, Z7
 	VMOVDQU32   Z7, 448(CX)
-	VPXORD      512(DX), Z8, Z8
+	VPXORD      512(BX), Z8, Z8
 	VMOVDQU32   Z8, 512(CX)
-	VPXORD      576(DX), Z9, Z9
+	VPXORD      576(BX), Z9, Z9
 	VMOVDQU32   Z9, 576(CX)
-	VPXORD      640(DX), Z10, Z10
+	VPXORD      640(BX), Z10, Z10
 	VMOVDQU32   Z10, 640(CX)
-	VPXORD      704(DX), Z11, Z11
+	VPXORD      704(BX), Z11, Z11
 	VMOVDQU32   Z11, 704(CX)
-	VPXORD      768(DX), Z12, Z12
+	VPXORD      768(BX), Z12, Z12
 	VMOVDQU32   Z12, 768(CX)
-	VPXORD      832(DX), Z13, Z13
+	VPXORD      832(BX), Z13, Z13
 	VMOVDQU32   Z13, 832(CX)
-	VPXORD      896(DX), Z14, Z14
+	VPXORD      896(BX), Z14, Z14
 	VMOVDQU32   Z14, 896(CX)
-	VPXORD      960(DX), Z15, Z15
+	VPXORD      960(BX), Z15, Z15
 	VMOVDQU32   Z15, 960(CX)
-	ADDQ        $0x00000400, DX
+	ADDQ        $0x00000400, BX
 	ADDQ        $0x00000400, CX
 	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
 	ADDQ        $0x00000400, AX
-	DECQ        BX
+	DECQ        SI
 	JNZ         seal_loop
 
 seal_last:
-	// Poly1305 over the last group's ciphertext.
+	// Poly1305 over the last group's ciphertext, all of it with IFMA:
+	// with no ChaCha20 to hide among, the shorter chain is the faster.
+	MOVQ             R9, R12
+	ANDQ             chachaPolyStitch<>+112(SB), R12
+	SHRQ             $0x2c, R10, R9
+	ANDQ             chachaPolyStitch<>+112(SB), R9
+	SHRQ             $0x18, R11, R10
+	VMOVQ            R12, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R10, X29
+	VPADDQ           Z29, Z22, Z22
 	VMOVDQU64        (AX), Z23
 	VMOVDQU64        64(AX), Z24
 	VPUNPCKLQDQ      Z24, Z23, Z25
@@ -2194,11 +3278,17 @@ seal_last:
 	VPSRLQ           $0x18, Z26, Z26
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        128(AX), Z26
+	VPUNPCKLQDQ      192(AX), Z26, Z27
+	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2233,24 +3323,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        128(AX), Z23
-	VMOVDQU64        192(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        256(AX), Z26
+	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2285,24 +3368,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        256(AX), Z23
-	VMOVDQU64        320(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        384(AX), Z26
+	VPUNPCKLQDQ      448(AX), Z26, Z27
+	VPUNPCKHQDQ      448(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2337,24 +3413,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        384(AX), Z23
-	VMOVDQU64        448(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        512(AX), Z26
+	VPUNPCKLQDQ      576(AX), Z26, Z27
+	VPUNPCKHQDQ      576(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2389,24 +3458,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        512(AX), Z23
-	VMOVDQU64        576(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        640(AX), Z26
+	VPUNPCKLQDQ      704(AX), Z26, Z27
+	VPUNPCKHQDQ      704(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2441,24 +3503,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        640(AX), Z23
-	VMOVDQU64        704(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        768(AX), Z26
+	VPUNPCKLQDQ      832(AX), Z26, Z27
+	VPUNPCKHQDQ      832(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2493,24 +3548,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        768(AX), Z23
-	VMOVDQU64        832(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        896(AX), Z26
+	VPUNPCKLQDQ      960(AX), Z26, Z27
+	VPUNPCKHQDQ      960(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2545,19 +3593,6 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        896(AX), Z23
-	VMOVDQU64        960(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
 	VPXORQ           Z30, Z30, Z23
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z24
@@ -2597,6 +3632,7 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
+	MOVQ             st+40(FP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
 	VALIGNQ $0x04, Z20, Z20, Z16
@@ -2605,101 +3641,110 @@ seal_last:
 	VPADDQ  Z16, Z20, Z20
 	VALIGNQ $0x01, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
-	VMOVQ   X20, AX
+	VMOVQ   X20, CX
 	VALIGNQ $0x04, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x02, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x01, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
-	VMOVQ   X21, CX
+	VMOVQ   X21, DX
 	VALIGNQ $0x04, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x02, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x01, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
-	VMOVQ   X22, DX
+	VMOVQ   X22, BX
 
 	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
 	MOVQ $0x00000fffffffffff, R8
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
-	MOVQ CX, BX
-	SHRQ $0x2c, BX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
 	ANDQ R8, CX
-	ADDQ BX, DX
-	MOVQ DX, BX
-	SHRQ $0x2a, BX
-	MOVQ $0x000003ffffffffff, SI
-	ANDQ SI, DX
-	LEAQ (BX)(BX*4), BX
-	ADDQ BX, AX
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
+	ADDQ SI, DX
+	MOVQ DX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, DX
+	ADDQ SI, BX
+	MOVQ BX, SI
+	SHRQ $0x2a, SI
+	MOVQ $0x000003ffffffffff, DI
+	ANDQ DI, BX
+	LEAQ (SI)(SI*4), SI
+	ADDQ SI, CX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, CX
+	ADDQ SI, DX
 
 	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
 	// split at the word boundary, then added with carries.
-	MOVQ CX, BX
-	SHLQ $0x2c, BX
-	SHRQ $0x14, CX
 	MOVQ DX, SI
-	SHLQ $0x18, SI
-	SHRQ $0x28, DX
-	ADDQ BX, AX
-	ADCQ SI, CX
-	ADCQ $0x00, DX
-	MOVQ AX, (DI)
-	MOVQ CX, 8(DI)
-	MOVQ DX, 16(DI)
+	SHLQ $0x2c, SI
+	SHRQ $0x14, DX
+	MOVQ BX, DI
+	SHLQ $0x18, DI
+	SHRQ $0x28, BX
+	ADDQ SI, CX
+	ADCQ DI, DX
+	ADCQ $0x00, BX
+	MOVQ CX, (AX)
+	MOVQ DX, 8(AX)
+	MOVQ BX, 16(AX)
+
+	// Clear the frame: r and its powers.
+	VPXORQ    Z16, Z16, Z16
+	VMOVDQU64 Z16, 32(SP)
+	VMOVDQU64 Z16, 96(SP)
+	VMOVDQU64 Z16, 160(SP)
+	VMOVDQU64 Z16, 224(SP)
+	VMOVDQU64 Z16, 288(SP)
+	VMOVDQU64 Y16, (SP)
 	VZEROUPPER
 	RET
 
 // func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
 // Requires: AVX, AVX512F, AVX512IFMA
 TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), AX
-	MOVQ src+8(FP), CX
-	MOVQ groups+16(FP), DX
-	MOVQ state+24(FP), BX
-	MOVQ st+32(FP), SI
-	MOVQ tbl+40(FP), DI
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         groups+16(FP), DX
+	MOVQ         state+24(FP), BX
+	MOVQ         tbl+40(FP), SI
+	MOVQ         $0x00000fffffffffff, DI
+	VPBROADCASTQ DI, Z30
 
-	// Counter words of the first 16 blocks; the 44-bit mask; the
-	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
+	// Counter words of the first 16 blocks; the accumulator in lane 0
+	// of Z20–Z22, the other lanes 0.
 	VPBROADCASTD 48(BX), Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVQ         $0x00000fffffffffff, R8
-	VPBROADCASTQ R8, Z30
-	MOVQ         (SI), R8
-	MOVQ         8(SI), R9
-	MOVQ         16(SI), R10
-	MOVQ         $0x00000fffffffffff, R12
-	MOVQ         R8, R11
-	ANDQ         R12, R11
-	VMOVQ        R11, X20
+	MOVQ         st+32(FP), DI
+	MOVQ         (DI), R8
+	MOVQ         8(DI), R9
+	MOVQ         16(DI), DI
+	MOVQ         $0x00000fffffffffff, R11
+	MOVQ         R8, R10
+	ANDQ         R11, R10
+	VMOVQ        R10, X20
 	SHRQ         $0x2c, R8
-	MOVQ         R9, R11
-	SHLQ         $0x14, R11
-	ORQ          R8, R11
-	ANDQ         R12, R11
-	VMOVQ        R11, X21
+	MOVQ         R9, R10
+	SHLQ         $0x14, R10
+	ORQ          R8, R10
+	ANDQ         R11, R10
+	VMOVQ        R10, X21
 	SHRQ         $0x18, R9
-	SHLQ         $0x28, R10
-	ORQ          R9, R10
-	VMOVQ        R10, X22
-	LEAQ         320(DI), R8
+	SHLQ         $0x28, DI
+	ORQ          R9, DI
+	VMOVQ        DI, X22
+	LEAQ         320(SI), DI
 
 open_loop:
 	CMPQ DX, $0x01
 	JNE  open_group
 
 	// The last group: its last step multiplies by the lane powers.
-	LEAQ (DI), R8
+	LEAQ (SI), DI
 
 open_group:
 	// Group g, with Poly1305 over its input.
@@ -2727,481 +3772,497 @@ open_group:
 	VMOVDQU64        64(CX), Z24
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
 	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
 	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
 	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
 	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
 	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
 	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
 	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
 	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
 	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z3, Z15, Z15
+	VPADDQ           Z26, Z22, Z22
 	VPROLD           $0x08, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
+	VMOVDQU64        128(CX), Z26
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
+	VPUNPCKLQDQ      192(CX), Z26, Z27
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
+	VPUNPCKHQDQ      192(CX), Z26, Z28
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
+	VPANDQ           Z30, Z27, Z23
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(DI), Z20, Z23
 	VPROLD           $0x07, Z4, Z4
+	VPSRLQ           $0x2c, Z27, Z24
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      320(DI), Z20, Z26
 	VPROLD           $0x07, Z7, Z7
+	VPSLLQ           $0x14, Z28, Z26
 	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z6, Z1, Z1
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
 	VPADDD           Z4, Z3, Z3
 	VPXORD           Z0, Z15, Z15
+	VPSRLQ           $0x18, Z28, Z28
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z2, Z13, Z13
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x10, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORQ           Z30, Z30, Z27
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z11, Z6, Z6
+	VPMADD52LUQ      320(SI), Z20, Z23
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      320(SI), Z20, Z26
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ      384(SI), Z20, Z24
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      384(SI), Z20, Z27
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      448(SI), Z20, Z25
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(DI), Z22, Z24
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      448(SI), Z20, Z28
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x08, Z12, Z12
+	VPMADD52LUQ      576(SI), Z21, Z23
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      576(SI), Z21, Z26
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPADDD           Z13, Z8, Z8
+	VPMADD52LUQ      320(SI), Z21, Z24
 	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z10, Z5, Z5
+	VPMADD52HUQ      320(SI), Z21, Z27
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
 	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      384(SI), Z21, Z25
 	VPROLD           $0x07, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPMADD52HUQ      384(SI), Z21, Z28
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
+	VPMADD52LUQ      512(SI), Z22, Z23
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
+	VPMADD52HUQ      512(SI), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      576(SI), Z22, Z24
 	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
 	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      576(SI), Z22, Z27
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ      320(SI), Z22, Z25
 	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z13, Z9, Z9
+	VPMADD52HUQ      320(SI), Z22, Z28
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
 	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VMOVDQU64        256(CX), Z26
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPUNPCKLQDQ      320(CX), Z26, Z27
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPUNPCKHQDQ      320(CX), Z26, Z28
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPSLLQ           $0x14, Z28, Z26
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        128(CX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        192(CX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPADDD           Z7, Z2, Z2
+	VPSRLQ           $0x18, Z28, Z28
 	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
 	VPXORD           Z0, Z15, Z15
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x08, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
 	VPADDD           Z14, Z9, Z9
+	VPMADD52LUQ      320(SI), Z20, Z23
 	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z11, Z6, Z6
+	VPMADD52HUQ      320(SI), Z20, Z26
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      384(SI), Z20, Z24
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x07, Z7, Z7
+	VPMADD52HUQ      384(SI), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52LUQ      448(SI), Z20, Z25
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52HUQ      448(SI), Z20, Z28
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52LUQ      576(SI), Z21, Z23
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      576(SI), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
 	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      320(SI), Z21, Z24
 	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      320(SI), Z21, Z27
 	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
+	VPMADD52LUQ      384(SI), Z21, Z25
 	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
 	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      384(SI), Z21, Z28
 	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPMADD52LUQ      512(SI), Z22, Z23
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
 	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      512(SI), Z22, Z26
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
+	VPMADD52LUQ      576(SI), Z22, Z24
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      576(SI), Z22, Z27
 	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
 	VPROLD           $0x08, Z12, Z12
+	VPMADD52LUQ      320(SI), Z22, Z25
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      320(SI), Z22, Z28
 	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
+	VPSRLQ           $0x2c, Z23, Z29
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPANDQ           Z30, Z23, Z20
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPSRLQ           $0x2c, Z24, Z29
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPSRLQ           $0x2a, Z25, Z29
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPSRLQ           $0x2c, Z20, Z29
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
 	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        256(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        320(CX), Z24
 	VPADDD           Z4, Z3, Z3
 	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
 	VPXORD           Z1, Z12, Z12
+	VMOVDQU64        384(CX), Z26
 	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
+	VPUNPCKLQDQ      448(CX), Z26, Z27
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPUNPCKHQDQ      448(CX), Z26, Z28
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPANDQ           Z30, Z27, Z23
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPSLLQ           $0x14, Z28, Z26
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      576(DI), Z21, Z23
 	VPROLD           $0x10, Z14, Z14
+	VPXORQ           Z30, Z30, Z28
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52LUQ      320(SI), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z21, Z24
 	VPADDD           Z15, Z11, Z11
+	VPMADD52HUQ      320(SI), Z20, Z26
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      384(SI), Z20, Z24
 	VPXORD           Z11, Z7, Z7
 	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      384(SI), Z20, Z27
 	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      448(SI), Z20, Z25
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      448(SI), Z20, Z28
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      576(SI), Z21, Z23
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
 	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      576(SI), Z21, Z26
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x08, Z13, Z13
+	VPMADD52LUQ      320(SI), Z21, Z24
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
 	VPADDD           Z12, Z8, Z8
+	VPMADD52HUQ      320(SI), Z21, Z27
 	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      384(SI), Z21, Z25
 	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      384(SI), Z21, Z28
 	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
 	VPXORD           Z11, Z7, Z7
 	VPROLD           $0x07, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ      512(SI), Z22, Z23
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPMADD52HUQ      512(SI), Z22, Z26
 	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ      576(SI), Z22, Z24
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPMADD52HUQ      576(SI), Z22, Z27
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      320(SI), Z22, Z25
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      320(SI), Z22, Z28
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPSRLQ           $0x2c, Z23, Z29
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPANDQ           Z30, Z23, Z20
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x0c, Z4, Z4
 	VPADDD           Z5, Z0, Z0
 	VPADDQ           Z29, Z24, Z24
 	VPADDD           Z6, Z1, Z1
@@ -3210,361 +4271,182 @@ open_group:
 	VPSRLQ           $0x2c, Z24, Z29
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z2, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
 	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
 	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
+	VPSRLQ           $0x2c, Z20, Z29
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
 	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
 	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        384(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        448(CX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
+	VMOVDQU64        512(CX), Z26
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
+	VPUNPCKLQDQ      576(CX), Z26, Z27
 	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
+	VPUNPCKHQDQ      576(CX), Z26, Z28
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPSLLQ           $0x14, Z28, Z26
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
 	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
 	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      576(DI), Z21, Z23
 	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      320(SI), Z20, Z23
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(DI), Z21, Z26
 	VPADDD           Z13, Z9, Z9
+	VPMADD52HUQ      320(SI), Z20, Z26
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z21, Z24
 	VPADDD           Z15, Z11, Z11
+	VPMADD52LUQ      384(SI), Z20, Z24
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52HUQ      384(SI), Z20, Z27
 	VPXORD           Z11, Z7, Z7
 	VPROLD           $0x07, Z4, Z4
+	VPMADD52LUQ      448(SI), Z20, Z25
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52HUQ      448(SI), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      576(SI), Z21, Z23
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPMADD52HUQ      576(SI), Z21, Z26
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPMADD52LUQ      320(SI), Z21, Z24
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      320(SI), Z21, Z27
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPMADD52LUQ      384(SI), Z21, Z25
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPMADD52HUQ      384(SI), Z21, Z28
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPMADD52LUQ      512(SI), Z22, Z23
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      512(SI), Z22, Z26
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52LUQ      576(SI), Z22, Z24
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52HUQ      576(SI), Z22, Z27
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(SI), Z22, Z25
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(SI), Z22, Z28
 	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
 	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
 	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
 	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
 	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
 	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
 	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
 	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
 	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        512(CX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        576(CX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
 	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
@@ -3576,521 +4458,635 @@ open_group:
 	VPXORD           Z11, Z7, Z7
 	VPANDQ           Z30, Z20, Z20
 	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        640(CX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        704(CX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        768(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        832(CX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
 	VPADDQ           Z29, Z21, Z21
 	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        896(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        960(CX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
 	VPADDD           Z4, Z0, Z0
+	VMOVDQU64        640(CX), Z26
 	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
+	VPUNPCKLQDQ      704(CX), Z26, Z27
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
+	VPUNPCKHQDQ      704(CX), Z26, Z28
 	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x08, Z12, Z12
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPSLLQ           $0x14, Z28, Z26
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
 	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORQ           Z30, Z30, Z27
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ      320(SI), Z20, Z23
+	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      320(SI), Z20, Z26
 	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ      384(SI), Z20, Z24
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52HUQ      384(SI), Z20, Z27
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPMADD52LUQ      448(SI), Z20, Z25
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      448(SI), Z20, Z28
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52LUQ      576(SI), Z21, Z23
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPMADD52HUQ      576(SI), Z21, Z26
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      320(SI), Z21, Z24
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPMADD52HUQ      320(SI), Z21, Z27
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPMADD52LUQ      384(SI), Z21, Z25
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52HUQ      384(SI), Z21, Z28
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPMADD52LUQ      512(SI), Z22, Z23
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPMADD52HUQ      512(SI), Z22, Z26
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      576(SI), Z22, Z24
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPMADD52HUQ      576(SI), Z22, Z27
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPMADD52LUQ      320(SI), Z22, Z25
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      320(SI), Z22, Z28
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
+	VPSRLQ           $0x2c, Z23, Z29
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      (R8), Z20, Z23
 	VPROLD           $0x0c, Z4, Z4
+	VPADDQ           Z29, Z24, Z24
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      (R8), Z20, Z26
 	VPROLD           $0x0c, Z7, Z7
+	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      64(R8), Z20, Z24
+	VPADDD           Z5, Z1, Z1
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VMOVDQU64        768(CX), Z26
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPUNPCKLQDQ      832(CX), Z26, Z27
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKHQDQ      832(CX), Z26, Z28
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPSLLQ           $0x14, Z28, Z26
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      320(SI), Z20, Z23
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      320(SI), Z20, Z26
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      384(SI), Z20, Z24
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52HUQ      384(SI), Z20, Z27
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      448(SI), Z20, Z25
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      448(SI), Z20, Z28
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      576(SI), Z21, Z23
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPMADD52HUQ      576(SI), Z21, Z26
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      64(R8), Z20, Z27
+	VPMADD52LUQ      320(SI), Z21, Z24
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      128(R8), Z20, Z25
+	VPMADD52HUQ      320(SI), Z21, Z27
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      128(R8), Z20, Z28
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      256(R8), Z21, Z23
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      384(SI), Z21, Z25
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52HUQ      384(SI), Z21, Z28
+	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      256(R8), Z21, Z26
 	VPADDD           Z13, Z9, Z9
+	VPMADD52LUQ      512(SI), Z22, Z23
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      (R8), Z21, Z24
 	VPADDD           Z15, Z11, Z11
+	VPMADD52HUQ      512(SI), Z22, Z26
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      (R8), Z21, Z27
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      64(R8), Z21, Z25
+	VPMADD52LUQ      576(SI), Z22, Z24
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      576(SI), Z22, Z27
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ      320(SI), Z22, Z25
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPMADD52HUQ      320(SI), Z22, Z28
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VMOVDQU64        896(CX), Z26
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPUNPCKLQDQ      960(CX), Z26, Z27
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPUNPCKHQDQ      960(CX), Z26, Z28
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      320(SI), Z20, Z23
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      320(SI), Z20, Z26
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      384(SI), Z20, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52HUQ      384(SI), Z20, Z27
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      448(SI), Z20, Z25
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      448(SI), Z20, Z28
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      576(SI), Z21, Z23
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      576(SI), Z21, Z26
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      320(SI), Z21, Z24
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(SI), Z21, Z27
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ      384(SI), Z21, Z25
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      384(SI), Z21, Z28
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      512(SI), Z22, Z23
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPMADD52HUQ      512(SI), Z22, Z26
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ      576(SI), Z22, Z24
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPMADD52HUQ      576(SI), Z22, Z27
 	VPXORD           Z11, Z7, Z7
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      64(R8), Z21, Z28
+	VPMADD52LUQ      320(SI), Z22, Z25
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      192(R8), Z22, Z23
 	VPADDD           Z5, Z0, Z0
+	VPMADD52HUQ      320(SI), Z22, Z28
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      192(R8), Z22, Z26
 	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPADDD           Z4, Z3, Z3
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      256(R8), Z22, Z24
 	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      256(R8), Z22, Z27
 	VPXORD           Z3, Z14, Z14
+	VPSRLQ           $0x2c, Z23, Z29
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      (R8), Z22, Z25
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
+	VPANDQ           Z30, Z23, Z20
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      (R8), Z22, Z28
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPADDD           Z13, Z8, Z8
 	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDQ           Z29, Z24, Z24
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
+	VPSRLQ           $0x2c, Z24, Z29
 	VPXORD           Z9, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
 	VPROLD           $0x0c, Z6, Z6
+	VPANDQ           Z30, Z24, Z21
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x0c, Z4, Z4
+	VPADDQ           Z29, Z25, Z25
 	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
 	VPADDD           Z6, Z1, Z1
 	VPADDD           Z7, Z2, Z2
+	VPSRLQ           $0x2a, Z25, Z29
 	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
 	VPXORD           Z0, Z15, Z15
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z2, Z13, Z13
 	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPROLD           $0x08, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
+	VPSRLQ           $0x2c, Z20, Z29
 	VPROLD           $0x08, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPADDD           Z14, Z9, Z9
+	VPADDQ           Z29, Z21, Z21
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
+	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPXORQ           Z30, Z30, Z24
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORQ           Z30, Z30, Z25
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPXORQ           Z30, Z30, Z28
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      (DI), Z20, Z23
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52HUQ      (DI), Z20, Z26
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      64(DI), Z20, Z24
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      64(DI), Z20, Z27
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52LUQ      128(DI), Z20, Z25
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      128(DI), Z20, Z28
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52LUQ      256(DI), Z21, Z23
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      256(DI), Z21, Z26
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      (DI), Z21, Z24
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPMADD52HUQ      (DI), Z21, Z27
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      64(DI), Z21, Z25
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      64(DI), Z21, Z28
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52LUQ      192(DI), Z22, Z23
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      192(DI), Z22, Z26
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      256(DI), Z22, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPMADD52HUQ      256(DI), Z22, Z27
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      (DI), Z22, Z25
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52HUQ      (DI), Z22, Z28
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
 	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z9, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
 	VPADDQ           Z29, Z21, Z21
@@ -4221,6 +5217,7 @@ open_group:
 	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
 	DECQ        DX
 	JNZ         open_loop
+	MOVQ        st+32(FP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
 	VALIGNQ $0x04, Z20, Z20, Z16
@@ -4229,56 +5226,56 @@ open_group:
 	VPADDQ  Z16, Z20, Z20
 	VALIGNQ $0x01, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
-	VMOVQ   X20, AX
+	VMOVQ   X20, CX
 	VALIGNQ $0x04, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x02, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x01, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
-	VMOVQ   X21, CX
+	VMOVQ   X21, DX
 	VALIGNQ $0x04, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x02, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x01, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
-	VMOVQ   X22, DX
+	VMOVQ   X22, BX
 
 	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
 	MOVQ $0x00000fffffffffff, R8
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
-	MOVQ CX, BX
-	SHRQ $0x2c, BX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
 	ANDQ R8, CX
-	ADDQ BX, DX
-	MOVQ DX, BX
-	SHRQ $0x2a, BX
+	ADDQ SI, DX
+	MOVQ DX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, DX
+	ADDQ SI, BX
+	MOVQ BX, SI
+	SHRQ $0x2a, SI
 	MOVQ $0x000003ffffffffff, DI
-	ANDQ DI, DX
-	LEAQ (BX)(BX*4), BX
-	ADDQ BX, AX
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
+	ANDQ DI, BX
+	LEAQ (SI)(SI*4), SI
+	ADDQ SI, CX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, CX
+	ADDQ SI, DX
 
 	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
 	// split at the word boundary, then added with carries.
-	MOVQ CX, BX
-	SHLQ $0x2c, BX
-	SHRQ $0x14, CX
-	MOVQ DX, DI
+	MOVQ DX, SI
+	SHLQ $0x2c, SI
+	SHRQ $0x14, DX
+	MOVQ BX, DI
 	SHLQ $0x18, DI
-	SHRQ $0x28, DX
-	ADDQ BX, AX
-	ADCQ DI, CX
-	ADCQ $0x00, DX
-	MOVQ AX, (SI)
-	MOVQ CX, 8(SI)
-	MOVQ DX, 16(SI)
+	SHRQ $0x28, BX
+	ADDQ SI, CX
+	ADCQ DI, DX
+	ADCQ $0x00, BX
+	MOVQ CX, (AX)
+	MOVQ DX, 8(AX)
+	MOVQ BX, 16(AX)
 	VZEROUPPER
 	RET

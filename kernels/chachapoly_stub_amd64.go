@@ -31,9 +31,9 @@ func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte
 // at mac into the Poly1305 state st, each group after the one before has
 // been XORed, with the powers of r that poly1305PowersIFMA wrote to tbl.
 // Sealing, mac is dst, whose first 1024 bytes chachaPolyHeadAVX512 wrote;
-// opening into a buffer that src does not overlap, mac is src. state is
-// the input state of the block at dst+1024 (its word 12 the block
-// counter); groups > 0. dst and src are equal or do not overlap.
+// opening into a buffer that src does not overlap, mac is src.
+// state is the input state of the block at dst+1024 (its word 12 the
+// block counter); groups > 0. dst and src are equal or do not overlap.
 //
 //go:noescape
 func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)

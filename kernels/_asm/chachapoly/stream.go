@@ -47,3 +47,19 @@ func merge(a, b stream) {
 		b[j]()
 	}
 }
+
+// do appends f, which emits one or more instructions.
+func (s *stream) do(f func()) { *s = append(*s, f) }
+
+// mergeStreams returns a and b interleaved as merge emits them.
+func mergeStreams(a, b stream) stream {
+	var s stream
+	j := 0
+	for i := range a {
+		s = append(s, a[i])
+		for ; j < len(b) && j*len(a) < (i+1)*len(b); j++ {
+			s = append(s, b[j])
+		}
+	}
+	return append(s, b[j:]...)
+}
