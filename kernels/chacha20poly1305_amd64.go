@@ -20,9 +20,11 @@ import (
 //     registers) and Poly1305 (AVX-512 IFMA) in one pass, 1024 bytes at a
 //     time, and their last partial group as shorter messages go: ChaCha20
 //     16 blocks per pass in zmm registers, Poly1305 with IFMA for long inputs
-//     and MULX for the rest; messages of one block from the 2-block ymm
-//     kernel of chachapoly_amd64.s, of 2–3 blocks from its 4-block zmm
-//     kernel, and messages of 4–7 blocks from the AVX2 kernel;
+//     and MULX for the rest; messages of up to one block with up to 64
+//     bytes of additional data all in one kernel of chachapoly_amd64.s
+//     (2 blocks in ymm registers, Poly1305 with MULX), messages of 2–3
+//     blocks from its 4-block zmm kernel, and messages of 4–7 blocks from
+//     the AVX2 kernel;
 //   - "avx2": ChaCha20 8 blocks per pass in ymm registers, Poly1305 with MULX.
 //
 // Without the stitched kernels, long messages go through in pieces of
@@ -34,9 +36,9 @@ func init() {
 	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
 		register(&Implementation{
 			name: "avx512", cipher: c, priority: 30,
-			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512IFMA", "BMI2"},
+			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512BW", "AVX512IFMA", "BMI2"},
 			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX512x17", "chachaXORAVX2", "chachaBlockScalar",
-				"chachaKeystream2AVX512VL", "chachaKeystream4AVX512", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
+				"chachaPolyShortAVX512", "chachaKeystream4AVX512", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
 			newAEAD: avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
@@ -59,7 +61,7 @@ func init() {
 type chachaPolySuite struct {
 	chacha chachaKernel
 	ifma   bool // Poly1305 with IFMA for long inputs
-	short  bool // chachaKeystream{2,4}AVX512… for the key block and short messages
+	short  bool // chachaPolyShortAVX512 and chachaKeystream4AVX512 for short messages
 }
 
 func (s chachaPolySuite) newAEAD(extended bool) func(key []byte) (cipher.AEAD, error) {
@@ -205,6 +207,10 @@ func (a *chachaPoly) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 // chachaPolyPiece bytes, each authenticated in one call right after it is
 // written, or right before it is overwritten, while it is in L1.
 func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
+	if a.suite.short && len(in) <= 64 && len(aad) <= 64 {
+		chachaPolyShortAVX512(firstByte(out), firstByte(in), len(in), firstByte(aad), len(aad), key, nonce, tag, seal)
+		return
+	}
 	if a.suite.short && len(in) <= 192 && len(aad) <= 64 {
 		cryptShort(out, in, aad, key, nonce, seal, tag)
 		return
@@ -323,18 +329,23 @@ func (a *chachaPoly) xorPiece(out, in []byte, off, end int, head []byte, key *[8
 	}
 }
 
-// cryptShort is crypt for a message of at most 3 blocks and additional data
-// of at most 4, the common case of small records: one call of the 2-block
-// kernel (one block of message) or the 4-block one, and the whole MAC input
-// (RFC 8439 §2.8) laid out in one buffer for one call of the MULX kernel.
+// firstByte returns &b[0], or nil for an empty b.
+func firstByte(b []byte) *byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return &b[0]
+}
+
+// cryptShort is crypt for a message of 2 or 3 blocks and additional data
+// of at most 4, the common case of small records: one call of the 4-block
+// kernel, and the whole MAC input (RFC 8439 §2.8) laid out in one buffer for
+// one call of the MULX kernel. (A message of at most one block goes through
+// chachaPolyShortAVX512 whole.)
 func cryptShort(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
 	state := chachaState(key, nonce, 0)
 	var ks [256]byte
-	if len(in) <= 64 {
-		chachaKeystream2AVX512VL(&state, (*[128]byte)(ks[:128]))
-	} else {
-		chachaKeystream4AVX512(&state, &ks)
-	}
+	chachaKeystream4AVX512(&state, &ks)
 	var m poly1305MAC
 	m.init((*[32]byte)(ks[:32]))
 	clear(ks[:32])

@@ -4,81 +4,6 @@
 
 #include "textflag.h"
 
-DATA chachaKeystream2AVX512VLCtr<>+0(SB)/4, $0x00000000
-DATA chachaKeystream2AVX512VLCtr<>+4(SB)/4, $0x00000000
-DATA chachaKeystream2AVX512VLCtr<>+8(SB)/8, $0x0000000000000000
-DATA chachaKeystream2AVX512VLCtr<>+16(SB)/4, $0x00000001
-DATA chachaKeystream2AVX512VLCtr<>+20(SB)/4, $0x00000000
-DATA chachaKeystream2AVX512VLCtr<>+24(SB)/8, $0x0000000000000000
-GLOBL chachaKeystream2AVX512VLCtr<>(SB), RODATA|NOPTR, $32
-
-// func chachaKeystream2AVX512VL(state *[16]uint32, ks *[128]byte)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
-TEXT ·chachaKeystream2AVX512VL(SB), NOSPLIT, $0-16
-	MOVQ           state+0(FP), AX
-	MOVQ           ks+8(FP), CX
-	VBROADCASTI128 (AX), Y4
-	VBROADCASTI128 16(AX), Y5
-	VBROADCASTI128 32(AX), Y6
-	VBROADCASTI128 48(AX), Y7
-	VPADDD         chachaKeystream2AVX512VLCtr<>+0(SB), Y7, Y7
-	VMOVDQA64      Y4, Y0
-	VMOVDQA64      Y5, Y1
-	VMOVDQA64      Y6, Y2
-	VMOVDQA64      Y7, Y3
-	MOVL           $0x0000000a, AX
-
-rows2_doubleround:
-	VPADDD Y1, Y0, Y0
-	VPXORD Y0, Y3, Y3
-	VPROLD $0x10, Y3, Y3
-	VPADDD Y3, Y2, Y2
-	VPXORD Y2, Y1, Y1
-	VPROLD $0x0c, Y1, Y1
-	VPADDD Y1, Y0, Y0
-	VPXORD Y0, Y3, Y3
-	VPROLD $0x08, Y3, Y3
-	VPADDD Y3, Y2, Y2
-	VPXORD Y2, Y1, Y1
-	VPROLD $0x07, Y1, Y1
-
-	// Diagonals to columns: lane word j of each row in the quarter round
-	// of b's word j.
-	VPSHUFD      $0x93, Y0, Y0
-	VPSHUFD      $0x4e, Y3, Y3
-	VPSHUFD      $0x39, Y2, Y2
-	VPADDD       Y1, Y0, Y0
-	VPXORD       Y0, Y3, Y3
-	VPROLD       $0x10, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VPXORD       Y2, Y1, Y1
-	VPROLD       $0x0c, Y1, Y1
-	VPADDD       Y1, Y0, Y0
-	VPXORD       Y0, Y3, Y3
-	VPROLD       $0x08, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VPXORD       Y2, Y1, Y1
-	VPROLD       $0x07, Y1, Y1
-	VPSHUFD      $0x39, Y0, Y0
-	VPSHUFD      $0x4e, Y3, Y3
-	VPSHUFD      $0x93, Y2, Y2
-	DECL         AX
-	JNZ          rows2_doubleround
-	VPADDD       Y4, Y0, Y0
-	VPADDD       Y5, Y1, Y1
-	VPADDD       Y6, Y2, Y2
-	VPADDD       Y7, Y3, Y3
-	VMOVDQU      X0, (CX)
-	VEXTRACTI128 $0x01, Y0, 64(CX)
-	VMOVDQU      X1, 16(CX)
-	VEXTRACTI128 $0x01, Y1, 80(CX)
-	VMOVDQU      X2, 32(CX)
-	VEXTRACTI128 $0x01, Y2, 96(CX)
-	VMOVDQU      X3, 48(CX)
-	VEXTRACTI128 $0x01, Y3, 112(CX)
-	VZEROUPPER
-	RET
-
 DATA chachaKeystream4AVX512Ctr<>+0(SB)/4, $0x00000000
 DATA chachaKeystream4AVX512Ctr<>+4(SB)/4, $0x00000000
 DATA chachaKeystream4AVX512Ctr<>+8(SB)/8, $0x0000000000000000
@@ -163,6 +88,214 @@ rows4_doubleround:
 	VMOVDQU64  Z1, 64(CX)
 	VMOVDQU64  Z2, 128(CX)
 	VMOVDQU64  Z3, 192(CX)
+	VZEROUPPER
+	RET
+
+DATA chachaPolySigma<>+0(SB)/4, $0x61707865
+DATA chachaPolySigma<>+4(SB)/4, $0x3320646e
+DATA chachaPolySigma<>+8(SB)/4, $0x79622d32
+DATA chachaPolySigma<>+12(SB)/4, $0x6b206574
+GLOBL chachaPolySigma<>(SB), RODATA|NOPTR, $16
+
+DATA chachaPolyShortCtr<>+0(SB)/8, $0x0000000000000000
+DATA chachaPolyShortCtr<>+8(SB)/8, $0x0000000000000000
+DATA chachaPolyShortCtr<>+16(SB)/4, $0x00000001
+DATA chachaPolyShortCtr<>+20(SB)/4, $0x00000000
+DATA chachaPolyShortCtr<>+24(SB)/8, $0x0000000000000000
+GLOBL chachaPolyShortCtr<>(SB), RODATA|NOPTR, $32
+
+// func chachaPolyShortAVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
+TEXT ·chachaPolyShortAVX512(SB), NOSPLIT, $192-65
+	// The state of blocks 0 and 1, a row per register, a block per lane.
+	MOVQ           key+40(FP), AX
+	MOVQ           nonce+48(FP), CX
+	VBROADCASTI128 chachaPolySigma<>+0(SB), Y4
+	VBROADCASTI128 (AX), Y5
+	VBROADCASTI128 16(AX), Y6
+	VPXOR          X7, X7, X7
+	VPINSRD        $0x01, (CX), X7, X7
+	VPINSRD        $0x02, 4(CX), X7, X7
+	VPINSRD        $0x03, 8(CX), X7, X7
+	VINSERTI128    $0x01, X7, Y7, Y7
+	VPADDD         chachaPolyShortCtr<>+0(SB), Y7, Y7
+	VMOVDQA64      Y4, Y0
+	VMOVDQA64      Y5, Y1
+	VMOVDQA64      Y6, Y2
+	VMOVDQA64      Y7, Y3
+	MOVL           $0x0000000a, AX
+
+short_doubleround:
+	VPADDD Y1, Y0, Y0
+	VPXORD Y0, Y3, Y3
+	VPROLD $0x10, Y3, Y3
+	VPADDD Y3, Y2, Y2
+	VPXORD Y2, Y1, Y1
+	VPROLD $0x0c, Y1, Y1
+	VPADDD Y1, Y0, Y0
+	VPXORD Y0, Y3, Y3
+	VPROLD $0x08, Y3, Y3
+	VPADDD Y3, Y2, Y2
+	VPXORD Y2, Y1, Y1
+	VPROLD $0x07, Y1, Y1
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  Y1, Y0, Y0
+	VPXORD  Y0, Y3, Y3
+	VPROLD  $0x10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXORD  Y2, Y1, Y1
+	VPROLD  $0x0c, Y1, Y1
+	VPADDD  Y1, Y0, Y0
+	VPXORD  Y0, Y3, Y3
+	VPROLD  $0x08, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXORD  Y2, Y1, Y1
+	VPROLD  $0x07, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	DECL    AX
+	JNZ     short_doubleround
+	VPADDD  Y4, Y0, Y0
+	VPADDD  Y5, Y1, Y1
+	VPADDD  Y6, Y2, Y2
+	VPADDD  Y7, Y3, Y3
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 160(SP)
+	MOVQ    SI, 168(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 176(SP)
+
+	// Block 1's keystream, lane 1 of each row, in Z8.
+	VSHUFI64X2 $0x55, Z1, Z0, Z9
+	VSHUFI64X2 $0x55, Z3, Z2, Z10
+	VSHUFI64X2 $0x88, Z10, Z9, Z8
+
+	// The message through byte mask K1, the additional data through K2.
+	MOVQ  n+16(FP), SI
+	MOVQ  aadLen+32(FP), DI
+	MOVQ  $-1, DX
+	BZHIQ SI, DX, DX
+	KMOVQ DX, K1
+	MOVQ  $-1, DX
+	BZHIQ DI, DX, DX
+	KMOVQ DX, K2
+
+	// An empty buffer is not read: a masked load from an address that
+	// would fault, such as nil, costs a microcode assist.
+	VPXORQ     Z12, Z12, Z12
+	VPXORQ     Z15, Z15, Z15
+	TESTQ      SI, SI
+	JZ         short_noin
+	MOVQ       in+8(FP), DX
+	VMOVDQU8.Z (DX), K1, Z12
+
+short_noin:
+	VPXORQ     Z8, Z12, Z13
+	MOVQ       out+0(FP), DX
+	VMOVDQU8   Z13, K1, (DX)
+	TESTQ      DI, DI
+	JZ         short_noaad
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z15
+
+short_noaad:
+	// The MAC input: additional data, ciphertext (the output when
+	// sealing, the input when opening), lengths.
+	VMOVDQU64  Z15, (SP)
+	LEAQ       15(DI), BX
+	ANDQ       $-16, BX
+	CMPB       seal+64(FP), $0x00
+	JE         short_open
+	VMOVDQU8.Z Z13, K1, Z12
+
+short_open:
+	VMOVDQU64 Z12, (SP)(BX*1)
+	LEAQ      15(SI), DX
+	ANDQ      $-16, DX
+	ADDQ      DX, BX
+	MOVQ      DI, (SP)(BX*1)
+	MOVQ      SI, 8(SP)(BX*1)
+	SHRQ      $0x04, BX
+	INCQ      BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+short_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 160(SP), R9, R10
+	MULXQ 168(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 176(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 160(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  176(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 160(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   short_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 160(SP)
 	VZEROUPPER
 	RET
 
