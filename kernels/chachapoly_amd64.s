@@ -4,110 +4,54 @@
 
 #include "textflag.h"
 
-DATA chachaKeystream4AVX512Ctr<>+0(SB)/4, $0x00000000
-DATA chachaKeystream4AVX512Ctr<>+4(SB)/4, $0x00000000
-DATA chachaKeystream4AVX512Ctr<>+8(SB)/8, $0x0000000000000000
-DATA chachaKeystream4AVX512Ctr<>+16(SB)/4, $0x00000001
-DATA chachaKeystream4AVX512Ctr<>+20(SB)/4, $0x00000000
-DATA chachaKeystream4AVX512Ctr<>+24(SB)/8, $0x0000000000000000
-DATA chachaKeystream4AVX512Ctr<>+32(SB)/4, $0x00000002
-DATA chachaKeystream4AVX512Ctr<>+36(SB)/4, $0x00000000
-DATA chachaKeystream4AVX512Ctr<>+40(SB)/8, $0x0000000000000000
-DATA chachaKeystream4AVX512Ctr<>+48(SB)/4, $0x00000003
-DATA chachaKeystream4AVX512Ctr<>+52(SB)/4, $0x00000000
-DATA chachaKeystream4AVX512Ctr<>+56(SB)/8, $0x0000000000000000
-GLOBL chachaKeystream4AVX512Ctr<>(SB), RODATA|NOPTR, $64
-
-// func chachaKeystream4AVX512(state *[16]uint32, ks *[256]byte)
-// Requires: AVX, AVX512F
-TEXT ·chachaKeystream4AVX512(SB), NOSPLIT, $0-16
-	MOVQ            state+0(FP), AX
-	MOVQ            ks+8(FP), CX
-	VBROADCASTI32X4 (AX), Z4
-	VBROADCASTI32X4 16(AX), Z5
-	VBROADCASTI32X4 32(AX), Z6
-	VBROADCASTI32X4 48(AX), Z7
-	VPADDD          chachaKeystream4AVX512Ctr<>+0(SB), Z7, Z7
-	VMOVDQA64       Z4, Z0
-	VMOVDQA64       Z5, Z1
-	VMOVDQA64       Z6, Z2
-	VMOVDQA64       Z7, Z3
-	MOVL            $0x0000000a, AX
-
-rows4_doubleround:
-	VPADDD Z1, Z0, Z0
-	VPXORD Z0, Z3, Z3
-	VPROLD $0x10, Z3, Z3
-	VPADDD Z3, Z2, Z2
-	VPXORD Z2, Z1, Z1
-	VPROLD $0x0c, Z1, Z1
-	VPADDD Z1, Z0, Z0
-	VPXORD Z0, Z3, Z3
-	VPROLD $0x08, Z3, Z3
-	VPADDD Z3, Z2, Z2
-	VPXORD Z2, Z1, Z1
-	VPROLD $0x07, Z1, Z1
-
-	// Diagonals to columns: lane word j of each row in the quarter round
-	// of b's word j.
-	VPSHUFD $0x93, Z0, Z0
-	VPSHUFD $0x4e, Z3, Z3
-	VPSHUFD $0x39, Z2, Z2
-	VPADDD  Z1, Z0, Z0
-	VPXORD  Z0, Z3, Z3
-	VPROLD  $0x10, Z3, Z3
-	VPADDD  Z3, Z2, Z2
-	VPXORD  Z2, Z1, Z1
-	VPROLD  $0x0c, Z1, Z1
-	VPADDD  Z1, Z0, Z0
-	VPXORD  Z0, Z3, Z3
-	VPROLD  $0x08, Z3, Z3
-	VPADDD  Z3, Z2, Z2
-	VPXORD  Z2, Z1, Z1
-	VPROLD  $0x07, Z1, Z1
-	VPSHUFD $0x39, Z0, Z0
-	VPSHUFD $0x4e, Z3, Z3
-	VPSHUFD $0x93, Z2, Z2
-	DECL    AX
-	JNZ     rows4_doubleround
-	VPADDD  Z4, Z0, Z0
-	VPADDD  Z5, Z1, Z1
-	VPADDD  Z6, Z2, Z2
-	VPADDD  Z7, Z3, Z3
-
-	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
-	VSHUFI64X2 $0x44, Z1, Z0, Z8
-	VSHUFI64X2 $0xee, Z1, Z0, Z9
-	VSHUFI64X2 $0x44, Z3, Z2, Z10
-	VSHUFI64X2 $0xee, Z3, Z2, Z11
-	VSHUFI64X2 $0x88, Z10, Z8, Z0
-	VSHUFI64X2 $0xdd, Z10, Z8, Z1
-	VSHUFI64X2 $0x88, Z11, Z9, Z2
-	VSHUFI64X2 $0xdd, Z11, Z9, Z3
-	VMOVDQU64  Z0, (CX)
-	VMOVDQU64  Z1, 64(CX)
-	VMOVDQU64  Z2, 128(CX)
-	VMOVDQU64  Z3, 192(CX)
-	VZEROUPPER
-	RET
-
 DATA chachaPolySigma<>+0(SB)/4, $0x61707865
 DATA chachaPolySigma<>+4(SB)/4, $0x3320646e
 DATA chachaPolySigma<>+8(SB)/4, $0x79622d32
 DATA chachaPolySigma<>+12(SB)/4, $0x6b206574
 GLOBL chachaPolySigma<>(SB), RODATA|NOPTR, $16
 
-DATA chachaPolyShortCtr<>+0(SB)/8, $0x0000000000000000
-DATA chachaPolyShortCtr<>+8(SB)/8, $0x0000000000000000
-DATA chachaPolyShortCtr<>+16(SB)/4, $0x00000001
-DATA chachaPolyShortCtr<>+20(SB)/4, $0x00000000
-DATA chachaPolyShortCtr<>+24(SB)/8, $0x0000000000000000
-GLOBL chachaPolyShortCtr<>(SB), RODATA|NOPTR, $32
+DATA chachaPolyRowsCtr<>+0(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+4(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+8(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+16(SB)/4, $0x00000001
+DATA chachaPolyRowsCtr<>+20(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+24(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+32(SB)/4, $0x00000002
+DATA chachaPolyRowsCtr<>+36(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+40(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+48(SB)/4, $0x00000003
+DATA chachaPolyRowsCtr<>+52(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+56(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+64(SB)/4, $0x00000004
+DATA chachaPolyRowsCtr<>+68(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+72(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+80(SB)/4, $0x00000005
+DATA chachaPolyRowsCtr<>+84(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+88(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+96(SB)/4, $0x00000006
+DATA chachaPolyRowsCtr<>+100(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+104(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+112(SB)/4, $0x00000007
+DATA chachaPolyRowsCtr<>+116(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+120(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+128(SB)/4, $0x00000008
+DATA chachaPolyRowsCtr<>+132(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+136(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+144(SB)/4, $0x00000009
+DATA chachaPolyRowsCtr<>+148(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+152(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+160(SB)/4, $0x0000000a
+DATA chachaPolyRowsCtr<>+164(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+168(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+176(SB)/4, $0x0000000b
+DATA chachaPolyRowsCtr<>+180(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+184(SB)/8, $0x0000000000000000
+GLOBL chachaPolyRowsCtr<>(SB), RODATA|NOPTR, $192
 
-// func chachaPolyShortAVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
-TEXT ·chachaPolyShortAVX512(SB), NOSPLIT, $192-65
-	// The state of blocks 0 and 1, a row per register, a block per lane.
+TEXT ·chachaPolyShort2AVX512(SB), NOSPLIT, $176-65
+	// The state of blocks 0–1, a row per register, a block per lane.
 	MOVQ           key+40(FP), AX
 	MOVQ           nonce+48(FP), CX
 	VBROADCASTI128 chachaPolySigma<>+0(SB), Y4
@@ -118,14 +62,14 @@ TEXT ·chachaPolyShortAVX512(SB), NOSPLIT, $192-65
 	VPINSRD        $0x02, 4(CX), X7, X7
 	VPINSRD        $0x03, 8(CX), X7, X7
 	VINSERTI128    $0x01, X7, Y7, Y7
-	VPADDD         chachaPolyShortCtr<>+0(SB), Y7, Y7
+	VPADDD         chachaPolyRowsCtr<>+0(SB), Y7, Y7
 	VMOVDQA64      Y4, Y0
 	VMOVDQA64      Y5, Y1
 	VMOVDQA64      Y6, Y2
 	VMOVDQA64      Y7, Y3
 	MOVL           $0x0000000a, AX
 
-short_doubleround:
+short2_doubleround:
 	VPADDD Y1, Y0, Y0
 	VPXORD Y0, Y3, Y3
 	VPROLD $0x10, Y3, Y3
@@ -160,7 +104,7 @@ short_doubleround:
 	VPSHUFD $0x4e, Y3, Y3
 	VPSHUFD $0x93, Y2, Y2
 	DECL    AX
-	JNZ     short_doubleround
+	JNZ     short2_doubleround
 	VPADDD  Y4, Y0, Y0
 	VPADDD  Y5, Y1, Y1
 	VPADDD  Y6, Y2, Y2
@@ -175,65 +119,74 @@ short_doubleround:
 	ANDQ    DX, BX
 	MOVQ    $0x0ffffffc0ffffffc, DX
 	ANDQ    DX, SI
-	MOVQ    BX, 160(SP)
-	MOVQ    SI, 168(SP)
+	MOVQ    BX, 144(SP)
+	MOVQ    SI, 152(SP)
 	MOVQ    SI, DX
 	SHRQ    $0x02, DX
 	ADDQ    SI, DX
-	MOVQ    DX, 176(SP)
+	MOVQ    DX, 160(SP)
 
 	// Block 1's keystream, lane 1 of each row, in Z8.
 	VSHUFI64X2 $0x55, Z1, Z0, Z9
 	VSHUFI64X2 $0x55, Z3, Z2, Z10
 	VSHUFI64X2 $0x88, Z10, Z9, Z8
 
-	// The message through byte mask K1, the additional data through K2.
-	MOVQ  n+16(FP), SI
-	MOVQ  aadLen+32(FP), DI
-	MOVQ  $-1, DX
-	BZHIQ SI, DX, DX
-	KMOVQ DX, K1
-	MOVQ  $-1, DX
-	BZHIQ DI, DX, DX
-	KMOVQ DX, K2
-
-	// An empty buffer is not read: a masked load from an address that
-	// would fault, such as nil, costs a microcode assist.
-	VPXORQ     Z12, Z12, Z12
-	VPXORQ     Z15, Z15, Z15
-	TESTQ      SI, SI
-	JZ         short_noin
-	MOVQ       in+8(FP), DX
-	VMOVDQU8.Z (DX), K1, Z12
-
-short_noin:
-	VPXORQ     Z8, Z12, Z13
-	MOVQ       out+0(FP), DX
-	VMOVDQU8   Z13, K1, (DX)
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
 	TESTQ      DI, DI
-	JZ         short_noaad
+	JZ         chachaPolyShort2AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
 	MOVQ       aad+24(FP), DX
-	VMOVDQU8.Z (DX), K2, Z15
+	VMOVDQU8.Z (DX), K2, Z22
 
-short_noaad:
-	// The MAC input: additional data, ciphertext (the output when
-	// sealing, the input when opening), lengths.
-	VMOVDQU64  Z15, (SP)
-	LEAQ       15(DI), BX
-	ANDQ       $-16, BX
+chachaPolyShort2AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort2AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z8, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
 	CMPB       seal+64(FP), $0x00
-	JE         short_open
-	VMOVDQU8.Z Z13, K1, Z12
+	JE         chachaPolyShort2AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
 
-short_open:
-	VMOVDQU64 Z12, (SP)(BX*1)
-	LEAQ      15(SI), DX
-	ANDQ      $-16, DX
-	ADDQ      DX, BX
-	MOVQ      DI, (SP)(BX*1)
-	MOVQ      SI, 8(SP)(BX*1)
-	SHRQ      $0x04, BX
-	INCQ      BX
+chachaPolyShort2AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+
+chachaPolyShort2AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
 
 	// Poly1305 over the MAC input, a block at a time.
 	XORL SI, SI
@@ -241,25 +194,25 @@ short_open:
 	XORL R8, R8
 	LEAQ (SP), R13
 
-short_mac:
+chachaPolyShort2AVX512_mac:
 	ADDQ  (R13), SI
 	ADCQ  8(R13), DI
 	ADCQ  $0x01, R8
 	MOVQ  SI, DX
-	MULXQ 160(SP), R9, R10
-	MULXQ 168(SP), R11, R12
+	MULXQ 144(SP), R9, R10
+	MULXQ 152(SP), R11, R12
 	MOVQ  DI, DX
-	MULXQ 176(SP), SI, DI
+	MULXQ 160(SP), SI, DI
 	ADDQ  SI, R9
 	ADCQ  DI, R10
-	MULXQ 160(SP), SI, DI
+	MULXQ 144(SP), SI, DI
 	ADDQ  SI, R11
 	ADCQ  DI, R12
-	MOVQ  176(SP), SI
+	MOVQ  160(SP), SI
 	IMULQ R8, SI
 	ADDQ  SI, R11
 	ADCQ  $0x00, R12
-	IMULQ 160(SP), R8
+	IMULQ 144(SP), R8
 	ADDQ  R10, R11
 	ADCQ  R8, R12
 	MOVQ  R12, R8
@@ -275,7 +228,7 @@ short_mac:
 	MOVQ  R11, DI
 	ADDQ  $0x10, R13
 	DECQ  BX
-	JNZ   short_mac
+	JNZ   chachaPolyShort2AVX512_mac
 
 	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
 	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
@@ -295,7 +248,1135 @@ short_mac:
 
 	// Clear r from the frame.
 	VPXOR   X0, X0, X0
-	VMOVDQU Y0, 160(SP)
+	VMOVDQU Y0, 144(SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·chachaPolyShort4AVX512(SB), NOSPLIT, $304-65
+	// The state of blocks 0–3, a row per register, a block per lane.
+	MOVQ            key+40(FP), AX
+	MOVQ            nonce+48(FP), CX
+	VBROADCASTI32X4 chachaPolySigma<>+0(SB), Z4
+	VBROADCASTI32X4 (AX), Z5
+	VBROADCASTI32X4 16(AX), Z6
+	VPXOR           X7, X7, X7
+	VPINSRD         $0x01, (CX), X7, X7
+	VPINSRD         $0x02, 4(CX), X7, X7
+	VPINSRD         $0x03, 8(CX), X7, X7
+	VSHUFI32X4      $0x00, Z7, Z7, Z7
+	VPADDD          chachaPolyRowsCtr<>+0(SB), Z7, Z7
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	MOVL            $0x0000000a, AX
+
+short4_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPXORD Z0, Z3, Z3
+	VPROLD $0x10, Z3, Z3
+	VPADDD Z3, Z2, Z2
+	VPXORD Z2, Z1, Z1
+	VPROLD $0x0c, Z1, Z1
+	VPADDD Z1, Z0, Z0
+	VPXORD Z0, Z3, Z3
+	VPROLD $0x08, Z3, Z3
+	VPADDD Z3, Z2, Z2
+	VPXORD Z2, Z1, Z1
+	VPROLD $0x07, Z1, Z1
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x39, Z2, Z2
+	VPADDD  Z1, Z0, Z0
+	VPXORD  Z0, Z3, Z3
+	VPROLD  $0x10, Z3, Z3
+	VPADDD  Z3, Z2, Z2
+	VPXORD  Z2, Z1, Z1
+	VPROLD  $0x0c, Z1, Z1
+	VPADDD  Z1, Z0, Z0
+	VPXORD  Z0, Z3, Z3
+	VPROLD  $0x08, Z3, Z3
+	VPADDD  Z3, Z2, Z2
+	VPXORD  Z2, Z1, Z1
+	VPROLD  $0x07, Z1, Z1
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x93, Z2, Z2
+	DECL    AX
+	JNZ     short4_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 272(SP)
+	MOVQ    SI, 280(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 288(SP)
+
+	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      DI, DI
+	JZ         chachaPolyShort4AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z22
+
+chachaPolyShort4AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort4AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z1, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort4AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort4AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort4AVX512_data_done
+
+	// Block 2.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 64(R8), K1, Z20
+	VPXORQ     Z2, Z20, Z21
+	VMOVDQU8   Z21, K1, 64(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort4AVX512_open2
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort4AVX512_open2:
+	VMOVDQU64 Z20, 64(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort4AVX512_data_done
+
+	// Block 3.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 128(R8), K1, Z20
+	VPXORQ     Z3, Z20, Z21
+	VMOVDQU8   Z21, K1, 128(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort4AVX512_open3
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort4AVX512_open3:
+	VMOVDQU64 Z20, 128(SP)(BX*1)
+
+chachaPolyShort4AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+chachaPolyShort4AVX512_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 272(SP), R9, R10
+	MULXQ 280(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 288(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 272(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  288(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 272(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   chachaPolyShort4AVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 272(SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·chachaPolyShort8AVX512(SB), NOSPLIT, $560-65
+	// The state of blocks 0–7, a row per register, a block per lane.
+	MOVQ            key+40(FP), AX
+	MOVQ            nonce+48(FP), CX
+	VBROADCASTI32X4 chachaPolySigma<>+0(SB), Z4
+	VBROADCASTI32X4 (AX), Z5
+	VBROADCASTI32X4 16(AX), Z6
+	VPXOR           X7, X7, X7
+	VPINSRD         $0x01, (CX), X7, X7
+	VPINSRD         $0x02, 4(CX), X7, X7
+	VPINSRD         $0x03, 8(CX), X7, X7
+	VSHUFI32X4      $0x00, Z7, Z7, Z7
+	VPADDD          chachaPolyRowsCtr<>+64(SB), Z7, Z15
+	VPADDD          chachaPolyRowsCtr<>+0(SB), Z7, Z7
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	VMOVDQA64       Z4, Z8
+	VMOVDQA64       Z5, Z9
+	VMOVDQA64       Z6, Z10
+	VMOVDQA64       Z15, Z11
+	MOVL            $0x0000000a, AX
+
+short8_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPROLD $0x10, Z3, Z3
+	VPROLD $0x10, Z11, Z11
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPROLD $0x0c, Z1, Z1
+	VPROLD $0x0c, Z9, Z9
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPROLD $0x08, Z3, Z3
+	VPROLD $0x08, Z11, Z11
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPROLD $0x07, Z1, Z1
+	VPROLD $0x07, Z9, Z9
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x93, Z8, Z8
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x39, Z2, Z2
+	VPSHUFD $0x39, Z10, Z10
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPROLD  $0x10, Z3, Z3
+	VPROLD  $0x10, Z11, Z11
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPROLD  $0x0c, Z1, Z1
+	VPROLD  $0x0c, Z9, Z9
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPROLD  $0x08, Z3, Z3
+	VPROLD  $0x08, Z11, Z11
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPROLD  $0x07, Z1, Z1
+	VPROLD  $0x07, Z9, Z9
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x39, Z8, Z8
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x93, Z2, Z2
+	VPSHUFD $0x93, Z10, Z10
+	DECL    AX
+	JNZ     short8_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+	VPADDD  Z4, Z8, Z8
+	VPADDD  Z5, Z9, Z9
+	VPADDD  Z6, Z10, Z10
+	VPADDD  Z15, Z11, Z11
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 528(SP)
+	MOVQ    SI, 536(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 544(SP)
+
+	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+	VSHUFI64X2 $0x44, Z9, Z8, Z24
+	VSHUFI64X2 $0xee, Z9, Z8, Z25
+	VSHUFI64X2 $0x44, Z11, Z10, Z26
+	VSHUFI64X2 $0xee, Z11, Z10, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z8
+	VSHUFI64X2 $0xdd, Z26, Z24, Z9
+	VSHUFI64X2 $0x88, Z27, Z25, Z10
+	VSHUFI64X2 $0xdd, Z27, Z25, Z11
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      DI, DI
+	JZ         chachaPolyShort8AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z22
+
+chachaPolyShort8AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort8AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z1, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 2.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 64(R8), K1, Z20
+	VPXORQ     Z2, Z20, Z21
+	VMOVDQU8   Z21, K1, 64(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open2
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open2:
+	VMOVDQU64 Z20, 64(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 3.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 128(R8), K1, Z20
+	VPXORQ     Z3, Z20, Z21
+	VMOVDQU8   Z21, K1, 128(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open3
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open3:
+	VMOVDQU64 Z20, 128(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 4.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 192(R8), K1, Z20
+	VPXORQ     Z8, Z20, Z21
+	VMOVDQU8   Z21, K1, 192(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open4
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open4:
+	VMOVDQU64 Z20, 192(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 5.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 256(R8), K1, Z20
+	VPXORQ     Z9, Z20, Z21
+	VMOVDQU8   Z21, K1, 256(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open5
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open5:
+	VMOVDQU64 Z20, 256(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 6.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 320(R8), K1, Z20
+	VPXORQ     Z10, Z20, Z21
+	VMOVDQU8   Z21, K1, 320(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open6
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open6:
+	VMOVDQU64 Z20, 320(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 7.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 384(R8), K1, Z20
+	VPXORQ     Z11, Z20, Z21
+	VMOVDQU8   Z21, K1, 384(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open7
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open7:
+	VMOVDQU64 Z20, 384(SP)(BX*1)
+
+chachaPolyShort8AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+chachaPolyShort8AVX512_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 528(SP), R9, R10
+	MULXQ 536(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 544(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 528(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  544(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 528(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   chachaPolyShort8AVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 528(SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·chachaPolyShort12AVX512(SB), $816-65
+	// The state of blocks 0–11, a row per register, a block per lane.
+	MOVQ            key+40(FP), AX
+	MOVQ            nonce+48(FP), CX
+	VBROADCASTI32X4 chachaPolySigma<>+0(SB), Z4
+	VBROADCASTI32X4 (AX), Z5
+	VBROADCASTI32X4 16(AX), Z6
+	VPXOR           X7, X7, X7
+	VPINSRD         $0x01, (CX), X7, X7
+	VPINSRD         $0x02, 4(CX), X7, X7
+	VPINSRD         $0x03, 8(CX), X7, X7
+	VSHUFI32X4      $0x00, Z7, Z7, Z7
+	VPADDD          chachaPolyRowsCtr<>+128(SB), Z7, Z14
+	VPADDD          chachaPolyRowsCtr<>+64(SB), Z7, Z15
+	VPADDD          chachaPolyRowsCtr<>+0(SB), Z7, Z7
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	VMOVDQA64       Z4, Z8
+	VMOVDQA64       Z5, Z9
+	VMOVDQA64       Z6, Z10
+	VMOVDQA64       Z15, Z11
+	VMOVDQA64       Z4, Z16
+	VMOVDQA64       Z5, Z17
+	VMOVDQA64       Z6, Z18
+	VMOVDQA64       Z14, Z19
+	MOVL            $0x0000000a, AX
+
+short12_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPADDD Z17, Z16, Z16
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPXORD Z16, Z19, Z19
+	VPROLD $0x10, Z3, Z3
+	VPROLD $0x10, Z11, Z11
+	VPROLD $0x10, Z19, Z19
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPADDD Z19, Z18, Z18
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPXORD Z18, Z17, Z17
+	VPROLD $0x0c, Z1, Z1
+	VPROLD $0x0c, Z9, Z9
+	VPROLD $0x0c, Z17, Z17
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPADDD Z17, Z16, Z16
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPXORD Z16, Z19, Z19
+	VPROLD $0x08, Z3, Z3
+	VPROLD $0x08, Z11, Z11
+	VPROLD $0x08, Z19, Z19
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPADDD Z19, Z18, Z18
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPXORD Z18, Z17, Z17
+	VPROLD $0x07, Z1, Z1
+	VPROLD $0x07, Z9, Z9
+	VPROLD $0x07, Z17, Z17
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x93, Z8, Z8
+	VPSHUFD $0x93, Z16, Z16
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x4e, Z19, Z19
+	VPSHUFD $0x39, Z2, Z2
+	VPSHUFD $0x39, Z10, Z10
+	VPSHUFD $0x39, Z18, Z18
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPADDD  Z17, Z16, Z16
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPXORD  Z16, Z19, Z19
+	VPROLD  $0x10, Z3, Z3
+	VPROLD  $0x10, Z11, Z11
+	VPROLD  $0x10, Z19, Z19
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPADDD  Z19, Z18, Z18
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPXORD  Z18, Z17, Z17
+	VPROLD  $0x0c, Z1, Z1
+	VPROLD  $0x0c, Z9, Z9
+	VPROLD  $0x0c, Z17, Z17
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPADDD  Z17, Z16, Z16
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPXORD  Z16, Z19, Z19
+	VPROLD  $0x08, Z3, Z3
+	VPROLD  $0x08, Z11, Z11
+	VPROLD  $0x08, Z19, Z19
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPADDD  Z19, Z18, Z18
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPXORD  Z18, Z17, Z17
+	VPROLD  $0x07, Z1, Z1
+	VPROLD  $0x07, Z9, Z9
+	VPROLD  $0x07, Z17, Z17
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x39, Z8, Z8
+	VPSHUFD $0x39, Z16, Z16
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x4e, Z19, Z19
+	VPSHUFD $0x93, Z2, Z2
+	VPSHUFD $0x93, Z10, Z10
+	VPSHUFD $0x93, Z18, Z18
+	DECL    AX
+	JNZ     short12_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+	VPADDD  Z4, Z8, Z8
+	VPADDD  Z5, Z9, Z9
+	VPADDD  Z6, Z10, Z10
+	VPADDD  Z15, Z11, Z11
+	VPADDD  Z4, Z16, Z16
+	VPADDD  Z5, Z17, Z17
+	VPADDD  Z6, Z18, Z18
+	VPADDD  Z14, Z19, Z19
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 784(SP)
+	MOVQ    SI, 792(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 800(SP)
+
+	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+	VSHUFI64X2 $0x44, Z9, Z8, Z24
+	VSHUFI64X2 $0xee, Z9, Z8, Z25
+	VSHUFI64X2 $0x44, Z11, Z10, Z26
+	VSHUFI64X2 $0xee, Z11, Z10, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z8
+	VSHUFI64X2 $0xdd, Z26, Z24, Z9
+	VSHUFI64X2 $0x88, Z27, Z25, Z10
+	VSHUFI64X2 $0xdd, Z27, Z25, Z11
+	VSHUFI64X2 $0x44, Z17, Z16, Z24
+	VSHUFI64X2 $0xee, Z17, Z16, Z25
+	VSHUFI64X2 $0x44, Z19, Z18, Z26
+	VSHUFI64X2 $0xee, Z19, Z18, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z16
+	VSHUFI64X2 $0xdd, Z26, Z24, Z17
+	VSHUFI64X2 $0x88, Z27, Z25, Z18
+	VSHUFI64X2 $0xdd, Z27, Z25, Z19
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      DI, DI
+	JZ         chachaPolyShort12AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z22
+
+chachaPolyShort12AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort12AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z1, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 2.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 64(R8), K1, Z20
+	VPXORQ     Z2, Z20, Z21
+	VMOVDQU8   Z21, K1, 64(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open2
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open2:
+	VMOVDQU64 Z20, 64(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 3.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 128(R8), K1, Z20
+	VPXORQ     Z3, Z20, Z21
+	VMOVDQU8   Z21, K1, 128(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open3
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open3:
+	VMOVDQU64 Z20, 128(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 4.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 192(R8), K1, Z20
+	VPXORQ     Z8, Z20, Z21
+	VMOVDQU8   Z21, K1, 192(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open4
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open4:
+	VMOVDQU64 Z20, 192(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 5.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 256(R8), K1, Z20
+	VPXORQ     Z9, Z20, Z21
+	VMOVDQU8   Z21, K1, 256(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open5
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open5:
+	VMOVDQU64 Z20, 256(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 6.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 320(R8), K1, Z20
+	VPXORQ     Z10, Z20, Z21
+	VMOVDQU8   Z21, K1, 320(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open6
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open6:
+	VMOVDQU64 Z20, 320(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 7.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 384(R8), K1, Z20
+	VPXORQ     Z11, Z20, Z21
+	VMOVDQU8   Z21, K1, 384(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open7
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open7:
+	VMOVDQU64 Z20, 384(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 8.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 448(R8), K1, Z20
+	VPXORQ     Z16, Z20, Z21
+	VMOVDQU8   Z21, K1, 448(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open8
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open8:
+	VMOVDQU64 Z20, 448(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 9.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 512(R8), K1, Z20
+	VPXORQ     Z17, Z20, Z21
+	VMOVDQU8   Z21, K1, 512(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open9
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open9:
+	VMOVDQU64 Z20, 512(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 10.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 576(R8), K1, Z20
+	VPXORQ     Z18, Z20, Z21
+	VMOVDQU8   Z21, K1, 576(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open10
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open10:
+	VMOVDQU64 Z20, 576(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 11.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 640(R8), K1, Z20
+	VPXORQ     Z19, Z20, Z21
+	VMOVDQU8   Z21, K1, 640(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open11
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open11:
+	VMOVDQU64 Z20, 640(SP)(BX*1)
+
+chachaPolyShort12AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+chachaPolyShort12AVX512_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 784(SP), R9, R10
+	MULXQ 792(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 800(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 784(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  800(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 784(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   chachaPolyShort12AVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 784(SP)
 	VZEROUPPER
 	RET
 

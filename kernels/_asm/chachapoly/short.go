@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/attr"
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -22,31 +25,42 @@ import (
 // lengthen the chain of dependent instructions by one cycle per half round;
 // a, c and d are done earlier and their shuffles overlap b's last steps.
 //
-//   - chachaPolyShortAVX512: all of a message of one block or less, with up
-//     to 64 bytes of additional data: blocks 0 and 1 in ymm registers, the
-//     XOR, Poly1305 and the tag;
-//   - chachaKeystream4AVX512: blocks 0–3 in zmm registers, for messages of
-//     two or three blocks, as raw keystream, which the Go side XORs and keys
-//     Poly1305 with.
+// chachaPolyShort{2,4,8,12}AVX512 do all of a message of up to 1, 3, 7 or
+// 11 blocks with up to 64 bytes of additional data: the keystream, the XOR,
+// Poly1305 (with MULX, a block at a time) and the tag.
 
 func shortKernels() {
-	keystreamRows()
-	shortAEAD()
+	rowsData()
+	shortAEAD(2)
+	shortAEAD(4)
+	shortAEAD(8)
+	shortAEAD(12)
 }
 
-// rowRounds emits ChaCha20's 20 rounds over the rows a, b, c, d, in a loop
-// of double rounds labelled loop.
-func rowRounds(a, b, c, d VecPhysical, loop string) {
+// rowRounds emits ChaCha20's 20 rounds over sets of rows a, b, c, d, in a
+// loop of double rounds labelled loop, the sets' instructions interleaved
+// step by step.
+func rowRounds(sets [][4]VecPhysical, loop string) {
 	half := func() {
 		// a += b; d ^= a; d <<<= 16; c += d; b ^= c; b <<<= 12; and again
 		// with 8 and 7.
-		for _, s := range []struct {
-			x, y, z VecPhysical
-			rot     int
-		}{{a, b, d, 16}, {c, d, b, 12}, {a, b, d, 8}, {c, d, b, 7}} {
-			VPADDD(s.y, s.x, s.x)
-			VPXORD(s.x, s.z, s.z)
-			VPROLD(U8(s.rot), s.z, s.z)
+		for _, st := range []struct{ x, y, z, rot int }{{0, 1, 3, 16}, {2, 3, 1, 12}, {0, 1, 3, 8}, {2, 3, 1, 7}} {
+			for _, r := range sets {
+				VPADDD(r[st.y], r[st.x], r[st.x])
+			}
+			for _, r := range sets {
+				VPXORD(r[st.x], r[st.z], r[st.z])
+			}
+			for _, r := range sets {
+				VPROLD(U8(st.rot), r[st.z], r[st.z])
+			}
+		}
+	}
+	shuffle := func(imm ...uint8) { // of rows a, d and c
+		for i, row := range []int{0, 3, 2} {
+			for _, r := range sets {
+				VPSHUFD(U8(imm[i]), r[row], r[row])
+			}
 		}
 	}
 	rounds := GP64()
@@ -55,119 +69,118 @@ func rowRounds(a, b, c, d VecPhysical, loop string) {
 	half()
 	Comment("Diagonals to columns: lane word j of each row in the quarter round",
 		"of b's word j.")
-	VPSHUFD(U8(0x93), a, a)
-	VPSHUFD(U8(0x4e), d, d)
-	VPSHUFD(U8(0x39), c, c)
+	shuffle(0x93, 0x4e, 0x39)
 	half()
-	VPSHUFD(U8(0x39), a, a)
-	VPSHUFD(U8(0x4e), d, d)
-	VPSHUFD(U8(0x93), c, c)
+	shuffle(0x39, 0x4e, 0x93)
 	DECL(rounds.As32())
 	JNZ(LabelRef(loop))
 }
 
-// keystreamRows emits chachaKeystream4AVX512.
-func keystreamRows() {
-	const n = 4
-	name, regs := "chachaKeystream4AVX512", []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11}
-	ctr := GLOBL(name+"Ctr", RODATA|NOPTR)
-	for i := 0; i < n; i++ {
-		DATA(16*i, U32(i))
-		DATA(16*i+4, U32(0))
-		DATA(16*i+8, U64(0))
-	}
+// rowsSigma and rowsCtr are the constant row and the counter offsets of
+// the short kernels: lane j of rowsCtr+16·j is j in its first word.
+var rowsSigma, rowsCtr Mem
 
-	TEXT(name, NOSPLIT, "func(state *[16]uint32, ks *[256]byte)")
-	Pragma("noescape")
-	Doc(name+" writes the keystream of the 4 blocks from",
-		"state's counter (word 12) on to ks: block j at ks[64j:]. Each register",
-		"holds one row of the state, block j in its 128-bit lane j.")
-	state := Load(Param("state"), GP64())
-	ks := Load(Param("ks"), GP64())
-	a, b, c, d := regs[0], regs[1], regs[2], regs[3]
-	in := regs[4:8] // the input rows
-	for i, r := range in {
-		VBROADCASTI32X4(Mem{Base: state, Disp: 16 * i}, r)
-	}
-	VPADDD(ctr, in[3], in[3])
-	for i, r := range []VecPhysical{a, b, c, d} {
-		VMOVDQA64(in[i], r)
-	}
-	rowRounds(a, b, c, d, "rows4_doubleround")
-	for i, r := range []VecPhysical{a, b, c, d} {
-		VPADDD(in[i], r, r)
-	}
-
-	Comment("Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.")
-	t := regs[8:12]
-	VSHUFI64X2(U8(0x44), b, a, t[0]) // a0 a1 b0 b1
-	VSHUFI64X2(U8(0xee), b, a, t[1]) // a2 a3 b2 b3
-	VSHUFI64X2(U8(0x44), d, c, t[2]) // c0 c1 d0 d1
-	VSHUFI64X2(U8(0xee), d, c, t[3]) // c2 c3 d2 d3
-	VSHUFI64X2(U8(0x88), t[2], t[0], a)
-	VSHUFI64X2(U8(0xdd), t[2], t[0], b)
-	VSHUFI64X2(U8(0x88), t[3], t[1], c)
-	VSHUFI64X2(U8(0xdd), t[3], t[1], d)
-	for i, r := range []VecPhysical{a, b, c, d} {
-		VMOVDQU64(r, Mem{Base: ks, Disp: 64 * i})
-	}
-	VZEROUPPER()
-	RET()
-}
-
-// shortAEAD emits chachaPolyShortAVX512, all of ChaCha20-Poly1305 for a
-// message of at most one block with at most 64 bytes of additional data:
-// the two blocks' keystream in ymm rows, the message and additional data
-// read and written through byte masks (which never touch memory past the
-// buffers), their MAC input laid out in the frame, Poly1305 over it with
-// MULX (gprPoly) and the tag. It spares the short path the calls, copies
-// and clears between the steps in Go, which cost about as much as the
-// Poly1305 they feed.
-func shortAEAD() {
-	sigma := GLOBL("chachaPolySigma", RODATA|NOPTR)
+func rowsData() {
+	rowsSigma = GLOBL("chachaPolySigma", RODATA|NOPTR)
 	for i, w := range []uint32{0x61707865, 0x3320646e, 0x79622d32, 0x6b206574} {
 		DATA(4*i, U32(w))
 	}
-	ctr := GLOBL("chachaPolyShortCtr", RODATA|NOPTR)
-	DATA(0, U64(0))
-	DATA(8, U64(0))
-	DATA(16, U32(1))
-	DATA(20, U32(0))
-	DATA(24, U64(0))
+	rowsCtr = GLOBL("chachaPolyRowsCtr", RODATA|NOPTR)
+	for j := 0; j < 12; j++ {
+		DATA(16*j, U32(uint32(j)))
+		DATA(16*j+4, U32(0))
+		DATA(16*j+8, U64(0))
+	}
+}
 
-	TEXT("chachaPolyShortAVX512", NOSPLIT, "func(out, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)")
+// shortAEAD emits chachaPolyShort{2,4,8,12}AVX512, all of ChaCha20-Poly1305
+// for a message of at most blocks−1 blocks with at most 64 bytes of
+// additional data: the blocks' keystream in rows (ymm registers for 2
+// blocks, one set of zmm for 4, two or three sets for 8 or 12, their
+// instructions interleaved), the message and additional
+// data read and written through byte masks (which never touch memory past
+// the buffers), their MAC input laid out in the frame, Poly1305 over it
+// with MULX (gprPoly) and the tag. It spares the short path the calls,
+// copies and clears between those steps in Go, which cost about as much as
+// the Poly1305 they feed.
+func shortAEAD(blocks int) {
+	name := fmt.Sprintf("chachaPolyShort%dAVX512", blocks)
+	maxN := 64 * (blocks - 1)
+	// The 12-block kernel's frame is too large for NOSPLIT.
+	var flags attr.Attribute = NOSPLIT
+	if blocks > 8 {
+		flags = 0
+	}
+	TEXT(name, flags, "func(out, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)")
 	Pragma("noescape")
-	Doc("chachaPolyShortAVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream of",
-		"block 1 for key and nonce, and writes to tag the Poly1305 tag (RFC 8439",
-		"§2.8) of the n ≤ 64 bytes of ciphertext (out when sealing, in when",
+	Doc(name+" sets out[:n] = in[:n] XOR the ChaCha20 keystream from block",
+		"1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439",
+		fmt.Sprintf("§2.8) of the n ≤ %d bytes of ciphertext (out when sealing, in when", maxN),
 		"opening) and the aadLen ≤ 64 bytes of additional data at aad, under the",
 		"key of block 0. out and in are equal or do not overlap; pointers to no",
 		"bytes may be nil.")
-	// Frame: the MAC input (additional data, ciphertext, both padded to 16
-	// bytes, and the lengths: at most 144 bytes, written 64 at a time), then
-	// r0, r1 and s1.
-	frame := AllocLocal(192)
-	r0m, r1m, s1m := frame.Offset(160), frame.Offset(168), frame.Offset(176)
+	// Frame: the MAC input (additional data and ciphertext, both padded to
+	// 16 bytes and written 64 bytes at a time, and the lengths), then r0,
+	// r1, s1.
+	macSize := 64 + maxN + 16
+	frame := AllocLocal(macSize + 32)
+	r0m, r1m, s1m := frame.Offset(macSize), frame.Offset(macSize+8), frame.Offset(macSize+16)
 
-	Comment("The state of blocks 0 and 1, a row per register, a block per lane.")
+	Comment(fmt.Sprintf("The state of blocks 0–%d, a row per register, a block per lane.", blocks-1))
 	key, nonce := Load(Param("key"), GP64()), Load(Param("nonce"), GP64())
-	a, b, c, d := Y0, Y1, Y2, Y3
-	in := []VecPhysical{Y4, Y5, Y6, Y7}
-	VBROADCASTI128(sigma, in[0])
-	VBROADCASTI128(Mem{Base: key}, in[1])
-	VBROADCASTI128(Mem{Base: key, Disp: 16}, in[2])
-	VPXOR(X7, X7, X7)
+	z := func(i int) VecPhysical { return zmm(i) }
+	if blocks == 2 {
+		z = ymmEVEX
+	}
+	sets := [][4]VecPhysical{{z(0), z(1), z(2), z(3)}}
+	in := [4]VecPhysical{z(4), z(5), z(6), z(7)} // input rows
+	dIn := []VecPhysical{in[3], z(15), z(14)}    // each set's input row d
+	if blocks >= 8 {
+		sets = append(sets, [4]VecPhysical{z(8), z(9), z(10), z(11)})
+	}
+	if blocks >= 12 {
+		sets = append(sets, [4]VecPhysical{z(16), z(17), z(18), z(19)})
+	}
+	if blocks == 2 {
+		VBROADCASTI128(rowsSigma, in[0])
+		VBROADCASTI128(Mem{Base: key}, in[1])
+		VBROADCASTI128(Mem{Base: key, Disp: 16}, in[2])
+	} else {
+		VBROADCASTI32X4(rowsSigma, in[0])
+		VBROADCASTI32X4(Mem{Base: key}, in[1])
+		VBROADCASTI32X4(Mem{Base: key, Disp: 16}, in[2])
+	}
+	x := in[3].AsX()
+	VPXOR(x, x, x)
 	for i := 0; i < 3; i++ {
-		VPINSRD(U8(i+1), Mem{Base: nonce, Disp: 4 * i}, X7, X7)
+		VPINSRD(U8(i+1), Mem{Base: nonce, Disp: 4 * i}, x, x)
 	}
-	VINSERTI128(U8(1), X7, Y7, Y7)
-	VPADDD(ctr, in[3], in[3])
-	for i, r := range []VecPhysical{a, b, c, d} {
-		VMOVDQA64(in[i], r)
+	if blocks == 2 {
+		VINSERTI128(U8(1), x, in[3], in[3])
+	} else {
+		VSHUFI32X4(U8(0), in[3], in[3], in[3])
 	}
-	rowRounds(a, b, c, d, "short_doubleround")
-	for i, r := range []VecPhysical{a, b, c, d} {
-		VPADDD(in[i], r, r)
+	for s := len(sets) - 1; s >= 0; s-- { // set 0's last: it overwrites in[3]
+		VPADDD(rowsCtr.Offset(64*s), in[3], dIn[s])
+	}
+	for s, set := range sets {
+		for i, r := range set {
+			if i == 3 {
+				VMOVDQA64(dIn[s], r)
+				continue
+			}
+			VMOVDQA64(in[i], r)
+		}
+	}
+	rowRounds(sets, fmt.Sprintf("short%d_doubleround", blocks))
+	for s, set := range sets {
+		for i, r := range set {
+			if i == 3 {
+				VPADDD(dIn[s], r, r)
+				continue
+			}
+			VPADDD(in[i], r, r)
+		}
 	}
 
 	Comment("r (clamped) and s from block 0, in lane 0 of rows a and b.")
@@ -188,54 +201,89 @@ func shortAEAD() {
 	ADDQ(r1, t)
 	MOVQ(t, s1m)
 
-	Comment("Block 1's keystream, lane 1 of each row, in Z8.")
-	VSHUFI64X2(U8(0x55), Z1, Z0, Z9)  // a1 a1 b1 b1
-	VSHUFI64X2(U8(0x55), Z3, Z2, Z10) // c1 c1 d1 d1
-	VSHUFI64X2(U8(0x88), Z10, Z9, Z8) // a1 b1 c1 d1
+	// ks[j] is the register with block j's keystream.
+	var ks []VecPhysical
+	if blocks == 2 {
+		Comment("Block 1's keystream, lane 1 of each row, in Z8.")
+		VSHUFI64X2(U8(0x55), Z1, Z0, Z9)  // a1 a1 b1 b1
+		VSHUFI64X2(U8(0x55), Z3, Z2, Z10) // c1 c1 d1 d1
+		VSHUFI64X2(U8(0x88), Z10, Z9, Z8) // a1 b1 c1 d1
+		ks = []VecPhysical{nil, Z8}
+	} else {
+		Comment("Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.")
+		tmp := []VecPhysical{Z24, Z25, Z26, Z27}
+		for _, set := range sets {
+			a, b, c, d := set[0], set[1], set[2], set[3]
+			VSHUFI64X2(U8(0x44), b, a, tmp[0]) // a0 a1 b0 b1
+			VSHUFI64X2(U8(0xee), b, a, tmp[1]) // a2 a3 b2 b3
+			VSHUFI64X2(U8(0x44), d, c, tmp[2]) // c0 c1 d0 d1
+			VSHUFI64X2(U8(0xee), d, c, tmp[3]) // c2 c3 d2 d3
+			VSHUFI64X2(U8(0x88), tmp[2], tmp[0], a)
+			VSHUFI64X2(U8(0xdd), tmp[2], tmp[0], b)
+			VSHUFI64X2(U8(0x88), tmp[3], tmp[1], c)
+			VSHUFI64X2(U8(0xdd), tmp[3], tmp[1], d)
+			ks = append(ks, a, b, c, d)
+		}
+	}
 
-	Comment("The message through byte mask K1, the additional data through K2.")
+	Comment("The additional data through byte mask K2, into the frame. An empty",
+		"buffer is not read: a masked load from an address that would fault,",
+		"such as nil, costs a microcode assist.")
 	n, aadLen := Load(Param("n"), GP64()), Load(Param("aadLen"), GP64())
-	MOVQ(I32(-1), t)
-	BZHIQ(n, t, t)
-	KMOVQ(t, K1)
+	VPXORQ(Z22, Z22, Z22)
+	TESTQ(aadLen, aadLen)
+	JZ(LabelRef(name + "_noaad"))
 	MOVQ(I32(-1), t)
 	BZHIQ(aadLen, t, t)
 	KMOVQ(t, K2)
-	Comment("An empty buffer is not read: a masked load from an address that",
-		"would fault, such as nil, costs a microcode assist.")
-	VPXORQ(Z12, Z12, Z12)
-	VPXORQ(Z15, Z15, Z15)
-	TESTQ(n, n)
-	JZ(LabelRef("short_noin"))
-	src := Load(Param("in"), GP64())
-	VMOVDQU8_Z(Mem{Base: src}, K1, Z12)
-	Label("short_noin")
-	VPXORQ(Z8, Z12, Z13)
-	dst := Load(Param("out"), GP64())
-	VMOVDQU8(Z13, K1, Mem{Base: dst})
-	TESTQ(aadLen, aadLen)
-	JZ(LabelRef("short_noaad"))
 	ad := Load(Param("aad"), GP64())
-	VMOVDQU8_Z(Mem{Base: ad}, K2, Z15)
-	Label("short_noaad")
+	VMOVDQU8_Z(Mem{Base: ad}, K2, Z22)
+	Label(name + "_noaad")
+	VMOVDQU64(Z22, frame.Offset(0))
 
-	Comment("The MAC input: additional data, ciphertext (the output when",
-		"sealing, the input when opening), lengths.")
-	VMOVDQU64(Z15, frame.Offset(0))
+	Comment("The message, 64 bytes at a time through byte mask K1: the output,",
+		"and the ciphertext (the output when sealing, the input when opening)",
+		"after the additional data, padded, in the frame.")
 	p := GP64()
 	LEAQ(Mem{Base: aadLen, Disp: 15}, p)
 	ANDQ(I8(-16), p)
-	ctm := frame.Offset(0)
-	ctm.Index, ctm.Scale = p, 1
 	seal, err := Param("seal").Resolve()
 	if err != nil {
 		panic(err)
 	}
-	CMPB(seal.Addr, U8(0))
-	JE(LabelRef("short_open"))
-	VMOVDQU8_Z(Z13, K1, Z12)
-	Label("short_open")
-	VMOVDQU64(Z12, ctm)
+	src, dst := Load(Param("in"), GP64()), Load(Param("out"), GP64())
+	left := GP64() // bytes left
+	MOVQ(n, left)
+	sixtyFour := GP64()
+	MOVL(U32(64), sixtyFour.As32())
+	done := name + "_data_done"
+	for j := 1; j < blocks; j++ {
+		off := 64 * (j - 1)
+		TESTQ(left, left)
+		JZ(LabelRef(done))
+		Comment(fmt.Sprintf("Block %d.", j))
+		MOVQ(left, t)
+		CMPQ(left, sixtyFour)
+		CMOVQCC(sixtyFour, t) // min(left, 64)
+		SUBQ(t, left)
+		u := GP64()
+		MOVQ(I32(-1), u)
+		BZHIQ(t, u, u)
+		KMOVQ(u, K1)
+		VMOVDQU8_Z(Mem{Base: src, Disp: off}, K1, Z20)
+		VPXORQ(ks[j], Z20, Z21)
+		VMOVDQU8(Z21, K1, Mem{Base: dst, Disp: off})
+		ctm := frame.Offset(off)
+		ctm.Index, ctm.Scale = p, 1
+		CMPB(seal.Addr, U8(0))
+		JE(LabelRef(fmt.Sprintf("%s_open%d", name, j)))
+		VMOVDQU8_Z(Z21, K1, Z20)
+		Label(fmt.Sprintf("%s_open%d", name, j))
+		VMOVDQU64(Z20, ctm)
+	}
+	Label(done)
+
+	Comment("The lengths after the ciphertext, padded.")
 	LEAQ(Mem{Base: n, Disp: 15}, t)
 	ANDQ(I8(-16), t)
 	ADDQ(t, p)
@@ -251,14 +299,14 @@ func shortAEAD() {
 	gp.zero()
 	msg := GP64()
 	LEAQ(frame.Offset(0), msg)
-	Label("short_mac")
+	Label(name + "_mac")
 	var s stream
 	gp.block(&s, Mem{Base: msg}, false)
 	gp.toCanon(&s)
 	s.emit()
 	ADDQ(U8(16), msg)
 	DECQ(p)
-	JNZ(LabelRef("short_mac"))
+	JNZ(LabelRef(name + "_mac"))
 
 	Comment("The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of",
 		"2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.")
@@ -279,7 +327,7 @@ func shortAEAD() {
 	MOVQ(h1, Mem{Base: tag, Disp: 8})
 	Comment("Clear r from the frame.")
 	VPXOR(X0, X0, X0)
-	VMOVDQU(Y0, frame.Offset(160))
+	VMOVDQU(Y0, frame.Offset(macSize))
 	VZEROUPPER()
 	RET()
 }
