@@ -4919,1411 +4919,2526 @@ seal_last:
 	RET
 
 // func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
-// Requires: AVX, AVX512F, AVX512IFMA
-TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $0-48
+// Requires: AVX, AVX512F, AVX512IFMA, AVX512VL, BMI2
+TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
-	MOVQ         groups+16(FP), DX
-	MOVQ         state+24(FP), BX
-	MOVQ         tbl+40(FP), SI
-	MOVQ         $0x00000fffffffffff, DI
-	VPBROADCASTQ DI, Z30
+	MOVQ         groups+16(FP), BX
+	MOVQ         state+24(FP), SI
+	MOVQ         tbl+40(FP), DI
+	MOVQ         $0x00000fffffffffff, DX
+	VPBROADCASTQ DX, Z30
 
+	// r^(8+8·scalarSteps) for the last IFMA step of every group but
+	// the last, by square and multiply from r⁸; one group needs none.
+	CMPQ             BX, $0x01
+	JE               open_nojump
+	VMOVDQU64        320(DI), Z0
+	VMOVDQU64        384(DI), Z1
+	VMOVDQU64        448(DI), Z2
+	VMOVDQU64        512(DI), Z3
+	VMOVDQU64        576(DI), Z4
+	VMOVDQA64        Z0, Z5
+	VMOVDQA64        Z1, Z6
+	VMOVDQA64        Z2, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z11
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z11, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z11
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z11, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z11, Z5
+	VPSRLQ           $0x2c, Z5, Z11
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z11, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z8
+	VPADDQ           Z6, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VPSLLQ           $0x02, Z7, Z8
+	VPADDQ           Z7, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VMOVDQA64        Z5, Z5
+	VMOVDQA64        Z6, Z6
+	VMOVDQA64        Z7, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z5
+	VPSRLQ           $0x2c, Z5, Z0
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z0, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z0
+	VPADDQ           Z6, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z7, Z1
+	VPADDQ           Z7, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQA64        Z5, Z2
+	VMOVDQA64        Z6, Z3
+	VMOVDQA64        Z7, Z4
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z5, Z2, Z8
+	VPMADD52HUQ      Z5, Z2, Z11
+	VPMADD52LUQ      Z6, Z2, Z9
+	VPMADD52HUQ      Z6, Z2, Z12
+	VPMADD52LUQ      Z7, Z2, Z10
+	VPMADD52HUQ      Z7, Z2, Z13
+	VPMADD52LUQ      Z1, Z3, Z8
+	VPMADD52HUQ      Z1, Z3, Z11
+	VPMADD52LUQ      Z5, Z3, Z9
+	VPMADD52HUQ      Z5, Z3, Z12
+	VPMADD52LUQ      Z6, Z3, Z10
+	VPMADD52HUQ      Z6, Z3, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z2
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z3
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z2
+	VPSRLQ           $0x2c, Z2, Z0
+	VPANDQ           Z30, Z2, Z2
+	VPADDQ           Z0, Z3, Z3
+	VPSLLQ           $0x02, Z3, Z0
+	VPADDQ           Z3, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z4, Z1
+	VPADDQ           Z4, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQU64        Z2, 32(SP)
+	VMOVDQU64        Z3, 96(SP)
+	VMOVDQU64        Z4, 160(SP)
+	VMOVDQU64        Z0, 224(SP)
+	VMOVDQU64        Z1, 288(SP)
+
+open_nojump:
 	// Counter words of the first 16 blocks; the accumulator in lane 0
 	// of Z20–Z22, the other lanes 0.
-	VPBROADCASTD 48(BX), Z31
+	VPBROADCASTD 48(SI), Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVQ         st+32(FP), DI
-	MOVQ         (DI), R8
-	MOVQ         8(DI), R9
-	MOVQ         16(DI), DI
-	MOVQ         $0x00000fffffffffff, R11
-	MOVQ         R8, R10
-	ANDQ         R11, R10
-	VMOVQ        R10, X20
-	SHRQ         $0x2c, R8
-	MOVQ         R9, R10
-	SHLQ         $0x14, R10
-	ORQ          R8, R10
-	ANDQ         R11, R10
-	VMOVQ        R10, X21
+	MOVQ         st+32(FP), R8
+	MOVQ         (R8), DX
+	MOVQ         8(R8), R9
+	MOVQ         16(R8), R10
+	MOVQ         $0x00000fffffffffff, R12
+	MOVQ         DX, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X20
+	SHRQ         $0x2c, DX
+	MOVQ         R9, R11
+	SHLQ         $0x14, R11
+	ORQ          DX, R11
+	ANDQ         R12, R11
+	VMOVQ        R11, X21
 	SHRQ         $0x18, R9
-	SHLQ         $0x28, DI
-	ORQ          R9, DI
-	VMOVQ        DI, X22
-	LEAQ         320(SI), DI
+	SHLQ         $0x28, R10
+	ORQ          R9, R10
+	VMOVQ        R10, X22
+
+	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
+	MOVQ 24(R8), DX
+	MOVQ DX, (SP)
+	MOVQ 32(R8), DX
+	MOVQ DX, 8(SP)
+	MOVQ DX, R8
+	SHRQ $0x02, R8
+	ADDQ DX, R8
+	MOVQ R8, 16(SP)
+	XORL R8, R8
+	XORL R9, R9
+	XORL R10, R10
 
 open_loop:
-	CMPQ DX, $0x01
-	JNE  open_group
+	CMPQ BX, $0x01
+	JE   open_last
 
-	// The last group: its last step multiplies by the lane powers.
-	LEAQ (SI), DI
-
-open_group:
 	// Group g, with Poly1305 over its input.
 	// State words for 16 blocks: word i of every block in Zi.
-	VPBROADCASTD     (BX), Z0
-	VPBROADCASTD     4(BX), Z1
-	VPBROADCASTD     8(BX), Z2
-	VPBROADCASTD     12(BX), Z3
-	VPBROADCASTD     16(BX), Z4
-	VPBROADCASTD     20(BX), Z5
-	VPBROADCASTD     24(BX), Z6
-	VPBROADCASTD     28(BX), Z7
-	VPBROADCASTD     32(BX), Z8
-	VPBROADCASTD     36(BX), Z9
-	VPBROADCASTD     40(BX), Z10
-	VPBROADCASTD     44(BX), Z11
+	VPBROADCASTD     (SI), Z0
+	VPBROADCASTD     4(SI), Z1
+	VPBROADCASTD     8(SI), Z2
+	VPBROADCASTD     12(SI), Z3
+	VPBROADCASTD     16(SI), Z4
+	VPBROADCASTD     20(SI), Z5
+	VPBROADCASTD     24(SI), Z6
+	VPBROADCASTD     28(SI), Z7
+	VPBROADCASTD     32(SI), Z8
+	VPBROADCASTD     36(SI), Z9
+	VPBROADCASTD     40(SI), Z10
+	VPBROADCASTD     44(SI), Z11
 	VMOVDQA32        Z31, Z12
-	VPBROADCASTD     52(BX), Z13
-	VPBROADCASTD     56(BX), Z14
-	VPBROADCASTD     60(BX), Z15
+	VPBROADCASTD     52(SI), Z13
+	VPBROADCASTD     56(SI), Z14
+	VPBROADCASTD     60(SI), Z15
 	VPADDD           Z4, Z0, Z0
+	MOVQ             R8, R11
+	ANDQ             chachaPolyStitch<>+112(SB), R11
+	SHRQ             $0x2c, R9, R8
+	ANDQ             chachaPolyStitch<>+112(SB), R8
+	SHRQ             $0x18, R10, R9
+	VMOVQ            R11, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R8, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z22, Z22
+	MOVQ             384(CX), R8
+	VPADDD           Z5, Z1, Z1
+	MOVQ             392(CX), R9
+	VPADDD           Z6, Z2, Z2
+	MOVL             $0x00000001, R10
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R12
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R9, DX
+	MULXQ            16(SP), R8, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R8, R11
+	VPXORD           Z3, Z15, Z15
 	VMOVDQU64        (CX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R9, R12
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R13
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R8
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R13
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
 	VMOVDQU64        64(CX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
+	VPXORD           Z8, Z4, Z4
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R9
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R9
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
 	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             400(CX), R11
+	VPADDD           Z5, Z1, Z1
+	ADCQ             408(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z7, Z3, Z3
 	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
+	MULXQ            (SP), R8, R9
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R11, R13
+	ADDQ             R11, R8
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R9
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R12
 	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
 	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R11
+	ADDQ             R11, R12
 	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
 	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R14
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R12
+	VPROLD           $0x07, Z7, Z7
 	VPADDQ           Z25, Z20, Z20
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             416(CX), R8
+	VPADDD           Z6, Z1, Z1
+	ADCQ             424(CX), R12
+	VPADDD           Z7, Z2, Z2
+	ADCQ             $0x01, R10
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R13
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R12, DX
 	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R12, R14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R9
+	VPADDD           Z12, Z11, Z11
 	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R9
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R12
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
 	VPADDQ           Z27, Z21, Z21
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R12, R14
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R9
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             432(CX), R11
+	ADCQ             440(CX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
 	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R11, DX
+	MULXQ            (SP), R8, R12
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R11, R9
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R9
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R13
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	ADDQ             R12, R13
+	VPADDD           Z14, Z9, Z9
 	VPADDQ           Z26, Z22, Z22
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R10, R14
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R9
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z7, Z7
 	VMOVDQU64        128(CX), Z26
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             448(CX), R8
+	VPADDD           Z5, Z1, Z1
+	ADCQ             456(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R9
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R12, R14
 	VPUNPCKLQDQ      192(CX), Z26, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R12
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R13, R14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
 	VPUNPCKHQDQ      192(CX), Z26, Z28
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPANDQ           Z30, Z27, Z23
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x2c, Z27, Z24
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSLLQ           $0x14, Z28, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPSRLQ           $0x18, Z28, Z28
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPXORQ           Z30, Z30, Z28
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPMADD52LUQ      320(SI), Z20, Z23
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      320(SI), Z20, Z26
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      384(SI), Z20, Z24
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      384(SI), Z20, Z27
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      448(SI), Z20, Z25
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      448(SI), Z20, Z28
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(SI), Z21, Z23
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      576(SI), Z21, Z26
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(SI), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(SI), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      384(SI), Z21, Z25
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      384(SI), Z21, Z28
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      512(SI), Z22, Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      512(SI), Z22, Z26
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      576(SI), Z22, Z24
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      576(SI), Z22, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(SI), Z22, Z25
 	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R8
+	ADDQ             R8, R12
 	VPADDD           Z13, Z9, Z9
-	VPMADD52HUQ      320(SI), Z22, Z28
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R13
+	VPANDQ           Z30, Z27, Z23
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R14
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R12
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             464(CX), R11
+	ADCQ             472(CX), R12
+	VPADDD           Z5, Z1, Z1
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z6, Z2, Z2
+	ADCQ             $0x01, R10
+	MOVQ             R11, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	MULXQ            16(SP), R11, R12
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R9
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
+	IMULQ            R10, R11
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R9
+	VPXORD           Z8, Z4, Z4
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R12
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R12
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             480(CX), R8
+	VPADDD           Z6, Z1, Z1
+	ADCQ             488(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R12
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R8, R9
+	ADDQ             R8, R11
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R9, R12
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z13, Z13
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R8
+	ADDQ             R8, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	VPXORQ           Z30, Z30, Z27
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R9
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R14
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R10
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z5, Z0, Z0
+	ADDQ             496(CX), R11
+	VPADDD           Z6, Z1, Z1
+	ADCQ             504(CX), R13
+	VPADDD           Z7, Z2, Z2
+	ADCQ             $0x01, R10
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R9
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	VPMADD52LUQ      320(DI), Z20, Z23
+	ADCQ             R13, R9
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R12
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R13, R14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R12
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R9, R12
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R13, R14
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R12
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             512(CX), R8
+	ADCQ             520(CX), R12
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      384(DI), Z20, Z27
+	MULXQ            (SP), R11, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R8, R12
+	ADDQ             R8, R11
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R12
+	ADDQ             R8, R9
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R8
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R9
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	ADDQ             R13, R9
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R12
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R12
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R14
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R9
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             528(CX), R11
+	VPADDD           Z5, Z1, Z1
+	ADCQ             536(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R12
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	MOVQ             R9, DX
+	VPXORD           Z1, Z13, Z13
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R13
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R9, R14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R10, R11
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R13
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R9
+	SHRQ             $0x02, R9
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R9, R14
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             544(CX), R8
+	ADCQ             552(CX), R13
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      384(DI), Z21, Z25
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R9
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R13
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R12
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	IMULQ            R10, R8
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R12
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R12
+	VPADDD           Z14, Z9, Z9
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPXORD           Z10, Z5, Z5
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R13
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R13
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      512(DI), Z22, Z26
+	ADCQ             $0x00, R12
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             560(CX), R11
+	VPADDD           Z6, Z1, Z1
+	ADCQ             568(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R13
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R12, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R11, R12
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R9
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R11
+	ADDQ             R11, R9
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R12
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R12
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R9
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R10
+	ADDQ             576(CX), R8
+	VPADDD           Z4, Z0, Z0
+	ADCQ             584(CX), R9
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPADDD           Z6, Z2, Z2
+	ADCQ             $0x01, R10
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R12
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R9, DX
+	MULXQ            16(SP), R8, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R8, R11
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R9, R12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R13
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R9, R14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R13
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
+	VPXORD           Z8, Z4, Z4
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R9
+	SHRQ             $0x02, R9
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R9, R14
 	VPROLD           $0x0c, Z5, Z5
 	VPSRLQ           $0x2c, Z23, Z29
+	ADDQ             R14, R11
 	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R13
 	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
 	VPADDD           Z4, Z0, Z0
-	VPANDQ           Z30, Z23, Z20
+	ADDQ             592(CX), R11
+	ADCQ             600(CX), R13
 	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R9
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z1, Z13, Z13
-	VPADDQ           Z29, Z24, Z24
+	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R11, R13
+	ADDQ             R11, R8
 	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R9
 	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z24, Z29
+	MULXQ            (SP), R11, R13
+	ADDQ             R11, R12
 	VPROLD           $0x08, Z13, Z13
+	ADCQ             R13, R14
 	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z24, Z21
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
+	IMULQ            R10, R11
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R12
 	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z29, Z25, Z25
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	ADDQ             R9, R12
 	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
-	VPSRLQ           $0x2a, Z25, Z29
+	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	MOVQ             R14, R13
 	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R14
+	ADDQ             R13, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	ADDQ             R14, R8
 	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
 	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x2c, Z20, Z29
+	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z5, Z0, Z0
+	ADDQ             608(CX), R8
 	VPADDD           Z6, Z1, Z1
+	ADCQ             616(CX), R12
+	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
-	VPANDQ           Z30, Z20, Z20
+	MOVQ             R8, DX
 	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R13
 	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R9, R14
+	MOVQ             R12, DX
 	VPXORD           Z1, Z12, Z12
-	VPADDQ           Z29, Z21, Z21
+	MULXQ            16(SP), R8, R12
 	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
 	VPXORD           Z3, Z14, Z14
+	VPANDQ           Z30, Z24, Z21
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R12, R14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R12
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R12, R14
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R9
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             624(CX), R11
+	ADCQ             632(CX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R12
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R9, DX
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R9
+	ADDQ             R11, R13
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R13
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R9
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R13
+	VPANDQ           Z30, Z20, Z20
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             640(CX), R8
+	VPADDD           Z5, Z1, Z1
+	ADCQ             648(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R9
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R8, R13
+	ADDQ             R8, R11
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R12
 	VMOVDQU64        256(CX), Z26
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	MOVQ             R14, R13
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R13
+	VPXORD           Z11, Z7, Z7
 	VPUNPCKLQDQ      320(CX), Z26, Z27
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R14
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R12
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	ADDQ             656(CX), R11
+	VPADDD           Z4, Z0, Z0
+	ADCQ             664(CX), R12
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
 	VPUNPCKHQDQ      320(CX), Z26, Z28
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPANDQ           Z30, Z27, Z23
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z27, Z24
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPSLLQ           $0x14, Z28, Z26
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPSRLQ           $0x18, Z28, Z28
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPXORQ           Z30, Z30, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z28
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ      320(SI), Z20, Z23
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPMADD52HUQ      320(SI), Z20, Z26
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      384(SI), Z20, Z24
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      384(SI), Z20, Z27
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      448(SI), Z20, Z25
-	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R13
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      448(SI), Z20, Z28
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	MULXQ            16(SP), R11, R12
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      576(SI), Z21, Z23
+	ADDQ             R11, R8
 	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      576(SI), Z21, Z26
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(SI), Z21, Z24
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      320(SI), Z21, Z27
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPMADD52LUQ      384(SI), Z21, Z25
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      384(SI), Z21, Z28
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52LUQ      512(SI), Z22, Z23
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(SI), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      576(SI), Z22, Z24
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(SI), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(SI), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(SI), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z29, Z24, Z24
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z24, Z21
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPSRLQ           $0x2a, Z25, Z29
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPANDQ           Z30, Z20, Z20
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDQ           Z29, Z21, Z21
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VMOVDQU64        384(CX), Z26
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPUNPCKLQDQ      448(CX), Z26, Z27
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPUNPCKHQDQ      448(CX), Z26, Z28
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPANDQ           Z30, Z27, Z23
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPSRLQ           $0x2c, Z27, Z24
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSLLQ           $0x14, Z28, Z26
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z28, Z28
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPXORQ           Z30, Z30, Z27
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(SI), Z20, Z23
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52HUQ      320(SI), Z20, Z26
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(SI), Z20, Z24
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      384(SI), Z20, Z27
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      448(SI), Z20, Z25
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      448(SI), Z20, Z28
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(SI), Z21, Z23
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      576(SI), Z21, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      320(SI), Z21, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      320(SI), Z21, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      384(SI), Z21, Z25
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      384(SI), Z21, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(SI), Z22, Z23
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      512(SI), Z22, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52LUQ      576(SI), Z22, Z24
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52HUQ      576(SI), Z22, Z27
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      320(SI), Z22, Z25
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      320(SI), Z22, Z28
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPSRLQ           $0x2c, Z20, Z29
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z21, Z21
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VMOVDQU64        512(CX), Z26
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPUNPCKLQDQ      576(CX), Z26, Z27
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPUNPCKHQDQ      576(CX), Z26, Z28
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z27, Z23
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPSRLQ           $0x2c, Z27, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z28, Z26
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPSRLQ           $0x18, Z28, Z28
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPXORQ           Z30, Z30, Z26
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORQ           Z30, Z30, Z27
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPXORQ           Z30, Z30, Z28
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      320(SI), Z20, Z23
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52HUQ      320(SI), Z20, Z26
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ      384(SI), Z20, Z24
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52HUQ      384(SI), Z20, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      448(SI), Z20, Z25
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      448(SI), Z20, Z28
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      576(SI), Z21, Z23
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52HUQ      576(SI), Z21, Z26
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      320(SI), Z21, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      320(SI), Z21, Z27
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52LUQ      384(SI), Z21, Z25
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      384(SI), Z21, Z28
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPMADD52LUQ      512(SI), Z22, Z23
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      512(SI), Z22, Z26
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      576(SI), Z22, Z24
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      576(SI), Z22, Z27
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      320(SI), Z22, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      320(SI), Z22, Z28
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPSRLQ           $0x2c, Z23, Z29
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPANDQ           Z30, Z23, Z20
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDQ           Z29, Z24, Z24
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPSRLQ           $0x2c, Z24, Z29
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        640(CX), Z26
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPUNPCKLQDQ      704(CX), Z26, Z27
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      704(CX), Z26, Z28
-	VPXORD           Z3, Z15, Z15
+	ADCQ             R12, R13
+	MULXQ            (SP), R11, R12
 	VPROLD           $0x08, Z12, Z12
 	VPANDQ           Z30, Z27, Z23
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R9
 	VPROLD           $0x08, Z14, Z14
+	ADCQ             R12, R14
+	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z15, Z15
+	IMULQ            R10, R11
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R9
+	VPADDD           Z15, Z11, Z11
 	VPSRLQ           $0x2c, Z27, Z24
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
+	VPXORD           Z8, Z4, Z4
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R12
+	SHRQ             $0x02, R12
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R8
 	VPSLLQ           $0x14, Z28, Z26
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R9
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             672(CX), R8
+	ADCQ             680(CX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z15, Z15
 	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R8, R9
+	ADDQ             R8, R11
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R9, R12
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R9
+	ADDQ             R8, R13
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
 	VPSRLQ           $0x18, Z28, Z28
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPXORQ           Z30, Z30, Z26
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORQ           Z30, Z30, Z27
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(SI), Z20, Z23
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      320(SI), Z20, Z26
-	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
 	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R13
 	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ      384(SI), Z20, Z24
+	ADCQ             $0x00, R14
 	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	ADDQ             R12, R13
 	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      384(SI), Z20, Z27
+	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      448(SI), Z20, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      448(SI), Z20, Z28
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      576(SI), Z21, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      576(SI), Z21, Z26
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      320(SI), Z21, Z24
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      320(SI), Z21, Z27
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      384(SI), Z21, Z25
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52HUQ      384(SI), Z21, Z28
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ      512(SI), Z22, Z23
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52HUQ      512(SI), Z22, Z26
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      576(SI), Z22, Z24
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52HUQ      576(SI), Z22, Z27
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52LUQ      320(SI), Z22, Z25
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      320(SI), Z22, Z28
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPSRLQ           $0x2c, Z23, Z29
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPANDQ           Z30, Z23, Z20
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDQ           Z29, Z24, Z24
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPSRLQ           $0x2c, Z24, Z29
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPANDQ           Z30, Z24, Z21
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPADDQ           Z29, Z25, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPSRLQ           $0x2c, Z20, Z29
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPANDQ           Z30, Z20, Z20
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VMOVDQU64        768(CX), Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPUNPCKLQDQ      832(CX), Z26, Z27
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPUNPCKHQDQ      832(CX), Z26, Z28
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPANDQ           Z30, Z27, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z27, Z24
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPSLLQ           $0x14, Z28, Z26
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSRLQ           $0x18, Z28, Z28
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      320(SI), Z20, Z23
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(SI), Z20, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      384(SI), Z20, Z24
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52HUQ      384(SI), Z20, Z27
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      448(SI), Z20, Z25
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      448(SI), Z20, Z28
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      576(SI), Z21, Z23
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52HUQ      576(SI), Z21, Z26
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52LUQ      320(SI), Z21, Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52HUQ      320(SI), Z21, Z27
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      384(SI), Z21, Z25
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      384(SI), Z21, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ      512(SI), Z22, Z23
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52HUQ      512(SI), Z22, Z26
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      576(SI), Z22, Z24
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      576(SI), Z22, Z27
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      320(SI), Z22, Z25
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      320(SI), Z22, Z28
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2c, Z23, Z29
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ           Z30, Z23, Z20
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPADDQ           Z29, Z24, Z24
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x2c, Z24, Z29
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPANDQ           Z30, Z24, Z21
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPADDQ           Z29, Z25, Z25
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPSRLQ           $0x2a, Z25, Z29
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPSRLQ           $0x2c, Z20, Z29
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPANDQ           Z30, Z20, Z20
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VMOVDQU64        896(CX), Z26
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPUNPCKLQDQ      960(CX), Z26, Z27
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPUNPCKHQDQ      960(CX), Z26, Z28
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPANDQ           Z30, Z27, Z23
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPSRLQ           $0x2c, Z27, Z24
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSLLQ           $0x14, Z28, Z26
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPSRLQ           $0x18, Z28, Z28
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R9
 	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R14
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             688(CX), R11
+	VPADDD           Z5, Z0, Z0
+	ADCQ             696(CX), R13
+	VPADDD           Z6, Z1, Z1
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R9
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R12, R14
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R13, R9
 	VPXORQ           Z30, Z30, Z27
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R12
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R13, R14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
 	VPXORQ           Z30, Z30, Z28
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      320(SI), Z20, Z23
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      320(SI), Z20, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      384(SI), Z20, Z24
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      384(SI), Z20, Z27
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      448(SI), Z20, Z25
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      448(SI), Z20, Z28
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      576(SI), Z21, Z23
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      576(SI), Z21, Z26
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      320(SI), Z21, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(SI), Z21, Z27
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      384(SI), Z21, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      384(SI), Z21, Z28
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      512(SI), Z22, Z23
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52HUQ      512(SI), Z22, Z26
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52LUQ      576(SI), Z22, Z24
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52HUQ      576(SI), Z22, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      320(SI), Z22, Z25
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPMADD52HUQ      320(SI), Z22, Z28
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPSRLQ           $0x2c, Z23, Z29
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDD           Z13, Z8, Z8
 	VPADDD           Z14, Z9, Z9
-	VPADDQ           Z29, Z24, Z24
+	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z24, Z29
+	MOVQ             R14, R13
+	SHRQ             $0x02, R13
 	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPANDQ           Z30, Z24, Z21
-	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      320(DI), Z20, Z23
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R12
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             704(CX), R8
+	ADCQ             712(CX), R12
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	MULXQ            (SP), R11, R13
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R8, R11
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R12
+	ADDQ             R8, R9
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R8
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R9
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R9
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R12
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R12
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z4, Z4
-	VPADDQ           Z29, Z25, Z25
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPSRLQ           $0x2a, Z25, Z29
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPADDD           Z4, Z0, Z0
+	ADDQ             720(CX), R11
+	VPADDD           Z5, Z1, Z1
+	ADCQ             728(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R9, R12
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z20, Z29
+	ADDQ             R11, R13
+	ADCQ             R9, R14
 	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R10, R11
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	MOVQ             R14, R9
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R9
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z4, Z4
+	VPMADD52HUQ      576(DI), Z21, Z26
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	ADDQ             736(CX), R8
+	VPADDD           Z5, Z0, Z0
+	ADCQ             744(CX), R13
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R9
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R13, R9
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R12
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R13, R14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
 	VPADDD           Z15, Z10, Z10
-	VPANDQ           Z30, Z20, Z20
+	ADDQ             R8, R12
 	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R12
 	VPADDD           Z14, Z9, Z9
-	VPADDQ           Z29, Z21, Z21
+	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      384(DI), Z21, Z25
+	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             752(CX), R11
+	ADCQ             760(CX), R12
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R13
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R11, R12
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R12
+	ADDQ             R11, R9
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R9
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	ADDQ             R13, R9
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	MOVQ             R14, R12
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             768(CX), R8
+	VPADDD           Z4, Z0, Z0
+	ADCQ             776(CX), R9
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R12
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	MOVQ             R9, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R8, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R8, R11
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R9, R12
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R13
+	VPROLD           $0x10, Z14, Z14
+	ADCQ             R9, R14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R13
+	VPADDD           Z15, Z11, Z11
+	VPMADD52HUQ      320(DI), Z22, Z28
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R9
+	SHRQ             $0x02, R9
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             784(CX), R11
+	ADCQ             792(CX), R13
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
+	MULXQ            (SP), R8, R9
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z0, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R9
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R13
+	ADDQ             R11, R12
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z23, Z29
+	IMULQ            R10, R11
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R12
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R9, R12
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z5, Z5
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             800(CX), R8
+	VPADDD           Z5, Z0, Z0
+	ADCQ             808(CX), R12
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R13
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPXORD           Z3, Z14, Z14
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	MOVQ             R14, R12
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R12, R14
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R9
+	VPROLD           $0x0c, Z4, Z4
+	ADCQ             $0x00, R10
+	ADDQ             816(CX), R11
+	VPADDD           Z5, Z0, Z0
+	ADCQ             824(CX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	MULXQ            (SP), R8, R12
+	VPADDD           Z4, Z3, Z3
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R9, DX
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R9, R12
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R13
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z13, Z13
+	VPSRLQ           $0x2a, Z25, Z29
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R13
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R9
+	SHRQ             $0x02, R9
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z4, Z0, Z0
+	ADDQ             832(CX), R8
+	ADCQ             840(CX), R13
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R9
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R8, R11
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R13
+	ADDQ             R8, R12
+	VPROLD           $0x10, Z13, Z13
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	ADDQ             R8, R12
+	VPADDD           Z12, Z8, Z8
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	ADDQ             R9, R12
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	MOVQ             R14, R13
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R13
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
+	VPADDQ           Z29, Z21, Z21
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             848(CX), R11
+	VPADDD           Z4, Z0, Z0
+	ADCQ             856(CX), R12
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	MOVQ             R11, DX
+	VPADDD           Z6, Z2, Z2
 	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R9, R14
+	MOVQ             R12, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R11, R12
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R12, R13
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R9
+	VPROLD           $0x08, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x08, Z14, Z14
+	ADCQ             R12, R14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R10, R11
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R9
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
 	VPXORQ           Z30, Z30, Z24
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R12
+	SHRQ             $0x02, R12
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	VPROLD           $0x07, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             864(CX), R8
+	ADCQ             872(CX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	MULXQ            (SP), R11, R12
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R9, DX
+	VPXORD           Z1, Z12, Z12
 	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R8, R9
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R9, R12
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R9
+	ADDQ             R8, R13
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
 	VPXORQ           Z30, Z30, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      (DI), Z20, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      (DI), Z20, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      64(DI), Z20, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      64(DI), Z20, Z27
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      128(DI), Z20, Z25
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R13
+	VPADDD           Z12, Z11, Z11
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R13
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R9
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R9
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      32(SP), Z20, Z23
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R9, R14
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      128(DI), Z20, Z28
+	ADDQ             R14, R11
 	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             880(CX), R11
+	VPADDD           Z5, Z0, Z0
+	ADCQ             888(CX), R13
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPMADD52HUQ      32(SP), Z20, Z26
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R9
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	ADCQ             R13, R9
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      96(SP), Z20, Z24
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R12
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R12
+	VPADDD           Z14, Z9, Z9
+	VPMADD52HUQ      96(SP), Z20, Z27
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	MOVQ             R14, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R13, R14
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      160(SP), Z20, Z25
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R12
+	VPROLD           $0x07, Z4, Z4
+	ADCQ             $0x00, R10
+	ADDQ             896(CX), R8
 	VPADDD           Z4, Z0, Z0
+	ADCQ             904(CX), R12
 	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      256(DI), Z21, Z23
+	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	MULXQ            (SP), R11, R13
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      256(DI), Z21, Z26
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      160(SP), Z20, Z28
 	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	MULXQ            16(SP), R8, R12
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      (DI), Z21, Z24
+	ADDQ             R8, R11
 	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52HUQ      (DI), Z21, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      64(DI), Z21, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      64(DI), Z21, Z28
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPMADD52LUQ      192(DI), Z22, Z23
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      192(DI), Z22, Z26
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      256(DI), Z22, Z24
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPMADD52HUQ      256(DI), Z22, Z27
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      (DI), Z22, Z25
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      (DI), Z22, Z28
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	ADCQ             R12, R13
+	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
 	VPROLD           $0x10, Z13, Z13
+	ADCQ             R12, R14
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPSRLQ           $0x2c, Z23, Z29
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z24, Z24
-	VPROLD           $0x0c, Z7, Z7
+	MOVQ             16(SP), R8
+	VPMADD52LUQ      288(SP), Z21, Z23
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R9
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R9
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      288(SP), Z21, Z26
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R12
+	SHRQ             $0x02, R12
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPSRLQ           $0x2c, Z24, Z29
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPADDQ           Z29, Z25, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPSRLQ           $0x2a, Z25, Z29
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	VPROLD           $0x0c, Z6, Z6
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             912(CX), R11
+	VPADDD           Z4, Z0, Z0
+	ADCQ             920(CX), R9
+	VPMADD52LUQ      32(SP), Z21, Z24
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      32(SP), Z21, Z27
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R9
+	ADDQ             R11, R13
 	VPROLD           $0x08, Z13, Z13
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	ADCQ             R9, R14
 	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z7, Z7
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R10, R11
+	ADDQ             R11, R13
+	VPADDD           Z12, Z8, Z8
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      96(SP), Z21, Z25
+	ADDQ             R12, R13
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	MOVQ             R14, R9
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R9
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R9, R14
+	VPMADD52HUQ      96(SP), Z21, Z28
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             928(CX), R8
+	VPADDD           Z5, Z0, Z0
+	ADCQ             936(CX), R13
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	MOVQ             R8, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R11, R9
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      224(SP), Z22, Z23
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R12, R14
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R13, R9
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      224(SP), Z22, Z26
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R12
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      288(SP), Z22, Z24
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R13
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      288(SP), Z22, Z27
+	VPADDD           Z5, Z0, Z0
+	ADDQ             944(CX), R11
+	ADCQ             952(CX), R12
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	MULXQ            (SP), R8, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R11, R12
+	VPMADD52LUQ      32(SP), Z22, Z25
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R12
+	ADDQ             R11, R9
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	ADDQ             R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	VPMADD52HUQ      32(SP), Z22, Z28
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R9
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R12
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             960(CX), R8
+	VPADDD           Z4, Z0, Z0
+	ADCQ             968(CX), R9
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	MOVQ             R8, DX
+	VPADDD           Z6, Z2, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R8, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R8, R11
+	ADCQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R13
+	VPROLD           $0x10, Z13, Z13
+	VPSRLQ           $0x2c, Z23, Z29
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R13
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	MOVQ             R14, R9
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R9
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R9, R14
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z5, Z5
+	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R10
+	ADDQ             976(CX), R11
+	VPADDD           Z4, Z0, Z0
+	ADCQ             984(CX), R13
+	VPADDD           Z5, Z1, Z1
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
+	MULXQ            (SP), R8, R9
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z24, Z24
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	VPXORD           Z3, Z15, Z15
+	ADCQ             R13, R9
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R12
+	VPROLD           $0x08, Z13, Z13
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	IMULQ            R10, R11
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R12
+	VPADDD           Z13, Z9, Z9
+	ADCQ             $0x00, R14
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R9, R12
+	VPADDD           Z15, Z11, Z11
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R13
+	VPXORD           Z10, Z6, Z6
+	SHRQ             $0x02, R13
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	VPROLD           $0x07, Z6, Z6
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             992(CX), R8
+	VPADDD           Z5, Z0, Z0
+	ADCQ             1000(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z1, Z1
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R13
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	ADDQ             R8, R9
+	VPROLD           $0x10, Z12, Z12
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	ADDQ             R8, R9
+	VPADDD           Z15, Z10, Z10
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R9
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	MOVQ             R14, R12
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R12, R14
+	ADDQ             R14, R11
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x0c, Z7, Z7
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             1008(CX), R11
+	VPADDD           Z5, Z0, Z0
+	ADCQ             1016(CX), R9
+	VPADDD           Z6, Z1, Z1
+	ADCQ             $0x01, R10
+	MOVQ             R11, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R8, R12
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z15, Z15
+	VPSRLQ           $0x2c, Z20, Z29
+	MOVQ             R9, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	VPXORD           Z3, Z14, Z14
+	ADCQ             R9, R12
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R13
+	VPROLD           $0x08, Z12, Z12
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R11
+	VPANDQ           Z30, Z20, Z20
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R13
+	VPADDD           Z14, Z9, Z9
+	ADCQ             R10, R14
+	MOVQ             R14, R10
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z6, Z6
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R9
+	SHRQ             $0x02, R9
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	VPROLD           $0x07, Z7, Z7
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R13, R9
 
 	// Add the input state.
-	VPADDD.BCST (BX), Z0, Z0
-	VPADDD.BCST 4(BX), Z1, Z1
-	VPADDD.BCST 8(BX), Z2, Z2
-	VPADDD.BCST 12(BX), Z3, Z3
-	VPADDD.BCST 16(BX), Z4, Z4
-	VPADDD.BCST 20(BX), Z5, Z5
-	VPADDD.BCST 24(BX), Z6, Z6
-	VPADDD.BCST 28(BX), Z7, Z7
-	VPADDD.BCST 32(BX), Z8, Z8
-	VPADDD.BCST 36(BX), Z9, Z9
-	VPADDD.BCST 40(BX), Z10, Z10
-	VPADDD.BCST 44(BX), Z11, Z11
+	VPADDD.BCST (SI), Z0, Z0
+	VPADDD.BCST 4(SI), Z1, Z1
+	VPADDD.BCST 8(SI), Z2, Z2
+	VPADDD.BCST 12(SI), Z3, Z3
+	VPADDD.BCST 16(SI), Z4, Z4
+	VPADDD.BCST 20(SI), Z5, Z5
+	VPADDD.BCST 24(SI), Z6, Z6
+	VPADDD.BCST 28(SI), Z7, Z7
+	VPADDD.BCST 32(SI), Z8, Z8
+	VPADDD.BCST 36(SI), Z9, Z9
+	VPADDD.BCST 40(SI), Z10, Z10
+	VPADDD.BCST 44(SI), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(BX), Z13, Z13
-	VPADDD.BCST 56(BX), Z14, Z14
-	VPADDD.BCST 60(BX), Z15, Z15
+	VPADDD.BCST 52(SI), Z13, Z13
+	VPADDD.BCST 56(SI), Z14, Z14
+	VPADDD.BCST 60(SI), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -6429,8 +7544,1490 @@ open_group:
 	ADDQ        $0x00000400, CX
 	ADDQ        $0x00000400, AX
 	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
-	DECQ        DX
-	JNZ         open_loop
+	DECQ        BX
+	JMP         open_loop
+
+open_last:
+	// The last group, with Poly1305 over its input all with IFMA, the
+	// last step multiplying by the lane powers.
+	// State words for 16 blocks: word i of every block in Zi.
+	VPBROADCASTD     (SI), Z0
+	VPBROADCASTD     4(SI), Z1
+	VPBROADCASTD     8(SI), Z2
+	VPBROADCASTD     12(SI), Z3
+	VPBROADCASTD     16(SI), Z4
+	VPBROADCASTD     20(SI), Z5
+	VPBROADCASTD     24(SI), Z6
+	VPBROADCASTD     28(SI), Z7
+	VPBROADCASTD     32(SI), Z8
+	VPBROADCASTD     36(SI), Z9
+	VPBROADCASTD     40(SI), Z10
+	VPBROADCASTD     44(SI), Z11
+	VMOVDQA32        Z31, Z12
+	VPBROADCASTD     52(SI), Z13
+	VPBROADCASTD     56(SI), Z14
+	VPBROADCASTD     60(SI), Z15
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R8, R11
+	ANDQ             chachaPolyStitch<>+112(SB), R11
+	SHRQ             $0x2c, R9, R8
+	ANDQ             chachaPolyStitch<>+112(SB), R8
+	SHRQ             $0x18, R10, R9
+	VMOVQ            R11, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R8, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z22, Z22
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VMOVDQU64        (CX), Z23
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VMOVDQU64        64(CX), Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPUNPCKLQDQ      Z24, Z23, Z25
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPUNPCKHQDQ      Z24, Z23, Z26
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPSRLQ           $0x2c, Z25, Z27
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPANDQ           Z30, Z25, Z25
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPADDQ           Z25, Z20, Z20
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPSLLQ           $0x14, Z26, Z23
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDQ           Z27, Z21, Z21
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPSRLQ           $0x18, Z26, Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPADDQ           Z26, Z22, Z22
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VMOVDQU64        128(CX), Z26
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPUNPCKLQDQ      192(CX), Z26, Z27
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPUNPCKHQDQ      192(CX), Z26, Z28
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPSLLQ           $0x14, Z28, Z26
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VMOVDQU64        256(CX), Z26
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPUNPCKLQDQ      320(CX), Z26, Z27
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPUNPCKHQDQ      320(CX), Z26, Z28
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VMOVDQU64        384(CX), Z26
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPUNPCKLQDQ      448(CX), Z26, Z27
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPUNPCKHQDQ      448(CX), Z26, Z28
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORQ           Z30, Z30, Z26
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPSRLQ           $0x2c, Z23, Z29
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPANDQ           Z30, Z23, Z20
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDQ           Z29, Z24, Z24
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPSRLQ           $0x2c, Z24, Z29
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPADDQ           Z29, Z25, Z25
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPSRLQ           $0x2a, Z25, Z29
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDQ           Z29, Z21, Z21
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VMOVDQU64        512(CX), Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPUNPCKLQDQ      576(CX), Z26, Z27
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPUNPCKHQDQ      576(CX), Z26, Z28
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPANDQ           Z30, Z27, Z23
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPSLLQ           $0x14, Z28, Z26
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORQ           Z30, Z30, Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORQ           Z30, Z30, Z27
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPXORQ           Z30, Z30, Z28
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDQ           Z29, Z24, Z24
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPADDQ           Z29, Z25, Z25
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPANDQ           Z30, Z20, Z20
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VMOVDQU64        640(CX), Z26
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPUNPCKLQDQ      704(CX), Z26, Z27
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPUNPCKHQDQ      704(CX), Z26, Z28
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPSLLQ           $0x14, Z28, Z26
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORQ           Z30, Z30, Z27
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VMOVDQU64        768(CX), Z26
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPUNPCKLQDQ      832(CX), Z26, Z27
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPUNPCKHQDQ      832(CX), Z26, Z28
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPSLLQ           $0x14, Z28, Z26
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VMOVDQU64        896(CX), Z26
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPUNPCKLQDQ      960(CX), Z26, Z27
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPUNPCKHQDQ      960(CX), Z26, Z28
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPANDQ           Z30, Z23, Z20
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPSRLQ           $0x2c, Z24, Z29
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPSRLQ           $0x2a, Z25, Z29
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPSRLQ           $0x2c, Z20, Z29
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORQ           Z30, Z30, Z23
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPXORQ           Z30, Z30, Z24
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORQ           Z30, Z30, Z25
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPXORQ           Z30, Z30, Z28
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      (DI), Z20, Z23
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52HUQ      (DI), Z20, Z26
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPMADD52LUQ      64(DI), Z20, Z24
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      64(DI), Z20, Z27
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52LUQ      128(DI), Z20, Z25
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      128(DI), Z20, Z28
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52LUQ      256(DI), Z21, Z23
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      256(DI), Z21, Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      (DI), Z21, Z24
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPMADD52HUQ      (DI), Z21, Z27
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      64(DI), Z21, Z25
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      64(DI), Z21, Z28
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52LUQ      192(DI), Z22, Z23
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      192(DI), Z22, Z26
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      256(DI), Z22, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52HUQ      256(DI), Z22, Z27
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      (DI), Z22, Z25
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52HUQ      (DI), Z22, Z28
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+
+	// Add the input state.
+	VPADDD.BCST (SI), Z0, Z0
+	VPADDD.BCST 4(SI), Z1, Z1
+	VPADDD.BCST 8(SI), Z2, Z2
+	VPADDD.BCST 12(SI), Z3, Z3
+	VPADDD.BCST 16(SI), Z4, Z4
+	VPADDD.BCST 20(SI), Z5, Z5
+	VPADDD.BCST 24(SI), Z6, Z6
+	VPADDD.BCST 28(SI), Z7, Z7
+	VPADDD.BCST 32(SI), Z8, Z8
+	VPADDD.BCST 36(SI), Z9, Z9
+	VPADDD.BCST 40(SI), Z10, Z10
+	VPADDD.BCST 44(SI), Z11, Z11
+	VPADDD      Z31, Z12, Z12
+	VPADDD.BCST 52(SI), Z13, Z13
+	VPADDD.BCST 56(SI), Z14, Z14
+	VPADDD.BCST 60(SI), Z15, Z15
+
+	// Transpose: 4×4 dwords within each 128-bit lane.
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+
+	// Transpose: 4×4 128-bit lanes across registers.
+	VSHUFI32X4 $0x44, Z4, Z0, Z16
+	VSHUFI32X4 $0xee, Z4, Z0, Z17
+	VSHUFI32X4 $0x44, Z12, Z8, Z18
+	VSHUFI32X4 $0xee, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z0
+	VSHUFI32X4 $0xdd, Z18, Z16, Z4
+	VSHUFI32X4 $0x88, Z19, Z17, Z8
+	VSHUFI32X4 $0xdd, Z19, Z17, Z12
+	VSHUFI32X4 $0x44, Z5, Z1, Z16
+	VSHUFI32X4 $0xee, Z5, Z1, Z17
+	VSHUFI32X4 $0x44, Z13, Z9, Z18
+	VSHUFI32X4 $0xee, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z1
+	VSHUFI32X4 $0xdd, Z18, Z16, Z5
+	VSHUFI32X4 $0x88, Z19, Z17, Z9
+	VSHUFI32X4 $0xdd, Z19, Z17, Z13
+	VSHUFI32X4 $0x44, Z6, Z2, Z16
+	VSHUFI32X4 $0xee, Z6, Z2, Z17
+	VSHUFI32X4 $0x44, Z14, Z10, Z18
+	VSHUFI32X4 $0xee, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z2
+	VSHUFI32X4 $0xdd, Z18, Z16, Z6
+	VSHUFI32X4 $0x88, Z19, Z17, Z10
+	VSHUFI32X4 $0xdd, Z19, Z17, Z14
+	VSHUFI32X4 $0x44, Z7, Z3, Z16
+	VSHUFI32X4 $0xee, Z7, Z3, Z17
+	VSHUFI32X4 $0x44, Z15, Z11, Z18
+	VSHUFI32X4 $0xee, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z3
+	VSHUFI32X4 $0xdd, Z18, Z16, Z7
+	VSHUFI32X4 $0x88, Z19, Z17, Z11
+	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+
+	// 16 full blocks.
+	VPXORD      (CX), Z0, Z0
+	VMOVDQU32   Z0, (AX)
+	VPXORD      64(CX), Z1, Z1
+	VMOVDQU32   Z1, 64(AX)
+	VPXORD      128(CX), Z2, Z2
+	VMOVDQU32   Z2, 128(AX)
+	VPXORD      192(CX), Z3, Z3
+	VMOVDQU32   Z3, 192(AX)
+	VPXORD      256(CX), Z4, Z4
+	VMOVDQU32   Z4, 256(AX)
+	VPXORD      320(CX), Z5, Z5
+	VMOVDQU32   Z5, 320(AX)
+	VPXORD      384(CX), Z6, Z6
+	VMOVDQU32   Z6, 384(AX)
+	VPXORD      448(CX), Z7, Z7
+	VMOVDQU32   Z7, 448(AX)
+	VPXORD      512(CX), Z8, Z8
+	VMOVDQU32   Z8, 512(AX)
+	VPXORD      576(CX), Z9, Z9
+	VMOVDQU32   Z9, 576(AX)
+	VPXORD      640(CX), Z10, Z10
+	VMOVDQU32   Z10, 640(AX)
+	VPXORD      704(CX), Z11, Z11
+	VMOVDQU32   Z11, 704(AX)
+	VPXORD      768(CX), Z12, Z12
+	VMOVDQU32   Z12, 768(AX)
+	VPXORD      832(CX), Z13, Z13
+	VMOVDQU32   Z13, 832(AX)
+	VPXORD      896(CX), Z14, Z14
+	VMOVDQU32   Z14, 896(AX)
+	VPXORD      960(CX), Z15, Z15
+	VMOVDQU32   Z15, 960(AX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x00000400, AX
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
 	MOVQ        st+32(FP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
@@ -6491,5 +9088,14 @@ open_group:
 	MOVQ CX, (AX)
 	MOVQ DX, 8(AX)
 	MOVQ BX, 16(AX)
+
+	// Clear the frame: r and its powers.
+	VPXORQ    Z16, Z16, Z16
+	VMOVDQU64 Z16, 32(SP)
+	VMOVDQU64 Z16, 96(SP)
+	VMOVDQU64 Z16, 160(SP)
+	VMOVDQU64 Z16, 224(SP)
+	VMOVDQU64 Z16, 288(SP)
+	VMOVDQU64 Y16, (SP)
 	VZEROUPPER
 	RET
