@@ -532,24 +532,27 @@ func blocksIFMA() {
 	h := [3]Op{ZMM(), ZMM(), ZMM()}
 	loadH(st, h)
 
-	// step absorbs 128 bytes and multiplies by m.
-	step := func(m mulr) {
-		var s stream
-		absorb(&s, h, Mem{Base: msg}, c, hibit, newScratch())
-		mulReduce(&s, h, m, c, newScratch())
-		s.emit()
-	}
+	Comment("Each step multiplies by r⁸ and adds the next 128 bytes; the first",
+		"128 bytes are added before, and the last step multiplies by the lane",
+		"powers.")
+	var s stream
+	absorb(&s, h, Mem{Base: msg}, c, hibit, newScratch())
+	s.emit()
 	r8 := loadMulr(tbl, tblR8).op()
 	DECQ(n)
 	JZ(LabelRef("ifma_last"))
 	Label("ifma_loop")
-	step(r8)
+	s = nil
+	mulReduceNext(&s, h, r8, c, newScratch(), &blocks{Mem{Base: msg, Disp: 128}, hibit})
+	s.emit()
 	ADDQ(U32(128), msg)
 	DECQ(n)
 	JNZ(LabelRef("ifma_loop"))
 
 	Label("ifma_last")
-	step(tblMulr(tbl, tblB))
+	s = nil
+	mulReduce(&s, h, tblMulr(tbl, tblB), c, newScratch())
+	s.emit()
 	storeH(h, st, ZMM())
 	VZEROUPPER()
 	Label("ifma_done")
