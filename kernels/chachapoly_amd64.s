@@ -2081,795 +2081,795 @@ seal_loop:
 	MOVQ             392(AX), R10
 	VPADDD           Z6, Z2, Z2
 	MOVL             $0x00000001, R11
-	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R12, R13
+	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R14, R15
+	MULXQ            (SP), R12, R13
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R10, DX
-	MULXQ            16(SP), R9, R10
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R9, R12
-	VPXORD           Z3, Z15, Z15
 	VMOVDQU64        (AX), Z23
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R10, DX
 	VPROLD           $0x10, Z12, Z12
-	ADCQ             R10, R13
-	MULXQ            (SP), R9, R10
+	MULXQ            16(SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
-	ADDQ             R9, R14
+	ADDQ             R9, R12
+	ADCQ             R10, R13
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R10, R15
+	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             16(SP), R9
-	IMULQ            R11, R9
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R9
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R15
 	VMOVDQU64        64(AX), Z24
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R11
+	IMULQ            R11, R9
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R13, R14
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
 	VPXORD           Z8, Z4, Z4
-	ADCQ             R11, R15
-	MOVQ             R15, R11
+	IMULQ            (SP), R11
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R10
+	MOVQ             R15, R11
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R10
-	ANDQ             $-4, R15
+	ANDQ             $0x03, R11
 	VPROLD           $0x0c, Z4, Z4
 	VPUNPCKLQDQ      Z24, Z23, Z25
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R10, R15
+	MOVQ             R15, R10
 	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R10, R15
+	VPADDD           Z5, Z1, Z1
 	ADDQ             R15, R12
 	ADCQ             $0x00, R14
-	VPROLD           $0x0c, Z7, Z7
 	ADCQ             $0x00, R11
-	VPADDD           Z4, Z0, Z0
+	VPADDD           Z6, Z2, Z2
 	ADDQ             400(AX), R12
-	VPADDD           Z5, Z1, Z1
 	ADCQ             408(AX), R14
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
-	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
 	VPUNPCKHQDQ      Z24, Z23, Z26
-	MULXQ            (SP), R9, R10
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R13, R15
+	MOVQ             R12, DX
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R14, DX
+	MULXQ            (SP), R9, R10
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R12, R14
-	ADDQ             R12, R9
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R14, R10
+	MOVQ             R14, DX
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R12, R14
+	MULXQ            16(SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R12, R13
-	VPSRLQ           $0x2c, Z25, Z27
+	ADDQ             R12, R9
+	ADCQ             R14, R10
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R14, R15
+	VPSRLQ           $0x2c, Z25, Z27
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             16(SP), R12
+	MULXQ            (SP), R12, R14
 	VPADDD           Z12, Z8, Z8
-	IMULQ            R11, R12
 	ADDQ             R12, R13
+	ADCQ             R14, R15
+	MOVQ             16(SP), R12
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R15
+	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R11
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R10, R13
-	ADCQ             R11, R15
+	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
 	VPANDQ           Z30, Z25, Z25
 	VPXORD           Z9, Z5, Z5
-	MOVQ             R15, R11
-	ANDQ             $0x03, R11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R14
+	MOVQ             R15, R11
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R14
+	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z4, Z4
-	ANDQ             $-4, R15
-	ADDQ             R14, R15
+	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R15, R9
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R13
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z7, Z7
 	VPADDQ           Z25, Z20, Z20
-	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             416(AX), R9
+	ADDQ             R14, R15
 	VPADDD           Z6, Z1, Z1
-	ADCQ             424(AX), R13
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
+	ADDQ             416(AX), R9
+	ADCQ             424(AX), R13
 	ADCQ             $0x01, R11
-	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R12, R14
+	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R10, R15
+	MULXQ            (SP), R12, R14
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R13, DX
-	VPSLLQ           $0x14, Z26, Z23
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R9, R13
+	VPSLLQ           $0x14, Z26, Z23
 	VPXORD           Z3, Z14, Z14
+	MOVQ             R13, DX
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            16(SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R13, R14
-	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R9, R13
-	VPROLD           $0x10, Z12, Z12
-	ADDQ             R9, R10
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R13, R15
-	MOVQ             16(SP), R9
+	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z14, Z14
-	IMULQ            R11, R9
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R9
 	VPADDD           Z12, Z11, Z11
 	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R11
+	IMULQ            R11, R9
 	VPADDD           Z14, Z9, Z9
-	ADDQ             R14, R10
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
 	VPXORD           Z10, Z5, Z5
-	ADCQ             R11, R15
-	MOVQ             R15, R11
+	IMULQ            (SP), R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
+	ADDQ             R14, R10
+	ADCQ             R11, R15
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R13
-	SHRQ             $0x02, R13
+	MOVQ             R15, R11
 	VPXORD           Z9, Z4, Z4
 	VPADDQ           Z27, Z21, Z21
 	VPROLD           $0x0c, Z5, Z5
-	ANDQ             $-4, R15
+	ANDQ             $0x03, R11
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R13, R15
-	ADDQ             R15, R12
+	MOVQ             R15, R13
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R10
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R11
+	ANDQ             $-4, R15
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPSRLQ           $0x18, Z26, Z26
+	VPADDD           Z7, Z2, Z2
 	ADDQ             432(AX), R12
 	ADCQ             440(AX), R10
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z7, Z2, Z2
-	VPSRLQ           $0x18, Z26, Z26
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
-	MULXQ            (SP), R9, R13
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R14, R15
+	MULXQ            (SP), R9, R13
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R10, DX
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R12, R10
-	ADDQ             R12, R9
+	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R10, R13
+	MULXQ            16(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R12, R10
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R12, R14
+	ADDQ             R12, R9
+	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
-	ADCQ             R10, R15
+	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             16(SP), R12
-	IMULQ            R11, R12
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R12
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R15
+	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R11
-	ADDQ             R13, R14
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
 	VPADDQ           Z26, Z22, Z22
 	VPXORD           Z10, Z5, Z5
-	ADCQ             R11, R15
+	IMULQ            (SP), R11
 	VPXORD           Z11, Z6, Z6
-	MOVQ             R15, R11
-	ANDQ             $0x03, R11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R10
+	MOVQ             R15, R11
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R10
+	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
-	ANDQ             $-4, R15
-	ADDQ             R10, R15
+	MOVQ             R15, R10
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R15, R9
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z7, Z7
 	VMOVDQU64        128(AX), Z26
-	ADCQ             $0x00, R14
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R11
+	ANDQ             $-4, R15
 	VPADDD           Z4, Z0, Z0
-	ADDQ             448(AX), R9
+	ADDQ             R10, R15
 	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             448(AX), R9
 	ADCQ             456(AX), R14
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
-	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R12, R10
+	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R13, R15
-	VPUNPCKLQDQ      192(AX), Z26, Z27
+	MULXQ            (SP), R12, R10
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R14, DX
+	VPUNPCKLQDQ      192(AX), Z26, Z27
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R9, R14
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
+	MOVQ             R14, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            16(SP), R9, R14
+	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R14, R10
-	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R9, R14
-	VPROLD           $0x10, Z13, Z13
-	ADDQ             R9, R13
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R14, R15
-	MOVQ             16(SP), R9
+	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
-	VPUNPCKHQDQ      192(AX), Z26, Z28
+	ADDQ             R9, R13
+	ADCQ             R14, R15
 	VPADDD           Z12, Z8, Z8
+	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPADDD           Z13, Z9, Z9
+	MOVQ             16(SP), R9
+	VPADDD           Z14, Z10, Z10
 	IMULQ            R11, R9
 	ADDQ             R9, R13
-	VPADDD           Z13, Z9, Z9
 	ADCQ             $0x00, R15
-	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R11
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
-	VPXORD           Z8, Z4, Z4
-	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R14
 	VPANDQ           Z30, Z27, Z23
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R14
+	ANDQ             $0x03, R11
 	VPROLD           $0x0c, Z4, Z4
-	ANDQ             $-4, R15
+	MOVQ             R15, R14
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R15
-	ADDQ             R15, R12
+	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R13
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R11
+	ADDQ             R14, R15
 	VPADDD           Z4, Z0, Z0
-	ADDQ             464(AX), R12
-	ADCQ             472(AX), R13
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
 	VPSRLQ           $0x2c, Z27, Z24
 	VPADDD           Z6, Z2, Z2
+	ADDQ             464(AX), R12
+	ADCQ             472(AX), R13
 	ADCQ             $0x01, R11
-	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R9, R14
+	MOVQ             R12, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R10, R15
+	MULXQ            (SP), R9, R14
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R13, DX
-	MULXQ            16(SP), R12, R13
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R12, R9
+	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R13, R14
+	MULXQ            16(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	VPSLLQ           $0x14, Z28, Z26
-	MULXQ            (SP), R12, R13
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R12, R10
+	ADDQ             R12, R9
+	ADCQ             R13, R14
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R13, R15
+	MULXQ            (SP), R12, R13
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             16(SP), R12
-	IMULQ            R11, R12
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R12
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
+	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
 	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R14, R10
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
 	VPXORD           Z8, Z4, Z4
-	ADCQ             R11, R15
-	MOVQ             R15, R11
+	IMULQ            (SP), R11
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
+	ADDQ             R14, R10
+	ADCQ             R11, R15
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R13
+	MOVQ             R15, R11
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R13
-	ANDQ             $-4, R15
+	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R13, R15
+	MOVQ             R15, R13
 	VPROLD           $0x07, Z5, Z5
 	VPSRLQ           $0x18, Z28, Z28
 	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z6, Z1, Z1
 	ADDQ             R15, R9
 	ADCQ             $0x00, R10
-	VPROLD           $0x07, Z7, Z7
 	ADCQ             $0x00, R11
-	VPADDD           Z5, Z0, Z0
+	VPADDD           Z7, Z2, Z2
 	ADDQ             480(AX), R9
-	VPADDD           Z6, Z1, Z1
 	ADCQ             488(AX), R10
 	ADCQ             $0x01, R11
-	VPADDD           Z7, Z2, Z2
-	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R12, R13
+	MOVQ             R9, DX
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R14, R15
+	MULXQ            (SP), R12, R13
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R10, DX
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R9, R10
-	ADDQ             R9, R12
+	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R10, R13
+	MULXQ            16(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R9, R10
+	ADDQ             R9, R12
+	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	ADDQ             R9, R14
-	ADCQ             R10, R15
+	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             16(SP), R9
-	VPADDD           Z15, Z10, Z10
-	IMULQ            R11, R9
 	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R9
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R15
+	IMULQ            R11, R9
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R11
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R13, R14
 	ADCQ             R11, R15
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
-	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R10
+	MOVQ             R15, R11
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R10
+	ANDQ             $0x03, R11
 	VPROLD           $0x0c, Z5, Z5
-	ANDQ             $-4, R15
-	ADDQ             R10, R15
+	MOVQ             R15, R10
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R15, R12
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R14
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R11
-	VPXORQ           Z30, Z30, Z28
+	ADDQ             R10, R15
 	VPADDD           Z5, Z0, Z0
-	ADDQ             496(AX), R12
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z6, Z1, Z1
-	ADCQ             504(AX), R14
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
+	ADDQ             496(AX), R12
+	ADCQ             504(AX), R14
 	ADCQ             $0x01, R11
-	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R9, R10
+	MOVQ             R12, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R13, R15
+	MULXQ            (SP), R9, R10
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R14, DX
-	MULXQ            16(SP), R12, R14
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R12, R9
+	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
 	VPMADD52LUQ      320(R8), Z20, Z23
-	ADCQ             R14, R10
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R12, R14
+	MULXQ            16(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R12, R13
+	ADDQ             R12, R9
+	ADCQ             R14, R10
 	VPROLD           $0x08, Z13, Z13
-	ADCQ             R14, R15
-	MOVQ             16(SP), R12
+	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z14, Z14
-	IMULQ            R11, R12
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R12
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R15
-	VPMADD52HUQ      320(R8), Z20, Z26
+	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R11
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPADDD           Z14, Z9, Z9
-	ADDQ             R10, R13
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
 	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R11
+	ADDQ             R10, R13
 	ADCQ             R11, R15
-	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R14
-	SHRQ             $0x02, R14
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
 	VPMADD52LUQ      384(R8), Z20, Z24
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R14, R15
-	ADDQ             R15, R9
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R13
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R11
+	ADDQ             R14, R15
 	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
 	ADDQ             512(AX), R9
 	ADCQ             520(AX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	MOVQ             R9, DX
-	VPADDD           Z7, Z3, Z3
 	VPMADD52HUQ      384(R8), Z20, Z27
-	MULXQ            (SP), R12, R14
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R10, R15
+	MULXQ            (SP), R12, R14
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R13, DX
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R9, R13
-	ADDQ             R9, R12
+	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R13, R14
+	MULXQ            16(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R9, R13
-	ADDQ             R9, R10
+	ADDQ             R9, R12
+	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
 	VPMADD52LUQ      448(R8), Z20, Z25
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R13, R15
+	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             16(SP), R9
-	IMULQ            R11, R9
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R9
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R15
+	IMULQ            R11, R9
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R11
-	ADDQ             R14, R10
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	ADCQ             R11, R15
+	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
 	VPMADD52HUQ      448(R8), Z20, Z28
 	VPXORD           Z9, Z5, Z5
-	MOVQ             R15, R11
-	ANDQ             $0x03, R11
+	ADDQ             R14, R10
+	ADCQ             R11, R15
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R13
+	MOVQ             R15, R11
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R11
 	VPROLD           $0x0c, Z4, Z4
-	ANDQ             $-4, R15
-	ADDQ             R13, R15
+	MOVQ             R15, R13
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R15, R12
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R10
-	VPMADD52LUQ      576(R8), Z21, Z23
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R11
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPADDD           Z4, Z0, Z0
-	ADDQ             528(AX), R12
+	ADDQ             R13, R15
 	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             528(AX), R12
 	ADCQ             536(AX), R10
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
-	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R9, R13
+	MOVQ             R12, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R14, R15
-	MOVQ             R10, DX
+	MULXQ            (SP), R9, R13
 	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R14, R15
 	VPMADD52HUQ      576(R8), Z21, Z26
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R12, R10
+	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R12, R10
+	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
-	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R12, R14
+	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R10, R15
-	MOVQ             16(SP), R12
-	VPROLD           $0x08, Z15, Z15
-	IMULQ            R11, R12
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z8, Z8
 	VPMADD52LUQ      320(R8), Z21, Z24
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R15
+	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R11
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
 	ADDQ             R13, R14
 	ADCQ             R11, R15
-	VPXORD           Z8, Z4, Z4
-	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R10
-	SHRQ             $0x02, R10
+	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPROLD           $0x07, Z4, Z4
-	ANDQ             $-4, R15
+	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R10, R15
-	ADDQ             R15, R9
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R14
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R11
+	ADDQ             R10, R15
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
 	ADDQ             544(AX), R9
 	ADCQ             552(AX), R14
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	VPMADD52LUQ      384(R8), Z21, Z25
-	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R12, R10
+	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R13, R15
+	MULXQ            (SP), R12, R10
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R14, DX
-	MULXQ            16(SP), R9, R14
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R9, R12
+	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R14, R10
+	MULXQ            16(SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R9, R14
-	VPMADD52HUQ      384(R8), Z21, Z28
+	ADDQ             R9, R12
+	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	ADDQ             R9, R13
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R14, R15
+	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             16(SP), R9
-	IMULQ            R11, R9
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R9
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
+	IMULQ            R11, R9
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R10, R13
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ      512(R8), Z22, Z23
+	IMULQ            (SP), R11
 	VPXORD           Z10, Z5, Z5
-	ADCQ             R11, R15
-	MOVQ             R15, R11
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R14
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R14
-	ANDQ             $-4, R15
+	MOVQ             R15, R14
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R15, R12
-	VPROLD           $0x0c, Z7, Z7
 	VPMADD52HUQ      512(R8), Z22, Z26
-	ADCQ             $0x00, R13
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R11
+	ADDQ             R14, R15
 	VPADDD           Z5, Z0, Z0
-	ADDQ             560(AX), R12
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
+	ADDQ             560(AX), R12
 	ADCQ             568(AX), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R9, R14
-	MULXQ            8(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	VPMADD52LUQ      576(R8), Z22, Z24
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R13, DX
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R12, R13
-	ADDQ             R12, R9
+	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R13, R14
+	MULXQ            16(SP), R12, R13
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R12, R13
+	ADDQ             R12, R9
+	ADCQ             R13, R14
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R10
 	ADCQ             R13, R15
-	VPROLD           $0x08, Z13, Z13
-	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52HUQ      576(R8), Z22, Z27
 	VPADDD           Z15, Z10, Z10
-	IMULQ            R11, R12
-	ADDQ             R12, R10
+	MOVQ             16(SP), R12
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R15
+	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R11
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
-	VPMADD52LUQ      320(R8), Z22, Z25
+	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R13
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
-	ANDQ             $-4, R15
-	ADDQ             R13, R15
+	MOVQ             R15, R13
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R15, R9
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R10
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R11
-	ADDQ             576(AX), R9
+	ADDQ             R13, R15
 	VPADDD           Z4, Z0, Z0
-	ADCQ             584(AX), R10
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
 	VPMADD52HUQ      320(R8), Z22, Z28
 	VPADDD           Z6, Z2, Z2
+	ADDQ             576(AX), R9
+	ADCQ             584(AX), R10
 	ADCQ             $0x01, R11
-	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R12, R13
+	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R14, R15
+	MULXQ            (SP), R12, R13
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R10, DX
-	MULXQ            16(SP), R9, R10
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R9, R12
+	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R10, R13
+	MULXQ            16(SP), R9, R10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R9, R10
+	ADDQ             R9, R12
+	ADCQ             R10, R13
 	VPROLD           $0x10, Z13, Z13
-	ADDQ             R9, R14
+	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R10, R15
-	MOVQ             16(SP), R9
-	VPROLD           $0x10, Z15, Z15
-	IMULQ            R11, R9
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R14
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R13, R14
+	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
+	ADDQ             R13, R14
 	ADCQ             R11, R15
-	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R10
-	SHRQ             $0x02, R10
+	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	MOVQ             R15, R10
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R10, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
 	VPSRLQ           $0x2c, Z23, Z29
-	ADDQ             R15, R12
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R14
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R11
+	ADDQ             R10, R15
 	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
 	ADDQ             592(AX), R12
 	ADCQ             600(AX), R14
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R9, R10
-	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R13, R15
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R14, DX
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R12, R14
-	ADDQ             R12, R9
+	MOVQ             R14, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R14, R10
+	MULXQ            16(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R12, R14
-	ADDQ             R12, R13
+	ADDQ             R12, R9
+	ADCQ             R14, R10
 	VPROLD           $0x08, Z13, Z13
-	ADCQ             R14, R15
+	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             16(SP), R12
-	IMULQ            R11, R12
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R12
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R15
+	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R11
-	ADDQ             R10, R13
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	ADCQ             R11, R15
+	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
-	MOVQ             R15, R11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
 	VPXORD           Z9, Z5, Z5
 	VPADDQ           Z29, Z24, Z24
-	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R14
+	MOVQ             R15, R11
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R14
+	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z4, Z4
-	ANDQ             $-4, R15
-	ADDQ             R14, R15
+	MOVQ             R15, R14
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R15, R9
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R13
-	ADCQ             $0x00, R11
+	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
 	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z5, Z0, Z0
-	ADDQ             608(AX), R9
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
+	ADDQ             608(AX), R9
 	ADCQ             616(AX), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
@@ -2878,171 +2878,171 @@ seal_loop:
 	MULXQ            (SP), R12, R14
 	VPXORD           Z0, Z15, Z15
 	MULXQ            8(SP), R10, R15
-	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            16(SP), R9, R13
+	MOVQ             R13, DX
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R9, R12
-	VPXORD           Z3, Z14, Z14
 	VPANDQ           Z30, Z24, Z21
-	ADCQ             R13, R14
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R9, R13
+	ADDQ             R9, R12
+	ADCQ             R13, R14
 	VPROLD           $0x10, Z12, Z12
-	ADDQ             R9, R10
+	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R13, R15
-	MOVQ             16(SP), R9
-	VPROLD           $0x10, Z14, Z14
-	IMULQ            R11, R9
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R10
-	ADCQ             $0x00, R15
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
 	VPADDD           Z12, Z11, Z11
 	VPADDQ           Z29, Z25, Z25
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R11
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R13
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	MOVQ             R15, R13
 	VPROLD           $0x0c, Z5, Z5
 	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R13, R15
-	ADDQ             R15, R12
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R10
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R11
+	ADDQ             R13, R15
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
 	ADDQ             624(AX), R12
 	ADCQ             632(AX), R10
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R9, R13
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R14, R15
+	MULXQ            (SP), R9, R13
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R10, DX
-	MULXQ            16(SP), R12, R10
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R12, R9
+	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R10, R13
+	MULXQ            16(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R12, R10
-	ADDQ             R12, R14
+	ADDQ             R12, R9
+	ADCQ             R10, R13
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R12
-	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R12, R14
+	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R14
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R13, R14
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
 	VPSRLQ           $0x2c, Z20, Z29
-	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R10
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R10
-	ANDQ             $-4, R15
+	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R10, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R15, R9
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R14
-	VPANDQ           Z30, Z20, Z20
+	ADDQ             R10, R15
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R11
+	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z4, Z0, Z0
-	ADDQ             640(AX), R9
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
+	ADDQ             640(AX), R9
 	ADCQ             648(AX), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R12, R10
-	MULXQ            8(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
-	MOVQ             R14, DX
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z21, Z21
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R9, R14
-	ADDQ             R9, R12
+	MOVQ             R14, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R14, R10
+	MULXQ            16(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R9, R14
+	ADDQ             R9, R12
+	ADCQ             R14, R10
 	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R13
 	ADCQ             R14, R15
-	VPROLD           $0x10, Z14, Z14
-	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z15, Z15
-	IMULQ            R11, R9
+	MOVQ             16(SP), R9
 	VPADDD           Z12, Z8, Z8
-	ADDQ             R9, R13
 	VMOVDQU64        256(AX), Z26
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R15
+	IMULQ            R11, R9
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R11
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
-	VPXORD           Z8, Z4, Z4
-	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
-	MOVQ             R15, R14
+	MOVQ             R15, R11
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R14
+	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
 	VPUNPCKLQDQ      320(AX), Z26, Z27
 	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R15
 	ADDQ             R14, R15
-	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R15, R12
-	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R13
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
-	ADDQ             656(AX), R12
 	VPADDD           Z4, Z0, Z0
+	ADDQ             656(AX), R12
 	ADCQ             664(AX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R9, R14
@@ -3050,110 +3050,110 @@ seal_loop:
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
-	MULXQ            16(SP), R12, R13
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R12, R9
+	MULXQ            16(SP), R12, R13
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R12, R9
 	ADCQ             R13, R14
-	MULXQ            (SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	VPANDQ           Z30, Z27, Z23
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R12, R10
+	MULXQ            (SP), R12, R13
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R13, R15
-	MOVQ             16(SP), R12
-	VPROLD           $0x08, Z15, Z15
-	IMULQ            R11, R12
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R10
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R14, R10
+	IMULQ            (SP), R11
 	VPADDD           Z15, Z11, Z11
 	VPSRLQ           $0x2c, Z27, Z24
 	VPXORD           Z8, Z4, Z4
+	ADDQ             R14, R10
 	ADCQ             R11, R15
-	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R13
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	MOVQ             R15, R13
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R13, R15
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R15, R9
-	VPSLLQ           $0x14, Z28, Z26
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R10
+	VPSLLQ           $0x14, Z28, Z26
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R11
+	ADDQ             R13, R15
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
 	ADDQ             672(AX), R9
 	ADCQ             680(AX), R10
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R12, R13
-	MULXQ            8(SP), R14, R15
 	VPXORD           Z0, Z15, Z15
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R10, DX
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R9, R10
-	ADDQ             R9, R12
+	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R10, R13
+	MULXQ            16(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R9, R10
-	ADDQ             R9, R14
+	ADDQ             R9, R12
+	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	ADCQ             R10, R15
+	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             16(SP), R9
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x18, Z28, Z28
-	IMULQ            R11, R9
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
 	IMULQ            (SP), R11
-	ADDQ             R13, R14
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R10
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R10
+	MOVQ             R15, R10
 	VPROLD           $0x0c, Z5, Z5
-	ANDQ             $-4, R15
-	ADDQ             R10, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R15, R12
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R15, R12
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
-	VPROLD           $0x0c, Z4, Z4
-	ADDQ             688(AX), R12
 	VPADDD           Z5, Z0, Z0
-	ADCQ             696(AX), R14
-	VPADDD           Z6, Z1, Z1
 	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z6, Z1, Z1
+	ADDQ             688(AX), R12
+	ADCQ             696(AX), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
@@ -3161,58 +3161,58 @@ seal_loop:
 	MULXQ            (SP), R9, R10
 	VPXORD           Z0, Z15, Z15
 	MULXQ            8(SP), R13, R15
-	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            16(SP), R12, R14
+	MOVQ             R14, DX
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R12, R9
+	MULXQ            16(SP), R12, R14
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R14, R10
 	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R12, R14
+	ADDQ             R12, R9
+	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R12, R13
+	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R13
 	ADCQ             R14, R15
-	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z14, Z14
-	IMULQ            R11, R12
+	MOVQ             16(SP), R12
 	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R12
+	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
-	VPADDD           Z12, Z11, Z11
-	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
 	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R10, R13
 	ADCQ             R11, R15
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R14
-	SHRQ             $0x02, R14
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
 	VPMADD52LUQ      320(R8), Z20, Z23
-	ADDQ             R15, R9
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R13
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R11
+	ADDQ             R14, R15
 	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	ADDQ             704(AX), R9
 	ADCQ             712(AX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R12, R14
 	VPADDD           Z7, Z3, Z3
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -3220,82 +3220,82 @@ seal_loop:
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
-	MULXQ            16(SP), R9, R13
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R9, R12
+	MULXQ            16(SP), R9, R13
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z12, Z12
 	MULXQ            (SP), R9, R13
-	ADDQ             R9, R10
 	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
 	VPMADD52LUQ      384(R8), Z20, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R9
-	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
-	ADDQ             R9, R10
+	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R10
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R14, R10
+	IMULQ            (SP), R11
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R14, R10
 	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
-	VPMADD52HUQ      384(R8), Z20, Z27
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R11
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R13
+	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R13
-	ANDQ             $-4, R15
+	MOVQ             R15, R13
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R13, R15
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R15, R12
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      448(R8), Z20, Z25
 	VPADDD           Z4, Z0, Z0
-	ADDQ             720(AX), R12
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPADDD           Z5, Z1, Z1
+	ADDQ             720(AX), R12
 	ADCQ             728(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R9, R13
-	MULXQ            8(SP), R14, R15
 	VPXORD           Z0, Z12, Z12
-	MOVQ             R10, DX
+	MULXQ            8(SP), R14, R15
 	VPXORD           Z1, Z13, Z13
-	MULXQ            16(SP), R12, R10
+	MOVQ             R10, DX
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R12, R9
-	VPMADD52HUQ      448(R8), Z20, Z28
+	MULXQ            16(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R10, R13
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R12, R10
+	ADDQ             R12, R9
+	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R14
 	ADCQ             R10, R15
-	VPROLD           $0x08, Z14, Z14
-	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z15, Z15
-	IMULQ            R11, R12
+	MOVQ             16(SP), R12
 	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ      576(R8), Z21, Z23
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R11
 	VPADDD           Z15, Z11, Z11
@@ -3305,27 +3305,27 @@ seal_loop:
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R11
-	MOVQ             R15, R10
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R10
+	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
-	VPROLD           $0x07, Z4, Z4
 	VPMADD52HUQ      576(R8), Z21, Z26
-	ADDQ             R10, R15
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R15, R9
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R14
+	ADDQ             R10, R15
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
-	ADDQ             736(AX), R9
 	VPADDD           Z5, Z0, Z0
+	ADDQ             736(AX), R9
 	ADCQ             744(AX), R14
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
+	VPADDD           Z7, Z2, Z2
 	VPMADD52LUQ      320(R8), Z21, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R12, R10
@@ -3333,58 +3333,58 @@ seal_loop:
 	MULXQ            8(SP), R13, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R14, DX
-	MULXQ            16(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R9, R12
+	MULXQ            16(SP), R9, R14
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R9, R12
 	ADCQ             R14, R10
-	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
-	ADDQ             R9, R13
+	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R14, R15
-	MOVQ             16(SP), R9
-	VPROLD           $0x10, Z14, Z14
-	IMULQ            R11, R9
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R13
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R10, R13
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
 	VPMADD52LUQ      384(R8), Z21, Z25
-	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R11
+	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R15, R14
-	SHRQ             $0x02, R14
+	ANDQ             $0x03, R11
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	MOVQ             R15, R14
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPADDD           Z5, Z0, Z0
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x0c, Z4, Z4
 	ADCQ             $0x00, R11
-	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
 	ADDQ             752(AX), R12
 	ADCQ             760(AX), R13
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
-	VPADDD           Z4, Z3, Z3
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R9, R14
+	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
@@ -3392,51 +3392,51 @@ seal_loop:
 	VPMADD52LUQ      512(R8), Z22, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            16(SP), R12, R13
-	ADDQ             R12, R9
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            (SP), R12, R13
-	ADDQ             R12, R10
 	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z13, Z13
 	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
-	VPMADD52HUQ      512(R8), Z22, Z26
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R12, R10
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
 	IMULQ            (SP), R11
-	ADDQ             R14, R10
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
-	MOVQ             R15, R13
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R13
+	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
 	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x07, Z5, Z5
-	ANDQ             $-4, R15
-	ADDQ             R13, R15
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R15, R9
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R15, R9
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
-	VPROLD           $0x07, Z4, Z4
-	ADDQ             768(AX), R9
 	VPADDD           Z4, Z0, Z0
+	ADDQ             768(AX), R9
 	ADCQ             776(AX), R10
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
 	VPMADD52HUQ      576(R8), Z22, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
@@ -3444,32 +3444,32 @@ seal_loop:
 	MULXQ            (SP), R12, R13
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R14, R15
-	MOVQ             R10, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            16(SP), R9, R10
+	MOVQ             R10, DX
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R9, R12
+	MULXQ            16(SP), R9, R10
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
 	ADCQ             R10, R13
-	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52LUQ      320(R8), Z22, Z25
 	VPROLD           $0x10, Z13, Z13
-	ADDQ             R9, R14
+	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R14
 	ADCQ             R10, R15
-	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z15, Z15
-	IMULQ            R11, R9
+	MOVQ             16(SP), R9
 	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z13, Z9, Z9
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
-	VPADDD           Z13, Z9, Z9
-	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R13, R14
-	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
 	VPMADD52HUQ      320(R8), Z22, Z28
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
 	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
@@ -3477,25 +3477,25 @@ seal_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R10
-	SHRQ             $0x02, R10
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R10, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R15, R12
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R14
+	ADDQ             R10, R15
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
 	ADDQ             784(AX), R12
 	ADCQ             792(AX), R14
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R9, R10
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R13, R15
@@ -3503,54 +3503,54 @@ seal_loop:
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R14, DX
-	MULXQ            16(SP), R12, R14
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R12, R9
+	MULXQ            16(SP), R12, R14
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R12, R14
-	ADDQ             R12, R13
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z23, Z29
-	IMULQ            R11, R12
 	VPADDD           Z12, Z8, Z8
-	ADDQ             R12, R13
+	IMULQ            R11, R12
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R13
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R10, R13
+	IMULQ            (SP), R11
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
-	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
+	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R15, R14
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R14
-	ANDQ             $-4, R15
+	MOVQ             R15, R14
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R14, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R15, R9
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
-	VPROLD           $0x07, Z7, Z7
-	ADDQ             800(AX), R9
 	VPADDD           Z5, Z0, Z0
+	ADDQ             800(AX), R9
 	ADCQ             808(AX), R13
+	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
@@ -3588,27 +3588,27 @@ seal_loop:
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
-	MOVQ             R15, R13
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R13
+	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R13, R15
 	VPANDQ           Z30, Z24, Z21
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R15, R12
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R10
+	ADDQ             R13, R15
 	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
-	ADDQ             816(AX), R12
 	VPADDD           Z5, Z0, Z0
+	ADDQ             816(AX), R12
 	ADCQ             824(AX), R10
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R9, R13
 	VPADDD           Z4, Z3, Z3
 	VPADDQ           Z29, Z25, Z25
@@ -3616,29 +3616,29 @@ seal_loop:
 	MULXQ            8(SP), R14, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R10, DX
-	MULXQ            16(SP), R12, R10
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R12, R9
+	MULXQ            16(SP), R12, R10
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
 	ADCQ             R10, R13
-	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
-	ADDQ             R12, R14
+	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z13, Z13
 	VPSRLQ           $0x2a, Z25, Z29
-	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z14, Z14
-	IMULQ            R11, R12
+	MOVQ             16(SP), R12
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R12, R14
+	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R14
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R13, R14
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
@@ -3647,100 +3647,100 @@ seal_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	SHRQ             $0x02, R10
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R10, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z7, Z7
 	ADDQ             R15, R9
 	ADCQ             $0x00, R14
-	VPROLD           $0x07, Z7, Z7
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPADDD           Z4, Z0, Z0
 	ADDQ             832(AX), R9
 	ADCQ             840(AX), R14
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
-	VPADDD           Z7, Z3, Z3
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R12, R10
+	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R14, DX
 	VPXORD           Z1, Z13, Z13
 	MULXQ            16(SP), R9, R14
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R9, R12
 	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
 	MULXQ            (SP), R9, R14
-	ADDQ             R9, R13
 	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z14, Z14
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
-	ADDQ             R9, R13
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
 	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R11
-	ADDQ             R10, R13
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R11
-	MOVQ             R15, R14
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R14
+	MOVQ             R15, R14
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z4, Z4
 	VPADDQ           Z29, Z21, Z21
-	ADDQ             R14, R15
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R15, R12
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
-	VPROLD           $0x0c, Z7, Z7
-	ADDQ             848(AX), R12
 	VPADDD           Z4, Z0, Z0
+	ADDQ             848(AX), R12
 	ADCQ             856(AX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
-	VPXORQ           Z30, Z30, Z23
-	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R9, R14
+	VPADDD           Z7, Z3, Z3
+	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R10, R15
-	MOVQ             R13, DX
 	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
 	MULXQ            16(SP), R12, R13
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
-	VPXORD           Z3, Z15, Z15
 	ADCQ             R13, R14
+	VPXORD           Z3, Z15, Z15
 	MULXQ            (SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R12, R10
-	VPROLD           $0x08, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R10
 	ADCQ             R13, R15
+	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R11, R12
@@ -3751,8 +3751,8 @@ seal_loop:
 	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R14, R10
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
 	VPXORQ           Z30, Z30, Z24
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
@@ -3760,25 +3760,25 @@ seal_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
-	SHRQ             $0x02, R13
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R13, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R15, R9
-	ADCQ             $0x00, R10
+	ADDQ             R13, R15
 	VPROLD           $0x07, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
 	ADDQ             864(AX), R9
 	ADCQ             872(AX), R10
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R12, R13
 	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R14, R15
@@ -3786,58 +3786,58 @@ seal_loop:
 	MOVQ             R10, DX
 	VPXORD           Z1, Z12, Z12
 	VPXORQ           Z30, Z30, Z25
-	MULXQ            16(SP), R9, R10
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R9, R12
+	MULXQ            16(SP), R9, R10
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            (SP), R9, R10
-	ADDQ             R9, R14
 	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
-	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R9, R14
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R14
 	ADCQ             $0x00, R15
-	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R13, R14
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
-	ANDQ             $0x03, R11
 	VPXORD           Z11, Z6, Z6
-	MOVQ             R15, R10
+	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R10
-	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R10
 	VPMADD52LUQ      32(SP), Z20, Z23
-	ANDQ             $-4, R15
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R10, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R15, R12
+	ADDQ             R10, R15
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
 	ADDQ             880(AX), R12
-	VPADDD           Z5, Z0, Z0
 	ADCQ             888(AX), R14
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R12, DX
+	VPADDD           Z6, Z1, Z1
 	VPMADD52HUQ      32(SP), Z20, Z26
 	VPADDD           Z7, Z2, Z2
-	MOVQ             R12, DX
-	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R9, R10
+	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R13, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
@@ -3864,34 +3864,34 @@ seal_loop:
 	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R10, R13
+	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
 	VPMADD52HUQ      96(SP), Z20, Z27
-	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
-	MOVQ             R15, R14
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R14
+	MOVQ             R15, R14
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R15
-	ADDQ             R15, R9
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      160(SP), Z20, Z25
+	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R13
+	VPMADD52LUQ      160(SP), Z20, Z25
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
-	ADDQ             896(AX), R9
 	VPADDD           Z4, Z0, Z0
+	ADDQ             896(AX), R9
 	ADCQ             904(AX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R12, R14
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R10, R15
@@ -3899,58 +3899,58 @@ seal_loop:
 	VPMADD52HUQ      160(SP), Z20, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
-	MULXQ            16(SP), R9, R13
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R9, R12
+	MULXQ            16(SP), R9, R13
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
 	ADCQ             R13, R14
 	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R10
-	VPROLD           $0x10, Z13, Z13
 	ADCQ             R13, R15
-	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
 	VPMADD52LUQ      288(SP), Z21, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R10
-	VPADDD           Z13, Z9, Z9
 	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R14, R10
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R11, R15
-	VPXORD           Z8, Z4, Z4
+	VPADDD           Z15, Z11, Z11
 	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
 	VPMADD52HUQ      288(SP), Z21, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
-	SHRQ             $0x02, R13
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R13, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z6, Z6
 	ADDQ             R15, R12
 	ADCQ             $0x00, R10
-	VPROLD           $0x0c, Z6, Z6
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             912(AX), R12
-	VPADDD           Z4, Z0, Z0
 	ADCQ             920(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z0, Z0
 	VPMADD52LUQ      32(SP), Z21, Z24
 	VPADDD           Z5, Z1, Z1
-	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
-	VPADDD           Z7, Z3, Z3
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R9, R13
+	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R14, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R10, DX
@@ -3963,68 +3963,68 @@ seal_loop:
 	VPMADD52HUQ      32(SP), Z21, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R12, R10
-	ADDQ             R12, R14
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R11, R12
-	ADDQ             R12, R14
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
 	VPMADD52LUQ      96(SP), Z21, Z25
-	ADDQ             R13, R14
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
 	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R11
-	MOVQ             R15, R10
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R10
+	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R10, R15
+	ANDQ             $-4, R15
 	VPMADD52HUQ      96(SP), Z21, Z28
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R15, R9
+	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
 	ADDQ             928(AX), R9
-	VPADDD           Z5, Z0, Z0
 	ADCQ             936(AX), R14
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
 	MOVQ             R9, DX
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MULXQ            (SP), R12, R10
+	VPADDD           Z7, Z2, Z2
+	MULXQ            8(SP), R13, R15
 	VPADDD           Z4, Z3, Z3
 	VPMADD52LUQ      224(SP), Z22, Z23
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R13, R15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R9, R12
-	VPXORD           Z3, Z14, Z14
 	ADCQ             R14, R10
+	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R13
-	VPROLD           $0x10, Z12, Z12
 	ADCQ             R14, R15
+	VPROLD           $0x10, Z12, Z12
+	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z13, Z13
 	VPMADD52HUQ      224(SP), Z22, Z26
-	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
@@ -4034,8 +4034,8 @@ seal_loop:
 	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R10, R13
-	VPADDD           Z14, Z9, Z9
 	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
 	VPMADD52LUQ      288(SP), Z22, Z24
@@ -4043,25 +4043,25 @@ seal_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R14
-	SHRQ             $0x02, R14
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
-	VPROLD           $0x0c, Z7, Z7
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
 	VPMADD52HUQ      288(SP), Z22, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(AX), R12
 	ADCQ             952(AX), R13
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R9, R14
 	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R10, R15
@@ -4069,58 +4069,58 @@ seal_loop:
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R12, R13
-	VPMADD52LUQ      32(SP), Z22, Z25
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R12, R9
+	VPMADD52LUQ      32(SP), Z22, Z25
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            (SP), R12, R13
-	ADDQ             R12, R10
 	VPROLD           $0x08, Z12, Z12
-	ADCQ             R13, R15
-	VPROLD           $0x08, Z13, Z13
-	MOVQ             16(SP), R12
-	VPROLD           $0x08, Z14, Z14
-	IMULQ            R11, R12
 	ADDQ             R12, R10
-	VPADDD           Z15, Z10, Z10
+	ADCQ             R13, R15
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R10
 	ADCQ             $0x00, R15
-	VPADDD           Z12, Z11, Z11
+	VPADDD           Z15, Z10, Z10
 	VPMADD52HUQ      32(SP), Z22, Z28
+	VPADDD           Z12, Z11, Z11
 	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R14, R10
-	VPADDD           Z14, Z9, Z9
 	ADCQ             R11, R15
-	VPXORD           Z10, Z5, Z5
+	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z8, Z7, Z7
 	SHRQ             $0x02, R13
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R13, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R15, R9
+	ADDQ             R13, R15
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             960(AX), R9
-	VPADDD           Z4, Z0, Z0
 	ADCQ             968(AX), R10
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
+	VPADDD           Z4, Z0, Z0
 	MOVQ             R9, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            (SP), R12, R13
 	VPADDD           Z6, Z2, Z2
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R12, R13
 	MULXQ            8(SP), R14, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R10, DX
@@ -4133,9 +4133,9 @@ seal_loop:
 	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R14
+	ADCQ             R10, R15
 	VPROLD           $0x10, Z13, Z13
 	VPSRLQ           $0x2c, Z23, Z29
-	ADCQ             R10, R15
 	VPROLD           $0x10, Z14, Z14
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z15, Z15
@@ -4147,93 +4147,93 @@ seal_loop:
 	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R13, R14
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R11, R15
-	VPANDQ           Z30, Z23, Z20
-	VPXORD           Z8, Z4, Z4
+	VPADDD           Z15, Z11, Z11
 	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R11
-	MOVQ             R15, R10
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R10
+	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R10, R15
-	ADDQ             R15, R12
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z5, Z5
-	ADCQ             $0x00, R14
+	ADDQ             R10, R15
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R11
 	ADDQ             976(AX), R12
-	VPADDD           Z4, Z0, Z0
 	ADCQ             984(AX), R14
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R11
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z4, Z0, Z0
 	MOVQ             R12, DX
+	VPADDD           Z5, Z1, Z1
 	MULXQ            (SP), R9, R10
-	VPADDD           Z7, Z3, Z3
+	VPADDD           Z6, Z2, Z2
 	MULXQ            8(SP), R13, R15
-	VPXORD           Z0, Z12, Z12
+	VPADDD           Z7, Z3, Z3
 	MOVQ             R14, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            16(SP), R12, R14
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z24, Z24
-	MULXQ            16(SP), R12, R14
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
-	VPXORD           Z3, Z15, Z15
 	ADCQ             R14, R10
+	VPXORD           Z3, Z15, Z15
 	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
-	VPROLD           $0x08, Z13, Z13
 	ADCQ             R14, R15
-	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z13, Z13
 	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R13
-	VPADDD           Z13, Z9, Z9
 	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R10, R13
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R11, R15
-	VPXORD           Z8, Z4, Z4
+	VPADDD           Z15, Z11, Z11
 	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
 	MOVQ             R15, R14
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R14
 	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R14, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z6, Z6
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
-	VPROLD           $0x07, Z6, Z6
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
 	ADDQ             992(AX), R9
-	VPADDD           Z5, Z0, Z0
 	ADCQ             1000(AX), R13
 	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R9, DX
 	VPADDD           Z6, Z1, Z1
 	VPADDQ           Z29, Z25, Z25
 	VPADDD           Z7, Z2, Z2
-	MOVQ             R9, DX
-	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R12, R14
+	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
@@ -4246,27 +4246,27 @@ seal_loop:
 	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
 	VPSRLQ           $0x2a, Z25, Z29
-	ADDQ             R9, R10
 	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	ADDQ             R9, R10
-	VPADDD           Z15, Z10, Z10
 	ADCQ             $0x00, R15
-	VPADDD           Z12, Z11, Z11
+	VPADDD           Z15, Z10, Z10
 	IMULQ            (SP), R11
-	VPADDD           Z13, Z8, Z8
+	VPADDD           Z12, Z11, Z11
 	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z13, Z8, Z8
 	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z14, Z9, Z9
-	ADCQ             R11, R15
-	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
-	VPXORD           Z11, Z6, Z6
+	VPXORD           Z10, Z5, Z5
 	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z8, Z7, Z7
 	SHRQ             $0x02, R13
@@ -4274,42 +4274,42 @@ seal_loop:
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z5, Z5
 	ADDQ             R13, R15
-	ADDQ             R15, R12
 	VPROLD           $0x0c, Z6, Z6
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
 	ADDQ             1008(AX), R12
-	VPADDD           Z5, Z0, Z0
 	ADCQ             1016(AX), R10
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MULXQ            (SP), R9, R13
-	VPADDD           Z4, Z3, Z3
+	VPADDD           Z7, Z2, Z2
 	MULXQ            8(SP), R14, R15
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R10, DX
 	VPXORD           Z0, Z15, Z15
 	VPSRLQ           $0x2c, Z20, Z29
-	MOVQ             R10, DX
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R12, R10
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R12, R9
-	VPXORD           Z3, Z14, Z14
 	ADCQ             R10, R13
+	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R14
-	VPROLD           $0x08, Z12, Z12
 	ADCQ             R10, R15
-	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z12, Z12
 	MOVQ             16(SP), R12
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z13, Z13
 	IMULQ            R11, R12
+	VPROLD           $0x08, Z14, Z14
+	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
@@ -4317,24 +4317,24 @@ seal_loop:
 	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R13, R14
-	VPADDD           Z14, Z9, Z9
 	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	SHRQ             $0x02, R10
+	VPXORD           Z8, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R15
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R10, R15
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z7, Z7
 	ADDQ             R15, R9
 	ADCQ             $0x00, R14
-	VPROLD           $0x07, Z7, Z7
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R14, R10
@@ -5164,795 +5164,795 @@ open_loop:
 	MOVQ             392(CX), R9
 	VPADDD           Z6, Z2, Z2
 	MOVL             $0x00000001, R10
-	MOVQ             R8, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R11, R12
+	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R13, R14
+	MULXQ            (SP), R11, R12
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R9, DX
-	MULXQ            16(SP), R8, R9
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R8, R11
-	VPXORD           Z3, Z15, Z15
 	VMOVDQU64        (CX), Z23
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R9, DX
 	VPROLD           $0x10, Z12, Z12
-	ADCQ             R9, R12
-	MULXQ            (SP), R8, R9
+	MULXQ            16(SP), R8, R9
 	VPROLD           $0x10, Z13, Z13
-	ADDQ             R8, R13
+	ADDQ             R8, R11
+	ADCQ             R9, R12
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R9, R14
+	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             16(SP), R8
-	IMULQ            R10, R8
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R8
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R14
 	VMOVDQU64        64(CX), Z24
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R10
+	IMULQ            R10, R8
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R12, R13
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
 	VPXORD           Z8, Z4, Z4
-	ADCQ             R10, R14
-	MOVQ             R14, R10
+	IMULQ            (SP), R10
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
+	ADDQ             R12, R13
+	ADCQ             R10, R14
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R9
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R9
-	ANDQ             $-4, R14
+	ANDQ             $0x03, R10
 	VPROLD           $0x0c, Z4, Z4
 	VPUNPCKLQDQ      Z24, Z23, Z25
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R9, R14
+	MOVQ             R14, R9
 	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R9
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R14
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R9, R14
+	VPADDD           Z5, Z1, Z1
 	ADDQ             R14, R11
 	ADCQ             $0x00, R13
-	VPROLD           $0x0c, Z7, Z7
 	ADCQ             $0x00, R10
-	VPADDD           Z4, Z0, Z0
+	VPADDD           Z6, Z2, Z2
 	ADDQ             400(CX), R11
-	VPADDD           Z5, Z1, Z1
 	ADCQ             408(CX), R13
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
-	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
 	VPUNPCKHQDQ      Z24, Z23, Z26
-	MULXQ            (SP), R8, R9
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R12, R14
+	MOVQ             R11, DX
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R13, DX
+	MULXQ            (SP), R8, R9
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R11, R13
-	ADDQ             R11, R8
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R13, R9
+	MOVQ             R13, DX
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R11, R13
+	MULXQ            16(SP), R11, R13
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R11, R12
-	VPSRLQ           $0x2c, Z25, Z27
+	ADDQ             R11, R8
+	ADCQ             R13, R9
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R13, R14
+	VPSRLQ           $0x2c, Z25, Z27
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             16(SP), R11
+	MULXQ            (SP), R11, R13
 	VPADDD           Z12, Z8, Z8
-	IMULQ            R10, R11
 	ADDQ             R11, R12
+	ADCQ             R13, R14
+	MOVQ             16(SP), R11
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R14
+	IMULQ            R10, R11
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R10
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R9, R12
-	ADCQ             R10, R14
+	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
 	VPANDQ           Z30, Z25, Z25
 	VPXORD           Z9, Z5, Z5
-	MOVQ             R14, R10
-	ANDQ             $0x03, R10
+	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R13
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z4, Z4
-	ANDQ             $-4, R14
-	ADDQ             R13, R14
+	MOVQ             R14, R13
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R8
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R12
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z7, Z7
 	VPADDQ           Z25, Z20, Z20
-	ADCQ             $0x00, R10
 	VPADDD           Z5, Z0, Z0
-	ADDQ             416(CX), R8
+	ADDQ             R13, R14
 	VPADDD           Z6, Z1, Z1
-	ADCQ             424(CX), R12
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
 	VPADDD           Z7, Z2, Z2
+	ADDQ             416(CX), R8
+	ADCQ             424(CX), R12
 	ADCQ             $0x01, R10
-	MOVQ             R8, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R11, R13
+	MOVQ             R8, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R9, R14
+	MULXQ            (SP), R11, R13
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R12, DX
-	VPSLLQ           $0x14, Z26, Z23
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R8, R12
+	VPSLLQ           $0x14, Z26, Z23
 	VPXORD           Z3, Z14, Z14
+	MOVQ             R12, DX
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            16(SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
 	ADDQ             R8, R11
 	ADCQ             R12, R13
-	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R8, R12
-	VPROLD           $0x10, Z12, Z12
-	ADDQ             R8, R9
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R12, R14
-	MOVQ             16(SP), R8
+	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z14, Z14
-	IMULQ            R10, R8
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R8
 	VPADDD           Z12, Z11, Z11
 	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	ADCQ             $0x00, R14
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R10
+	IMULQ            R10, R8
 	VPADDD           Z14, Z9, Z9
-	ADDQ             R13, R9
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
 	VPXORD           Z10, Z5, Z5
-	ADCQ             R10, R14
-	MOVQ             R14, R10
+	IMULQ            (SP), R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
+	ADDQ             R13, R9
+	ADCQ             R10, R14
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R12
-	SHRQ             $0x02, R12
+	MOVQ             R14, R10
 	VPXORD           Z9, Z4, Z4
 	VPADDQ           Z27, Z21, Z21
 	VPROLD           $0x0c, Z5, Z5
-	ANDQ             $-4, R14
+	ANDQ             $0x03, R10
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R12, R14
-	ADDQ             R14, R11
+	MOVQ             R14, R12
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R9
+	SHRQ             $0x02, R12
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R10
+	ANDQ             $-4, R14
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R12, R14
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPSRLQ           $0x18, Z26, Z26
+	VPADDD           Z7, Z2, Z2
 	ADDQ             432(CX), R11
 	ADCQ             440(CX), R9
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z7, Z2, Z2
-	VPSRLQ           $0x18, Z26, Z26
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R11, DX
-	MULXQ            (SP), R8, R12
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R13, R14
+	MULXQ            (SP), R8, R12
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R9, DX
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R11, R9
-	ADDQ             R11, R8
+	MOVQ             R9, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R9, R12
+	MULXQ            16(SP), R11, R9
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R11, R9
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R11, R13
+	ADDQ             R11, R8
+	ADCQ             R9, R12
 	VPROLD           $0x08, Z13, Z13
-	ADCQ             R9, R14
+	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             16(SP), R11
-	IMULQ            R10, R11
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R11
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R14
+	IMULQ            R10, R11
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R10
-	ADDQ             R12, R13
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z9, Z9
 	VPADDQ           Z26, Z22, Z22
 	VPXORD           Z10, Z5, Z5
-	ADCQ             R10, R14
+	IMULQ            (SP), R10
 	VPXORD           Z11, Z6, Z6
-	MOVQ             R14, R10
-	ANDQ             $0x03, R10
+	ADDQ             R12, R13
+	ADCQ             R10, R14
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R9
+	MOVQ             R14, R10
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R9
+	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z5, Z5
-	ANDQ             $-4, R14
-	ADDQ             R9, R14
+	MOVQ             R14, R9
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R14, R8
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z7, Z7
 	VMOVDQU64        128(CX), Z26
-	ADCQ             $0x00, R13
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R10
+	ANDQ             $-4, R14
 	VPADDD           Z4, Z0, Z0
-	ADDQ             448(CX), R8
+	ADDQ             R9, R14
 	VPADDD           Z5, Z1, Z1
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z2, Z2
+	ADDQ             448(CX), R8
 	ADCQ             456(CX), R13
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
-	MOVQ             R8, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R11, R9
+	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R12, R14
-	VPUNPCKLQDQ      192(CX), Z26, Z27
+	MULXQ            (SP), R11, R9
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R13, DX
+	VPUNPCKLQDQ      192(CX), Z26, Z27
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R8, R13
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z3, Z15, Z15
+	MOVQ             R13, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            16(SP), R8, R13
+	VPROLD           $0x10, Z13, Z13
 	ADDQ             R8, R11
 	ADCQ             R13, R9
-	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R8, R13
-	VPROLD           $0x10, Z13, Z13
-	ADDQ             R8, R12
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R13, R14
-	MOVQ             16(SP), R8
+	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z15, Z15
-	VPUNPCKHQDQ      192(CX), Z26, Z28
+	ADDQ             R8, R12
+	ADCQ             R13, R14
 	VPADDD           Z12, Z8, Z8
+	VPUNPCKHQDQ      192(CX), Z26, Z28
+	VPADDD           Z13, Z9, Z9
+	MOVQ             16(SP), R8
+	VPADDD           Z14, Z10, Z10
 	IMULQ            R10, R8
 	ADDQ             R8, R12
-	VPADDD           Z13, Z9, Z9
 	ADCQ             $0x00, R14
-	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R10
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
+	VPXORD           Z8, Z4, Z4
 	ADDQ             R9, R12
 	ADCQ             R10, R14
-	VPXORD           Z8, Z4, Z4
-	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R13
 	VPANDQ           Z30, Z27, Z23
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R10
 	VPROLD           $0x0c, Z4, Z4
-	ANDQ             $-4, R14
+	MOVQ             R14, R13
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R13, R14
-	ADDQ             R14, R11
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R12
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R10
+	ADDQ             R13, R14
 	VPADDD           Z4, Z0, Z0
-	ADDQ             464(CX), R11
-	ADCQ             472(CX), R12
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
 	VPSRLQ           $0x2c, Z27, Z24
 	VPADDD           Z6, Z2, Z2
+	ADDQ             464(CX), R11
+	ADCQ             472(CX), R12
 	ADCQ             $0x01, R10
-	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R8, R13
+	MOVQ             R11, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R9, R14
+	MULXQ            (SP), R8, R13
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R12, DX
-	MULXQ            16(SP), R11, R12
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R11, R8
+	MOVQ             R12, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R12, R13
+	MULXQ            16(SP), R11, R12
 	VPROLD           $0x08, Z12, Z12
 	VPSLLQ           $0x14, Z28, Z26
-	MULXQ            (SP), R11, R12
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R11, R9
+	ADDQ             R11, R8
+	ADCQ             R12, R13
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R12, R14
+	MULXQ            (SP), R11, R12
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             16(SP), R11
-	IMULQ            R10, R11
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R11, R9
+	ADCQ             R12, R14
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R11
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
+	IMULQ            R10, R11
 	VPADDD           Z14, Z10, Z10
 	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R13, R9
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
 	VPXORD           Z8, Z4, Z4
-	ADCQ             R10, R14
-	MOVQ             R14, R10
+	IMULQ            (SP), R10
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
+	ADDQ             R13, R9
+	ADCQ             R10, R14
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R12
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R12
-	ANDQ             $-4, R14
+	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R12, R14
+	MOVQ             R14, R12
 	VPROLD           $0x07, Z5, Z5
 	VPSRLQ           $0x18, Z28, Z28
 	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R12
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R14
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R12, R14
+	VPADDD           Z6, Z1, Z1
 	ADDQ             R14, R8
 	ADCQ             $0x00, R9
-	VPROLD           $0x07, Z7, Z7
 	ADCQ             $0x00, R10
-	VPADDD           Z5, Z0, Z0
+	VPADDD           Z7, Z2, Z2
 	ADDQ             480(CX), R8
-	VPADDD           Z6, Z1, Z1
 	ADCQ             488(CX), R9
 	ADCQ             $0x01, R10
-	VPADDD           Z7, Z2, Z2
-	MOVQ             R8, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R11, R12
+	MOVQ             R8, DX
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R13, R14
+	MULXQ            (SP), R11, R12
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R9, DX
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R8, R9
-	ADDQ             R8, R11
+	MOVQ             R9, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R9, R12
+	MULXQ            16(SP), R8, R9
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R8, R9
+	ADDQ             R8, R11
+	ADCQ             R9, R12
 	VPROLD           $0x10, Z12, Z12
-	ADDQ             R8, R13
-	ADCQ             R9, R14
+	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             16(SP), R8
-	VPADDD           Z15, Z10, Z10
-	IMULQ            R10, R8
 	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R8
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R14
+	IMULQ            R10, R8
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R10
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R12, R13
 	ADCQ             R10, R14
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
-	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R9
+	MOVQ             R14, R10
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R9
+	ANDQ             $0x03, R10
 	VPROLD           $0x0c, Z5, Z5
-	ANDQ             $-4, R14
-	ADDQ             R9, R14
+	MOVQ             R14, R9
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R14, R11
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R13
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R10
-	VPXORQ           Z30, Z30, Z28
+	ADDQ             R9, R14
 	VPADDD           Z5, Z0, Z0
-	ADDQ             496(CX), R11
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z6, Z1, Z1
-	ADCQ             504(CX), R13
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
 	VPADDD           Z7, Z2, Z2
+	ADDQ             496(CX), R11
+	ADCQ             504(CX), R13
 	ADCQ             $0x01, R10
-	MOVQ             R11, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R8, R9
+	MOVQ             R11, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R12, R14
+	MULXQ            (SP), R8, R9
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R13, DX
-	MULXQ            16(SP), R11, R13
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R11, R8
+	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
 	VPMADD52LUQ      320(DI), Z20, Z23
-	ADCQ             R13, R9
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R11, R13
+	MULXQ            16(SP), R11, R13
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R11, R12
+	ADDQ             R11, R8
+	ADCQ             R13, R9
 	VPROLD           $0x08, Z13, Z13
-	ADCQ             R13, R14
-	MOVQ             16(SP), R11
+	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z14, Z14
-	IMULQ            R10, R11
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R11, R12
+	ADCQ             R13, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R11
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R14
-	VPMADD52HUQ      320(DI), Z20, Z26
+	IMULQ            R10, R11
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R10
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPADDD           Z14, Z9, Z9
-	ADDQ             R9, R12
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
 	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R10
+	ADDQ             R9, R12
 	ADCQ             R10, R14
-	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R13
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R10
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	MOVQ             R14, R13
 	VPROLD           $0x07, Z5, Z5
 	VPMADD52LUQ      384(DI), Z20, Z24
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R13, R14
-	ADDQ             R14, R8
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R12
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R10
+	ADDQ             R13, R14
 	VPADDD           Z4, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z1, Z1
 	ADDQ             512(CX), R8
 	ADCQ             520(CX), R12
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
-	MOVQ             R8, DX
-	VPADDD           Z7, Z3, Z3
 	VPMADD52HUQ      384(DI), Z20, Z27
-	MULXQ            (SP), R11, R13
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R9, R14
+	MULXQ            (SP), R11, R13
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R12, DX
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R8, R12
-	ADDQ             R8, R11
+	MOVQ             R12, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R12, R13
+	MULXQ            16(SP), R8, R12
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R8, R12
-	ADDQ             R8, R9
+	ADDQ             R8, R11
+	ADCQ             R12, R13
 	VPROLD           $0x10, Z13, Z13
 	VPMADD52LUQ      448(DI), Z20, Z25
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R12, R14
+	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             16(SP), R8
-	IMULQ            R10, R8
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R8
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R14
+	IMULQ            R10, R8
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R10
-	ADDQ             R13, R9
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
 	VPADDD           Z15, Z11, Z11
-	ADCQ             R10, R14
+	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
 	VPMADD52HUQ      448(DI), Z20, Z28
 	VPXORD           Z9, Z5, Z5
-	MOVQ             R14, R10
-	ANDQ             $0x03, R10
+	ADDQ             R13, R9
+	ADCQ             R10, R14
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R12
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R12
+	ANDQ             $0x03, R10
 	VPROLD           $0x0c, Z4, Z4
-	ANDQ             $-4, R14
-	ADDQ             R12, R14
+	MOVQ             R14, R12
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R11
+	SHRQ             $0x02, R12
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R9
-	VPMADD52LUQ      576(DI), Z21, Z23
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R10
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z4, Z0, Z0
-	ADDQ             528(CX), R11
+	ADDQ             R12, R14
 	VPADDD           Z5, Z1, Z1
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z2, Z2
+	ADDQ             528(CX), R11
 	ADCQ             536(CX), R9
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
-	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R8, R12
+	MOVQ             R11, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R13, R14
-	MOVQ             R9, DX
+	MULXQ            (SP), R8, R12
 	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R13, R14
 	VPMADD52HUQ      576(DI), Z21, Z26
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R11, R9
+	MOVQ             R9, DX
 	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R11, R9
+	VPROLD           $0x08, Z12, Z12
 	ADDQ             R11, R8
 	ADCQ             R9, R12
-	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R11, R13
+	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R9, R14
-	MOVQ             16(SP), R11
-	VPROLD           $0x08, Z15, Z15
-	IMULQ            R10, R11
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z8, Z8
 	VPMADD52LUQ      320(DI), Z21, Z24
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R14
+	IMULQ            R10, R11
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R10
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
+	VPXORD           Z8, Z4, Z4
 	ADDQ             R12, R13
 	ADCQ             R10, R14
-	VPXORD           Z8, Z4, Z4
-	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R9
-	SHRQ             $0x02, R9
+	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
 	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x07, Z4, Z4
-	ANDQ             $-4, R14
+	MOVQ             R14, R9
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R9, R14
-	ADDQ             R14, R8
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R13
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R10
+	ADDQ             R9, R14
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
 	ADDQ             544(CX), R8
 	ADCQ             552(CX), R13
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
 	VPMADD52LUQ      384(DI), Z21, Z25
-	MOVQ             R8, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R11, R9
+	MOVQ             R8, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R12, R14
+	MULXQ            (SP), R11, R9
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R13, DX
-	MULXQ            16(SP), R8, R13
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R8, R11
+	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R13, R9
+	MULXQ            16(SP), R8, R13
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R8, R13
-	VPMADD52HUQ      384(DI), Z21, Z28
+	ADDQ             R8, R11
+	ADCQ             R13, R9
 	VPROLD           $0x10, Z12, Z12
-	ADDQ             R8, R12
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R13, R14
+	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             16(SP), R8
-	IMULQ            R10, R8
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R8
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
+	IMULQ            R10, R8
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R9, R12
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ      512(DI), Z22, Z23
+	IMULQ            (SP), R10
 	VPXORD           Z10, Z5, Z5
-	ADCQ             R10, R14
-	MOVQ             R14, R10
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
+	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R13
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R13
-	ANDQ             $-4, R14
+	MOVQ             R14, R13
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R13, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R14, R11
-	VPROLD           $0x0c, Z7, Z7
 	VPMADD52HUQ      512(DI), Z22, Z26
-	ADCQ             $0x00, R12
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R10
+	ADDQ             R13, R14
 	VPADDD           Z5, Z0, Z0
-	ADDQ             560(CX), R11
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
 	VPADDD           Z6, Z1, Z1
+	ADDQ             560(CX), R11
 	ADCQ             568(CX), R12
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R11, DX
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R8, R13
-	MULXQ            8(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
 	VPMADD52LUQ      576(DI), Z22, Z24
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R12, DX
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R11, R12
-	ADDQ             R11, R8
+	MOVQ             R12, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R12, R13
+	MULXQ            16(SP), R11, R12
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R11, R12
+	ADDQ             R11, R8
+	ADCQ             R12, R13
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z13, Z13
 	ADDQ             R11, R9
 	ADCQ             R12, R14
-	VPROLD           $0x08, Z13, Z13
-	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z15, Z10, Z10
-	IMULQ            R10, R11
-	ADDQ             R11, R9
+	MOVQ             16(SP), R11
 	VPADDD           Z12, Z11, Z11
-	ADCQ             $0x00, R14
+	IMULQ            R10, R11
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R10
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R13, R9
 	ADCQ             R10, R14
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
-	VPMADD52LUQ      320(DI), Z22, Z25
+	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R12
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R12
+	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z5, Z5
-	ANDQ             $-4, R14
-	ADDQ             R12, R14
+	MOVQ             R14, R12
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R14, R8
+	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R9
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R10
-	ADDQ             576(CX), R8
+	ADDQ             R12, R14
 	VPADDD           Z4, Z0, Z0
-	ADCQ             584(CX), R9
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
 	VPMADD52HUQ      320(DI), Z22, Z28
 	VPADDD           Z6, Z2, Z2
+	ADDQ             576(CX), R8
+	ADCQ             584(CX), R9
 	ADCQ             $0x01, R10
-	MOVQ             R8, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R11, R12
+	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R13, R14
+	MULXQ            (SP), R11, R12
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R9, DX
-	MULXQ            16(SP), R8, R9
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R8, R11
+	MOVQ             R9, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R9, R12
+	MULXQ            16(SP), R8, R9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R8, R9
+	ADDQ             R8, R11
+	ADCQ             R9, R12
 	VPROLD           $0x10, Z13, Z13
-	ADDQ             R8, R13
+	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z14, Z14
-	ADCQ             R9, R14
-	MOVQ             16(SP), R8
-	VPROLD           $0x10, Z15, Z15
-	IMULQ            R10, R8
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R8
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R8
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R8, R13
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z15, Z11, Z11
-	ADDQ             R12, R13
+	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
+	ADDQ             R12, R13
 	ADCQ             R10, R14
-	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R9
-	SHRQ             $0x02, R9
+	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	MOVQ             R14, R9
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R9, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z5, Z5
 	VPSRLQ           $0x2c, Z23, Z29
-	ADDQ             R14, R11
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R13
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R10
+	ADDQ             R9, R14
 	VPADDD           Z4, Z0, Z0
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z1, Z1
 	ADDQ             592(CX), R11
 	ADCQ             600(CX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R8, R9
-	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z0, Z12, Z12
-	MULXQ            8(SP), R12, R14
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z1, Z13, Z13
-	MOVQ             R13, DX
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R11, R13
-	ADDQ             R11, R8
+	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R13, R9
+	MULXQ            16(SP), R11, R13
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R11, R13
-	ADDQ             R11, R12
+	ADDQ             R11, R8
+	ADCQ             R13, R9
 	VPROLD           $0x08, Z13, Z13
-	ADCQ             R13, R14
+	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             16(SP), R11
-	IMULQ            R10, R11
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R11, R12
+	ADCQ             R13, R14
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R11
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R14
+	IMULQ            R10, R11
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R10
-	ADDQ             R9, R12
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
 	VPADDD           Z15, Z11, Z11
-	ADCQ             R10, R14
+	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
-	MOVQ             R14, R10
+	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPXORD           Z9, Z5, Z5
 	VPADDQ           Z29, Z24, Z24
-	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R13
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z4, Z4
-	ANDQ             $-4, R14
-	ADDQ             R13, R14
+	MOVQ             R14, R13
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R8
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R12
-	ADCQ             $0x00, R10
+	ADDQ             R13, R14
 	VPROLD           $0x07, Z7, Z7
 	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z5, Z0, Z0
-	ADDQ             608(CX), R8
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
 	VPADDD           Z6, Z1, Z1
+	ADDQ             608(CX), R8
 	ADCQ             616(CX), R12
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
@@ -5961,171 +5961,171 @@ open_loop:
 	MULXQ            (SP), R11, R13
 	VPXORD           Z0, Z15, Z15
 	MULXQ            8(SP), R9, R14
-	MOVQ             R12, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            16(SP), R8, R12
+	MOVQ             R12, DX
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R8, R11
-	VPXORD           Z3, Z14, Z14
 	VPANDQ           Z30, Z24, Z21
-	ADCQ             R12, R13
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R8, R12
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R8, R12
+	ADDQ             R8, R11
+	ADCQ             R12, R13
 	VPROLD           $0x10, Z12, Z12
-	ADDQ             R8, R9
+	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R12, R14
-	MOVQ             16(SP), R8
-	VPROLD           $0x10, Z14, Z14
-	IMULQ            R10, R8
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R8, R9
-	ADCQ             $0x00, R14
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R8
 	VPADDD           Z12, Z11, Z11
 	VPADDQ           Z29, Z25, Z25
 	VPADDD           Z13, Z8, Z8
-	IMULQ            (SP), R10
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R13, R9
 	ADCQ             R10, R14
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R12
-	SHRQ             $0x02, R12
+	ANDQ             $0x03, R10
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	MOVQ             R14, R12
 	VPROLD           $0x0c, Z5, Z5
 	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R12, R14
-	ADDQ             R14, R11
+	SHRQ             $0x02, R12
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R9
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z4, Z4
-	ADCQ             $0x00, R10
+	ADDQ             R12, R14
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
 	ADDQ             624(CX), R11
 	ADCQ             632(CX), R9
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R11, DX
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z4, Z3, Z3
-	MULXQ            (SP), R8, R12
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R13, R14
+	MULXQ            (SP), R8, R12
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R9, DX
-	MULXQ            16(SP), R11, R9
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R11, R8
+	MOVQ             R9, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R9, R12
+	MULXQ            16(SP), R11, R9
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R11, R9
-	ADDQ             R11, R13
+	ADDQ             R11, R8
+	ADCQ             R9, R12
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R13
 	ADCQ             R9, R14
 	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R11
-	IMULQ            R10, R11
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R11, R13
+	IMULQ            R10, R11
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R11, R13
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R12, R13
+	IMULQ            (SP), R10
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
 	VPSRLQ           $0x2c, Z20, Z29
-	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R9
+	ANDQ             $0x03, R10
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R9
-	ANDQ             $-4, R14
+	MOVQ             R14, R9
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R9, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R14, R8
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R13
-	VPANDQ           Z30, Z20, Z20
+	ADDQ             R9, R14
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R10
+	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z4, Z0, Z0
-	ADDQ             640(CX), R8
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
+	ADDQ             640(CX), R8
 	ADCQ             648(CX), R13
 	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R8, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R11, R9
-	MULXQ            8(SP), R12, R14
 	VPXORD           Z0, Z12, Z12
-	MOVQ             R13, DX
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z21, Z21
 	VPXORD           Z2, Z14, Z14
-	MULXQ            16(SP), R8, R13
-	ADDQ             R8, R11
+	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R13, R9
+	MULXQ            16(SP), R8, R13
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            (SP), R8, R13
+	ADDQ             R8, R11
+	ADCQ             R13, R9
 	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z14, Z14
 	ADDQ             R8, R12
 	ADCQ             R13, R14
-	VPROLD           $0x10, Z14, Z14
-	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z15, Z15
-	IMULQ            R10, R8
+	MOVQ             16(SP), R8
 	VPADDD           Z12, Z8, Z8
-	ADDQ             R8, R12
 	VMOVDQU64        256(CX), Z26
 	VPADDD           Z13, Z9, Z9
-	ADCQ             $0x00, R14
+	IMULQ            R10, R8
 	VPADDD           Z14, Z10, Z10
-	IMULQ            (SP), R10
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
+	VPXORD           Z8, Z4, Z4
 	ADDQ             R9, R12
 	ADCQ             R10, R14
-	VPXORD           Z8, Z4, Z4
-	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
-	MOVQ             R14, R13
+	MOVQ             R14, R10
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
 	VPUNPCKLQDQ      320(CX), Z26, Z27
 	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R14, R13
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R14
 	ADDQ             R13, R14
-	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R11
-	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R12
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
 	ADCQ             $0x00, R10
-	ADDQ             656(CX), R11
 	VPADDD           Z4, Z0, Z0
+	ADDQ             656(CX), R11
 	ADCQ             664(CX), R12
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	VPUNPCKHQDQ      320(CX), Z26, Z28
+	VPADDD           Z6, Z2, Z2
 	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R8, R13
@@ -6133,110 +6133,110 @@ open_loop:
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R12, DX
-	MULXQ            16(SP), R11, R12
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R11, R8
+	MULXQ            16(SP), R11, R12
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R11, R8
 	ADCQ             R12, R13
-	MULXQ            (SP), R11, R12
 	VPROLD           $0x08, Z12, Z12
 	VPANDQ           Z30, Z27, Z23
 	VPROLD           $0x08, Z13, Z13
-	ADDQ             R11, R9
+	MULXQ            (SP), R11, R12
 	VPROLD           $0x08, Z14, Z14
-	ADCQ             R12, R14
-	MOVQ             16(SP), R11
-	VPROLD           $0x08, Z15, Z15
-	IMULQ            R10, R11
-	VPADDD           Z12, Z8, Z8
 	ADDQ             R11, R9
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R11
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R11, R9
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R13, R9
+	IMULQ            (SP), R10
 	VPADDD           Z15, Z11, Z11
 	VPSRLQ           $0x2c, Z27, Z24
 	VPXORD           Z8, Z4, Z4
+	ADDQ             R13, R9
 	ADCQ             R10, R14
-	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R12
-	SHRQ             $0x02, R12
+	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	MOVQ             R14, R12
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R12, R14
+	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R8
-	VPSLLQ           $0x14, Z28, Z26
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R9
+	VPSLLQ           $0x14, Z28, Z26
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R10
+	ADDQ             R12, R14
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
 	ADDQ             672(CX), R8
 	ADCQ             680(CX), R9
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R8, DX
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R11, R12
-	MULXQ            8(SP), R13, R14
 	VPXORD           Z0, Z15, Z15
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z1, Z12, Z12
-	MOVQ             R9, DX
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPXORD           Z2, Z13, Z13
-	MULXQ            16(SP), R8, R9
-	ADDQ             R8, R11
+	MOVQ             R9, DX
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R9, R12
+	MULXQ            16(SP), R8, R9
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            (SP), R8, R9
-	ADDQ             R8, R13
+	ADDQ             R8, R11
+	ADCQ             R9, R12
 	VPROLD           $0x10, Z12, Z12
-	ADCQ             R9, R14
+	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             16(SP), R8
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x18, Z28, Z28
-	IMULQ            R10, R8
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R8
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R8, R13
 	ADCQ             $0x00, R14
 	VPADDD           Z13, Z8, Z8
 	IMULQ            (SP), R10
-	ADDQ             R12, R13
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R9
+	ANDQ             $0x03, R10
 	VPXORD           Z9, Z4, Z4
-	SHRQ             $0x02, R9
+	MOVQ             R14, R9
 	VPROLD           $0x0c, Z5, Z5
-	ANDQ             $-4, R14
-	ADDQ             R9, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R14, R11
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R14, R11
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R10
-	VPROLD           $0x0c, Z4, Z4
-	ADDQ             688(CX), R11
 	VPADDD           Z5, Z0, Z0
-	ADCQ             696(CX), R13
-	VPADDD           Z6, Z1, Z1
 	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z6, Z1, Z1
+	ADDQ             688(CX), R11
+	ADCQ             696(CX), R13
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R11, DX
@@ -6244,58 +6244,58 @@ open_loop:
 	MULXQ            (SP), R8, R9
 	VPXORD           Z0, Z15, Z15
 	MULXQ            8(SP), R12, R14
-	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            16(SP), R11, R13
+	MOVQ             R13, DX
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R11, R8
+	MULXQ            16(SP), R11, R13
 	VPXORD           Z3, Z14, Z14
-	ADCQ             R13, R9
 	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            (SP), R11, R13
+	ADDQ             R11, R8
+	ADCQ             R13, R9
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R11, R12
+	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R12
 	ADCQ             R13, R14
-	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z14, Z14
-	IMULQ            R10, R11
+	MOVQ             16(SP), R11
 	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R11
+	VPADDD           Z12, Z11, Z11
 	ADDQ             R11, R12
 	ADCQ             $0x00, R14
-	VPADDD           Z12, Z11, Z11
-	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
 	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
 	ADDQ             R9, R12
 	ADCQ             R10, R14
-	VPXORD           Z10, Z5, Z5
-	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R13
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R10
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	MOVQ             R14, R13
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R13, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
 	VPMADD52LUQ      320(DI), Z20, Z23
-	ADDQ             R14, R8
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R12
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
-	ADCQ             $0x00, R10
+	ADDQ             R13, R14
 	VPADDD           Z4, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
 	ADDQ             704(CX), R8
 	ADCQ             712(CX), R12
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R8, DX
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R11, R13
 	VPADDD           Z7, Z3, Z3
 	VPMADD52HUQ      320(DI), Z20, Z26
@@ -6303,82 +6303,82 @@ open_loop:
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R12, DX
-	MULXQ            16(SP), R8, R12
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R8, R11
+	MULXQ            16(SP), R8, R12
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
 	ADCQ             R12, R13
 	VPROLD           $0x10, Z12, Z12
 	MULXQ            (SP), R8, R12
-	ADDQ             R8, R9
 	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R9
 	ADCQ             R12, R14
 	VPROLD           $0x10, Z14, Z14
 	VPMADD52LUQ      384(DI), Z20, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R8
-	IMULQ            R10, R8
 	VPADDD           Z12, Z8, Z8
-	ADDQ             R8, R9
+	IMULQ            R10, R8
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R8, R9
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R13, R9
+	IMULQ            (SP), R10
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R9
 	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
-	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z9, Z5, Z5
-	ANDQ             $0x03, R10
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R12
+	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R12
-	ANDQ             $-4, R14
+	MOVQ             R14, R12
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R12, R14
+	SHRQ             $0x02, R12
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R11
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z4, Z0, Z0
-	ADDQ             720(CX), R11
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z5, Z1, Z1
+	ADDQ             720(CX), R11
 	ADCQ             728(CX), R9
 	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R8, R12
-	MULXQ            8(SP), R13, R14
 	VPXORD           Z0, Z12, Z12
-	MOVQ             R9, DX
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z1, Z13, Z13
-	MULXQ            16(SP), R11, R9
+	MOVQ             R9, DX
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R11, R8
-	VPMADD52HUQ      448(DI), Z20, Z28
+	MULXQ            16(SP), R11, R9
 	VPXORD           Z3, Z15, Z15
-	ADCQ             R9, R12
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            (SP), R11, R9
+	ADDQ             R11, R8
+	ADCQ             R9, R12
 	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z14, Z14
 	ADDQ             R11, R13
 	ADCQ             R9, R14
-	VPROLD           $0x08, Z14, Z14
-	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z15, Z15
-	IMULQ            R10, R11
+	MOVQ             16(SP), R11
 	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R11
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPADDD           Z13, Z9, Z9
 	ADDQ             R11, R13
 	ADCQ             $0x00, R14
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R10
 	VPADDD           Z15, Z11, Z11
@@ -6388,27 +6388,27 @@ open_loop:
 	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R10
-	MOVQ             R14, R9
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R9
+	MOVQ             R14, R9
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
-	VPROLD           $0x07, Z4, Z4
 	VPMADD52HUQ      576(DI), Z21, Z26
-	ADDQ             R9, R14
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R8
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
-	ADCQ             $0x00, R13
+	ADDQ             R9, R14
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
 	ADCQ             $0x00, R10
-	ADDQ             736(CX), R8
 	VPADDD           Z5, Z0, Z0
+	ADDQ             736(CX), R8
 	ADCQ             744(CX), R13
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R8, DX
+	VPADDD           Z7, Z2, Z2
 	VPMADD52LUQ      320(DI), Z21, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R11, R9
@@ -6416,58 +6416,58 @@ open_loop:
 	MULXQ            8(SP), R12, R14
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R13, DX
-	MULXQ            16(SP), R8, R13
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R8, R11
+	MULXQ            16(SP), R8, R13
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R8, R11
 	ADCQ             R13, R9
-	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z15, Z15
-	ADDQ             R8, R12
+	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x10, Z13, Z13
-	ADCQ             R13, R14
-	MOVQ             16(SP), R8
-	VPROLD           $0x10, Z14, Z14
-	IMULQ            R10, R8
-	VPADDD           Z15, Z10, Z10
 	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R8
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R8, R12
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R9, R12
+	IMULQ            (SP), R10
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R9, R12
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
 	VPMADD52LUQ      384(DI), Z21, Z25
-	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	ANDQ             $0x03, R10
+	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	MOVQ             R14, R13
-	SHRQ             $0x02, R13
+	ANDQ             $0x03, R10
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	MOVQ             R14, R13
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R13, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPADDD           Z5, Z0, Z0
 	ADDQ             R14, R11
 	ADCQ             $0x00, R12
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x0c, Z4, Z4
 	ADCQ             $0x00, R10
-	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
 	ADDQ             752(CX), R11
 	ADCQ             760(CX), R12
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z7, Z2, Z2
 	MOVQ             R11, DX
-	VPADDD           Z4, Z3, Z3
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R8, R13
+	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R12, DX
@@ -6475,51 +6475,51 @@ open_loop:
 	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            16(SP), R11, R12
-	ADDQ             R11, R8
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R11, R8
 	ADCQ             R12, R13
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            (SP), R11, R12
-	ADDQ             R11, R9
 	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R9
 	ADCQ             R12, R14
 	VPROLD           $0x08, Z13, Z13
 	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R10, R11
-	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R11, R9
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R11, R9
 	ADCQ             $0x00, R14
 	VPADDD           Z13, Z8, Z8
 	IMULQ            (SP), R10
-	ADDQ             R13, R9
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R9
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R10
-	MOVQ             R14, R12
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R12
+	MOVQ             R14, R12
 	VPXORD           Z9, Z4, Z4
 	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x07, Z5, Z5
-	ANDQ             $-4, R14
-	ADDQ             R12, R14
+	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R14, R8
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R8
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
-	VPROLD           $0x07, Z4, Z4
-	ADDQ             768(CX), R8
 	VPADDD           Z4, Z0, Z0
+	ADDQ             768(CX), R8
 	ADCQ             776(CX), R9
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
 	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R8, DX
@@ -6527,32 +6527,32 @@ open_loop:
 	MULXQ            (SP), R11, R12
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R13, R14
-	MOVQ             R9, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            16(SP), R8, R9
+	MOVQ             R9, DX
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R8, R11
+	MULXQ            16(SP), R8, R9
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
 	ADCQ             R9, R12
-	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x10, Z13, Z13
-	ADDQ             R8, R13
+	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z14, Z14
+	ADDQ             R8, R13
 	ADCQ             R9, R14
-	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z15, Z15
-	IMULQ            R10, R8
+	MOVQ             16(SP), R8
 	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R8
+	VPADDD           Z13, Z9, Z9
 	ADDQ             R8, R13
 	ADCQ             $0x00, R14
-	VPADDD           Z13, Z9, Z9
-	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R12, R13
-	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
 	VPMADD52HUQ      320(DI), Z22, Z28
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
 	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
@@ -6560,25 +6560,25 @@ open_loop:
 	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R14, R9
-	SHRQ             $0x02, R9
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R9, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R11
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x0c, Z6, Z6
-	ADCQ             $0x00, R13
+	ADDQ             R9, R14
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
 	ADCQ             $0x00, R10
 	VPADDD           Z4, Z0, Z0
 	ADDQ             784(CX), R11
 	ADCQ             792(CX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R11, DX
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R8, R9
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R12, R14
@@ -6586,54 +6586,54 @@ open_loop:
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
-	MULXQ            16(SP), R11, R13
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R11, R8
+	MULXQ            16(SP), R11, R13
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R11, R8
 	ADCQ             R13, R9
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R11, R13
-	ADDQ             R11, R12
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R12
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z23, Z29
-	IMULQ            R10, R11
 	VPADDD           Z12, Z8, Z8
-	ADDQ             R11, R12
+	IMULQ            R10, R11
 	VPADDD           Z13, Z9, Z9
+	ADDQ             R11, R12
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
-	ADDQ             R9, R12
+	IMULQ            (SP), R10
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R12
 	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
-	ANDQ             $0x03, R10
 	VPXORD           Z9, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
+	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
-	MOVQ             R14, R13
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z11, Z7, Z7
-	SHRQ             $0x02, R13
-	ANDQ             $-4, R14
+	MOVQ             R14, R13
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R13, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R8
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
 	ADCQ             $0x00, R12
 	ADCQ             $0x00, R10
-	VPROLD           $0x07, Z7, Z7
-	ADDQ             800(CX), R8
 	VPADDD           Z5, Z0, Z0
+	ADDQ             800(CX), R8
 	ADCQ             808(CX), R12
+	ADCQ             $0x01, R10
 	VPADDD           Z6, Z1, Z1
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R8, DX
 	VPADDD           Z4, Z3, Z3
@@ -6671,27 +6671,27 @@ open_loop:
 	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R10
-	MOVQ             R14, R12
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R12
+	MOVQ             R14, R12
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R12
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R12, R14
 	VPANDQ           Z30, Z24, Z21
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R14, R11
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R9
+	ADDQ             R12, R14
 	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
-	ADDQ             816(CX), R11
 	VPADDD           Z5, Z0, Z0
+	ADDQ             816(CX), R11
 	ADCQ             824(CX), R9
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R11, DX
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R8, R12
 	VPADDD           Z4, Z3, Z3
 	VPADDQ           Z29, Z25, Z25
@@ -6699,29 +6699,29 @@ open_loop:
 	MULXQ            8(SP), R13, R14
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R9, DX
-	MULXQ            16(SP), R11, R9
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R11, R8
+	MULXQ            16(SP), R11, R9
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R11, R8
 	ADCQ             R9, R12
-	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z15, Z15
-	ADDQ             R11, R13
+	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R13
 	ADCQ             R9, R14
 	VPROLD           $0x08, Z13, Z13
 	VPSRLQ           $0x2a, Z25, Z29
-	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z14, Z14
-	IMULQ            R10, R11
+	MOVQ             16(SP), R11
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R11, R13
+	IMULQ            R10, R11
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R11, R13
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R12, R13
+	IMULQ            (SP), R10
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
@@ -6730,100 +6730,100 @@ open_loop:
 	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R14, R9
-	SHRQ             $0x02, R9
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R9, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z7, Z7
 	ADDQ             R14, R8
 	ADCQ             $0x00, R13
-	VPROLD           $0x07, Z7, Z7
 	ADCQ             $0x00, R10
 	VPROLD           $0x07, Z4, Z4
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPADDD           Z4, Z0, Z0
 	ADDQ             832(CX), R8
 	ADCQ             840(CX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R8, DX
-	VPADDD           Z7, Z3, Z3
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R11, R9
+	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R12, R14
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R13, DX
 	VPXORD           Z1, Z13, Z13
 	MULXQ            16(SP), R8, R13
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R8, R11
 	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
 	ADCQ             R13, R9
 	VPROLD           $0x10, Z12, Z12
 	MULXQ            (SP), R8, R13
-	ADDQ             R8, R12
 	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z14, Z14
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R10, R8
-	ADDQ             R8, R12
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R12
 	ADCQ             $0x00, R14
 	VPADDD           Z13, Z9, Z9
 	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R10
-	ADDQ             R9, R12
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R12
 	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R10
-	MOVQ             R14, R13
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R13
+	MOVQ             R14, R13
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z4, Z4
 	VPADDQ           Z29, Z21, Z21
-	ADDQ             R13, R14
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R14, R11
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
 	ADCQ             $0x00, R12
 	ADCQ             $0x00, R10
-	VPROLD           $0x0c, Z7, Z7
-	ADDQ             848(CX), R11
 	VPADDD           Z4, Z0, Z0
+	ADDQ             848(CX), R11
 	ADCQ             856(CX), R12
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R11, DX
 	VPADDD           Z6, Z2, Z2
-	VPXORQ           Z30, Z30, Z23
-	VPADDD           Z7, Z3, Z3
 	MULXQ            (SP), R8, R13
+	VPADDD           Z7, Z3, Z3
+	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R9, R14
-	MOVQ             R12, DX
 	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
 	MULXQ            16(SP), R11, R12
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R11, R8
-	VPXORD           Z3, Z15, Z15
 	ADCQ             R12, R13
+	VPXORD           Z3, Z15, Z15
 	MULXQ            (SP), R11, R12
 	VPROLD           $0x08, Z12, Z12
-	ADDQ             R11, R9
-	VPROLD           $0x08, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R9
 	ADCQ             R12, R14
+	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R10, R11
@@ -6834,8 +6834,8 @@ open_loop:
 	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R13, R9
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R10, R14
+	VPADDD           Z15, Z11, Z11
 	VPXORQ           Z30, Z30, Z24
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
@@ -6843,25 +6843,25 @@ open_loop:
 	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R14, R12
-	SHRQ             $0x02, R12
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R12, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R8
-	ADCQ             $0x00, R9
+	ADDQ             R12, R14
 	VPROLD           $0x07, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
 	VPADDD           Z5, Z0, Z0
 	ADDQ             864(CX), R8
 	ADCQ             872(CX), R9
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R8, DX
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R11, R12
 	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R13, R14
@@ -6869,58 +6869,58 @@ open_loop:
 	MOVQ             R9, DX
 	VPXORD           Z1, Z12, Z12
 	VPXORQ           Z30, Z30, Z25
-	MULXQ            16(SP), R8, R9
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R8, R11
+	MULXQ            16(SP), R8, R9
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R8, R11
 	ADCQ             R9, R12
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            (SP), R8, R9
-	ADDQ             R8, R13
 	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R13
 	ADCQ             R9, R14
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R10, R8
-	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z15, Z10, Z10
-	ADDQ             R8, R13
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R8, R13
 	ADCQ             $0x00, R14
-	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
-	ADDQ             R12, R13
+	IMULQ            (SP), R10
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
-	ANDQ             $0x03, R10
 	VPXORD           Z11, Z6, Z6
-	MOVQ             R14, R9
+	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R9
-	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R9
 	VPMADD52LUQ      32(SP), Z20, Z23
-	ANDQ             $-4, R14
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R9, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z6, Z6
-	ADDQ             R14, R11
+	ADDQ             R9, R14
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
 	ADDQ             880(CX), R11
-	VPADDD           Z5, Z0, Z0
 	ADCQ             888(CX), R13
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R11, DX
+	VPADDD           Z6, Z1, Z1
 	VPMADD52HUQ      32(SP), Z20, Z26
 	VPADDD           Z7, Z2, Z2
-	MOVQ             R11, DX
-	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R8, R9
+	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R12, R14
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
@@ -6947,34 +6947,34 @@ open_loop:
 	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPADDD           Z14, Z9, Z9
 	VPMADD52HUQ      96(SP), Z20, Z27
-	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R10
-	MOVQ             R14, R13
 	VPXORD           Z8, Z7, Z7
-	SHRQ             $0x02, R13
+	MOVQ             R14, R13
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R13, R14
-	ADDQ             R14, R8
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      160(SP), Z20, Z25
+	ADDQ             R13, R14
 	VPROLD           $0x07, Z7, Z7
-	ADCQ             $0x00, R12
+	VPMADD52LUQ      160(SP), Z20, Z25
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
 	ADCQ             $0x00, R10
-	ADDQ             896(CX), R8
 	VPADDD           Z4, Z0, Z0
+	ADDQ             896(CX), R8
 	ADCQ             904(CX), R12
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z5, Z1, Z1
 	MOVQ             R8, DX
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R11, R13
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R9, R14
@@ -6982,58 +6982,58 @@ open_loop:
 	VPMADD52HUQ      160(SP), Z20, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R12, DX
-	MULXQ            16(SP), R8, R12
 	VPXORD           Z2, Z14, Z14
-	ADDQ             R8, R11
+	MULXQ            16(SP), R8, R12
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
 	ADCQ             R12, R13
 	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R8, R9
-	VPROLD           $0x10, Z13, Z13
 	ADCQ             R12, R14
-	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
 	VPMADD52LUQ      288(SP), Z21, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R10, R8
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R8, R9
-	VPADDD           Z13, Z9, Z9
 	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R13, R9
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R10, R14
-	VPXORD           Z8, Z4, Z4
+	VPADDD           Z15, Z11, Z11
 	MOVQ             R14, R10
+	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R10
 	VPXORD           Z9, Z5, Z5
 	VPMADD52HUQ      288(SP), Z21, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R14, R12
-	SHRQ             $0x02, R12
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R12
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R12, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z6, Z6
 	ADDQ             R14, R11
 	ADCQ             $0x00, R9
-	VPROLD           $0x0c, Z6, Z6
 	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             912(CX), R11
-	VPADDD           Z4, Z0, Z0
 	ADCQ             920(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z0, Z0
 	VPMADD52LUQ      32(SP), Z21, Z24
 	VPADDD           Z5, Z1, Z1
-	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
 	MOVQ             R11, DX
-	VPADDD           Z7, Z3, Z3
+	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R8, R12
+	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R13, R14
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R9, DX
@@ -7046,68 +7046,68 @@ open_loop:
 	VPMADD52HUQ      32(SP), Z21, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R11, R9
-	ADDQ             R11, R13
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R13
 	ADCQ             R9, R14
 	VPROLD           $0x08, Z14, Z14
 	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R10, R11
-	ADDQ             R11, R13
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R13
 	ADCQ             $0x00, R14
 	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
 	VPMADD52LUQ      96(SP), Z21, Z25
-	ADDQ             R12, R13
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
 	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R10
-	MOVQ             R14, R9
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R9
+	MOVQ             R14, R9
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R9, R14
+	ANDQ             $-4, R14
 	VPMADD52HUQ      96(SP), Z21, Z28
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R14, R8
+	ADDQ             R9, R14
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R10
 	VPROLD           $0x07, Z7, Z7
 	ADDQ             928(CX), R8
-	VPADDD           Z5, Z0, Z0
 	ADCQ             936(CX), R13
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
+	VPADDD           Z5, Z0, Z0
 	MOVQ             R8, DX
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MULXQ            (SP), R11, R9
+	VPADDD           Z7, Z2, Z2
+	MULXQ            8(SP), R12, R14
 	VPADDD           Z4, Z3, Z3
 	VPMADD52LUQ      224(SP), Z22, Z23
 	VPXORD           Z0, Z15, Z15
-	MULXQ            8(SP), R12, R14
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R8, R13
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R8, R11
-	VPXORD           Z3, Z14, Z14
 	ADCQ             R13, R9
+	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R8, R12
-	VPROLD           $0x10, Z12, Z12
 	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z13, Z13
 	VPMADD52HUQ      224(SP), Z22, Z26
-	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R10, R8
 	VPADDD           Z15, Z10, Z10
@@ -7117,8 +7117,8 @@ open_loop:
 	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R9, R12
-	VPADDD           Z14, Z9, Z9
 	ADCQ             R10, R14
+	VPADDD           Z14, Z9, Z9
 	MOVQ             R14, R10
 	VPXORD           Z10, Z5, Z5
 	VPMADD52LUQ      288(SP), Z22, Z24
@@ -7126,25 +7126,25 @@ open_loop:
 	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R14, R13
-	SHRQ             $0x02, R13
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z5, Z5
-	ADDQ             R13, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R14, R11
 	ADCQ             $0x00, R12
-	VPROLD           $0x0c, Z7, Z7
 	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
 	VPMADD52HUQ      288(SP), Z22, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(CX), R11
 	ADCQ             952(CX), R12
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MOVQ             R11, DX
+	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R8, R13
 	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R9, R14
@@ -7152,58 +7152,58 @@ open_loop:
 	MOVQ             R12, DX
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R11, R12
-	VPMADD52LUQ      32(SP), Z22, Z25
 	VPXORD           Z2, Z13, Z13
-	ADDQ             R11, R8
+	VPMADD52LUQ      32(SP), Z22, Z25
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R11, R8
 	ADCQ             R12, R13
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            (SP), R11, R12
-	ADDQ             R11, R9
 	VPROLD           $0x08, Z12, Z12
-	ADCQ             R12, R14
-	VPROLD           $0x08, Z13, Z13
-	MOVQ             16(SP), R11
-	VPROLD           $0x08, Z14, Z14
-	IMULQ            R10, R11
 	ADDQ             R11, R9
-	VPADDD           Z15, Z10, Z10
+	ADCQ             R12, R14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R10, R11
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R11, R9
 	ADCQ             $0x00, R14
-	VPADDD           Z12, Z11, Z11
+	VPADDD           Z15, Z10, Z10
 	VPMADD52HUQ      32(SP), Z22, Z28
+	VPADDD           Z12, Z11, Z11
 	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R13, R9
-	VPADDD           Z14, Z9, Z9
 	ADCQ             R10, R14
-	VPXORD           Z10, Z5, Z5
+	VPADDD           Z14, Z9, Z9
 	MOVQ             R14, R10
+	VPXORD           Z10, Z5, Z5
 	ANDQ             $0x03, R10
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R14, R12
 	VPXORD           Z8, Z7, Z7
 	SHRQ             $0x02, R12
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R12, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
-	ADDQ             R14, R8
+	ADDQ             R12, R14
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             960(CX), R8
-	VPADDD           Z4, Z0, Z0
 	ADCQ             968(CX), R9
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
+	VPADDD           Z4, Z0, Z0
 	MOVQ             R8, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            (SP), R11, R12
 	VPADDD           Z6, Z2, Z2
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z7, Z3, Z3
-	MULXQ            (SP), R11, R12
 	MULXQ            8(SP), R13, R14
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R9, DX
@@ -7216,9 +7216,9 @@ open_loop:
 	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R8, R13
+	ADCQ             R9, R14
 	VPROLD           $0x10, Z13, Z13
 	VPSRLQ           $0x2c, Z23, Z29
-	ADCQ             R9, R14
 	VPROLD           $0x10, Z14, Z14
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z15, Z15
@@ -7230,93 +7230,93 @@ open_loop:
 	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R12, R13
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R10, R14
-	VPANDQ           Z30, Z23, Z20
-	VPXORD           Z8, Z4, Z4
+	VPADDD           Z15, Z11, Z11
 	MOVQ             R14, R10
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z9, Z5, Z5
 	ANDQ             $0x03, R10
-	MOVQ             R14, R9
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R9
+	MOVQ             R14, R9
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             R9, R14
-	ADDQ             R14, R11
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z5, Z5
-	ADCQ             $0x00, R13
+	ADDQ             R9, R14
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x0c, Z7, Z7
-	ADCQ             $0x00, R10
 	ADDQ             976(CX), R11
-	VPADDD           Z4, Z0, Z0
 	ADCQ             984(CX), R13
-	VPADDD           Z5, Z1, Z1
 	ADCQ             $0x01, R10
-	VPADDD           Z6, Z2, Z2
+	VPADDD           Z4, Z0, Z0
 	MOVQ             R11, DX
+	VPADDD           Z5, Z1, Z1
 	MULXQ            (SP), R8, R9
-	VPADDD           Z7, Z3, Z3
+	VPADDD           Z6, Z2, Z2
 	MULXQ            8(SP), R12, R14
-	VPXORD           Z0, Z12, Z12
+	VPADDD           Z7, Z3, Z3
 	MOVQ             R13, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            16(SP), R11, R13
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z24, Z24
-	MULXQ            16(SP), R11, R13
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R11, R8
-	VPXORD           Z3, Z15, Z15
 	ADCQ             R13, R9
+	VPXORD           Z3, Z15, Z15
 	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R11, R12
-	VPROLD           $0x08, Z13, Z13
 	ADCQ             R13, R14
-	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z13, Z13
 	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
 	IMULQ            R10, R11
 	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R11, R12
-	VPADDD           Z13, Z9, Z9
 	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R9, R12
-	VPADDD           Z15, Z11, Z11
 	ADCQ             R10, R14
-	VPXORD           Z8, Z4, Z4
+	VPADDD           Z15, Z11, Z11
 	MOVQ             R14, R10
+	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R10
 	VPXORD           Z9, Z5, Z5
 	MOVQ             R14, R13
 	VPXORD           Z10, Z6, Z6
-	SHRQ             $0x02, R13
 	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z11, Z7, Z7
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             R13, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z5, Z5
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z6, Z6
 	ADDQ             R14, R8
 	ADCQ             $0x00, R12
-	VPROLD           $0x07, Z6, Z6
 	ADCQ             $0x00, R10
 	VPROLD           $0x07, Z7, Z7
 	ADDQ             992(CX), R8
-	VPADDD           Z5, Z0, Z0
 	ADCQ             1000(CX), R12
 	ADCQ             $0x01, R10
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R8, DX
 	VPADDD           Z6, Z1, Z1
 	VPADDQ           Z29, Z25, Z25
 	VPADDD           Z7, Z2, Z2
-	MOVQ             R8, DX
-	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R11, R13
+	VPADDD           Z4, Z3, Z3
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R12, DX
@@ -7329,27 +7329,27 @@ open_loop:
 	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z15, Z15
 	VPSRLQ           $0x2a, Z25, Z29
-	ADDQ             R8, R9
 	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
 	ADCQ             R12, R14
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R10, R8
 	ADDQ             R8, R9
-	VPADDD           Z15, Z10, Z10
 	ADCQ             $0x00, R14
-	VPADDD           Z12, Z11, Z11
+	VPADDD           Z15, Z10, Z10
 	IMULQ            (SP), R10
-	VPADDD           Z13, Z8, Z8
+	VPADDD           Z12, Z11, Z11
 	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPADDD           Z13, Z8, Z8
 	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPADDD           Z14, Z9, Z9
-	ADCQ             R10, R14
-	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
-	VPXORD           Z11, Z6, Z6
+	VPXORD           Z10, Z5, Z5
 	ANDQ             $0x03, R10
+	VPXORD           Z11, Z6, Z6
 	MOVQ             R14, R12
 	VPXORD           Z8, Z7, Z7
 	SHRQ             $0x02, R12
@@ -7357,42 +7357,42 @@ open_loop:
 	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z5, Z5
 	ADDQ             R12, R14
-	ADDQ             R14, R11
 	VPROLD           $0x0c, Z6, Z6
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
 	ADDQ             1008(CX), R11
-	VPADDD           Z5, Z0, Z0
 	ADCQ             1016(CX), R9
-	VPADDD           Z6, Z1, Z1
 	ADCQ             $0x01, R10
+	VPADDD           Z5, Z0, Z0
 	MOVQ             R11, DX
-	VPADDD           Z7, Z2, Z2
+	VPADDD           Z6, Z1, Z1
 	MULXQ            (SP), R8, R12
-	VPADDD           Z4, Z3, Z3
+	VPADDD           Z7, Z2, Z2
 	MULXQ            8(SP), R13, R14
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
 	VPSRLQ           $0x2c, Z20, Z29
-	MOVQ             R9, DX
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R11, R9
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R11, R8
-	VPXORD           Z3, Z14, Z14
 	ADCQ             R9, R12
+	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R11, R13
-	VPROLD           $0x08, Z12, Z12
 	ADCQ             R9, R14
-	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z12, Z12
 	MOVQ             16(SP), R11
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z13, Z13
 	IMULQ            R10, R11
+	VPROLD           $0x08, Z14, Z14
+	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R11, R13
 	ADCQ             $0x00, R14
@@ -7400,24 +7400,24 @@ open_loop:
 	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R12, R13
-	VPADDD           Z14, Z9, Z9
 	ADCQ             R10, R14
+	VPADDD           Z14, Z9, Z9
 	MOVQ             R14, R10
 	VPXORD           Z10, Z5, Z5
 	ANDQ             $0x03, R10
 	VPXORD           Z11, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPXORD           Z8, Z7, Z7
 	MOVQ             R14, R9
-	SHRQ             $0x02, R9
+	VPXORD           Z8, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
 	VPXORD           Z9, Z4, Z4
-	ANDQ             $-4, R14
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z5, Z5
-	ADDQ             R9, R14
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z7, Z7
 	ADDQ             R14, R8
 	ADCQ             $0x00, R13
-	VPROLD           $0x07, Z7, Z7
 	ADCQ             $0x00, R10
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R13, R9

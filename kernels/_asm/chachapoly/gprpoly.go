@@ -73,41 +73,55 @@ func (p *gprPoly) zero() {
 func (p *gprPoly) block(s *stream, m Mem, fresh bool) {
 	h0, h1, h2 := p.h[0], p.h[1], p.h[2]
 	a0, a1, b0, b1 := p.t[0], p.t[1], p.t[2], p.t[3]
+	// Instructions that pass a carry on are one element of s, so that
+	// nothing merged with s can come between them and change the flags.
 	if fresh {
 		s.do(func() { MOVQ(m, h0) })
 		s.do(func() { MOVQ(m.Offset(8), h1) })
 		s.do(func() { MOVL(U32(1), h2.(GPVirtual).As32()) })
 	} else {
-		s.do(func() { ADDQ(m, h0) })
-		s.do(func() { ADCQ(m.Offset(8), h1) })
-		s.do(func() { ADCQ(U8(1), h2) })
+		s.do(func() {
+			ADDQ(m, h0)
+			ADCQ(m.Offset(8), h1)
+			ADCQ(U8(1), h2)
+		})
 	}
 	s.do(func() { MOVQ(h0, RDX) })
 	s.do(func() { MULXQ(p.r0, a0, a1) }) // a1:a0 = h0·r0
 	s.do(func() { MULXQ(p.r1, b0, b1) }) // b1:b0 = h0·r1
 	s.do(func() { MOVQ(h1, RDX) })
 	s.do(func() { MULXQ(p.s1, h0, h1) }) // h1:h0 = h1·s1
-	s.do(func() { ADDQ(h0, a0) })
-	s.do(func() { ADCQ(h1, a1) })        // a1:a0 = d0
+	s.do(func() {
+		ADDQ(h0, a0)
+		ADCQ(h1, a1) // a1:a0 = d0
+	})
 	s.do(func() { MULXQ(p.r0, h0, h1) }) // h1:h0 = h1·r0 (RDX is still h1)
-	s.do(func() { ADDQ(h0, b0) })
-	s.do(func() { ADCQ(h1, b1) })
+	s.do(func() {
+		ADDQ(h0, b0)
+		ADCQ(h1, b1)
+	})
 	s.do(func() { MOVQ(p.s1, h0) })
 	s.do(func() { IMULQ(h2, h0) }) // h2·s1
-	s.do(func() { ADDQ(h0, b0) })
-	s.do(func() { ADCQ(U8(0), b1) })
+	s.do(func() {
+		ADDQ(h0, b0)
+		ADCQ(U8(0), b1)
+	})
 	s.do(func() { IMULQ(p.r0, h2) }) // d2 = h2·r0
-	s.do(func() { ADDQ(a1, b0) })
-	s.do(func() { ADCQ(h2, b1) }) // b1:b0 = d1 + d0's high word, b1 += d2
+	s.do(func() {
+		ADDQ(a1, b0)
+		ADCQ(h2, b1) // b1:b0 = d1 + d0's high word, b1 += d2
+	})
 	s.do(func() { MOVQ(b1, h2) })
 	s.do(func() { ANDQ(U8(3), h2) })
 	s.do(func() { MOVQ(b1, h1) })
 	s.do(func() { SHRQ(U8(2), h1) })
 	s.do(func() { ANDQ(I8(-4), b1) })
 	s.do(func() { ADDQ(h1, b1) }) // 5q
-	s.do(func() { ADDQ(b1, a0) })
-	s.do(func() { ADCQ(U8(0), b0) })
-	s.do(func() { ADCQ(U8(0), h2) })
+	s.do(func() {
+		ADDQ(b1, a0)
+		ADCQ(U8(0), b0)
+		ADCQ(U8(0), h2)
+	})
 	p.h = [3]Register{a0, b0, h2}
 	p.t = [4]Register{h0, h1, a1, b1}
 }
