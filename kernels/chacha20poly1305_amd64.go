@@ -20,9 +20,10 @@ import (
 //     registers) and Poly1305 (AVX-512 IFMA) in one pass, 1024 bytes at a
 //     time, and their last partial group as shorter messages go: ChaCha20
 //     16 blocks per pass in zmm registers, Poly1305 with IFMA for long inputs
-//     and MULX for the rest; messages of up to 3 blocks from the 4-block xmm
-//     kernel of chachapoly_amd64.s, and messages of 4–7 blocks from the AVX2
-//     kernel;
+//     and MULX for the rest; messages of up to 11 blocks with up to 64
+//     bytes of additional data all in one kernel of chachapoly_amd64.s (2,
+//     4, 8 or 12 blocks in rows of ymm or zmm registers, Poly1305 with
+//     MULX);
 //   - "avx2": ChaCha20 8 blocks per pass in ymm registers, Poly1305 with MULX.
 //
 // Without the stitched kernels, long messages go through in pieces of
@@ -34,9 +35,9 @@ func init() {
 	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
 		register(&Implementation{
 			name: "avx512", cipher: c, priority: 30,
-			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512IFMA", "BMI2"},
+			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512BW", "AVX512IFMA", "BMI2"},
 			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX512x17", "chachaXORAVX2", "chachaBlockScalar",
-				"chachaKeystream4AVX512VL", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
+				"chachaPolyShort2AVX512", "chachaPolyShort4AVX512", "chachaPolyShort8AVX512", "chachaPolyShort12AVX512", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
 			newAEAD: avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
@@ -59,7 +60,7 @@ func init() {
 type chachaPolySuite struct {
 	chacha chachaKernel
 	ifma   bool // Poly1305 with IFMA for long inputs
-	short  bool // chachaKeystream4AVX512VL for the key block and short messages
+	short  bool // chachaPolyShort{2,4,8,12}AVX512 for short messages
 }
 
 func (s chachaPolySuite) newAEAD(extended bool) func(key []byte) (cipher.AEAD, error) {
@@ -72,13 +73,17 @@ func (s chachaPolySuite) newAEAD(extended bool) func(key []byte) (cipher.AEAD, e
 	}
 }
 
-// chachaPolyShort is the longest message that goes through one pass of the
-// 8-block AVX2 ChaCha20 kernel together with block 0, in both suites: for
-// 4–7 blocks that costs less than two passes of the 4-block kernel (or one
-// of it and one of the 16-block kernel). Messages of at most 3 blocks take
-// the 4-block kernel in the avx512 suite (cryptShort); longer ones take
-// blocks 1–3 from the call of it that makes the Poly1305 key.
+// chachaPolyShort is the longest message whose keystream one pass of the
+// 8-block AVX2 ChaCha20 kernel computes together with block 0.
 const chachaPolyShort = 448
+
+// chachaPolyShortAVX512 is the longest message that the avx512 suite, with
+// at most 64 bytes of additional data, runs through one of the
+// chachaPolyShort{2,4,8,12}AVX512 kernels (1, 3, 7 or 11 blocks of message),
+// which do all of ChaCha20-Poly1305: keystream, XOR, Poly1305 with MULX and
+// the tag. Past it, Poly1305 with MULX a block at a time would cost more
+// than r's powers and IFMA.
+const chachaPolyShortAVX512 = 704
 
 // chachaPolyHead is the longest message whose keystream the avx512 suite
 // computes in one call together with block 0: 17 blocks, one group of the
@@ -205,8 +210,19 @@ func (a *chachaPoly) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 // chachaPolyPiece bytes, each authenticated in one call right after it is
 // written, or right before it is overwritten, while it is in L1.
 func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
-	if a.suite.short && len(in) <= 192 && len(aad) <= 64 {
-		cryptShort(out, in, aad, key, nonce, seal, tag)
+	if a.suite.short && len(in) <= chachaPolyShortAVX512 && len(aad) <= 64 {
+		// Direct calls: through a func value, the arguments would escape.
+		o, i, ad := firstByte(out), firstByte(in), firstByte(aad)
+		switch {
+		case len(in) <= 64:
+			chachaPolyShort2AVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
+		case len(in) <= 192:
+			chachaPolyShort4AVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
+		case len(in) <= 448:
+			chachaPolyShort8AVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
+		default:
+			chachaPolyShort12AVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
+		}
 		return
 	}
 	if a.suite.ifma && len(in) >= chachaPolyStitchMin {
@@ -222,8 +238,7 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 	// Poly1305: for a message of at most 7 blocks, all of it from one call
 	// of the 8-block AVX2 kernel; in the avx512 suite, for one of at most
 	// 16 blocks, all of it from one call of the AVX-512 kernel (16 blocks in
-	// zmm registers and a 17th in general-purpose ones), and for a longer
-	// one, blocks 1–3 from the 4-block kernel.
+	// zmm registers and a 17th in general-purpose ones).
 	var ks [64 + chachaPolyHead]byte
 	var head []byte
 	switch {
@@ -233,10 +248,6 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 	case a.suite.short && len(in) <= chachaPolyHead:
 		chacha20XORAVX512(ks[:64+len(in)], ks[:64+len(in)], key, nonce, 0)
 		head = ks[64 : 64+len(in)]
-	case a.suite.short:
-		state := chachaState(key, nonce, 0)
-		chachaKeystream4AVX512VL(&state, (*[256]byte)(ks[:256]))
-		head = ks[64:256]
 	default:
 		a.xor(ks[:32], ks[:32], key, nonce, 0)
 	}
@@ -323,31 +334,10 @@ func (a *chachaPoly) xorPiece(out, in []byte, off, end int, head []byte, key *[8
 	}
 }
 
-// cryptShort is crypt for a message of at most 3 blocks and additional data
-// of at most 4, the common case of small records: one call of the 4-block
-// kernel, and the whole MAC input (RFC 8439 §2.8) laid out in one buffer for
-// one call of the MULX kernel.
-func cryptShort(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
-	state := chachaState(key, nonce, 0)
-	var ks [256]byte
-	chachaKeystream4AVX512VL(&state, &ks)
-	var m poly1305MAC
-	m.init((*[32]byte)(ks[:32]))
-	clear(ks[:32])
-	var msg [64 + 192 + 16]byte
-	copy(msg[:], aad)
-	ct := msg[(len(aad)+15)&^15:]
-	if seal {
-		subtle.XORBytes(out, in, ks[64:64+len(in)])
-		copy(ct, out)
-	} else {
-		copy(ct, in)
-		subtle.XORBytes(out, in, ks[64:64+len(in)])
+// firstByte returns &b[0], or nil for an empty b.
+func firstByte(b []byte) *byte {
+	if len(b) == 0 {
+		return nil
 	}
-	lens := ct[(len(in)+15)&^15:]
-	binary.LittleEndian.PutUint64(lens, uint64(len(aad)))
-	binary.LittleEndian.PutUint64(lens[8:], uint64(len(in)))
-	poly1305BlocksMULX(&m.st, msg[:len(msg)-len(lens)+16], 1)
-	m.sum(tag)
-	m.wipe(nil)
+	return &b[0]
 }

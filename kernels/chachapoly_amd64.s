@@ -4,219 +4,1380 @@
 
 #include "textflag.h"
 
-DATA chachaPolyIota4<>+0(SB)/4, $0x00000000
-DATA chachaPolyIota4<>+4(SB)/4, $0x00000001
-DATA chachaPolyIota4<>+8(SB)/4, $0x00000002
-DATA chachaPolyIota4<>+12(SB)/4, $0x00000003
-GLOBL chachaPolyIota4<>(SB), RODATA|NOPTR, $16
+DATA chachaPolySigma<>+0(SB)/4, $0x61707865
+DATA chachaPolySigma<>+4(SB)/4, $0x3320646e
+DATA chachaPolySigma<>+8(SB)/4, $0x79622d32
+DATA chachaPolySigma<>+12(SB)/4, $0x6b206574
+GLOBL chachaPolySigma<>(SB), RODATA|NOPTR, $16
 
-// func chachaKeystream4AVX512VL(state *[16]uint32, ks *[256]byte)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
-TEXT ·chachaKeystream4AVX512VL(SB), NOSPLIT, $0-16
-	MOVQ         state+0(FP), AX
-	MOVQ         ks+8(FP), CX
-	VPBROADCASTD (AX), X0
-	VPBROADCASTD 4(AX), X1
-	VPBROADCASTD 8(AX), X2
-	VPBROADCASTD 12(AX), X3
-	VPBROADCASTD 16(AX), X4
-	VPBROADCASTD 20(AX), X5
-	VPBROADCASTD 24(AX), X6
-	VPBROADCASTD 28(AX), X7
-	VPBROADCASTD 32(AX), X8
-	VPBROADCASTD 36(AX), X9
-	VPBROADCASTD 40(AX), X10
-	VPBROADCASTD 44(AX), X11
-	VPBROADCASTD 48(AX), X12
-	VPBROADCASTD 52(AX), X13
-	VPBROADCASTD 56(AX), X14
-	VPBROADCASTD 60(AX), X15
-	VPADDD       chachaPolyIota4<>+0(SB), X12, X12
-	VMOVDQA32    X12, X16
-	MOVL         $0x0000000a, DX
+DATA chachaPolyRowsCtr<>+0(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+4(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+8(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+16(SB)/4, $0x00000001
+DATA chachaPolyRowsCtr<>+20(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+24(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+32(SB)/4, $0x00000002
+DATA chachaPolyRowsCtr<>+36(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+40(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+48(SB)/4, $0x00000003
+DATA chachaPolyRowsCtr<>+52(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+56(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+64(SB)/4, $0x00000004
+DATA chachaPolyRowsCtr<>+68(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+72(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+80(SB)/4, $0x00000005
+DATA chachaPolyRowsCtr<>+84(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+88(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+96(SB)/4, $0x00000006
+DATA chachaPolyRowsCtr<>+100(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+104(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+112(SB)/4, $0x00000007
+DATA chachaPolyRowsCtr<>+116(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+120(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+128(SB)/4, $0x00000008
+DATA chachaPolyRowsCtr<>+132(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+136(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+144(SB)/4, $0x00000009
+DATA chachaPolyRowsCtr<>+148(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+152(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+160(SB)/4, $0x0000000a
+DATA chachaPolyRowsCtr<>+164(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+168(SB)/8, $0x0000000000000000
+DATA chachaPolyRowsCtr<>+176(SB)/4, $0x0000000b
+DATA chachaPolyRowsCtr<>+180(SB)/4, $0x00000000
+DATA chachaPolyRowsCtr<>+184(SB)/8, $0x0000000000000000
+GLOBL chachaPolyRowsCtr<>(SB), RODATA|NOPTR, $192
 
-ks4_doubleround:
-	VPADDD X4, X0, X0
-	VPADDD X5, X1, X1
-	VPADDD X6, X2, X2
-	VPADDD X7, X3, X3
-	VPXORD X0, X12, X12
-	VPXORD X1, X13, X13
-	VPXORD X2, X14, X14
-	VPXORD X3, X15, X15
-	VPROLD $0x10, X12, X12
-	VPROLD $0x10, X13, X13
-	VPROLD $0x10, X14, X14
-	VPROLD $0x10, X15, X15
-	VPADDD X12, X8, X8
-	VPADDD X13, X9, X9
-	VPADDD X14, X10, X10
-	VPADDD X15, X11, X11
-	VPXORD X8, X4, X4
-	VPXORD X9, X5, X5
-	VPXORD X10, X6, X6
-	VPXORD X11, X7, X7
-	VPROLD $0x0c, X4, X4
-	VPROLD $0x0c, X5, X5
-	VPROLD $0x0c, X6, X6
-	VPROLD $0x0c, X7, X7
-	VPADDD X4, X0, X0
-	VPADDD X5, X1, X1
-	VPADDD X6, X2, X2
-	VPADDD X7, X3, X3
-	VPXORD X0, X12, X12
-	VPXORD X1, X13, X13
-	VPXORD X2, X14, X14
-	VPXORD X3, X15, X15
-	VPROLD $0x08, X12, X12
-	VPROLD $0x08, X13, X13
-	VPROLD $0x08, X14, X14
-	VPROLD $0x08, X15, X15
-	VPADDD X12, X8, X8
-	VPADDD X13, X9, X9
-	VPADDD X14, X10, X10
-	VPADDD X15, X11, X11
-	VPXORD X8, X4, X4
-	VPXORD X9, X5, X5
-	VPXORD X10, X6, X6
-	VPXORD X11, X7, X7
-	VPROLD $0x07, X4, X4
-	VPROLD $0x07, X5, X5
-	VPROLD $0x07, X6, X6
-	VPROLD $0x07, X7, X7
-	VPADDD X5, X0, X0
-	VPADDD X6, X1, X1
-	VPADDD X7, X2, X2
-	VPADDD X4, X3, X3
-	VPXORD X0, X15, X15
-	VPXORD X1, X12, X12
-	VPXORD X2, X13, X13
-	VPXORD X3, X14, X14
-	VPROLD $0x10, X15, X15
-	VPROLD $0x10, X12, X12
-	VPROLD $0x10, X13, X13
-	VPROLD $0x10, X14, X14
-	VPADDD X15, X10, X10
-	VPADDD X12, X11, X11
-	VPADDD X13, X8, X8
-	VPADDD X14, X9, X9
-	VPXORD X10, X5, X5
-	VPXORD X11, X6, X6
-	VPXORD X8, X7, X7
-	VPXORD X9, X4, X4
-	VPROLD $0x0c, X5, X5
-	VPROLD $0x0c, X6, X6
-	VPROLD $0x0c, X7, X7
-	VPROLD $0x0c, X4, X4
-	VPADDD X5, X0, X0
-	VPADDD X6, X1, X1
-	VPADDD X7, X2, X2
-	VPADDD X4, X3, X3
-	VPXORD X0, X15, X15
-	VPXORD X1, X12, X12
-	VPXORD X2, X13, X13
-	VPXORD X3, X14, X14
-	VPROLD $0x08, X15, X15
-	VPROLD $0x08, X12, X12
-	VPROLD $0x08, X13, X13
-	VPROLD $0x08, X14, X14
-	VPADDD X15, X10, X10
-	VPADDD X12, X11, X11
-	VPADDD X13, X8, X8
-	VPADDD X14, X9, X9
-	VPXORD X10, X5, X5
-	VPXORD X11, X6, X6
-	VPXORD X8, X7, X7
-	VPXORD X9, X4, X4
-	VPROLD $0x07, X5, X5
-	VPROLD $0x07, X6, X6
-	VPROLD $0x07, X7, X7
-	VPROLD $0x07, X4, X4
-	DECL   DX
-	JNZ    ks4_doubleround
+// func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
+TEXT ·chachaPolyShort2AVX512(SB), NOSPLIT, $176-65
+	// The state of blocks 0–1, a row per register, a block per lane.
+	MOVQ           key+40(FP), AX
+	MOVQ           nonce+48(FP), CX
+	VBROADCASTI128 chachaPolySigma<>+0(SB), Y4
+	VBROADCASTI128 (AX), Y5
+	VBROADCASTI128 16(AX), Y6
+	VPXOR          X7, X7, X7
+	VPINSRD        $0x01, (CX), X7, X7
+	VPINSRD        $0x02, 4(CX), X7, X7
+	VPINSRD        $0x03, 8(CX), X7, X7
+	VINSERTI128    $0x01, X7, Y7, Y7
+	VPADDD         chachaPolyRowsCtr<>+0(SB), Y7, Y7
+	VMOVDQA64      Y4, Y0
+	VMOVDQA64      Y5, Y1
+	VMOVDQA64      Y6, Y2
+	VMOVDQA64      Y7, Y3
+	MOVL           $0x0000000a, AX
 
-	// Add the input state.
-	VPBROADCASTD (AX), X17
-	VPADDD       X17, X0, X0
-	VPBROADCASTD 4(AX), X17
-	VPADDD       X17, X1, X1
-	VPBROADCASTD 8(AX), X17
-	VPADDD       X17, X2, X2
-	VPBROADCASTD 12(AX), X17
-	VPADDD       X17, X3, X3
-	VPBROADCASTD 16(AX), X17
-	VPADDD       X17, X4, X4
-	VPBROADCASTD 20(AX), X17
-	VPADDD       X17, X5, X5
-	VPBROADCASTD 24(AX), X17
-	VPADDD       X17, X6, X6
-	VPBROADCASTD 28(AX), X17
-	VPADDD       X17, X7, X7
-	VPBROADCASTD 32(AX), X17
-	VPADDD       X17, X8, X8
-	VPBROADCASTD 36(AX), X17
-	VPADDD       X17, X9, X9
-	VPBROADCASTD 40(AX), X17
-	VPADDD       X17, X10, X10
-	VPBROADCASTD 44(AX), X17
-	VPADDD       X17, X11, X11
-	VPADDD       X16, X12, X12
-	VPBROADCASTD 52(AX), X17
-	VPADDD       X17, X13, X13
-	VPBROADCASTD 56(AX), X17
-	VPADDD       X17, X14, X14
-	VPBROADCASTD 60(AX), X17
-	VPADDD       X17, X15, X15
+short2_doubleround:
+	VPADDD Y1, Y0, Y0
+	VPXORD Y0, Y3, Y3
+	VPROLD $0x10, Y3, Y3
+	VPADDD Y3, Y2, Y2
+	VPXORD Y2, Y1, Y1
+	VPROLD $0x0c, Y1, Y1
+	VPADDD Y1, Y0, Y0
+	VPXORD Y0, Y3, Y3
+	VPROLD $0x08, Y3, Y3
+	VPADDD Y3, Y2, Y2
+	VPXORD Y2, Y1, Y1
+	VPROLD $0x07, Y1, Y1
 
-	// Transpose each quad of words 4q…4q+3 to blocks and store them.
-	VPUNPCKLDQ  X1, X0, X16
-	VPUNPCKHDQ  X1, X0, X17
-	VPUNPCKLDQ  X3, X2, X18
-	VPUNPCKHDQ  X3, X2, X19
-	VPUNPCKLQDQ X18, X16, X0
-	VPUNPCKHQDQ X18, X16, X1
-	VPUNPCKLQDQ X19, X17, X2
-	VPUNPCKHQDQ X19, X17, X3
-	VMOVDQU     X0, (CX)
-	VMOVDQU     X1, 64(CX)
-	VMOVDQU     X2, 128(CX)
-	VMOVDQU     X3, 192(CX)
-	VPUNPCKLDQ  X5, X4, X16
-	VPUNPCKHDQ  X5, X4, X17
-	VPUNPCKLDQ  X7, X6, X18
-	VPUNPCKHDQ  X7, X6, X19
-	VPUNPCKLQDQ X18, X16, X4
-	VPUNPCKHQDQ X18, X16, X5
-	VPUNPCKLQDQ X19, X17, X6
-	VPUNPCKHQDQ X19, X17, X7
-	VMOVDQU     X4, 16(CX)
-	VMOVDQU     X5, 80(CX)
-	VMOVDQU     X6, 144(CX)
-	VMOVDQU     X7, 208(CX)
-	VPUNPCKLDQ  X9, X8, X16
-	VPUNPCKHDQ  X9, X8, X17
-	VPUNPCKLDQ  X11, X10, X18
-	VPUNPCKHDQ  X11, X10, X19
-	VPUNPCKLQDQ X18, X16, X8
-	VPUNPCKHQDQ X18, X16, X9
-	VPUNPCKLQDQ X19, X17, X10
-	VPUNPCKHQDQ X19, X17, X11
-	VMOVDQU     X8, 32(CX)
-	VMOVDQU     X9, 96(CX)
-	VMOVDQU     X10, 160(CX)
-	VMOVDQU     X11, 224(CX)
-	VPUNPCKLDQ  X13, X12, X16
-	VPUNPCKHDQ  X13, X12, X17
-	VPUNPCKLDQ  X15, X14, X18
-	VPUNPCKHDQ  X15, X14, X19
-	VPUNPCKLQDQ X18, X16, X12
-	VPUNPCKHQDQ X18, X16, X13
-	VPUNPCKLQDQ X19, X17, X14
-	VPUNPCKHQDQ X19, X17, X15
-	VMOVDQU     X12, 48(CX)
-	VMOVDQU     X13, 112(CX)
-	VMOVDQU     X14, 176(CX)
-	VMOVDQU     X15, 240(CX)
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x39, Y2, Y2
+	VPADDD  Y1, Y0, Y0
+	VPXORD  Y0, Y3, Y3
+	VPROLD  $0x10, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXORD  Y2, Y1, Y1
+	VPROLD  $0x0c, Y1, Y1
+	VPADDD  Y1, Y0, Y0
+	VPXORD  Y0, Y3, Y3
+	VPROLD  $0x08, Y3, Y3
+	VPADDD  Y3, Y2, Y2
+	VPXORD  Y2, Y1, Y1
+	VPROLD  $0x07, Y1, Y1
+	VPSHUFD $0x39, Y0, Y0
+	VPSHUFD $0x4e, Y3, Y3
+	VPSHUFD $0x93, Y2, Y2
+	DECL    AX
+	JNZ     short2_doubleround
+	VPADDD  Y4, Y0, Y0
+	VPADDD  Y5, Y1, Y1
+	VPADDD  Y6, Y2, Y2
+	VPADDD  Y7, Y3, Y3
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 144(SP)
+	MOVQ    SI, 152(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 160(SP)
+
+	// Block 1's keystream, lane 1 of each row, in Z8.
+	VSHUFI64X2 $0x55, Z1, Z0, Z9
+	VSHUFI64X2 $0x55, Z3, Z2, Z10
+	VSHUFI64X2 $0x88, Z10, Z9, Z8
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      DI, DI
+	JZ         chachaPolyShort2AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z22
+
+chachaPolyShort2AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort2AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z8, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort2AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort2AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+
+chachaPolyShort2AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+chachaPolyShort2AVX512_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 144(SP), R9, R10
+	MULXQ 152(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 160(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 144(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  160(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 144(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   chachaPolyShort2AVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 144(SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·chachaPolyShort4AVX512(SB), NOSPLIT, $304-65
+	// The state of blocks 0–3, a row per register, a block per lane.
+	MOVQ            key+40(FP), AX
+	MOVQ            nonce+48(FP), CX
+	VBROADCASTI32X4 chachaPolySigma<>+0(SB), Z4
+	VBROADCASTI32X4 (AX), Z5
+	VBROADCASTI32X4 16(AX), Z6
+	VPXOR           X7, X7, X7
+	VPINSRD         $0x01, (CX), X7, X7
+	VPINSRD         $0x02, 4(CX), X7, X7
+	VPINSRD         $0x03, 8(CX), X7, X7
+	VSHUFI32X4      $0x00, Z7, Z7, Z7
+	VPADDD          chachaPolyRowsCtr<>+0(SB), Z7, Z7
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	MOVL            $0x0000000a, AX
+
+short4_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPXORD Z0, Z3, Z3
+	VPROLD $0x10, Z3, Z3
+	VPADDD Z3, Z2, Z2
+	VPXORD Z2, Z1, Z1
+	VPROLD $0x0c, Z1, Z1
+	VPADDD Z1, Z0, Z0
+	VPXORD Z0, Z3, Z3
+	VPROLD $0x08, Z3, Z3
+	VPADDD Z3, Z2, Z2
+	VPXORD Z2, Z1, Z1
+	VPROLD $0x07, Z1, Z1
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x39, Z2, Z2
+	VPADDD  Z1, Z0, Z0
+	VPXORD  Z0, Z3, Z3
+	VPROLD  $0x10, Z3, Z3
+	VPADDD  Z3, Z2, Z2
+	VPXORD  Z2, Z1, Z1
+	VPROLD  $0x0c, Z1, Z1
+	VPADDD  Z1, Z0, Z0
+	VPXORD  Z0, Z3, Z3
+	VPROLD  $0x08, Z3, Z3
+	VPADDD  Z3, Z2, Z2
+	VPXORD  Z2, Z1, Z1
+	VPROLD  $0x07, Z1, Z1
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x93, Z2, Z2
+	DECL    AX
+	JNZ     short4_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 272(SP)
+	MOVQ    SI, 280(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 288(SP)
+
+	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      DI, DI
+	JZ         chachaPolyShort4AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z22
+
+chachaPolyShort4AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort4AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z1, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort4AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort4AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort4AVX512_data_done
+
+	// Block 2.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 64(R8), K1, Z20
+	VPXORQ     Z2, Z20, Z21
+	VMOVDQU8   Z21, K1, 64(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort4AVX512_open2
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort4AVX512_open2:
+	VMOVDQU64 Z20, 64(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort4AVX512_data_done
+
+	// Block 3.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 128(R8), K1, Z20
+	VPXORQ     Z3, Z20, Z21
+	VMOVDQU8   Z21, K1, 128(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort4AVX512_open3
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort4AVX512_open3:
+	VMOVDQU64 Z20, 128(SP)(BX*1)
+
+chachaPolyShort4AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+chachaPolyShort4AVX512_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 272(SP), R9, R10
+	MULXQ 280(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 288(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 272(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  288(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 272(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   chachaPolyShort4AVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 272(SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·chachaPolyShort8AVX512(SB), NOSPLIT, $560-65
+	// The state of blocks 0–7, a row per register, a block per lane.
+	MOVQ            key+40(FP), AX
+	MOVQ            nonce+48(FP), CX
+	VBROADCASTI32X4 chachaPolySigma<>+0(SB), Z4
+	VBROADCASTI32X4 (AX), Z5
+	VBROADCASTI32X4 16(AX), Z6
+	VPXOR           X7, X7, X7
+	VPINSRD         $0x01, (CX), X7, X7
+	VPINSRD         $0x02, 4(CX), X7, X7
+	VPINSRD         $0x03, 8(CX), X7, X7
+	VSHUFI32X4      $0x00, Z7, Z7, Z7
+	VPADDD          chachaPolyRowsCtr<>+64(SB), Z7, Z15
+	VPADDD          chachaPolyRowsCtr<>+0(SB), Z7, Z7
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	VMOVDQA64       Z4, Z8
+	VMOVDQA64       Z5, Z9
+	VMOVDQA64       Z6, Z10
+	VMOVDQA64       Z15, Z11
+	MOVL            $0x0000000a, AX
+
+short8_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPROLD $0x10, Z3, Z3
+	VPROLD $0x10, Z11, Z11
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPROLD $0x0c, Z1, Z1
+	VPROLD $0x0c, Z9, Z9
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPROLD $0x08, Z3, Z3
+	VPROLD $0x08, Z11, Z11
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPROLD $0x07, Z1, Z1
+	VPROLD $0x07, Z9, Z9
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x93, Z8, Z8
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x39, Z2, Z2
+	VPSHUFD $0x39, Z10, Z10
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPROLD  $0x10, Z3, Z3
+	VPROLD  $0x10, Z11, Z11
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPROLD  $0x0c, Z1, Z1
+	VPROLD  $0x0c, Z9, Z9
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPROLD  $0x08, Z3, Z3
+	VPROLD  $0x08, Z11, Z11
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPROLD  $0x07, Z1, Z1
+	VPROLD  $0x07, Z9, Z9
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x39, Z8, Z8
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x93, Z2, Z2
+	VPSHUFD $0x93, Z10, Z10
+	DECL    AX
+	JNZ     short8_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+	VPADDD  Z4, Z8, Z8
+	VPADDD  Z5, Z9, Z9
+	VPADDD  Z6, Z10, Z10
+	VPADDD  Z15, Z11, Z11
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 528(SP)
+	MOVQ    SI, 536(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 544(SP)
+
+	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+	VSHUFI64X2 $0x44, Z9, Z8, Z24
+	VSHUFI64X2 $0xee, Z9, Z8, Z25
+	VSHUFI64X2 $0x44, Z11, Z10, Z26
+	VSHUFI64X2 $0xee, Z11, Z10, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z8
+	VSHUFI64X2 $0xdd, Z26, Z24, Z9
+	VSHUFI64X2 $0x88, Z27, Z25, Z10
+	VSHUFI64X2 $0xdd, Z27, Z25, Z11
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      DI, DI
+	JZ         chachaPolyShort8AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z22
+
+chachaPolyShort8AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort8AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z1, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 2.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 64(R8), K1, Z20
+	VPXORQ     Z2, Z20, Z21
+	VMOVDQU8   Z21, K1, 64(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open2
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open2:
+	VMOVDQU64 Z20, 64(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 3.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 128(R8), K1, Z20
+	VPXORQ     Z3, Z20, Z21
+	VMOVDQU8   Z21, K1, 128(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open3
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open3:
+	VMOVDQU64 Z20, 128(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 4.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 192(R8), K1, Z20
+	VPXORQ     Z8, Z20, Z21
+	VMOVDQU8   Z21, K1, 192(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open4
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open4:
+	VMOVDQU64 Z20, 192(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 5.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 256(R8), K1, Z20
+	VPXORQ     Z9, Z20, Z21
+	VMOVDQU8   Z21, K1, 256(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open5
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open5:
+	VMOVDQU64 Z20, 256(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 6.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 320(R8), K1, Z20
+	VPXORQ     Z10, Z20, Z21
+	VMOVDQU8   Z21, K1, 320(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open6
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open6:
+	VMOVDQU64 Z20, 320(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort8AVX512_data_done
+
+	// Block 7.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 384(R8), K1, Z20
+	VPXORQ     Z11, Z20, Z21
+	VMOVDQU8   Z21, K1, 384(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort8AVX512_open7
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort8AVX512_open7:
+	VMOVDQU64 Z20, 384(SP)(BX*1)
+
+chachaPolyShort8AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+chachaPolyShort8AVX512_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 528(SP), R9, R10
+	MULXQ 536(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 544(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 528(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  544(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 528(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   chachaPolyShort8AVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 528(SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
+TEXT ·chachaPolyShort12AVX512(SB), $816-65
+	// The state of blocks 0–11, a row per register, a block per lane.
+	MOVQ            key+40(FP), AX
+	MOVQ            nonce+48(FP), CX
+	VBROADCASTI32X4 chachaPolySigma<>+0(SB), Z4
+	VBROADCASTI32X4 (AX), Z5
+	VBROADCASTI32X4 16(AX), Z6
+	VPXOR           X7, X7, X7
+	VPINSRD         $0x01, (CX), X7, X7
+	VPINSRD         $0x02, 4(CX), X7, X7
+	VPINSRD         $0x03, 8(CX), X7, X7
+	VSHUFI32X4      $0x00, Z7, Z7, Z7
+	VPADDD          chachaPolyRowsCtr<>+128(SB), Z7, Z14
+	VPADDD          chachaPolyRowsCtr<>+64(SB), Z7, Z15
+	VPADDD          chachaPolyRowsCtr<>+0(SB), Z7, Z7
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	VMOVDQA64       Z4, Z8
+	VMOVDQA64       Z5, Z9
+	VMOVDQA64       Z6, Z10
+	VMOVDQA64       Z15, Z11
+	VMOVDQA64       Z4, Z16
+	VMOVDQA64       Z5, Z17
+	VMOVDQA64       Z6, Z18
+	VMOVDQA64       Z14, Z19
+	MOVL            $0x0000000a, AX
+
+short12_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPADDD Z17, Z16, Z16
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPXORD Z16, Z19, Z19
+	VPROLD $0x10, Z3, Z3
+	VPROLD $0x10, Z11, Z11
+	VPROLD $0x10, Z19, Z19
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPADDD Z19, Z18, Z18
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPXORD Z18, Z17, Z17
+	VPROLD $0x0c, Z1, Z1
+	VPROLD $0x0c, Z9, Z9
+	VPROLD $0x0c, Z17, Z17
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPADDD Z17, Z16, Z16
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPXORD Z16, Z19, Z19
+	VPROLD $0x08, Z3, Z3
+	VPROLD $0x08, Z11, Z11
+	VPROLD $0x08, Z19, Z19
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPADDD Z19, Z18, Z18
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPXORD Z18, Z17, Z17
+	VPROLD $0x07, Z1, Z1
+	VPROLD $0x07, Z9, Z9
+	VPROLD $0x07, Z17, Z17
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x93, Z8, Z8
+	VPSHUFD $0x93, Z16, Z16
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x4e, Z19, Z19
+	VPSHUFD $0x39, Z2, Z2
+	VPSHUFD $0x39, Z10, Z10
+	VPSHUFD $0x39, Z18, Z18
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPADDD  Z17, Z16, Z16
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPXORD  Z16, Z19, Z19
+	VPROLD  $0x10, Z3, Z3
+	VPROLD  $0x10, Z11, Z11
+	VPROLD  $0x10, Z19, Z19
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPADDD  Z19, Z18, Z18
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPXORD  Z18, Z17, Z17
+	VPROLD  $0x0c, Z1, Z1
+	VPROLD  $0x0c, Z9, Z9
+	VPROLD  $0x0c, Z17, Z17
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPADDD  Z17, Z16, Z16
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPXORD  Z16, Z19, Z19
+	VPROLD  $0x08, Z3, Z3
+	VPROLD  $0x08, Z11, Z11
+	VPROLD  $0x08, Z19, Z19
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPADDD  Z19, Z18, Z18
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPXORD  Z18, Z17, Z17
+	VPROLD  $0x07, Z1, Z1
+	VPROLD  $0x07, Z9, Z9
+	VPROLD  $0x07, Z17, Z17
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x39, Z8, Z8
+	VPSHUFD $0x39, Z16, Z16
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x4e, Z19, Z19
+	VPSHUFD $0x93, Z2, Z2
+	VPSHUFD $0x93, Z10, Z10
+	VPSHUFD $0x93, Z18, Z18
+	DECL    AX
+	JNZ     short12_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+	VPADDD  Z4, Z8, Z8
+	VPADDD  Z5, Z9, Z9
+	VPADDD  Z6, Z10, Z10
+	VPADDD  Z15, Z11, Z11
+	VPADDD  Z4, Z16, Z16
+	VPADDD  Z5, Z17, Z17
+	VPADDD  Z6, Z18, Z18
+	VPADDD  Z14, Z19, Z19
+
+	// r (clamped) and s from block 0, in lane 0 of rows a and b.
+	VMOVQ   X0, BX
+	VPEXTRQ $0x01, X0, SI
+	VMOVQ   X1, AX
+	VPEXTRQ $0x01, X1, CX
+	MOVQ    $0x0ffffffc0fffffff, DX
+	ANDQ    DX, BX
+	MOVQ    $0x0ffffffc0ffffffc, DX
+	ANDQ    DX, SI
+	MOVQ    BX, 784(SP)
+	MOVQ    SI, 792(SP)
+	MOVQ    SI, DX
+	SHRQ    $0x02, DX
+	ADDQ    SI, DX
+	MOVQ    DX, 800(SP)
+
+	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+	VSHUFI64X2 $0x44, Z9, Z8, Z24
+	VSHUFI64X2 $0xee, Z9, Z8, Z25
+	VSHUFI64X2 $0x44, Z11, Z10, Z26
+	VSHUFI64X2 $0xee, Z11, Z10, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z8
+	VSHUFI64X2 $0xdd, Z26, Z24, Z9
+	VSHUFI64X2 $0x88, Z27, Z25, Z10
+	VSHUFI64X2 $0xdd, Z27, Z25, Z11
+	VSHUFI64X2 $0x44, Z17, Z16, Z24
+	VSHUFI64X2 $0xee, Z17, Z16, Z25
+	VSHUFI64X2 $0x44, Z19, Z18, Z26
+	VSHUFI64X2 $0xee, Z19, Z18, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z16
+	VSHUFI64X2 $0xdd, Z26, Z24, Z17
+	VSHUFI64X2 $0x88, Z27, Z25, Z18
+	VSHUFI64X2 $0xdd, Z27, Z25, Z19
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), SI
+	MOVQ       aadLen+32(FP), DI
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      DI, DI
+	JZ         chachaPolyShort12AVX512_noaad
+	MOVQ       $-1, DX
+	BZHIQ      DI, DX, DX
+	KMOVQ      DX, K2
+	MOVQ       aad+24(FP), DX
+	VMOVDQU8.Z (DX), K2, Z22
+
+chachaPolyShort12AVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(DI), BX
+	ANDQ  $-16, BX
+	MOVQ  in+8(FP), R8
+	MOVQ  out+0(FP), R9
+	MOVQ  SI, R10
+	MOVL  $0x00000040, R11
+	TESTQ R10, R10
+	JZ    chachaPolyShort12AVX512_data_done
+
+	// Block 1.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z (R8), K1, Z20
+	VPXORQ     Z1, Z20, Z21
+	VMOVDQU8   Z21, K1, (R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open1:
+	VMOVDQU64 Z20, (SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 2.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 64(R8), K1, Z20
+	VPXORQ     Z2, Z20, Z21
+	VMOVDQU8   Z21, K1, 64(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open2
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open2:
+	VMOVDQU64 Z20, 64(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 3.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 128(R8), K1, Z20
+	VPXORQ     Z3, Z20, Z21
+	VMOVDQU8   Z21, K1, 128(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open3
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open3:
+	VMOVDQU64 Z20, 128(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 4.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 192(R8), K1, Z20
+	VPXORQ     Z8, Z20, Z21
+	VMOVDQU8   Z21, K1, 192(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open4
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open4:
+	VMOVDQU64 Z20, 192(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 5.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 256(R8), K1, Z20
+	VPXORQ     Z9, Z20, Z21
+	VMOVDQU8   Z21, K1, 256(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open5
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open5:
+	VMOVDQU64 Z20, 256(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 6.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 320(R8), K1, Z20
+	VPXORQ     Z10, Z20, Z21
+	VMOVDQU8   Z21, K1, 320(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open6
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open6:
+	VMOVDQU64 Z20, 320(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 7.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 384(R8), K1, Z20
+	VPXORQ     Z11, Z20, Z21
+	VMOVDQU8   Z21, K1, 384(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open7
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open7:
+	VMOVDQU64 Z20, 384(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 8.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 448(R8), K1, Z20
+	VPXORQ     Z16, Z20, Z21
+	VMOVDQU8   Z21, K1, 448(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open8
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open8:
+	VMOVDQU64 Z20, 448(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 9.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 512(R8), K1, Z20
+	VPXORQ     Z17, Z20, Z21
+	VMOVDQU8   Z21, K1, 512(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open9
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open9:
+	VMOVDQU64 Z20, 512(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 10.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R12
+	BZHIQ      DX, R12, R12
+	KMOVQ      R12, K1
+	VMOVDQU8.Z 576(R8), K1, Z20
+	VPXORQ     Z18, Z20, Z21
+	VMOVDQU8   Z21, K1, 576(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open10
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open10:
+	VMOVDQU64 Z20, 576(SP)(BX*1)
+	TESTQ     R10, R10
+	JZ        chachaPolyShort12AVX512_data_done
+
+	// Block 11.
+	MOVQ       R10, DX
+	CMPQ       R10, R11
+	CMOVQCC    R11, DX
+	SUBQ       DX, R10
+	MOVQ       $-1, R10
+	BZHIQ      DX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 640(R8), K1, Z20
+	VPXORQ     Z19, Z20, Z21
+	VMOVDQU8   Z21, K1, 640(R9)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort12AVX512_open11
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort12AVX512_open11:
+	VMOVDQU64 Z20, 640(SP)(BX*1)
+
+chachaPolyShort12AVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(SI), DX
+	ANDQ $-16, DX
+	ADDQ DX, BX
+	MOVQ DI, (SP)(BX*1)
+	MOVQ SI, 8(SP)(BX*1)
+	SHRQ $0x04, BX
+	INCQ BX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL SI, SI
+	XORL DI, DI
+	XORL R8, R8
+	LEAQ (SP), R13
+
+chachaPolyShort12AVX512_mac:
+	ADDQ  (R13), SI
+	ADCQ  8(R13), DI
+	ADCQ  $0x01, R8
+	MOVQ  SI, DX
+	MULXQ 784(SP), R9, R10
+	MULXQ 792(SP), R11, R12
+	MOVQ  DI, DX
+	MULXQ 800(SP), SI, DI
+	ADDQ  SI, R9
+	ADCQ  DI, R10
+	MULXQ 784(SP), SI, DI
+	ADDQ  SI, R11
+	ADCQ  DI, R12
+	MOVQ  800(SP), SI
+	IMULQ R8, SI
+	ADDQ  SI, R11
+	ADCQ  $0x00, R12
+	IMULQ 784(SP), R8
+	ADDQ  R10, R11
+	ADCQ  R8, R12
+	MOVQ  R12, R8
+	ANDQ  $0x03, R8
+	MOVQ  R12, DI
+	SHRQ  $0x02, DI
+	ANDQ  $-4, R12
+	ADDQ  DI, R12
+	ADDQ  R12, R9
+	ADCQ  $0x00, R11
+	ADCQ  $0x00, R8
+	MOVQ  R9, SI
+	MOVQ  R11, DI
+	ADDQ  $0x10, R13
+	DECQ  BX
+	JNZ   chachaPolyShort12AVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
+	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    SI, R9
+	ADDQ    $0x05, R9
+	MOVQ    DI, R11
+	ADCQ    $0x00, R11
+	ADCQ    $0x00, R8
+	SHRQ    $0x02, R8
+	CMOVQNE R9, SI
+	CMOVQNE R11, DI
+	ADDQ    AX, SI
+	ADCQ    CX, DI
+	MOVQ    tag+56(FP), AX
+	MOVQ    SI, (AX)
+	MOVQ    DI, 8(AX)
+
+	// Clear r from the frame.
+	VPXOR   X0, X0, X0
+	VMOVDQU Y0, 784(SP)
+	VZEROUPPER
 	RET
 
 DATA chachaPolyStitch<>+0(SB)/4, $0x00000000
@@ -242,7 +1403,8 @@ DATA chachaPolyStitch<>+84(SB)/4, $0x00000000
 DATA chachaPolyStitch<>+88(SB)/8, $0x0000000000000100
 DATA chachaPolyStitch<>+96(SB)/8, $0x0000000000000005
 DATA chachaPolyStitch<>+104(SB)/8, $0x0000000000001400
-GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $112
+DATA chachaPolyStitch<>+112(SB)/8, $0x00000fffffffffff
+GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $120
 
 // func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte)
 // Requires: AVX, AVX512F
@@ -670,33 +1832,193 @@ x17_doubleround:
 	RET
 
 // func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
-// Requires: AVX, AVX512F, AVX512IFMA
-TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-56
-	MOVQ mac+16(FP), AX
-	MOVQ dst+0(FP), CX
-	MOVQ src+8(FP), DX
-	MOVQ groups+24(FP), BX
-	MOVQ state+32(FP), SI
-	MOVQ st+40(FP), DI
-	MOVQ tbl+48(FP), R8
+// Requires: AVX, AVX512F, AVX512IFMA, AVX512VL, BMI2
+TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
+	MOVQ         mac+16(FP), AX
+	MOVQ         dst+0(FP), CX
+	MOVQ         src+8(FP), BX
+	MOVQ         groups+24(FP), SI
+	MOVQ         state+32(FP), DI
+	MOVQ         tbl+48(FP), R8
+	MOVQ         $0x00000fffffffffff, DX
+	VPBROADCASTQ DX, Z30
 
-	// Counter words of the first 16 blocks; the 44-bit mask; the
-	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
-	VPBROADCASTD 48(SI), Z31
+	// r^(8+8·scalarSteps) for the last IFMA step of every group but
+	// the last, by square and multiply from r⁸; one group needs none.
+	CMPQ             SI, $0x01
+	JE               seal_nojump
+	VMOVDQU64        320(R8), Z0
+	VMOVDQU64        384(R8), Z1
+	VMOVDQU64        448(R8), Z2
+	VMOVDQU64        512(R8), Z3
+	VMOVDQU64        576(R8), Z4
+	VMOVDQA64        Z0, Z5
+	VMOVDQA64        Z1, Z6
+	VMOVDQA64        Z2, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z11
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z11, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z11
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z11, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z11, Z5
+	VPSRLQ           $0x2c, Z5, Z11
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z11, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z8
+	VPADDQ           Z6, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VPSLLQ           $0x02, Z7, Z8
+	VPADDQ           Z7, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VMOVDQA64        Z5, Z5
+	VMOVDQA64        Z6, Z6
+	VMOVDQA64        Z7, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z5
+	VPSRLQ           $0x2c, Z5, Z0
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z0, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z0
+	VPADDQ           Z6, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z7, Z1
+	VPADDQ           Z7, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQA64        Z5, Z2
+	VMOVDQA64        Z6, Z3
+	VMOVDQA64        Z7, Z4
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z5, Z2, Z8
+	VPMADD52HUQ      Z5, Z2, Z11
+	VPMADD52LUQ      Z6, Z2, Z9
+	VPMADD52HUQ      Z6, Z2, Z12
+	VPMADD52LUQ      Z7, Z2, Z10
+	VPMADD52HUQ      Z7, Z2, Z13
+	VPMADD52LUQ      Z1, Z3, Z8
+	VPMADD52HUQ      Z1, Z3, Z11
+	VPMADD52LUQ      Z5, Z3, Z9
+	VPMADD52HUQ      Z5, Z3, Z12
+	VPMADD52LUQ      Z6, Z3, Z10
+	VPMADD52HUQ      Z6, Z3, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z2
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z3
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z2
+	VPSRLQ           $0x2c, Z2, Z0
+	VPANDQ           Z30, Z2, Z2
+	VPADDQ           Z0, Z3, Z3
+	VPSLLQ           $0x02, Z3, Z0
+	VPADDQ           Z3, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z4, Z1
+	VPADDQ           Z4, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQU64        Z2, 32(SP)
+	VMOVDQU64        Z3, 96(SP)
+	VMOVDQU64        Z4, 160(SP)
+	VMOVDQU64        Z0, 224(SP)
+	VMOVDQU64        Z1, 288(SP)
+
+seal_nojump:
+	// Counter words of the first 16 blocks; the accumulator in lane 0
+	// of Z20–Z22, the other lanes 0.
+	VPBROADCASTD 48(DI), Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVQ         $0x00000fffffffffff, R9
-	VPBROADCASTQ R9, Z30
-	MOVQ         (DI), R9
-	MOVQ         8(DI), R10
-	MOVQ         16(DI), R11
+	MOVQ         st+40(FP), R9
+	MOVQ         (R9), DX
+	MOVQ         8(R9), R10
+	MOVQ         16(R9), R11
 	MOVQ         $0x00000fffffffffff, R13
-	MOVQ         R9, R12
+	MOVQ         DX, R12
 	ANDQ         R13, R12
 	VMOVQ        R12, X20
-	SHRQ         $0x2c, R9
+	SHRQ         $0x2c, DX
 	MOVQ         R10, R12
 	SHLQ         $0x14, R12
-	ORQ          R9, R12
+	ORQ          DX, R12
 	ANDQ         R13, R12
 	VMOVQ        R12, X21
 	SHRQ         $0x18, R10
@@ -704,1425 +2026,2336 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $0-56
 	ORQ          R10, R11
 	VMOVQ        R11, X22
 
+	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
+	MOVQ 24(R9), DX
+	MOVQ DX, (SP)
+	MOVQ 32(R9), DX
+	MOVQ DX, 8(SP)
+	MOVQ DX, R9
+	SHRQ $0x02, R9
+	ADDQ DX, R9
+	MOVQ R9, 16(SP)
+	XORL R9, R9
+	XORL R10, R10
+	XORL R11, R11
+
 	// Group 0 is ciphertext already.
-	ADDQ $0x00000400, DX
+	ADDQ $0x00000400, BX
 	ADDQ $0x00000400, CX
-	DECQ BX
+	DECQ SI
 	JZ   seal_last
 
 seal_loop:
 	// Group g, with Poly1305 over group g−1's ciphertext.
 	// State words for 16 blocks: word i of every block in Zi.
-	VPBROADCASTD     (SI), Z0
-	VPBROADCASTD     4(SI), Z1
-	VPBROADCASTD     8(SI), Z2
-	VPBROADCASTD     12(SI), Z3
-	VPBROADCASTD     16(SI), Z4
-	VPBROADCASTD     20(SI), Z5
-	VPBROADCASTD     24(SI), Z6
-	VPBROADCASTD     28(SI), Z7
-	VPBROADCASTD     32(SI), Z8
-	VPBROADCASTD     36(SI), Z9
-	VPBROADCASTD     40(SI), Z10
-	VPBROADCASTD     44(SI), Z11
+	VPBROADCASTD     (DI), Z0
+	VPBROADCASTD     4(DI), Z1
+	VPBROADCASTD     8(DI), Z2
+	VPBROADCASTD     12(DI), Z3
+	VPBROADCASTD     16(DI), Z4
+	VPBROADCASTD     20(DI), Z5
+	VPBROADCASTD     24(DI), Z6
+	VPBROADCASTD     28(DI), Z7
+	VPBROADCASTD     32(DI), Z8
+	VPBROADCASTD     36(DI), Z9
+	VPBROADCASTD     40(DI), Z10
+	VPBROADCASTD     44(DI), Z11
 	VMOVDQA32        Z31, Z12
-	VPBROADCASTD     52(SI), Z13
-	VPBROADCASTD     56(SI), Z14
-	VPBROADCASTD     60(SI), Z15
+	VPBROADCASTD     52(DI), Z13
+	VPBROADCASTD     56(DI), Z14
+	VPBROADCASTD     60(DI), Z15
 	VPADDD           Z4, Z0, Z0
+	MOVQ             R9, R12
+	ANDQ             chachaPolyStitch<>+112(SB), R12
+	SHRQ             $0x2c, R10, R9
+	ANDQ             chachaPolyStitch<>+112(SB), R9
+	SHRQ             $0x18, R11, R10
+	VMOVQ            R12, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R10, X29
+	VPADDQ           Z29, Z22, Z22
+	MOVQ             384(AX), R9
+	VPADDD           Z5, Z1, Z1
+	MOVQ             392(AX), R10
+	VPADDD           Z6, Z2, Z2
+	MOVL             $0x00000001, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R12, R13
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z2, Z14, Z14
 	VMOVDQU64        (AX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R10, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            16(SP), R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R9
+	VPADDD           Z13, Z9, Z9
 	VMOVDQU64        64(AX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
 	VPADDD           Z14, Z10, Z10
+	IMULQ            R11, R9
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
 	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
+	IMULQ            (SP), R11
 	VPXORD           Z9, Z5, Z5
+	ADDQ             R13, R14
+	ADCQ             R11, R15
 	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	MOVQ             R15, R11
 	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
 	VPROLD           $0x0c, Z4, Z4
+	VPUNPCKLQDQ      Z24, Z23, Z25
+	VPROLD           $0x0c, Z5, Z5
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R10, R15
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             400(AX), R12
+	ADCQ             408(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	VPUNPCKHQDQ      Z24, Z23, Z26
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R12, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            (SP), R9, R10
+	VPXORD           Z2, Z14, Z14
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R14, DX
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            16(SP), R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z25, Z27
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R14
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	MOVQ             16(SP), R12
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z25, Z25
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z7, Z7
+	VPADDQ           Z25, Z20, Z20
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R15
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z7, Z2, Z2
+	ADDQ             416(AX), R9
+	ADCQ             424(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R12, R14
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z2, Z13, Z13
+	VPSLLQ           $0x14, Z26, Z23
+	VPXORD           Z3, Z14, Z14
+	MOVQ             R13, DX
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            16(SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z11, Z11
+	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	VPADDD           Z13, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R11
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	VPXORD           Z9, Z4, Z4
 	VPADDQ           Z27, Z21, Z21
 	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $0x03, R11
 	VPROLD           $0x0c, Z6, Z6
+	MOVQ             R15, R13
 	VPROLD           $0x0c, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
 	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	ADDQ             432(AX), R12
+	ADCQ             440(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R9, R13
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R12
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
 	VPADDQ           Z26, Z22, Z22
+	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R11
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z5, Z5
+	MOVQ             R15, R10
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z7, Z7
+	VMOVDQU64        128(AX), Z26
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R10, R15
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             448(AX), R9
+	ADCQ             456(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R12, R10
 	VPXORD           Z1, Z13, Z13
+	VPUNPCKLQDQ      192(AX), Z26, Z27
 	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
+	MOVQ             R14, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            16(SP), R9, R14
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPADDD           Z12, Z8, Z8
+	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPADDD           Z13, Z9, Z9
+	MOVQ             16(SP), R9
+	VPADDD           Z14, Z10, Z10
+	IMULQ            R11, R9
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z6, Z2, Z2
+	ADDQ             464(AX), R12
+	ADCQ             472(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R9, R14
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R13, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z14, Z14
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R12
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPXORD           Z8, Z4, Z4
+	IMULQ            (SP), R11
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R13
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z7, Z2, Z2
+	ADDQ             480(AX), R9
+	ADCQ             488(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R12, R13
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R9, R10
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R9
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z5, Z5
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R10, R15
+	VPADDD           Z5, Z0, Z0
 	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z7, Z2, Z2
+	ADDQ             496(AX), R12
+	ADCQ             504(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R9, R10
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z3, Z14, Z14
 	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            16(SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R12
+	VPADDD           Z13, Z8, Z8
 	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z5, Z5
 	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
 	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R15
 	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        128(AX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        192(AX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        256(AX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        320(AX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        384(AX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        448(AX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
+	ADDQ             512(AX), R9
+	ADCQ             520(AX), R13
+	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	VPMADD52HUQ      384(R8), Z20, Z27
 	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R12, R14
 	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z14, Z14
+	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
+	MULXQ            16(SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R10
+	ADCQ             R13, R15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
+	MOVQ             16(SP), R9
 	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPXORD           Z9, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
 	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
+	MOVQ             R15, R11
 	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R15, R13
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             528(AX), R12
+	ADCQ             536(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R9, R13
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R14, R15
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R10, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R12, R10
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
+	ADDQ             R10, R15
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
+	ADDQ             544(AX), R9
+	ADCQ             552(AX), R14
+	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R12, R10
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R9
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R14, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             560(AX), R12
+	ADCQ             568(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R14
 	VPXORD           Z0, Z15, Z15
 	VPMADD52LUQ      576(R8), Z22, Z24
 	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(R8), Z22, Z27
+	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
+	MULXQ            16(SP), R12, R13
 	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R13, R14
 	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R12
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z5, Z5
+	MOVQ             R15, R13
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPADDD           Z6, Z2, Z2
+	ADDQ             576(AX), R9
+	ADCQ             584(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R12, R13
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R10, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R9, R10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R10, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	ADDQ             592(AX), R12
+	ADCQ             600(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R10
+	VPXORD           Z0, Z12, Z12
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R14, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R12
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R14
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z7, Z7
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             608(AX), R9
+	ADCQ             616(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R14
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z2, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R9, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
+	VPADDD           Z12, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R13
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R13, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             624(AX), R12
+	ADCQ             632(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R9, R13
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R12
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R10
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	ADDQ             640(AX), R9
+	ADCQ             648(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R10
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R14, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R9, R14
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z8, Z8
+	VMOVDQU64        256(AX), Z26
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R9
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             656(AX), R12
+	ADCQ             664(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R14
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R12, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z12, Z12
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R13
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R13, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             672(AX), R9
+	ADCQ             680(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R13
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z12, Z12
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R9, R10
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z6, Z1, Z1
+	ADDQ             688(AX), R12
+	ADCQ             696(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R9, R10
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R12, R14
+	VPXORD           Z3, Z14, Z14
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R12
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	ADDQ             704(AX), R9
+	ADCQ             712(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R12, R14
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R9, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R13
+	VPROLD           $0x0c, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPADDD           Z5, Z1, Z1
+	ADDQ             720(AX), R12
+	ADCQ             728(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R9, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R12
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             736(AX), R9
+	ADCQ             744(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R10
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R9, R14
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             752(AX), R12
+	ADCQ             760(AX), R13
+	ADCQ             $0x01, R11
+	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R9, R14
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R12, R13
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R13
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             768(AX), R9
+	ADCQ             776(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R12, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R9, R10
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R9
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             784(AX), R12
+	ADCQ             792(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R9, R10
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R13, R15
+	VPXORD           Z0, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R12, R14
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             800(AX), R9
+	ADCQ             808(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R12, R14
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R9, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPXORD           Z3, Z14, Z14
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R13
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z5, Z5
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             816(AX), R12
+	ADCQ             824(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R9, R13
+	VPADDD           Z4, Z3, Z3
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R14
+	ADCQ             R10, R15
 	VPROLD           $0x08, Z13, Z13
 	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
 	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
+	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
 	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
+	ADDQ             R10, R15
 	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        512(AX), Z23
+	ADDQ             832(AX), R9
+	ADCQ             840(AX), R14
+	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
+	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        576(AX), Z24
+	MULXQ            (SP), R12, R10
 	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
+	MOVQ             R14, DX
 	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R9, R14
 	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
+	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
+	ADDQ             R9, R13
+	ADCQ             R14, R15
 	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
+	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
+	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R11
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
 	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
+	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	MOVQ             R15, R14
 	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
+	VPADDQ           Z29, Z21, Z21
 	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R15
 	VPROLD           $0x0c, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
+	ADDQ             848(AX), R12
+	ADCQ             856(AX), R13
+	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R9, R14
 	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
 	VPXORQ           Z30, Z30, Z23
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	MULXQ            16(SP), R12, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R13, R14
 	VPXORD           Z3, Z15, Z15
+	MULXQ            (SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R10
+	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
 	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             864(AX), R9
+	ADCQ             872(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R12, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R10, DX
+	VPXORD           Z1, Z12, Z12
 	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R9, R10
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
 	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
 	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
+	IMULQ            (SP), R11
 	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
+	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
+	MOVQ             R15, R10
+	VPMADD52LUQ      32(SP), Z20, Z23
 	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
+	ADDQ             R10, R15
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
+	ADDQ             880(AX), R12
+	ADCQ             888(AX), R14
+	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
+	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      32(SP), Z20, Z26
 	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R9, R10
 	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R13, R15
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
+	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R12, R14
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(R8), Z22, Z27
+	ADDQ             R12, R9
+	ADCQ             R14, R10
 	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      96(SP), Z20, Z24
 	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R13
+	ADCQ             R14, R15
 	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
+	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	VPMADD52HUQ      96(SP), Z20, Z27
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ      160(SP), Z20, Z25
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             896(AX), R9
+	ADCQ             904(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R12, R14
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      160(SP), Z20, Z28
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R9, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ      288(SP), Z21, Z23
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      288(SP), Z21, Z26
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             912(AX), R12
+	ADCQ             920(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      32(SP), Z21, Z24
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R9, R13
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      32(SP), Z21, Z27
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      96(SP), Z21, Z25
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPMADD52HUQ      96(SP), Z21, Z28
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             928(AX), R9
+	ADCQ             936(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R9, DX
+	VPADDD           Z6, Z1, Z1
+	MULXQ            (SP), R12, R10
+	VPADDD           Z7, Z2, Z2
+	MULXQ            8(SP), R13, R15
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      224(SP), Z22, Z23
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R14, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R9, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z12, Z12
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      224(SP), Z22, Z26
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      288(SP), Z22, Z24
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      288(SP), Z22, Z27
+	VPADDD           Z5, Z0, Z0
+	ADDQ             944(AX), R12
+	ADCQ             952(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R9, R14
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R12, R13
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      32(SP), Z22, Z25
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z10, Z10
+	VPMADD52HUQ      32(SP), Z22, Z28
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             960(AX), R9
+	ADCQ             968(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R9, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            (SP), R12, R13
+	VPADDD           Z6, Z2, Z2
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R14, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R9, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPXORD           Z3, Z15, Z15
+	MULXQ            (SP), R9, R10
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z13, Z13
 	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
 	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
+	ANDQ             $0x03, R11
 	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
+	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
+	ADDQ             R10, R15
 	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        640(AX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        704(AX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x0c, Z7, Z7
+	ADDQ             976(AX), R12
+	ADCQ             984(AX), R14
+	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
+	MOVQ             R12, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            (SP), R9, R10
+	VPADDD           Z6, Z2, Z2
+	MULXQ            8(SP), R13, R15
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R14, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            16(SP), R12, R14
+	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPXORD           Z3, Z15, Z15
+	MULXQ            (SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R14
+	VPXORD           Z10, Z6, Z6
 	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             992(AX), R9
+	ADCQ             1000(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R9, DX
+	VPADDD           Z6, Z1, Z1
 	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R12, R14
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R9, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R9, R13
+	VPROLD           $0x10, Z15, Z15
 	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z10, Z10
+	IMULQ            (SP), R11
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z13, Z8, Z8
 	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z6, Z6
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             1008(AX), R12
+	ADCQ             1016(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R12, DX
+	VPADDD           Z6, Z1, Z1
+	MULXQ            (SP), R9, R13
+	VPADDD           Z7, Z2, Z2
+	MULXQ            8(SP), R14, R15
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R10, DX
+	VPXORD           Z0, Z15, Z15
 	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R12, R10
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z12, Z12
+	MOVQ             16(SP), R12
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z14, Z14
 	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z8, Z7, Z7
 	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        768(AX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        832(AX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
 	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z20, Z23
+	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
 	VPROLD           $0x07, Z6, Z6
+	ADDQ             R10, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        896(AX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        960(AX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
+	MOVQ             R14, R10
 
 	// Add the input state.
-	VPADDD.BCST (SI), Z0, Z0
-	VPADDD.BCST 4(SI), Z1, Z1
-	VPADDD.BCST 8(SI), Z2, Z2
-	VPADDD.BCST 12(SI), Z3, Z3
-	VPADDD.BCST 16(SI), Z4, Z4
-	VPADDD.BCST 20(SI), Z5, Z5
-	VPADDD.BCST 24(SI), Z6, Z6
-	VPADDD.BCST 28(SI), Z7, Z7
-	VPADDD.BCST 32(SI), Z8, Z8
-	VPADDD.BCST 36(SI), Z9, Z9
-	VPADDD.BCST 40(SI), Z10, Z10
-	VPADDD.BCST 44(SI), Z11, Z11
+	VPADDD.BCST (DI), Z0, Z0
+	VPADDD.BCST 4(DI), Z1, Z1
+	VPADDD.BCST 8(DI), Z2, Z2
+	VPADDD.BCST 12(DI), Z3, Z3
+	VPADDD.BCST 16(DI), Z4, Z4
+	VPADDD.BCST 20(DI), Z5, Z5
+	VPADDD.BCST 24(DI), Z6, Z6
+	VPADDD.BCST 28(DI), Z7, Z7
+	VPADDD.BCST 32(DI), Z8, Z8
+	VPADDD.BCST 36(DI), Z9, Z9
+	VPADDD.BCST 40(DI), Z10, Z10
+	VPADDD.BCST 44(DI), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(SI), Z13, Z13
-	VPADDD.BCST 56(SI), Z14, Z14
-	VPADDD.BCST 60(SI), Z15, Z15
+	VPADDD.BCST 52(DI), Z13, Z13
+	VPADDD.BCST 56(DI), Z14, Z14
+	VPADDD.BCST 60(DI), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -2193,47 +4426,59 @@ seal_loop:
 	VSHUFI32X4 $0xdd, Z19, Z17, Z15
 
 	// 16 full blocks.
-	VPXORD      (DX), Z0, Z0
+	VPXORD      (BX), Z0, Z0
 	VMOVDQU32   Z0, (CX)
-	VPXORD      64(DX), Z1, Z1
+	VPXORD      64(BX), Z1, Z1
 	VMOVDQU32   Z1, 64(CX)
-	VPXORD      128(DX), Z2, Z2
+	VPXORD      128(BX), Z2, Z2
 	VMOVDQU32   Z2, 128(CX)
-	VPXORD      192(DX), Z3, Z3
+	VPXORD      192(BX), Z3, Z3
 	VMOVDQU32   Z3, 192(CX)
-	VPXORD      256(DX), Z4, Z4
+	VPXORD      256(BX), Z4, Z4
 	VMOVDQU32   Z4, 256(CX)
-	VPXORD      320(DX), Z5, Z5
+	VPXORD      320(BX), Z5, Z5
 	VMOVDQU32   Z5, 320(CX)
-	VPXORD      384(DX), Z6, Z6
+	VPXORD      384(BX), Z6, Z6
 	VMOVDQU32   Z6, 384(CX)
-	VPXORD      448(DX), Z7, Z7
+	VPXORD      448(BX), Z7, Z7
 	VMOVDQU32   Z7, 448(CX)
-	VPXORD      512(DX), Z8, Z8
+	VPXORD      512(BX), Z8, Z8
 	VMOVDQU32   Z8, 512(CX)
-	VPXORD      576(DX), Z9, Z9
+	VPXORD      576(BX), Z9, Z9
 	VMOVDQU32   Z9, 576(CX)
-	VPXORD      640(DX), Z10, Z10
+	VPXORD      640(BX), Z10, Z10
 	VMOVDQU32   Z10, 640(CX)
-	VPXORD      704(DX), Z11, Z11
+	VPXORD      704(BX), Z11, Z11
 	VMOVDQU32   Z11, 704(CX)
-	VPXORD      768(DX), Z12, Z12
+	VPXORD      768(BX), Z12, Z12
 	VMOVDQU32   Z12, 768(CX)
-	VPXORD      832(DX), Z13, Z13
+	VPXORD      832(BX), Z13, Z13
 	VMOVDQU32   Z13, 832(CX)
-	VPXORD      896(DX), Z14, Z14
+	VPXORD      896(BX), Z14, Z14
 	VMOVDQU32   Z14, 896(CX)
-	VPXORD      960(DX), Z15, Z15
+	VPXORD      960(BX), Z15, Z15
 	VMOVDQU32   Z15, 960(CX)
-	ADDQ        $0x00000400, DX
+	ADDQ        $0x00000400, BX
 	ADDQ        $0x00000400, CX
 	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
 	ADDQ        $0x00000400, AX
-	DECQ        BX
+	DECQ        SI
 	JNZ         seal_loop
 
 seal_last:
-	// Poly1305 over the last group's ciphertext.
+	// Poly1305 over the last group's ciphertext, all of it with IFMA:
+	// with no ChaCha20 to hide among, the shorter chain is the faster.
+	MOVQ             R9, R12
+	ANDQ             chachaPolyStitch<>+112(SB), R12
+	SHRQ             $0x2c, R10, R9
+	ANDQ             chachaPolyStitch<>+112(SB), R9
+	SHRQ             $0x18, R11, R10
+	VMOVQ            R12, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R10, X29
+	VPADDQ           Z29, Z22, Z22
 	VMOVDQU64        (AX), Z23
 	VMOVDQU64        64(AX), Z24
 	VPUNPCKLQDQ      Z24, Z23, Z25
@@ -2247,11 +4492,17 @@ seal_last:
 	VPSRLQ           $0x18, Z26, Z26
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        128(AX), Z26
+	VPUNPCKLQDQ      192(AX), Z26, Z27
+	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2286,24 +4537,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        128(AX), Z23
-	VMOVDQU64        192(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        256(AX), Z26
+	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2338,24 +4582,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        256(AX), Z23
-	VMOVDQU64        320(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        384(AX), Z26
+	VPUNPCKLQDQ      448(AX), Z26, Z27
+	VPUNPCKHQDQ      448(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2390,24 +4627,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        384(AX), Z23
-	VMOVDQU64        448(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        512(AX), Z26
+	VPUNPCKLQDQ      576(AX), Z26, Z27
+	VPUNPCKHQDQ      576(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2442,24 +4672,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        512(AX), Z23
-	VMOVDQU64        576(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        640(AX), Z26
+	VPUNPCKLQDQ      704(AX), Z26, Z27
+	VPUNPCKHQDQ      704(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2494,24 +4717,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        640(AX), Z23
-	VMOVDQU64        704(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        768(AX), Z26
+	VPUNPCKLQDQ      832(AX), Z26, Z27
+	VPUNPCKHQDQ      832(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2546,24 +4762,17 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        768(AX), Z23
-	VMOVDQU64        832(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VPXORQ           Z30, Z30, Z23
+	VMOVDQU64        896(AX), Z26
+	VPUNPCKLQDQ      960(AX), Z26, Z27
+	VPUNPCKHQDQ      960(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
 	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
@@ -2598,19 +4807,6 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        896(AX), Z23
-	VMOVDQU64        960(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
 	VPXORQ           Z30, Z30, Z23
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z24
@@ -2650,6 +4846,7 @@ seal_last:
 	VPSRLQ           $0x2c, Z20, Z29
 	VPANDQ           Z30, Z20, Z20
 	VPADDQ           Z29, Z21, Z21
+	MOVQ             st+40(FP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
 	VALIGNQ $0x04, Z20, Z20, Z16
@@ -2658,1515 +4855,2590 @@ seal_last:
 	VPADDQ  Z16, Z20, Z20
 	VALIGNQ $0x01, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
-	VMOVQ   X20, AX
+	VMOVQ   X20, CX
 	VALIGNQ $0x04, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x02, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x01, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
-	VMOVQ   X21, CX
+	VMOVQ   X21, DX
 	VALIGNQ $0x04, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x02, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x01, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
-	VMOVQ   X22, DX
+	VMOVQ   X22, BX
 
 	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
 	MOVQ $0x00000fffffffffff, R8
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
-	MOVQ CX, BX
-	SHRQ $0x2c, BX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
 	ANDQ R8, CX
-	ADDQ BX, DX
-	MOVQ DX, BX
-	SHRQ $0x2a, BX
-	MOVQ $0x000003ffffffffff, SI
-	ANDQ SI, DX
-	LEAQ (BX)(BX*4), BX
-	ADDQ BX, AX
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
+	ADDQ SI, DX
+	MOVQ DX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, DX
+	ADDQ SI, BX
+	MOVQ BX, SI
+	SHRQ $0x2a, SI
+	MOVQ $0x000003ffffffffff, DI
+	ANDQ DI, BX
+	LEAQ (SI)(SI*4), SI
+	ADDQ SI, CX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, CX
+	ADDQ SI, DX
 
 	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
 	// split at the word boundary, then added with carries.
-	MOVQ CX, BX
-	SHLQ $0x2c, BX
-	SHRQ $0x14, CX
 	MOVQ DX, SI
-	SHLQ $0x18, SI
-	SHRQ $0x28, DX
-	ADDQ BX, AX
-	ADCQ SI, CX
-	ADCQ $0x00, DX
-	MOVQ AX, (DI)
-	MOVQ CX, 8(DI)
-	MOVQ DX, 16(DI)
+	SHLQ $0x2c, SI
+	SHRQ $0x14, DX
+	MOVQ BX, DI
+	SHLQ $0x18, DI
+	SHRQ $0x28, BX
+	ADDQ SI, CX
+	ADCQ DI, DX
+	ADCQ $0x00, BX
+	MOVQ CX, (AX)
+	MOVQ DX, 8(AX)
+	MOVQ BX, 16(AX)
+
+	// Clear the frame: r and its powers.
+	VPXORQ    Z16, Z16, Z16
+	VMOVDQU64 Z16, 32(SP)
+	VMOVDQU64 Z16, 96(SP)
+	VMOVDQU64 Z16, 160(SP)
+	VMOVDQU64 Z16, 224(SP)
+	VMOVDQU64 Z16, 288(SP)
+	VMOVDQU64 Y16, (SP)
 	VZEROUPPER
 	RET
 
 // func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
-// Requires: AVX, AVX512F, AVX512IFMA
-TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), AX
-	MOVQ src+8(FP), CX
-	MOVQ groups+16(FP), DX
-	MOVQ state+24(FP), BX
-	MOVQ st+32(FP), SI
-	MOVQ tbl+40(FP), DI
+// Requires: AVX, AVX512F, AVX512IFMA, AVX512VL, BMI2
+TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         groups+16(FP), BX
+	MOVQ         state+24(FP), SI
+	MOVQ         tbl+40(FP), DI
+	MOVQ         $0x00000fffffffffff, DX
+	VPBROADCASTQ DX, Z30
 
-	// Counter words of the first 16 blocks; the 44-bit mask; the
-	// accumulator in lane 0 of Z20–Z22, the other lanes 0.
-	VPBROADCASTD 48(BX), Z31
+	// r^(8+8·scalarSteps) for the last IFMA step of every group but
+	// the last, by square and multiply from r⁸; one group needs none.
+	CMPQ             BX, $0x01
+	JE               open_nojump
+	VMOVDQU64        320(DI), Z0
+	VMOVDQU64        384(DI), Z1
+	VMOVDQU64        448(DI), Z2
+	VMOVDQU64        512(DI), Z3
+	VMOVDQU64        576(DI), Z4
+	VMOVDQA64        Z0, Z5
+	VMOVDQA64        Z1, Z6
+	VMOVDQA64        Z2, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z11
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z11, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z11
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z11, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z11, Z5
+	VPSRLQ           $0x2c, Z5, Z11
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z11, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z8
+	VPADDQ           Z6, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VPSLLQ           $0x02, Z7, Z8
+	VPADDQ           Z7, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VMOVDQA64        Z5, Z5
+	VMOVDQA64        Z6, Z6
+	VMOVDQA64        Z7, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z5
+	VPSRLQ           $0x2c, Z5, Z0
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z0, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z0
+	VPADDQ           Z6, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z7, Z1
+	VPADDQ           Z7, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQA64        Z5, Z2
+	VMOVDQA64        Z6, Z3
+	VMOVDQA64        Z7, Z4
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z5, Z2, Z8
+	VPMADD52HUQ      Z5, Z2, Z11
+	VPMADD52LUQ      Z6, Z2, Z9
+	VPMADD52HUQ      Z6, Z2, Z12
+	VPMADD52LUQ      Z7, Z2, Z10
+	VPMADD52HUQ      Z7, Z2, Z13
+	VPMADD52LUQ      Z1, Z3, Z8
+	VPMADD52HUQ      Z1, Z3, Z11
+	VPMADD52LUQ      Z5, Z3, Z9
+	VPMADD52HUQ      Z5, Z3, Z12
+	VPMADD52LUQ      Z6, Z3, Z10
+	VPMADD52HUQ      Z6, Z3, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z2
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z3
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z2
+	VPSRLQ           $0x2c, Z2, Z0
+	VPANDQ           Z30, Z2, Z2
+	VPADDQ           Z0, Z3, Z3
+	VPSLLQ           $0x02, Z3, Z0
+	VPADDQ           Z3, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z4, Z1
+	VPADDQ           Z4, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQU64        Z2, 32(SP)
+	VMOVDQU64        Z3, 96(SP)
+	VMOVDQU64        Z4, 160(SP)
+	VMOVDQU64        Z0, 224(SP)
+	VMOVDQU64        Z1, 288(SP)
+
+open_nojump:
+	// Counter words of the first 16 blocks; the accumulator in lane 0
+	// of Z20–Z22, the other lanes 0.
+	VPBROADCASTD 48(SI), Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVQ         $0x00000fffffffffff, R8
-	VPBROADCASTQ R8, Z30
-	MOVQ         (SI), R8
-	MOVQ         8(SI), R9
-	MOVQ         16(SI), R10
+	MOVQ         st+32(FP), R8
+	MOVQ         (R8), DX
+	MOVQ         8(R8), R9
+	MOVQ         16(R8), R10
 	MOVQ         $0x00000fffffffffff, R12
-	MOVQ         R8, R11
+	MOVQ         DX, R11
 	ANDQ         R12, R11
 	VMOVQ        R11, X20
-	SHRQ         $0x2c, R8
+	SHRQ         $0x2c, DX
 	MOVQ         R9, R11
 	SHLQ         $0x14, R11
-	ORQ          R8, R11
+	ORQ          DX, R11
 	ANDQ         R12, R11
 	VMOVQ        R11, X21
 	SHRQ         $0x18, R9
 	SHLQ         $0x28, R10
 	ORQ          R9, R10
 	VMOVQ        R10, X22
-	LEAQ         320(DI), R8
+
+	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
+	MOVQ 24(R8), DX
+	MOVQ DX, (SP)
+	MOVQ 32(R8), DX
+	MOVQ DX, 8(SP)
+	MOVQ DX, R8
+	SHRQ $0x02, R8
+	ADDQ DX, R8
+	MOVQ R8, 16(SP)
+	XORL R8, R8
+	XORL R9, R9
+	XORL R10, R10
 
 open_loop:
-	CMPQ DX, $0x01
-	JNE  open_group
+	CMPQ BX, $0x01
+	JE   open_last
 
-	// The last group: its last step multiplies by the lane powers.
-	LEAQ (DI), R8
-
-open_group:
 	// Group g, with Poly1305 over its input.
 	// State words for 16 blocks: word i of every block in Zi.
-	VPBROADCASTD     (BX), Z0
-	VPBROADCASTD     4(BX), Z1
-	VPBROADCASTD     8(BX), Z2
-	VPBROADCASTD     12(BX), Z3
-	VPBROADCASTD     16(BX), Z4
-	VPBROADCASTD     20(BX), Z5
-	VPBROADCASTD     24(BX), Z6
-	VPBROADCASTD     28(BX), Z7
-	VPBROADCASTD     32(BX), Z8
-	VPBROADCASTD     36(BX), Z9
-	VPBROADCASTD     40(BX), Z10
-	VPBROADCASTD     44(BX), Z11
+	VPBROADCASTD     (SI), Z0
+	VPBROADCASTD     4(SI), Z1
+	VPBROADCASTD     8(SI), Z2
+	VPBROADCASTD     12(SI), Z3
+	VPBROADCASTD     16(SI), Z4
+	VPBROADCASTD     20(SI), Z5
+	VPBROADCASTD     24(SI), Z6
+	VPBROADCASTD     28(SI), Z7
+	VPBROADCASTD     32(SI), Z8
+	VPBROADCASTD     36(SI), Z9
+	VPBROADCASTD     40(SI), Z10
+	VPBROADCASTD     44(SI), Z11
 	VMOVDQA32        Z31, Z12
-	VPBROADCASTD     52(BX), Z13
-	VPBROADCASTD     56(BX), Z14
-	VPBROADCASTD     60(BX), Z15
+	VPBROADCASTD     52(SI), Z13
+	VPBROADCASTD     56(SI), Z14
+	VPBROADCASTD     60(SI), Z15
 	VPADDD           Z4, Z0, Z0
+	MOVQ             R8, R11
+	ANDQ             chachaPolyStitch<>+112(SB), R11
+	SHRQ             $0x2c, R9, R8
+	ANDQ             chachaPolyStitch<>+112(SB), R8
+	SHRQ             $0x18, R10, R9
+	VMOVQ            R11, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R8, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z22, Z22
+	MOVQ             384(CX), R8
+	VPADDD           Z5, Z1, Z1
+	MOVQ             392(CX), R9
+	VPADDD           Z6, Z2, Z2
+	MOVL             $0x00000001, R10
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R8, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R11, R12
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z2, Z14, Z14
 	VMOVDQU64        (CX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R9, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            16(SP), R8, R9
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R11
+	ADCQ             R9, R12
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R8
+	VPADDD           Z13, Z9, Z9
 	VMOVDQU64        64(CX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
 	VPADDD           Z14, Z10, Z10
+	IMULQ            R10, R8
 	VPADDD           Z15, Z11, Z11
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
 	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
+	IMULQ            (SP), R10
 	VPXORD           Z9, Z5, Z5
+	ADDQ             R12, R13
+	ADCQ             R10, R14
 	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R10
 	VPROLD           $0x0c, Z4, Z4
+	VPUNPCKLQDQ      Z24, Z23, Z25
+	VPROLD           $0x0c, Z5, Z5
+	MOVQ             R14, R9
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R9
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R14
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R9, R14
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z2, Z2
+	ADDQ             400(CX), R11
+	ADCQ             408(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z3, Z3
+	VPUNPCKHQDQ      Z24, Z23, Z26
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R11, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            (SP), R8, R9
+	VPXORD           Z2, Z14, Z14
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R13, DX
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            16(SP), R11, R13
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R8
+	ADCQ             R13, R9
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z25, Z27
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R13
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R12
+	ADCQ             R13, R14
+	MOVQ             16(SP), R11
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R10, R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z25, Z25
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R10
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R14, R13
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z7, Z7
+	VPADDQ           Z25, Z20, Z20
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R13, R14
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z7, Z2, Z2
+	ADDQ             416(CX), R8
+	ADCQ             424(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R8, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R11, R13
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z2, Z13, Z13
+	VPSLLQ           $0x14, Z26, Z23
+	VPXORD           Z3, Z14, Z14
+	MOVQ             R12, DX
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            16(SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R8
+	VPADDD           Z12, Z11, Z11
+	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	VPADDD           Z13, Z8, Z8
+	IMULQ            R10, R8
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R10
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R10
+	VPXORD           Z9, Z4, Z4
 	VPADDQ           Z27, Z21, Z21
 	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $0x03, R10
 	VPROLD           $0x0c, Z6, Z6
+	MOVQ             R14, R12
 	VPROLD           $0x0c, Z7, Z7
+	SHRQ             $0x02, R12
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R14
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R12, R14
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
 	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	ADDQ             432(CX), R11
+	ADCQ             440(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R11, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R8, R12
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R9, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R11, R9
+	VPROLD           $0x08, Z15, Z15
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R10, R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z9, Z9
 	VPADDQ           Z26, Z22, Z22
+	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R10
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R10
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R10
+	VPROLD           $0x07, Z5, Z5
+	MOVQ             R14, R9
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R9
+	VPROLD           $0x07, Z7, Z7
+	VMOVDQU64        128(CX), Z26
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R14
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R9, R14
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z2, Z2
+	ADDQ             448(CX), R8
+	ADCQ             456(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R11, R9
 	VPXORD           Z1, Z13, Z13
+	VPUNPCKLQDQ      192(CX), Z26, Z27
 	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z3, Z15, Z15
+	MOVQ             R13, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            16(SP), R8, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R11
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPADDD           Z12, Z8, Z8
+	VPUNPCKHQDQ      192(CX), Z26, Z28
+	VPADDD           Z13, Z9, Z9
+	MOVQ             16(SP), R8
+	VPADDD           Z14, Z10, Z10
+	IMULQ            R10, R8
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R10
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R14, R13
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R13, R14
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z1, Z1
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z6, Z2, Z2
+	ADDQ             464(CX), R11
+	ADCQ             472(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R11, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R8, R13
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R12, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R11, R12
 	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R8
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z14, Z14
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R9
+	ADCQ             R12, R14
+	VPADDD           Z12, Z8, Z8
+	MOVQ             16(SP), R11
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R10, R11
+	VPADDD           Z14, Z10, Z10
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
+	VPXORD           Z8, Z4, Z4
+	IMULQ            (SP), R10
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R10
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R14, R12
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R12
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R14
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R12, R14
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z7, Z2, Z2
+	ADDQ             480(CX), R8
+	ADCQ             488(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R8, DX
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R11, R12
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R9, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R8, R9
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R9, R12
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R8
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R10, R8
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z11, Z6, Z6
 	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R10
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R10
+	VPROLD           $0x0c, Z5, Z5
+	MOVQ             R14, R9
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R9
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R9, R14
+	VPADDD           Z5, Z0, Z0
 	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z7, Z2, Z2
+	ADDQ             496(CX), R11
+	ADCQ             504(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R11, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R8, R9
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z3, Z14, Z14
 	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            16(SP), R11, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R8
+	ADCQ             R13, R9
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R11, R12
+	ADCQ             R13, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R10, R11
+	VPADDD           Z13, Z8, Z8
 	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
+	VPXORD           Z10, Z5, Z5
+	IMULQ            (SP), R10
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R13
+	VPROLD           $0x07, Z5, Z5
 	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
 	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R14
 	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        128(CX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        192(CX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        256(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        320(CX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        384(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        448(CX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z5, Z1, Z1
+	ADDQ             512(CX), R8
+	ADCQ             520(CX), R12
+	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
 	VPMADD52HUQ      384(DI), Z20, Z27
 	VPADDD           Z7, Z3, Z3
+	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R11, R13
 	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z14, Z14
+	MOVQ             R12, DX
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
+	MULXQ            16(SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R9
+	ADCQ             R12, R14
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      576(DI), Z21, Z26
+	MOVQ             16(SP), R8
 	VPADDD           Z13, Z9, Z9
+	IMULQ            R10, R8
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z21, Z24
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPXORD           Z9, Z5, Z5
+	ADDQ             R13, R9
+	ADCQ             R10, R14
 	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      384(DI), Z21, Z25
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R10
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R14, R12
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R12
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R12, R14
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z2, Z2
+	ADDQ             528(CX), R11
+	ADCQ             536(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R11, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            (SP), R8, R12
+	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R13, R14
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R9, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R11, R9
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R10, R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x07, Z4, Z4
+	MOVQ             R14, R9
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
+	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      512(DI), Z22, Z23
+	ADDQ             R9, R14
 	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
+	ADDQ             544(CX), R8
+	ADCQ             552(CX), R13
+	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPADDD           Z4, Z3, Z3
+	MOVQ             R8, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R11, R9
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R8, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R8
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R10, R8
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R10
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R13
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R13, R14
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
+	ADDQ             560(CX), R11
+	ADCQ             568(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R13
 	VPXORD           Z0, Z15, Z15
 	VPMADD52LUQ      576(DI), Z22, Z24
 	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
+	MOVQ             R12, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R11, R12
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R8
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R9
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z14, Z14
 	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R10, R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z8, Z7, Z7
 	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
 	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
+	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z5, Z5
+	MOVQ             R14, R12
 	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
+	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R12, R14
 	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        512(CX), Z23
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        576(CX), Z24
+	ADDQ             576(CX), R8
+	ADCQ             584(CX), R9
+	ADCQ             $0x01, R10
 	VPADDD           Z7, Z3, Z3
+	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
+	MULXQ            (SP), R11, R12
 	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
+	MOVQ             R9, DX
 	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R8, R9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R11
+	ADCQ             R9, R12
 	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
+	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z14, Z14
+	ADDQ             R8, R13
+	ADCQ             R9, R14
 	VPROLD           $0x10, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
+	MOVQ             16(SP), R8
 	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R8
 	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
 	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
+	ADDQ             R12, R13
+	ADCQ             R10, R14
 	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R10
 	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
+	MOVQ             R14, R9
 	VPROLD           $0x0c, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
 	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
+	ADDQ             R9, R14
 	VPADDD           Z4, Z0, Z0
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	ADDQ             592(CX), R11
+	ADCQ             600(CX), R13
+	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
+	MULXQ            (SP), R8, R9
 	VPXORD           Z0, Z12, Z12
+	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z1, Z13, Z13
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z2, Z14, Z14
-	VPXORQ           Z30, Z30, Z23
+	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R11, R13
 	VPROLD           $0x08, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
+	ADDQ             R11, R8
+	ADCQ             R13, R9
 	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R12
+	ADCQ             R13, R14
 	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
+	MOVQ             16(SP), R11
 	VPADDD           Z13, Z9, Z9
+	IMULQ            R10, R11
 	VPADDD           Z14, Z10, Z10
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
 	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
+	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
+	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
+	VPADDQ           Z29, Z24, Z24
 	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R10
 	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R10
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R14, R13
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z7, Z7
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
+	ADDQ             608(CX), R8
+	ADCQ             616(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R13
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R12, DX
+	VPXORD           Z2, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R8, R12
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R8
+	VPADDD           Z12, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R12
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R12
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R12, R14
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
+	ADDQ             624(CX), R11
+	ADCQ             632(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z0, Z15, Z15
+	MULXQ            (SP), R8, R12
+	VPXORD           Z1, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R9, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R11, R9
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R11
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R9
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R9
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z1, Z1
+	ADDQ             640(CX), R8
+	ADCQ             648(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R9
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R13, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            16(SP), R8, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R11
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R8
+	VPADDD           Z12, Z8, Z8
+	VMOVDQU64        256(CX), Z26
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R10, R8
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z15, Z11, Z11
+	IMULQ            (SP), R10
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z7, Z7
+	VPUNPCKLQDQ      320(CX), Z26, Z27
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R14, R13
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             656(CX), R11
+	ADCQ             664(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
+	VPUNPCKHQDQ      320(CX), Z26, Z28
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R8, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R11, R12
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R11, R8
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z12, Z12
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R11, R9
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R11
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R14, R12
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R12
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z6, Z6
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R12, R14
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
+	ADDQ             672(CX), R8
+	ADCQ             680(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R12
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z12, Z12
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R9, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            16(SP), R8, R9
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R9, R12
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R8
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R9
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R9
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z6, Z1, Z1
+	ADDQ             688(CX), R11
+	ADCQ             696(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R11, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R8, R9
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z3, Z14, Z14
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R8
+	ADCQ             R13, R9
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R12
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R11
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z14, Z9, Z9
+	IMULQ            (SP), R10
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R13
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z6, Z6
 	VPMADD52LUQ      320(DI), Z20, Z23
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
+	ADDQ             R13, R14
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	ADDQ             704(CX), R8
+	ADCQ             712(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R8, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R11, R13
+	VPADDD           Z7, Z3, Z3
 	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z14, Z14
 	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R8
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R8
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
 	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R14, R12
+	VPROLD           $0x0c, Z4, Z4
+	SHRQ             $0x02, R12
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
 	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
 	VPADDD           Z5, Z1, Z1
+	ADDQ             720(CX), R11
+	ADCQ             728(CX), R9
+	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
+	MOVQ             R11, DX
 	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
+	MULXQ            (SP), R8, R12
 	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
+	MOVQ             R9, DX
 	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VMOVDQU64        640(CX), Z23
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VMOVDQU64        704(CX), Z24
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z14, Z14
-	VPXORD           Z3, Z15, Z15
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x08, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x07, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        768(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        832(CX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
-	VPADDD           Z5, Z0, Z0
-	VPADDD           Z6, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x08, Z12, Z12
-	VPROLD           $0x08, Z13, Z13
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x08, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
-	VPROLD           $0x07, Z4, Z4
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      384(DI), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
-	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
-	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R11, R9
 	VPXORD           Z3, Z15, Z15
 	VPMADD52HUQ      448(DI), Z20, Z28
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             16(SP), R11
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R11
 	VPMADD52LUQ      576(DI), Z21, Z23
-	VPROLD           $0x10, Z14, Z14
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R9
+	VPXORD           Z11, Z7, Z7
 	VPMADD52HUQ      576(DI), Z21, Z26
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R9
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             736(CX), R8
+	ADCQ             744(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R8, DX
+	VPADDD           Z7, Z2, Z2
 	VPMADD52LUQ      320(DI), Z21, Z24
-	VPADDD           Z15, Z11, Z11
-	VPXORD           Z8, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R9
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R8, R11
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z12, Z12
 	VPMADD52HUQ      320(DI), Z21, Z27
-	VPXORD           Z9, Z5, Z5
-	VPXORD           Z10, Z6, Z6
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R8
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
 	VPMADD52LUQ      384(DI), Z21, Z25
-	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x0c, Z4, Z4
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R10
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R14, R13
 	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z4, Z4
 	VPMADD52HUQ      384(DI), Z21, Z28
-	VPROLD           $0x0c, Z6, Z6
-	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z6, Z1, Z1
+	ADDQ             752(CX), R11
+	ADCQ             760(CX), R12
+	ADCQ             $0x01, R10
+	MOVQ             R11, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R8, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
 	VPMADD52LUQ      512(DI), Z22, Z23
-	VPADDD           Z4, Z0, Z0
-	VPADDD           Z5, Z1, Z1
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R11, R12
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R11, R8
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R9
+	ADCQ             R12, R14
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPADDD           Z15, Z10, Z10
 	VPMADD52HUQ      512(DI), Z22, Z26
-	VPADDD           Z6, Z2, Z2
-	VPADDD           Z7, Z3, Z3
-	VPXORD           Z0, Z12, Z12
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R12
+	VPXORD           Z9, Z4, Z4
 	VPMADD52LUQ      576(DI), Z22, Z24
-	VPXORD           Z1, Z13, Z13
-	VPXORD           Z2, Z14, Z14
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R12
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             768(CX), R8
+	ADCQ             776(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
 	VPMADD52HUQ      576(DI), Z22, Z27
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            (SP), R11, R12
+	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R9, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R8, R9
 	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
+	ADDQ             R8, R11
+	ADCQ             R9, R12
+	VPROLD           $0x10, Z12, Z12
 	VPMADD52LUQ      320(DI), Z22, Z25
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             16(SP), R8
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R8
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
 	VPMADD52HUQ      320(DI), Z22, Z28
-	VPADDD           Z12, Z8, Z8
-	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	ADDQ             R12, R13
+	ADCQ             R10, R14
 	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
-	VPSRLQ           $0x2c, Z23, Z29
+	MOVQ             R14, R9
 	VPXORD           Z11, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPANDQ           Z30, Z23, Z20
-	VPROLD           $0x07, Z5, Z5
-	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPROLD           $0x07, Z7, Z7
-	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
-	VPXORD           Z0, Z15, Z15
-	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
-	VPXORD           Z2, Z13, Z13
-	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
-	VPROLD           $0x10, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPROLD           $0x10, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
-	VPROLD           $0x10, Z14, Z14
-	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPADDD           Z12, Z11, Z11
-	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
-	VPXORD           Z8, Z7, Z7
-	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
-	VPROLD           $0x0c, Z7, Z7
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z4, Z4
-	VPADDD           Z5, Z0, Z0
-	VMOVDQU64        896(CX), Z23
-	VPADDD           Z6, Z1, Z1
-	VPADDD           Z7, Z2, Z2
-	VMOVDQU64        960(CX), Z24
-	VPADDD           Z4, Z3, Z3
-	VPXORD           Z0, Z15, Z15
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPXORD           Z1, Z12, Z12
-	VPXORD           Z2, Z13, Z13
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPXORD           Z3, Z14, Z14
-	VPROLD           $0x08, Z15, Z15
-	VPROLD           $0x08, Z12, Z12
-	VPSRLQ           $0x2c, Z25, Z27
-	VPROLD           $0x08, Z13, Z13
-	VPROLD           $0x08, Z14, Z14
-	VPANDQ           Z30, Z25, Z25
-	VPADDD           Z15, Z10, Z10
-	VPADDD           Z12, Z11, Z11
-	VPADDQ           Z25, Z20, Z20
-	VPADDD           Z13, Z8, Z8
-	VPADDD           Z14, Z9, Z9
-	VPXORD           Z10, Z5, Z5
-	VPSLLQ           $0x14, Z26, Z23
-	VPXORD           Z11, Z6, Z6
-	VPXORD           Z8, Z7, Z7
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPXORD           Z9, Z4, Z4
-	VPROLD           $0x07, Z5, Z5
-	VPADDQ           Z27, Z21, Z21
-	VPROLD           $0x07, Z6, Z6
-	VPROLD           $0x07, Z7, Z7
-	VPROLD           $0x07, Z4, Z4
-	VPSRLQ           $0x18, Z26, Z26
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
 	VPADDD           Z4, Z0, Z0
+	ADDQ             784(CX), R11
+	ADCQ             792(CX), R13
+	ADCQ             $0x01, R10
 	VPADDD           Z5, Z1, Z1
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	MOVQ             R11, DX
 	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R8, R9
 	VPADDD           Z7, Z3, Z3
-	VPADDQ           Z26, Z22, Z22
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z0, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R11, R8
+	ADCQ             R13, R9
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R12
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R10, R11
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R14, R13
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             800(CX), R8
+	ADCQ             808(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R8, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            (SP), R11, R13
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPXORD           Z3, Z14, Z14
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R12
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R12
+	VPROLD           $0x0c, Z5, Z5
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPADDD           Z5, Z0, Z0
+	ADDQ             816(CX), R11
+	ADCQ             824(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R11, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R8, R12
+	VPADDD           Z4, Z3, Z3
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z13, Z13
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R10, R11
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R9
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z4, Z0, Z0
+	ADDQ             832(CX), R8
+	ADCQ             840(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R8, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R11, R9
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R12, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z2, Z14, Z14
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R13, R9
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z14, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z4, Z4
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             848(CX), R11
+	ADCQ             856(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R11, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R8, R13
+	VPADDD           Z7, Z3, Z3
 	VPXORQ           Z30, Z30, Z23
-	VPXORD           Z3, Z15, Z15
-	VPROLD           $0x10, Z12, Z12
-	VPXORQ           Z30, Z30, Z26
-	VPROLD           $0x10, Z13, Z13
-	VPROLD           $0x10, Z14, Z14
-	VPXORQ           Z30, Z30, Z24
-	VPROLD           $0x10, Z15, Z15
-	VPADDD           Z12, Z8, Z8
-	VPXORQ           Z30, Z30, Z27
-	VPADDD           Z13, Z9, Z9
-	VPADDD           Z14, Z10, Z10
-	VPADDD           Z15, Z11, Z11
-	VPXORQ           Z30, Z30, Z25
-	VPXORD           Z8, Z4, Z4
-	VPXORD           Z9, Z5, Z5
-	VPXORQ           Z30, Z30, Z28
-	VPXORD           Z10, Z6, Z6
-	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      (R8), Z20, Z23
-	VPROLD           $0x0c, Z4, Z4
-	VPROLD           $0x0c, Z5, Z5
-	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      (R8), Z20, Z26
-	VPROLD           $0x0c, Z7, Z7
-	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      64(R8), Z20, Z24
-	VPADDD           Z5, Z1, Z1
-	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      64(R8), Z20, Z27
-	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
+	MULXQ            8(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      128(R8), Z20, Z25
+	MOVQ             R12, DX
+	MULXQ            16(SP), R11, R12
 	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	ADCQ             R12, R13
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      128(R8), Z20, Z28
+	MULXQ            (SP), R11, R12
 	VPROLD           $0x08, Z12, Z12
+	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x08, Z13, Z13
-	VPMADD52LUQ      256(R8), Z21, Z23
+	ADDQ             R11, R9
+	ADCQ             R12, R14
 	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z15, Z15
+	IMULQ            R10, R11
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      256(R8), Z21, Z26
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
 	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      (R8), Z21, Z24
+	ADDQ             R13, R9
+	ADCQ             R10, R14
 	VPADDD           Z15, Z11, Z11
+	VPXORQ           Z30, Z30, Z24
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      (R8), Z21, Z27
+	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
 	VPXORD           Z10, Z6, Z6
-	VPMADD52LUQ      64(R8), Z21, Z25
+	MOVQ             R14, R12
 	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52HUQ      64(R8), Z21, Z28
+	ADDQ             R12, R14
 	VPROLD           $0x07, Z6, Z6
+	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      192(R8), Z22, Z23
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
 	VPADDD           Z5, Z0, Z0
+	ADDQ             864(CX), R8
+	ADCQ             872(CX), R9
+	ADCQ             $0x01, R10
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      192(R8), Z22, Z26
+	MOVQ             R8, DX
 	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R11, R12
 	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R13, R14
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      256(R8), Z22, Z24
+	MOVQ             R9, DX
 	VPXORD           Z1, Z12, Z12
+	VPXORQ           Z30, Z30, Z25
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      256(R8), Z22, Z27
+	MULXQ            16(SP), R8, R9
 	VPXORD           Z3, Z14, Z14
+	ADDQ             R8, R11
+	ADCQ             R9, R12
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      (R8), Z22, Z25
+	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R13
+	ADCQ             R9, R14
 	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      (R8), Z22, Z28
+	IMULQ            R10, R8
 	VPADDD           Z15, Z10, Z10
+	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z12, Z11, Z11
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
 	VPADDD           Z13, Z8, Z8
+	IMULQ            (SP), R10
 	VPADDD           Z14, Z9, Z9
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	ADDQ             R12, R13
+	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
-	VPSRLQ           $0x2c, Z23, Z29
+	MOVQ             R14, R9
+	VPMADD52LUQ      32(SP), Z20, Z23
 	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z5, Z5
-	VPANDQ           Z30, Z23, Z20
+	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R9, R14
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
+	ADDQ             880(CX), R11
+	ADCQ             888(CX), R13
+	ADCQ             $0x01, R10
 	VPADDD           Z5, Z0, Z0
-	VPADDQ           Z29, Z24, Z24
+	MOVQ             R11, DX
 	VPADDD           Z6, Z1, Z1
+	VPMADD52HUQ      32(SP), Z20, Z26
 	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R8, R9
 	VPADDD           Z4, Z3, Z3
-	VPSRLQ           $0x2c, Z24, Z29
+	MULXQ            8(SP), R12, R14
 	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	VPANDQ           Z30, Z24, Z21
+	MULXQ            16(SP), R11, R13
 	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	ADCQ             R13, R9
 	VPXORD           Z3, Z14, Z14
-	VPADDQ           Z29, Z25, Z25
+	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      96(SP), Z20, Z24
 	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R12
+	ADCQ             R13, R14
 	VPROLD           $0x08, Z13, Z13
-	VPSRLQ           $0x2a, Z25, Z29
+	MOVQ             16(SP), R11
 	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
 	VPADDD           Z15, Z10, Z10
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
 	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	ADDQ             R9, R12
+	ADCQ             R10, R14
 	VPADDD           Z14, Z9, Z9
+	VPMADD52HUQ      96(SP), Z20, Z27
 	VPXORD           Z10, Z5, Z5
+	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
-	VPSRLQ           $0x2c, Z20, Z29
+	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R13
 	VPXORD           Z9, Z4, Z4
-	VPANDQ           Z30, Z20, Z20
+	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
 	VPROLD           $0x07, Z6, Z6
-	VPADDQ           Z29, Z21, Z21
+	ADDQ             R13, R14
 	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ      160(SP), Z20, Z25
 	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPADDD           Z4, Z0, Z0
+	ADDQ             896(CX), R8
+	ADCQ             904(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R8, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R11, R13
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      160(SP), Z20, Z28
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R12, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ      288(SP), Z21, Z23
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R14, R10
+	VPXORD           Z8, Z4, Z4
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      288(SP), Z21, Z26
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R12
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R12
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             912(CX), R11
+	ADCQ             920(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      32(SP), Z21, Z24
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R11, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            (SP), R8, R12
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      32(SP), Z21, Z27
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R10, R11
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      96(SP), Z21, Z25
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R14, R10
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R9
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R9
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R14
+	VPMADD52HUQ      96(SP), Z21, Z28
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             928(CX), R8
+	ADCQ             936(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R8, DX
+	VPADDD           Z6, Z1, Z1
+	MULXQ            (SP), R11, R9
+	VPADDD           Z7, Z2, Z2
+	MULXQ            8(SP), R12, R14
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      224(SP), Z22, Z23
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R8, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	ADCQ             R13, R9
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R8, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R8, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      224(SP), Z22, Z26
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R8, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R14, R10
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      288(SP), Z22, Z24
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R10
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R14, R13
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R14
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      288(SP), Z22, Z27
+	VPADDD           Z5, Z0, Z0
+	ADDQ             944(CX), R11
+	ADCQ             952(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R11, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R8, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R11, R12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      32(SP), Z22, Z25
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R11, R8
+	ADCQ             R12, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            (SP), R11, R12
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R9
+	ADCQ             R12, R14
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R10, R11
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R11, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z15, Z10, Z10
+	VPMADD52HUQ      32(SP), Z22, Z28
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R14, R10
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R12
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R12, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             960(CX), R8
+	ADCQ             968(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R8, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            (SP), R11, R12
+	VPADDD           Z6, Z2, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z7, Z3, Z3
+	MULXQ            8(SP), R13, R14
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R9, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            16(SP), R8, R9
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R8, R11
+	ADCQ             R9, R12
+	VPXORD           Z3, Z15, Z15
+	MULXQ            (SP), R8, R9
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R13
+	ADCQ             R9, R14
+	VPROLD           $0x10, Z13, Z13
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R10, R8
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R8, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R14, R10
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R14, R9
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R9
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R9, R14
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R11
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             976(CX), R11
+	ADCQ             984(CX), R13
+	ADCQ             $0x01, R10
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R11, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            (SP), R8, R9
+	VPADDD           Z6, Z2, Z2
+	MULXQ            8(SP), R12, R14
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R13, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            16(SP), R11, R13
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R11, R8
+	ADCQ             R13, R9
+	VPXORD           Z3, Z15, Z15
+	MULXQ            (SP), R11, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R11, R12
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R10, R11
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R11, R12
+	ADCQ             $0x00, R14
+	VPADDD           Z13, Z9, Z9
+	IMULQ            (SP), R10
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R9, R12
+	ADCQ             R10, R14
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R14, R10
+	VPXORD           Z8, Z4, Z4
+	ANDQ             $0x03, R10
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R14, R13
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R13, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R8
+	ADCQ             $0x00, R12
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             992(CX), R8
+	ADCQ             1000(CX), R12
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R8, DX
+	VPADDD           Z6, Z1, Z1
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z7, Z2, Z2
+	MULXQ            (SP), R11, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            8(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R12, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R8, R12
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R8, R11
+	ADCQ             R12, R13
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R8, R12
+	VPROLD           $0x10, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R8, R9
+	ADCQ             R12, R14
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             16(SP), R8
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R10, R8
+	ADDQ             R8, R9
+	ADCQ             $0x00, R14
+	VPADDD           Z15, Z10, Z10
+	IMULQ            (SP), R10
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R13, R9
+	ADCQ             R10, R14
+	VPADDD           Z13, Z8, Z8
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R14, R10
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R12
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R12
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R14
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R12, R14
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R11
+	ADCQ             $0x00, R9
+	ADCQ             $0x00, R10
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             1008(CX), R11
+	ADCQ             1016(CX), R9
+	ADCQ             $0x01, R10
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R11, DX
+	VPADDD           Z6, Z1, Z1
+	MULXQ            (SP), R8, R12
+	VPADDD           Z7, Z2, Z2
+	MULXQ            8(SP), R13, R14
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z15, Z15
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z1, Z12, Z12
+	MULXQ            16(SP), R11, R9
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R11, R8
+	ADCQ             R9, R12
+	VPXORD           Z3, Z14, Z14
+	MULXQ            (SP), R11, R9
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R11, R13
+	ADCQ             R9, R14
+	VPROLD           $0x08, Z12, Z12
+	MOVQ             16(SP), R11
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R10, R11
+	VPROLD           $0x08, Z14, Z14
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R11, R13
+	ADCQ             $0x00, R14
+	VPADDD           Z12, Z11, Z11
+	IMULQ            (SP), R10
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R13
+	ADCQ             R10, R14
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R14, R10
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R10
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R14, R9
+	VPXORD           Z8, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R9
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R14
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R9, R14
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R14, R8
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R10
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R13, R9
 
 	// Add the input state.
-	VPADDD.BCST (BX), Z0, Z0
-	VPADDD.BCST 4(BX), Z1, Z1
-	VPADDD.BCST 8(BX), Z2, Z2
-	VPADDD.BCST 12(BX), Z3, Z3
-	VPADDD.BCST 16(BX), Z4, Z4
-	VPADDD.BCST 20(BX), Z5, Z5
-	VPADDD.BCST 24(BX), Z6, Z6
-	VPADDD.BCST 28(BX), Z7, Z7
-	VPADDD.BCST 32(BX), Z8, Z8
-	VPADDD.BCST 36(BX), Z9, Z9
-	VPADDD.BCST 40(BX), Z10, Z10
-	VPADDD.BCST 44(BX), Z11, Z11
+	VPADDD.BCST (SI), Z0, Z0
+	VPADDD.BCST 4(SI), Z1, Z1
+	VPADDD.BCST 8(SI), Z2, Z2
+	VPADDD.BCST 12(SI), Z3, Z3
+	VPADDD.BCST 16(SI), Z4, Z4
+	VPADDD.BCST 20(SI), Z5, Z5
+	VPADDD.BCST 24(SI), Z6, Z6
+	VPADDD.BCST 28(SI), Z7, Z7
+	VPADDD.BCST 32(SI), Z8, Z8
+	VPADDD.BCST 36(SI), Z9, Z9
+	VPADDD.BCST 40(SI), Z10, Z10
+	VPADDD.BCST 44(SI), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(BX), Z13, Z13
-	VPADDD.BCST 56(BX), Z14, Z14
-	VPADDD.BCST 60(BX), Z15, Z15
+	VPADDD.BCST 52(SI), Z13, Z13
+	VPADDD.BCST 56(SI), Z14, Z14
+	VPADDD.BCST 60(SI), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -4272,8 +7544,1491 @@ open_group:
 	ADDQ        $0x00000400, CX
 	ADDQ        $0x00000400, AX
 	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
-	DECQ        DX
-	JNZ         open_loop
+	DECQ        BX
+	JMP         open_loop
+
+open_last:
+	// The last group, with Poly1305 over its input all with IFMA, the
+	// last step multiplying by the lane powers.
+	// State words for 16 blocks: word i of every block in Zi.
+	VPBROADCASTD     (SI), Z0
+	VPBROADCASTD     4(SI), Z1
+	VPBROADCASTD     8(SI), Z2
+	VPBROADCASTD     12(SI), Z3
+	VPBROADCASTD     16(SI), Z4
+	VPBROADCASTD     20(SI), Z5
+	VPBROADCASTD     24(SI), Z6
+	VPBROADCASTD     28(SI), Z7
+	VPBROADCASTD     32(SI), Z8
+	VPBROADCASTD     36(SI), Z9
+	VPBROADCASTD     40(SI), Z10
+	VPBROADCASTD     44(SI), Z11
+	VMOVDQA32        Z31, Z12
+	VPBROADCASTD     52(SI), Z13
+	VPBROADCASTD     56(SI), Z14
+	VPBROADCASTD     60(SI), Z15
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R8, R11
+	ANDQ             chachaPolyStitch<>+112(SB), R11
+	SHRQ             $0x2c, R9, R8
+	ANDQ             chachaPolyStitch<>+112(SB), R8
+	SHRQ             $0x18, R10, R9
+	VMOVQ            R11, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R8, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z22, Z22
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VMOVDQU64        (CX), Z23
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VMOVDQU64        64(CX), Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPUNPCKLQDQ      Z24, Z23, Z25
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPUNPCKHQDQ      Z24, Z23, Z26
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPSRLQ           $0x2c, Z25, Z27
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPANDQ           Z30, Z25, Z25
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPADDQ           Z25, Z20, Z20
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPSLLQ           $0x14, Z26, Z23
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDQ           Z27, Z21, Z21
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPSRLQ           $0x18, Z26, Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPADDQ           Z26, Z22, Z22
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VMOVDQU64        128(CX), Z26
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPUNPCKLQDQ      192(CX), Z26, Z27
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPUNPCKHQDQ      192(CX), Z26, Z28
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPSLLQ           $0x14, Z28, Z26
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VMOVDQU64        256(CX), Z26
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPUNPCKLQDQ      320(CX), Z26, Z27
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPUNPCKHQDQ      320(CX), Z26, Z28
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VMOVDQU64        384(CX), Z26
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPUNPCKLQDQ      448(CX), Z26, Z27
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPUNPCKHQDQ      448(CX), Z26, Z28
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORQ           Z30, Z30, Z26
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPSRLQ           $0x2c, Z23, Z29
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPANDQ           Z30, Z23, Z20
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDQ           Z29, Z24, Z24
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPSRLQ           $0x2c, Z24, Z29
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPADDQ           Z29, Z25, Z25
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPSRLQ           $0x2a, Z25, Z29
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDQ           Z29, Z21, Z21
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VMOVDQU64        512(CX), Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPUNPCKLQDQ      576(CX), Z26, Z27
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPUNPCKHQDQ      576(CX), Z26, Z28
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPANDQ           Z30, Z27, Z23
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPSLLQ           $0x14, Z28, Z26
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORQ           Z30, Z30, Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORQ           Z30, Z30, Z27
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPXORQ           Z30, Z30, Z28
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDQ           Z29, Z24, Z24
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPADDQ           Z29, Z25, Z25
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPANDQ           Z30, Z20, Z20
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VMOVDQU64        640(CX), Z26
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPUNPCKLQDQ      704(CX), Z26, Z27
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPUNPCKHQDQ      704(CX), Z26, Z28
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPSLLQ           $0x14, Z28, Z26
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORQ           Z30, Z30, Z27
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VMOVDQU64        768(CX), Z26
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPUNPCKLQDQ      832(CX), Z26, Z27
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPUNPCKHQDQ      832(CX), Z26, Z28
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPSLLQ           $0x14, Z28, Z26
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORQ           Z30, Z30, Z28
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z23, Z20
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x2c, Z24, Z29
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPANDQ           Z30, Z24, Z21
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPSRLQ           $0x2a, Z25, Z29
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x10, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPSRLQ           $0x2c, Z20, Z29
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VMOVDQU64        896(CX), Z26
+	VPROLD           $0x0c, Z6, Z6
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPUNPCKLQDQ      960(CX), Z26, Z27
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPUNPCKHQDQ      960(CX), Z26, Z28
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPSRLQ           $0x2c, Z27, Z24
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPSRLQ           $0x18, Z28, Z28
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x07, Z4, Z4
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPMADD52LUQ      320(DI), Z20, Z23
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52HUQ      320(DI), Z20, Z26
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      384(DI), Z20, Z24
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52HUQ      384(DI), Z20, Z27
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      448(DI), Z20, Z25
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      448(DI), Z20, Z28
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52LUQ      576(DI), Z21, Z23
+	VPROLD           $0x0c, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      576(DI), Z21, Z26
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52LUQ      320(DI), Z21, Z24
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(DI), Z21, Z27
+	VPXORD           Z0, Z12, Z12
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      384(DI), Z21, Z25
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPMADD52HUQ      384(DI), Z21, Z28
+	VPROLD           $0x08, Z13, Z13
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      512(DI), Z22, Z23
+	VPADDD           Z12, Z8, Z8
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      512(DI), Z22, Z26
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52LUQ      576(DI), Z22, Z24
+	VPXORD           Z9, Z5, Z5
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      576(DI), Z22, Z27
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      320(DI), Z22, Z25
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPMADD52HUQ      320(DI), Z22, Z28
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPANDQ           Z30, Z23, Z20
+	VPROLD           $0x10, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPSRLQ           $0x2c, Z24, Z29
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPSRLQ           $0x2a, Z25, Z29
+	VPADDD           Z4, Z3, Z3
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x08, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPSRLQ           $0x2c, Z20, Z29
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z10, Z5, Z5
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORQ           Z30, Z30, Z23
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x07, Z6, Z6
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+	VPXORQ           Z30, Z30, Z24
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPADDD           Z6, Z2, Z2
+	VPXORQ           Z30, Z30, Z27
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPXORQ           Z30, Z30, Z25
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPXORD           Z3, Z15, Z15
+	VPXORQ           Z30, Z30, Z28
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      (DI), Z20, Z23
+	VPROLD           $0x10, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52HUQ      (DI), Z20, Z26
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPADDD           Z15, Z11, Z11
+	VPMADD52LUQ      64(DI), Z20, Z24
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      64(DI), Z20, Z27
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52LUQ      128(DI), Z20, Z25
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      128(DI), Z20, Z28
+	VPROLD           $0x0c, Z7, Z7
+	VPADDD           Z4, Z0, Z0
+	VPADDD           Z5, Z1, Z1
+	VPMADD52LUQ      256(DI), Z21, Z23
+	VPADDD           Z6, Z2, Z2
+	VPADDD           Z7, Z3, Z3
+	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      256(DI), Z21, Z26
+	VPXORD           Z1, Z13, Z13
+	VPXORD           Z2, Z14, Z14
+	VPMADD52LUQ      (DI), Z21, Z24
+	VPXORD           Z3, Z15, Z15
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPMADD52HUQ      (DI), Z21, Z27
+	VPROLD           $0x08, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      64(DI), Z21, Z25
+	VPADDD           Z13, Z9, Z9
+	VPADDD           Z14, Z10, Z10
+	VPMADD52HUQ      64(DI), Z21, Z28
+	VPADDD           Z15, Z11, Z11
+	VPXORD           Z8, Z4, Z4
+	VPXORD           Z9, Z5, Z5
+	VPMADD52LUQ      192(DI), Z22, Z23
+	VPXORD           Z10, Z6, Z6
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      192(DI), Z22, Z26
+	VPROLD           $0x07, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      256(DI), Z22, Z24
+	VPROLD           $0x07, Z7, Z7
+	VPADDD           Z5, Z0, Z0
+	VPADDD           Z6, Z1, Z1
+	VPMADD52HUQ      256(DI), Z22, Z27
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      (DI), Z22, Z25
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPXORD           Z2, Z13, Z13
+	VPMADD52HUQ      (DI), Z22, Z28
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x10, Z15, Z15
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z12, Z12
+	VPROLD           $0x10, Z13, Z13
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x0c, Z5, Z5
+	VPROLD           $0x0c, Z6, Z6
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x0c, Z7, Z7
+	VPROLD           $0x0c, Z4, Z4
+	VPADDD           Z5, Z0, Z0
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z6, Z1, Z1
+	VPADDD           Z7, Z2, Z2
+	VPADDD           Z4, Z3, Z3
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z0, Z15, Z15
+	VPXORD           Z1, Z12, Z12
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z2, Z13, Z13
+	VPXORD           Z3, Z14, Z14
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x08, Z12, Z12
+	VPROLD           $0x08, Z13, Z13
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPROLD           $0x08, Z14, Z14
+	VPADDD           Z15, Z10, Z10
+	VPADDD           Z12, Z11, Z11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z13, Z8, Z8
+	VPADDD           Z14, Z9, Z9
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z6, Z6
+	VPXORD           Z8, Z7, Z7
+	VPANDQ           Z30, Z20, Z20
+	VPXORD           Z9, Z4, Z4
+	VPROLD           $0x07, Z5, Z5
+	VPROLD           $0x07, Z6, Z6
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x07, Z7, Z7
+	VPROLD           $0x07, Z4, Z4
+
+	// Add the input state.
+	VPADDD.BCST (SI), Z0, Z0
+	VPADDD.BCST 4(SI), Z1, Z1
+	VPADDD.BCST 8(SI), Z2, Z2
+	VPADDD.BCST 12(SI), Z3, Z3
+	VPADDD.BCST 16(SI), Z4, Z4
+	VPADDD.BCST 20(SI), Z5, Z5
+	VPADDD.BCST 24(SI), Z6, Z6
+	VPADDD.BCST 28(SI), Z7, Z7
+	VPADDD.BCST 32(SI), Z8, Z8
+	VPADDD.BCST 36(SI), Z9, Z9
+	VPADDD.BCST 40(SI), Z10, Z10
+	VPADDD.BCST 44(SI), Z11, Z11
+	VPADDD      Z31, Z12, Z12
+	VPADDD.BCST 52(SI), Z13, Z13
+	VPADDD.BCST 56(SI), Z14, Z14
+	VPADDD.BCST 60(SI), Z15, Z15
+
+	// Transpose: 4×4 dwords within each 128-bit lane.
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+
+	// Transpose: 4×4 128-bit lanes across registers.
+	VSHUFI32X4 $0x44, Z4, Z0, Z16
+	VSHUFI32X4 $0xee, Z4, Z0, Z17
+	VSHUFI32X4 $0x44, Z12, Z8, Z18
+	VSHUFI32X4 $0xee, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z0
+	VSHUFI32X4 $0xdd, Z18, Z16, Z4
+	VSHUFI32X4 $0x88, Z19, Z17, Z8
+	VSHUFI32X4 $0xdd, Z19, Z17, Z12
+	VSHUFI32X4 $0x44, Z5, Z1, Z16
+	VSHUFI32X4 $0xee, Z5, Z1, Z17
+	VSHUFI32X4 $0x44, Z13, Z9, Z18
+	VSHUFI32X4 $0xee, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z1
+	VSHUFI32X4 $0xdd, Z18, Z16, Z5
+	VSHUFI32X4 $0x88, Z19, Z17, Z9
+	VSHUFI32X4 $0xdd, Z19, Z17, Z13
+	VSHUFI32X4 $0x44, Z6, Z2, Z16
+	VSHUFI32X4 $0xee, Z6, Z2, Z17
+	VSHUFI32X4 $0x44, Z14, Z10, Z18
+	VSHUFI32X4 $0xee, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z2
+	VSHUFI32X4 $0xdd, Z18, Z16, Z6
+	VSHUFI32X4 $0x88, Z19, Z17, Z10
+	VSHUFI32X4 $0xdd, Z19, Z17, Z14
+	VSHUFI32X4 $0x44, Z7, Z3, Z16
+	VSHUFI32X4 $0xee, Z7, Z3, Z17
+	VSHUFI32X4 $0x44, Z15, Z11, Z18
+	VSHUFI32X4 $0xee, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z3
+	VSHUFI32X4 $0xdd, Z18, Z16, Z7
+	VSHUFI32X4 $0x88, Z19, Z17, Z11
+	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+
+	// 16 full blocks.
+	VPXORD      (CX), Z0, Z0
+	VMOVDQU32   Z0, (AX)
+	VPXORD      64(CX), Z1, Z1
+	VMOVDQU32   Z1, 64(AX)
+	VPXORD      128(CX), Z2, Z2
+	VMOVDQU32   Z2, 128(AX)
+	VPXORD      192(CX), Z3, Z3
+	VMOVDQU32   Z3, 192(AX)
+	VPXORD      256(CX), Z4, Z4
+	VMOVDQU32   Z4, 256(AX)
+	VPXORD      320(CX), Z5, Z5
+	VMOVDQU32   Z5, 320(AX)
+	VPXORD      384(CX), Z6, Z6
+	VMOVDQU32   Z6, 384(AX)
+	VPXORD      448(CX), Z7, Z7
+	VMOVDQU32   Z7, 448(AX)
+	VPXORD      512(CX), Z8, Z8
+	VMOVDQU32   Z8, 512(AX)
+	VPXORD      576(CX), Z9, Z9
+	VMOVDQU32   Z9, 576(AX)
+	VPXORD      640(CX), Z10, Z10
+	VMOVDQU32   Z10, 640(AX)
+	VPXORD      704(CX), Z11, Z11
+	VMOVDQU32   Z11, 704(AX)
+	VPXORD      768(CX), Z12, Z12
+	VMOVDQU32   Z12, 768(AX)
+	VPXORD      832(CX), Z13, Z13
+	VMOVDQU32   Z13, 832(AX)
+	VPXORD      896(CX), Z14, Z14
+	VMOVDQU32   Z14, 896(AX)
+	VPXORD      960(CX), Z15, Z15
+	VMOVDQU32   Z15, 960(AX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x00000400, AX
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
+	MOVQ        st+32(FP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
 	VALIGNQ $0x04, Z20, Z20, Z16
@@ -4282,56 +9037,65 @@ open_group:
 	VPADDQ  Z16, Z20, Z20
 	VALIGNQ $0x01, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
-	VMOVQ   X20, AX
+	VMOVQ   X20, CX
 	VALIGNQ $0x04, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x02, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x01, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
-	VMOVQ   X21, CX
+	VMOVQ   X21, DX
 	VALIGNQ $0x04, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x02, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x01, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
-	VMOVQ   X22, DX
+	VMOVQ   X22, BX
 
 	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
 	MOVQ $0x00000fffffffffff, R8
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
-	MOVQ CX, BX
-	SHRQ $0x2c, BX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
 	ANDQ R8, CX
-	ADDQ BX, DX
-	MOVQ DX, BX
-	SHRQ $0x2a, BX
+	ADDQ SI, DX
+	MOVQ DX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, DX
+	ADDQ SI, BX
+	MOVQ BX, SI
+	SHRQ $0x2a, SI
 	MOVQ $0x000003ffffffffff, DI
-	ANDQ DI, DX
-	LEAQ (BX)(BX*4), BX
-	ADDQ BX, AX
-	MOVQ AX, BX
-	SHRQ $0x2c, BX
-	ANDQ R8, AX
-	ADDQ BX, CX
+	ANDQ DI, BX
+	LEAQ (SI)(SI*4), SI
+	ADDQ SI, CX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, CX
+	ADDQ SI, DX
 
 	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
 	// split at the word boundary, then added with carries.
-	MOVQ CX, BX
-	SHLQ $0x2c, BX
-	SHRQ $0x14, CX
-	MOVQ DX, DI
+	MOVQ DX, SI
+	SHLQ $0x2c, SI
+	SHRQ $0x14, DX
+	MOVQ BX, DI
 	SHLQ $0x18, DI
-	SHRQ $0x28, DX
-	ADDQ BX, AX
-	ADCQ DI, CX
-	ADCQ $0x00, DX
-	MOVQ AX, (SI)
-	MOVQ CX, 8(SI)
-	MOVQ DX, 16(SI)
+	SHRQ $0x28, BX
+	ADDQ SI, CX
+	ADCQ DI, DX
+	ADCQ $0x00, BX
+	MOVQ CX, (AX)
+	MOVQ DX, 8(AX)
+	MOVQ BX, 16(AX)
+
+	// Clear the frame: r and its powers.
+	VPXORQ    Z16, Z16, Z16
+	VMOVDQU64 Z16, 32(SP)
+	VMOVDQU64 Z16, 96(SP)
+	VMOVDQU64 Z16, 160(SP)
+	VMOVDQU64 Z16, 224(SP)
+	VMOVDQU64 Z16, 288(SP)
+	VMOVDQU64 Y16, (SP)
 	VZEROUPPER
 	RET

@@ -21,8 +21,11 @@ func TestChaCha20Poly1305GuardPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRand(t)
-	for _, n := range []int{0, 1, 15, 16, 17, 191, 192, 193, 447, 448, 449, 1023, 1024, 1025, 1087, 1088, 2047, 2048, 2049, 3071, 16383, 16384, 16385} {
+	for i, n := range []int{0, 1, 15, 16, 17, 63, 64, 65, 191, 192, 193, 447, 448, 449, 703, 704, 705, 1023, 1024, 1025, 1087, 1088, 2047, 2048, 2049, 3071, 16383, 16384, 16385} {
 		key, nonce, aadLen := r.bytes(32), r.bytes(12), r.IntN(300)
+		if i%2 == 0 {
+			aadLen = r.IntN(65) // the lengths of the one-block kernel
+		}
 		ref, err := chacha20poly1305.New(key)
 		if err != nil {
 			t.Fatal(err)

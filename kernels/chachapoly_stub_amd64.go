@@ -4,11 +4,45 @@
 
 package kernels
 
-// chachaKeystream4AVX512VL writes the keystream of the 4 blocks from
-// state's counter (word 12) on to ks: block j at ks[64j:].
+// chachaPolyShort2AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
+// 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
+// §2.8) of the n ≤ 64 bytes of ciphertext (out when sealing, in when
+// opening) and the aadLen ≤ 64 bytes of additional data at aad, under the
+// key of block 0. out and in are equal or do not overlap; pointers to no
+// bytes may be nil.
 //
 //go:noescape
-func chachaKeystream4AVX512VL(state *[16]uint32, ks *[256]byte)
+func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+
+// chachaPolyShort4AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
+// 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
+// §2.8) of the n ≤ 192 bytes of ciphertext (out when sealing, in when
+// opening) and the aadLen ≤ 64 bytes of additional data at aad, under the
+// key of block 0. out and in are equal or do not overlap; pointers to no
+// bytes may be nil.
+//
+//go:noescape
+func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+
+// chachaPolyShort8AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
+// 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
+// §2.8) of the n ≤ 448 bytes of ciphertext (out when sealing, in when
+// opening) and the aadLen ≤ 64 bytes of additional data at aad, under the
+// key of block 0. out and in are equal or do not overlap; pointers to no
+// bytes may be nil.
+//
+//go:noescape
+func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+
+// chachaPolyShort12AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
+// 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
+// §2.8) of the n ≤ 704 bytes of ciphertext (out when sealing, in when
+// opening) and the aadLen ≤ 64 bytes of additional data at aad, under the
+// key of block 0. out and in are equal or do not overlap; pointers to no
+// bytes may be nil.
+//
+//go:noescape
+func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
 
 // chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input
 // state is state (1024 bytes) of src into dst, and writes the keystream of
@@ -23,9 +57,9 @@ func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte
 // at mac into the Poly1305 state st, each group after the one before has
 // been XORed, with the powers of r that poly1305PowersIFMA wrote to tbl.
 // Sealing, mac is dst, whose first 1024 bytes chachaPolyHeadAVX512 wrote;
-// opening into a buffer that src does not overlap, mac is src. state is
-// the input state of the block at dst+1024 (its word 12 the block
-// counter); groups > 0. dst and src are equal or do not overlap.
+// opening into a buffer that src does not overlap, mac is src.
+// state is the input state of the block at dst+1024 (its word 12 the
+// block counter); groups > 0. dst and src are equal or do not overlap.
 //
 //go:noescape
 func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)

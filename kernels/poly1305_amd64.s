@@ -397,50 +397,60 @@ TEXT ·poly1305BlocksIFMA(SB), NOSPLIT, $0-40
 	VPBROADCASTQ SI, Z5
 
 	// h into lane 0 in radix 2⁴⁴; the other lanes start at 0.
-	MOVQ      (AX), SI
-	MOVQ      8(AX), DI
-	MOVQ      16(AX), R8
-	MOVQ      $0x00000fffffffffff, R10
-	MOVQ      SI, R9
-	ANDQ      R10, R9
-	VMOVQ     R9, X6
-	SHRQ      $0x2c, SI
-	MOVQ      DI, R9
-	SHLQ      $0x14, R9
-	ORQ       SI, R9
-	ANDQ      R10, R9
-	VMOVQ     R9, X7
-	SHRQ      $0x18, DI
-	SHLQ      $0x28, R8
-	ORQ       DI, R8
-	VMOVQ     R8, X8
-	VMOVDQU64 320(CX), Z9
-	VMOVDQU64 384(CX), Z10
-	VMOVDQU64 448(CX), Z11
-	VMOVDQU64 512(CX), Z12
-	VMOVDQU64 576(CX), Z13
-	DECQ      BX
-	JZ        ifma_last
+	MOVQ  (AX), SI
+	MOVQ  8(AX), DI
+	MOVQ  16(AX), R8
+	MOVQ  $0x00000fffffffffff, R10
+	MOVQ  SI, R9
+	ANDQ  R10, R9
+	VMOVQ R9, X6
+	SHRQ  $0x2c, SI
+	MOVQ  DI, R9
+	SHLQ  $0x14, R9
+	ORQ   SI, R9
+	ANDQ  R10, R9
+	VMOVQ R9, X7
+	SHRQ  $0x18, DI
+	SHLQ  $0x28, R8
+	ORQ   DI, R8
+	VMOVQ R8, X8
+
+	// Each step multiplies by r⁸ and adds the next 128 bytes; the first
+	// 128 bytes are added before, and the last step multiplies by the lane
+	// powers.
+	VMOVDQU64   (DX), Z9
+	VMOVDQU64   64(DX), Z10
+	VPUNPCKLQDQ Z10, Z9, Z11
+	VPUNPCKHQDQ Z10, Z9, Z10
+	VPSRLQ      $0x2c, Z11, Z12
+	VPANDQ      Z0, Z11, Z11
+	VPADDQ      Z11, Z6, Z6
+	VPSLLQ      $0x14, Z10, Z9
+	VPTERNLOGQ  $0xa8, Z0, Z9, Z12
+	VPADDQ      Z12, Z7, Z7
+	VPSRLQ      $0x18, Z10, Z10
+	VPORQ       Z5, Z10, Z10
+	VPADDQ      Z10, Z8, Z8
+	VMOVDQU64   320(CX), Z9
+	VMOVDQU64   384(CX), Z10
+	VMOVDQU64   448(CX), Z11
+	VMOVDQU64   512(CX), Z12
+	VMOVDQU64   576(CX), Z13
+	DECQ        BX
+	JZ          ifma_last
 
 ifma_loop:
-	VMOVDQU64   (DX), Z14
-	VMOVDQU64   64(DX), Z15
-	VPUNPCKLQDQ Z15, Z14, Z16
-	VPUNPCKHQDQ Z15, Z14, Z15
-	VPSRLQ      $0x2c, Z16, Z17
-	VPANDQ      Z0, Z16, Z16
-	VPADDQ      Z16, Z6, Z6
-	VPSLLQ      $0x14, Z15, Z14
-	VPTERNLOGQ  $0xa8, Z0, Z14, Z17
-	VPADDQ      Z17, Z7, Z7
-	VPSRLQ      $0x18, Z15, Z15
-	VPORQ       Z5, Z15, Z15
-	VPADDQ      Z15, Z8, Z8
-	VPXORQ      Z0, Z0, Z14
+	VMOVDQU64   128(DX), Z17
+	VPUNPCKLQDQ 192(DX), Z17, Z18
+	VPUNPCKHQDQ 192(DX), Z17, Z19
+	VPANDQ      Z0, Z18, Z14
+	VPSRLQ      $0x2c, Z18, Z15
+	VPSLLQ      $0x14, Z19, Z17
+	VPTERNLOGQ  $0xa8, Z0, Z17, Z15
+	VPSRLQ      $0x18, Z19, Z19
+	VPORQ       Z5, Z19, Z16
 	VPXORQ      Z0, Z0, Z17
-	VPXORQ      Z0, Z0, Z15
 	VPXORQ      Z0, Z0, Z18
-	VPXORQ      Z0, Z0, Z16
 	VPXORQ      Z0, Z0, Z19
 	VPMADD52LUQ Z9, Z6, Z14
 	VPMADD52HUQ Z9, Z6, Z17
@@ -480,19 +490,6 @@ ifma_loop:
 	JNZ         ifma_loop
 
 ifma_last:
-	VMOVDQU64   (DX), Z9
-	VMOVDQU64   64(DX), Z10
-	VPUNPCKLQDQ Z10, Z9, Z11
-	VPUNPCKHQDQ Z10, Z9, Z10
-	VPSRLQ      $0x2c, Z11, Z12
-	VPANDQ      Z0, Z11, Z11
-	VPADDQ      Z11, Z6, Z6
-	VPSLLQ      $0x14, Z10, Z9
-	VPTERNLOGQ  $0xa8, Z0, Z9, Z12
-	VPADDQ      Z12, Z7, Z7
-	VPSRLQ      $0x18, Z10, Z10
-	VPORQ       Z5, Z10, Z10
-	VPADDQ      Z10, Z8, Z8
 	VPXORQ      Z0, Z0, Z5
 	VPXORQ      Z0, Z0, Z11
 	VPXORQ      Z0, Z0, Z9

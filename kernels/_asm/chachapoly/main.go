@@ -6,7 +6,7 @@
 //   - poly1305: kernels/poly1305_amd64.s, the MULX and IFMA Poly1305 kernels
 //     (poly1305.go);
 //   - chachapoly: kernels/chachapoly_amd64.s, the kernels only
-//     ChaCha20-Poly1305 uses: the 4-block keystream of short messages
+//     ChaCha20-Poly1305 uses: the 2- and 4-block keystreams of short messages
 //     (short.go) and ChaCha20 stitched with Poly1305 for long ones
 //     (stitched.go).
 //
@@ -48,6 +48,6 @@ func main() {
 
 // chachapolyFile emits the kernels of kernels/chachapoly_amd64.s.
 func chachapolyFile() {
-	keystream4()
+	shortKernels()
 	stitchedKernels()
 }

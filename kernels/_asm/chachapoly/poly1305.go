@@ -186,28 +186,47 @@ func newScratch() scratch {
 // r0 < 2⁴⁴, r1 < 2⁴⁴+2⁷, r2 < 2⁴² (r itself: below 2⁴⁴, 2⁴⁴, 2³⁶), so
 // s1 = 20·r1 < 2^48.33 and s2 = 20·r2 < 2^46.33. The h it is given is such a
 // product (or the accumulator of loadH, l0, l1 < 2⁴⁴, l2 < 2⁴³) plus one
-// absorbed block (l0, l1 < 2⁴⁴, l2 < 2⁴¹): h0 < 2⁴⁵, h1 < 2⁴⁵+2⁷,
-// h2 < 2⁴³+2⁴¹ < 2^43.33. All limbs are below 2⁵², as IFMA needs. Then
+// absorbed block (l0, l1 < 2⁴⁴, l2 < 2⁴¹) plus, in lane 0 and only after a
+// product, the stitched seal kernel's general-purpose accumulator (gprPoly's
+// handoff: l0, l1 < 2⁴⁴, l2 < 5·2⁴⁰): h0 < 3·2⁴⁴ < 2^45.59, h1 < 3·2⁴⁴+2⁷
+// < 2^45.59, h2 < 2⁴²+2⁴¹+5·2⁴⁰ < 2^43.46 (with loadH's, < 2^43.33). All
+// limbs are below 2⁵², as IFMA needs. Then
 //
-//	d0 < 2^89.01 + 2^91.34 + 2^91.66 < 2^92.63, so hi0 < 2^40.63
-//	d1 < 2^89.01 + 2^89.02 + 2^89.66 < 2^90.85, so hi1 < 2^38.85
-//	d2 < 2^87    + 2^89.02 + 2^87.34 < 2^89.66, so hi2 < 2^37.66
+//	d0 < 2^89.59 + 2^91.92 + 2^91.79 < 2^92.99, so hi0 < 2^40.99
+//	d1 < 2^89.59 + 2^89.59 + 2^89.79 < 2^91.24, so hi1 < 2^39.24
+//	d2 < 2^87.59 + 2^89.59 + 2^87.46 < 2^90.15, so hi2 < 2^38.15
 //
 // (a high accumulator sums floor(p/2⁵²) over its products, at most the
-// column's sum over 2⁵²), and each low accumulator is below 3·2⁵². The IFMA
-// carries add the low 52 bits of a product, which is the whole product here:
-// 2⁸·hi0 < 2^48.63, 2⁸·hi1 < 2^46.85, 5·2¹⁰·hi2 < 2^49.98, 5·(d2 ≫ 42) < 2¹⁴.
-// Column by column: lo0 ≫ 44 < 2^9.6; lo1 + that + 2⁸·hi0 < 2^53.6, so
-// its carry is below 2^9.6 too; lo2 + that + 2⁸·hi1 < 2^53.6, whose bits at
-// 2¹³⁰ and up (≫ 42) are below 2^11.6. h0 = (lo0 & m44) + 5·those +
-// 5·2¹⁰·hi2 < 2⁴⁴ + 2¹⁴ + 2^49.98 < 2⁵⁰, whose carry into h1 is below 2⁶.
+// column's sum over 2⁵²), and each low accumulator is below 3·2⁵², or
+// 3·2⁵²+2⁴⁴ with mulReduceNext's block. The IFMA carries add the low 52 bits
+// of a product, which is the whole product here: 2⁸·hi0 < 2^48.99,
+// 2⁸·hi1 < 2^47.24, 5·2¹⁰·hi2 < 2^50.48, 5·(d2 ≫ 42) < 2^13.93. Column by
+// column: lo0 ≫ 44 < 2^9.59; lo1 + that + 2⁸·hi0 < 2^53.65, so its carry is
+// below 2^9.65; lo2 + that + 2⁸·hi1 < 2^53.61, whose bits at 2¹³⁰ and up
+// (≫ 42) are below 2^11.61. h0 = (lo0 & m44) + 5·those + 5·2¹⁰·hi2
+// < 2⁴⁴ + 2^13.93 + 2^50.48 < 2^50.49, whose carry into h1 is below 2^6.49.
 // The result: h0 < 2⁴⁴, h1 < 2⁴⁴+2⁷, h2 < 2⁴², as promised above.
 func mulReduce(s *stream, h [3]Op, r mulr, c consts, w scratch) {
+	mulReduceNext(s, h, r, c, w, nil)
+}
+
+// mulReduceNext is mulReduce, and with a non-nil next it adds the 8 blocks
+// at next as well, so that h = h·r + those blocks, ready for the next
+// multiply: the blocks' limbs (absorbInto) are the low accumulators' initial
+// values instead of 0, which saves absorb's three additions and the zeroing
+// of the low accumulators, and takes an addition off the chain of dependent
+// steps. The bounds are mulReduce's.
+func mulReduceNext(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks) {
 	lo, hi, t := w.lo, w.hi, w.t
+	if next != nil {
+		absorbInto(s, lo, next.msg, c, next.hibit, [4]Op{hi[0], hi[1], hi[2], t})
+	}
 	for i := range lo {
 		// x ⊕ x is a zeroing idiom; taking x from a live register
 		// keeps the allocator from seeing lo and hi as read before set.
-		s.op(VPXORQ, c.m44, c.m44, lo[i])
+		if next == nil {
+			s.op(VPXORQ, c.m44, c.m44, lo[i])
+		}
 		s.op(VPXORQ, c.m44, c.m44, hi[i])
 	}
 	terms := [3][3]Op{
@@ -393,6 +412,28 @@ func absorb(s *stream, h [3]Op, msg Mem, c consts, hibit Op, w scratch) {
 	s.op(VPADDQ, hi, h[2], h[2])
 }
 
+// blocks are 8 blocks of message at msg, and hibit as in absorb.
+type blocks struct {
+	msg   Mem
+	hibit Op
+}
+
+// absorbInto appends to s the instructions that set acc to the limbs of
+// the 8 blocks at msg with 2¹²⁸ added, lane j taking block order[j] as in
+// absorb. It works in tmp.
+func absorbInto(s *stream, acc [3]Op, msg Mem, c consts, hibit Op, tmp [4]Op) {
+	a, lo, hi, _ := tmp[0], tmp[1], tmp[2], tmp[3]
+	s.op(VMOVDQU64, msg, a)
+	s.op(VPUNPCKLQDQ, msg.Offset(64), a, lo) // low words of blocks 0 4 1 5 2 6 3 7
+	s.op(VPUNPCKHQDQ, msg.Offset(64), a, hi) // high words
+	s.op(VPANDQ, c.m44, lo, acc[0])
+	s.op(VPSRLQ, U8(44), lo, acc[1])
+	s.op(VPSLLQ, U8(20), hi, a)
+	s.op(VPTERNLOGQ, U8(0xa8), c.m44, a, acc[1]) // acc1 = (acc1 | a) & m44
+	s.op(VPSRLQ, U8(24), hi, hi)
+	s.bcast(VPORQ, VPORQ_BCST, hibit, hi, acc[2])
+}
+
 // loadH sets lane 0 of h to st's accumulator in radix 2⁴⁴ and its other
 // lanes to 0.
 func loadH(st Register, h [3]Op) {
@@ -491,24 +532,27 @@ func blocksIFMA() {
 	h := [3]Op{ZMM(), ZMM(), ZMM()}
 	loadH(st, h)
 
-	// step absorbs 128 bytes and multiplies by m.
-	step := func(m mulr) {
-		var s stream
-		absorb(&s, h, Mem{Base: msg}, c, hibit, newScratch())
-		mulReduce(&s, h, m, c, newScratch())
-		s.emit()
-	}
+	Comment("Each step multiplies by r⁸ and adds the next 128 bytes; the first",
+		"128 bytes are added before, and the last step multiplies by the lane",
+		"powers.")
+	var s stream
+	absorb(&s, h, Mem{Base: msg}, c, hibit, newScratch())
+	s.emit()
 	r8 := loadMulr(tbl, tblR8).op()
 	DECQ(n)
 	JZ(LabelRef("ifma_last"))
 	Label("ifma_loop")
-	step(r8)
+	s = nil
+	mulReduceNext(&s, h, r8, c, newScratch(), &blocks{Mem{Base: msg, Disp: 128}, hibit})
+	s.emit()
 	ADDQ(U32(128), msg)
 	DECQ(n)
 	JNZ(LabelRef("ifma_loop"))
 
 	Label("ifma_last")
-	step(tblMulr(tbl, tblB))
+	s = nil
+	mulReduce(&s, h, tblMulr(tbl, tblB), c, newScratch())
+	s.emit()
 	storeH(h, st, ZMM())
 	VZEROUPPER()
 	Label("ifma_done")

@@ -35,15 +35,21 @@ func (s stream) emit() {
 // merge emits a and b interleaved, b's instructions spread evenly among a's:
 // after a's i-th instruction, as many of b's as make up the same fraction of
 // b.
-func merge(a, b stream) {
+func merge(a, b stream) { mergeStreams(a, b).emit() }
+
+// do appends f, which emits one or more instructions.
+func (s *stream) do(f func()) { *s = append(*s, f) }
+
+// mergeStreams returns a and b interleaved as merge emits them, so that a
+// third stream can be merged with both.
+func mergeStreams(a, b stream) stream {
+	var s stream
 	j := 0
-	for i, f := range a {
-		f()
+	for i := range a {
+		s = append(s, a[i])
 		for ; j < len(b) && j*len(a) < (i+1)*len(b); j++ {
-			b[j]()
+			s = append(s, b[j])
 		}
 	}
-	for ; j < len(b); j++ {
-		b[j]()
-	}
+	return append(s, b[j:]...)
 }
