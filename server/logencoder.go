@@ -2,8 +2,11 @@ package server
 
 import (
 	"bytes"
+	"reflect"
 	"strconv"
+	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/buffer"
 	"go.uber.org/zap/zapcore"
 )
@@ -22,21 +25,56 @@ func NewLogEncoder(cfg zapcore.EncoderConfig) zapcore.Encoder {
 	if end == "" {
 		end = zapcore.DefaultLineEnding
 	}
-	return &logEncoder{Encoder: zapcore.NewJSONEncoder(cfg), end: []byte("}" + end)}
+	return &logEncoder{Encoder: zapcore.NewJSONEncoder(cfg), end: []byte("}" + end), production: isProductionConfig(cfg)}
 }
 
 type logEncoder struct {
 	zapcore.Encoder
-	end    []byte // what closes an entry: "}" and the line ending
-	cloned bool   // may carry context fields (Logger.With): no fast path
+	end        []byte // what closes an entry: "}" and the line ending
+	cloned     bool   // may carry context fields (Logger.With): no fast path
+	production bool   // zap's production settings: the fast path writes the entry too
 }
 
+// isProductionConfig reports whether cfg encodes an entry without a logger
+// name, caller or stack as zap.NewProductionEncoderConfig does:
+// {"level":"info","ts":<seconds>,"msg":"…", then the fields.
+func isProductionConfig(cfg zapcore.EncoderConfig) bool {
+	p := zap.NewProductionEncoderConfig()
+	sameFunc := func(a, b any) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	return cfg.LevelKey == p.LevelKey && cfg.TimeKey == p.TimeKey && cfg.MessageKey == p.MessageKey &&
+		cfg.EncodeLevel != nil && sameFunc(cfg.EncodeLevel, p.EncodeLevel) &&
+		cfg.EncodeTime != nil && sameFunc(cfg.EncodeTime, p.EncodeTime) &&
+		(cfg.LineEnding == "" || cfg.LineEnding == p.LineEnding) && !cfg.SkipLineEnding
+}
+
+// entryBuffers holds the buffers of entries the fast path writes whole;
+// zap's core frees them back here.
+var entryBuffers = buffer.NewPool()
+
 func (e *logEncoder) Clone() zapcore.Encoder {
-	return &logEncoder{Encoder: e.Encoder.Clone(), end: e.end, cloned: true}
+	return &logEncoder{Encoder: e.Encoder.Clone(), end: e.end, cloned: true, production: e.production}
 }
 
 func (e *logEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
 	if l := e.fastLine(ent, fields); l != nil {
+		if e.production && ent.LoggerName == "" && !ent.Caller.Defined && plainJSON(ent.Message) {
+			// The whole line, as zap's production encoder writes it, built
+			// in the pooled buffer's spare capacity (Write then copies it
+			// onto itself) or, if longer, in a new array that Write copies.
+			buf := entryBuffers.Get()
+			b := append(buf.Bytes(), `{"level":"`...)
+			b = append(b, ent.Level.String()...)
+			b = append(b, '"')
+			if !ent.Time.IsZero() {
+				b = append(b, `,"ts":`...)
+				b = strconv.AppendFloat(b, float64(ent.Time.UnixNano())/float64(time.Second), 'f', -1, 64) // zapcore.EpochTimeEncoder
+			}
+			b = append(b, `,"msg":"`...)
+			b = append(b, ent.Message...)
+			b = append(b, '"')
+			buf.Write(append(l.appendJSON(b), e.end...))
+			return buf, nil
+		}
 		buf, err := e.Encoder.EncodeEntry(ent, nil)
 		if err == nil && bytes.HasSuffix(buf.Bytes(), e.end) {
 			b := buf.Bytes()

@@ -42,9 +42,13 @@ func TestLogEncoderMatchesZap(t *testing.T) {
 		Caller: zapcore.NewEntryCaller(0, "server/metrics.go", 42, true)}
 	stack := ent
 	stack.Stack = "goroutine 1 [running]:\nmain.main()"
+	// As the server logs them: no logger name, no caller.
+	bare := zapcore.Entry{Level: zapcore.WarnLevel, Time: ent.Time, Message: "audit"}
+	noTime := zapcore.Entry{Level: zapcore.InfoLevel, Message: "access"}
+	escapedMsg := zapcore.Entry{Level: zapcore.InfoLevel, Time: ent.Time, Message: "a\"b"}
 	for cname, cfg := range configs {
 		for lname, line := range lines {
-			for ename, e := range map[string]zapcore.Entry{"entry": ent, "stack": stack} {
+			for ename, e := range map[string]zapcore.Entry{"entry": ent, "stack": stack, "bare": bare, "no time": noTime, "escaped message": escapedMsg} {
 				fields := []zapcore.Field{zap.Inline(&line)}
 				check := func(what string, fast, want zapcore.Encoder, fields []zapcore.Field) {
 					t.Helper()
@@ -88,6 +92,14 @@ func TestLogEncoderFastPath(t *testing.T) {
 	}
 	if e.Clone().(*logEncoder).fastLine(zapcore.Entry{}, []zapcore.Field{zap.Inline(&accessLine{})}) != nil {
 		t.Error("a clone takes the fast path")
+	}
+	if !e.production {
+		t.Error("zap's production settings are not recognised: the entry itself goes through zap")
+	}
+	dev := zap.NewProductionEncoderConfig()
+	dev.EncodeTime = zapcore.ISO8601TimeEncoder
+	if NewLogEncoder(dev).(*logEncoder).production {
+		t.Error("another time encoder taken for the production one")
 	}
 }
 
