@@ -106,12 +106,11 @@ func (r *readsBack) WriteTo(w io.Writer) (int64, error) {
 
 var errSource = errors.New("test: the source failed")
 
-// failingSource yields n bytes of b, then errSource, through Read or,
-// with push set, through WriteTo.
+// failingSource yields n bytes of b through Read, then errSource;
+// failingWriterTo does the same through WriteTo.
 type failingSource struct {
-	b    []byte
-	n    int
-	push bool
+	b []byte
+	n int
 }
 
 func (r *failingSource) Read(p []byte) (int, error) {
