@@ -23,20 +23,12 @@ func TestChaCha20Poly1305Boundaries(t *testing.T) {
 		}
 	}
 	for _, c := range []Cipher{ChaCha20Poly1305, XChaCha20Poly1305} {
-		newRef := chacha20poly1305.New
-		if c == XChaCha20Poly1305 {
-			newRef = chacha20poly1305.NewX
-		}
 		forEachImpl(t, c, func(t *testing.T, im *Implementation) {
 			r := newRand(t)
 			for _, n := range lengths {
 				for _, aadLen := range []int{0, 13, 255, 256, 257, 1000} {
 					key, nonce, pt, aad := r.bytes(32), r.bytes(c.IVSize()), r.bytes(n), r.bytes(aadLen)
-					ref, err := newRef(key)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want := ref.Seal(nil, nonce, pt, aad)
+					want := xcryptoSeal(t, c, key, nonce, pt, aad)
 					a := mustAEAD(t, im, key)
 					buf := bytes.Clone(pt)
 					if got := a.Seal(buf[:0], nonce, buf, aad); !bytes.Equal(got, want) {
@@ -60,16 +52,12 @@ func FuzzChaCha20Poly1305AgainstXCrypto(f *testing.F) {
 		if len(pt) > maxFuzzLen || len(aad) > maxFuzzLen {
 			t.Skip()
 		}
-		c, newRef := ChaCha20Poly1305, chacha20poly1305.New
+		c := ChaCha20Poly1305
 		if extended {
-			c, newRef = XChaCha20Poly1305, chacha20poly1305.NewX
+			c = XChaCha20Poly1305
 		}
 		key, nonce = fit(key, 32), fit(nonce, c.IVSize())
-		ref, err := newRef(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := ref.Seal(nil, nonce, pt, aad)
+		want := xcryptoSeal(t, c, key, nonce, pt, aad)
 		bad := bytes.Clone(want)
 		bit := int(flip) % (8 * len(bad))
 		bad[bit/8] ^= 1 << (bit % 8)
@@ -149,4 +137,19 @@ func loopFastest(b *testing.B, f func()) {
 	if best < time.Duration(1<<63-1) {
 		b.ReportMetric(float64(best.Nanoseconds())/burst, "fastest-ns/op")
 	}
+}
+
+// xcryptoSeal seals with x/crypto's ChaCha20-Poly1305 or XChaCha20-Poly1305,
+// the reference the assembly is held to.
+func xcryptoSeal(t *testing.T, c Cipher, key, nonce, pt, aad []byte) []byte {
+	t.Helper()
+	newRef := chacha20poly1305.New
+	if c == XChaCha20Poly1305 {
+		newRef = chacha20poly1305.NewX
+	}
+	ref, err := newRef(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref.Seal(nil, nonce, pt, aad)
 }
