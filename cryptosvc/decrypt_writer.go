@@ -19,8 +19,10 @@ import (
 // nil error says the message was complete and authentic. The key is looked
 // up when the header has arrived, so key errors come from Write or Close.
 type DecryptWriter struct {
+	// The body, once the header and commitment have arrived (keys is nil
+	// until then, and buf[:have] gathers the header).
+	chunkFeed
 	w    io.Writer
-	keys *chunkedKeys // nil until the header and commitment have arrived
 	info Info
 
 	// Before the header is complete: where to find the key.
@@ -29,24 +31,18 @@ type DecryptWriter struct {
 	name    string
 	context []byte
 
-	// pend holds the header, then the start of a chunk (cap ChunkSize + tag);
-	// a chunk is opened into it, in place when it was gathered there, and
-	// its plaintext written from it.
-	pend  []byte
-	chunk uint64
-	nonce [chunkNonceSize]byte
-	err   error // sticky; ErrClosed after Close
+	err error // sticky; ErrClosed after Close
 }
 
 // DecryptWriter returns a writer that opens the sealed message written to it
 // under key name and writes the plaintext to w.
 func (s *Service) DecryptWriter(ctx context.Context, name string, w io.Writer, context []byte) *DecryptWriter {
-	return &DecryptWriter{w: w, svc: s, ctx: ctx, name: name, context: context, pend: getChunkBuf()[:0]}
+	return &DecryptWriter{chunkFeed: chunkFeed{buf: getChunkBuf()}, w: w, svc: s, ctx: ctx, name: name, context: context}
 }
 
 // newDecryptWriter returns a writer of a body whose keys are known.
 func newDecryptWriter(w io.Writer, keys *chunkedKeys, info Info) *DecryptWriter {
-	return &DecryptWriter{w: w, keys: keys, info: info, pend: getChunkBuf()[:0]}
+	return &DecryptWriter{chunkFeed: chunkFeed{keys: keys, buf: getChunkBuf()}, w: w, info: info}
 }
 
 // Info describes the message; it is known once the header has been written.
@@ -57,35 +53,20 @@ func (d *DecryptWriter) Write(p []byte) (int, error) {
 	if d.err != nil {
 		return 0, d.err
 	}
-	const full = ChunkSize + tagSize
-	n := len(p)
+	n := 0
 	if d.keys == nil {
-		k := min(len(p), cap(d.pend)-len(d.pend))
-		d.pend = append(d.pend, p[:k]...)
-		p = p[k:]
+		n = copy(d.buf[d.have:], p)
+		d.have += n
+		p = p[n:]
 		if started, err := d.start(); err != nil || !started {
-			return n - len(p), err
+			return n, err
 		}
 	}
-	for len(p) > 0 {
-		if len(d.pend) == 0 && len(p) >= full {
-			// A whole chunk in the caller's slice. A full chunk is never the
-			// final one, so it can be opened now.
-			if err := d.open(p[:full]); err != nil {
-				return n - len(p), err
-			}
-			p = p[full:]
-			continue
-		}
-		k := copy(d.pend[len(d.pend):full], p)
-		d.pend, p = d.pend[:len(d.pend)+k], p[k:]
-		if len(d.pend) == full {
-			if err := d.open(d.pend); err != nil {
-				return n - len(p), err
-			}
-		}
+	k, err := d.write(p, d)
+	if err != nil {
+		d.err = err
 	}
-	return n, nil
+	return n + k, err
 }
 
 // ReadFrom reads the sealed message from r straight into the chunk buffer
@@ -93,23 +74,16 @@ func (d *DecryptWriter) Write(p []byte) (int, error) {
 // source without WriteTo. It does not close the writer: Close still ends the
 // message.
 func (d *DecryptWriter) ReadFrom(r io.Reader) (int64, error) {
-	const full = ChunkSize + tagSize
+	if d.err != nil {
+		return 0, d.err
+	}
 	var n int64
-	for {
-		if d.err != nil {
-			return n, d.err
-		}
-		k, err := r.Read(d.pend[len(d.pend):full])
-		d.pend = d.pend[:len(d.pend)+k]
+	for d.keys == nil {
+		k, err := r.Read(d.buf[d.have:])
+		d.have += k
 		n += int64(k)
-		if d.keys == nil {
-			if _, serr := d.start(); serr != nil {
-				return n, serr
-			}
-		} else if len(d.pend) == full {
-			if oerr := d.open(d.pend); oerr != nil {
-				return n, oerr
-			}
+		if _, serr := d.start(); serr != nil {
+			return n, serr
 		}
 		if err == io.EOF {
 			return n, nil
@@ -118,24 +92,37 @@ func (d *DecryptWriter) ReadFrom(r io.Reader) (int64, error) {
 			return n, err
 		}
 	}
+	k, failed, err := d.readFrom(r, d)
+	if failed != nil {
+		d.err, err = failed, failed
+	}
+	return n + k, err
 }
 
-// start parses the header and commitment once they are in pend, and keeps
+// plaintext writes a chunk's plaintext to the underlying writer; after a
+// failed write, the stream is over.
+func (d *DecryptWriter) plaintext(p []byte) (kept bool, err error) {
+	_, err = d.w.Write(p)
+	return false, err
+}
+
+// start parses the header and commitment once they are in buf, and keeps
 // what follows them as the start of the first chunk. It reports whether the
 // body has started.
 func (d *DecryptWriter) start() (bool, error) {
-	h, hn, err := ParseHeader(d.pend)
+	pend := d.buf[:d.have]
+	h, hn, err := ParseHeader(pend)
 	switch {
-	case err == ErrTruncated && len(d.pend) < cap(d.pend):
+	case err == ErrTruncated && len(pend) < len(d.buf):
 		return false, nil
 	case err != nil:
 		d.err = err
 		return false, err
-	case len(d.pend) < hn+chunkedPrefix:
+	case len(pend) < hn+chunkedPrefix:
 		return false, nil
 	}
 	keys, err := d.svc.openStart(d.ctx, d.name, &h, d.context, func(p []byte) error {
-		copy(p, d.pend[hn:])
+		copy(p, pend[hn:])
 		return nil
 	})
 	if err != nil {
@@ -144,30 +131,8 @@ func (d *DecryptWriter) start() (bool, error) {
 	}
 	d.keys, d.info = keys, infoOf(&h)
 	d.svc, d.ctx, d.context = nil, nil, nil
-	rest := copy(d.pend, d.pend[hn+chunkedPrefix:])
-	d.pend = d.pend[:rest]
+	d.have = copy(d.buf, pend[hn+chunkedPrefix:])
 	return true, nil
-}
-
-// open authenticates one chunk, from the caller's slice or from pend itself,
-// into pend, writes its plaintext, and leaves pend empty.
-func (d *DecryptWriter) open(chunk []byte) error {
-	if d.chunk >= maxChunks-1 && len(chunk) == ChunkSize+tagSize {
-		d.err = ErrTooLarge
-		return d.err
-	}
-	plain, err := d.keys.openChunk(d.pend[:0], &d.nonce, d.chunk, chunk)
-	d.pend = d.pend[:0]
-	if err != nil {
-		d.err = err
-		return err
-	}
-	d.chunk++
-	if _, err := d.w.Write(plain); err != nil {
-		d.err = err
-		return err
-	}
-	return nil
 }
 
 // Close opens the final chunk. It returns nil only when the whole message
@@ -181,22 +146,23 @@ func (d *DecryptWriter) Close() error {
 		return d.err
 	}
 	if d.keys == nil {
-		if _, _, err := ParseHeader(d.pend); err != nil {
+		if _, _, err := ParseHeader(d.buf[:d.have]); err != nil {
 			d.err = err
 			return err
 		}
 		d.err = ErrTruncated // the header, but not all of the commitment
 		return d.err
 	}
-	if len(d.pend) < tagSize {
-		d.err = ErrTruncated
-		return d.err
+	plain, err := d.openFinal()
+	if err == nil {
+		_, err = d.plaintext(plain)
 	}
-	if err := d.open(d.pend); err != nil {
+	if err != nil {
+		d.err = err
 		return err
 	}
-	putChunkBuf(d.pend)
-	d.pend = nil
+	putChunkBuf(d.buf)
+	d.buf = nil
 	d.err = ErrClosed
 	return nil
 }

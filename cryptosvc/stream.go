@@ -147,26 +147,23 @@ func (e *EncryptWriter) Close() error {
 // message yields an error instead, and every read after an error returns it
 // again.
 type DecryptReader struct {
+	// buf holds one sealed chunk, opened in place; a source that pushes
+	// (see pushFrom) goes through the feed.
+	chunkFeed
 	r     io.Reader
-	keys  *chunkedKeys
-	buf   []byte // one sealed chunk, opened in place
 	plain []byte // authenticated plaintext not yet read
-	chunk uint64
-	nonce [chunkNonceSize]byte
-	err   error // sticky; io.EOF after the final chunk
+	err   error  // sticky; io.EOF after the final chunk
 	info  Info
 
-	// While WriteTo lets a source that is an io.WriterTo push the chunks
-	// (see pushFrom): where the plaintext goes, how much went, the failed write
-	// to it, and the start of a chunk gathered in buf.
+	// While WriteTo lets a source that is an io.WriterTo push the chunks:
+	// where the plaintext goes, how much went, and the failed write to it.
 	w      io.Writer
 	pushed int64
 	werr   error
-	pend   int
 }
 
 func newDecryptReader(r io.Reader, keys *chunkedKeys, info Info) *DecryptReader {
-	return &DecryptReader{r: r, keys: keys, buf: getChunkBuf(), info: info}
+	return &DecryptReader{chunkFeed: chunkFeed{keys: keys, buf: getChunkBuf()}, r: r, info: info}
 }
 
 // Info describes the message being read.
@@ -262,78 +259,61 @@ func (d *DecryptReader) pushFrom(wt io.WriterTo, w io.Writer) (int64, error) {
 	case d.err != nil: // a chunk failed; the reader's own record, whatever the source reports
 	case err != nil && err != io.EOF:
 		d.err = err // the source failed
-	case d.pend < tagSize:
-		d.err = ErrTruncated
 	default:
-		// The source ended: what it left is the final chunk, short since
-		// every full one was opened as it arrived.
-		k := d.pend
-		d.pend = 0
-		plain, oerr := d.keys.openChunk(d.buf[:0], &d.nonce, d.chunk, d.buf[:k])
+		// The source ended: what it left is the final chunk.
+		plain, oerr := d.openFinal()
 		if oerr != nil {
 			d.err = oerr
 			break
 		}
-		d.chunk++
 		d.plain, d.err = plain, io.EOF
 	}
 	return n, nil
 }
 
 // decryptPush is the writer a DecryptReader hands to its source's WriteTo:
-// it opens whole chunks straight from the source's slice, gathers pieces of
-// a chunk in buf, and writes each chunk's plaintext to w once it has
+// the feed opens the chunks, and each chunk's plaintext goes to w once it has
 // authenticated.
 type decryptPush DecryptReader
 
 func (p *decryptPush) Write(b []byte) (int, error) {
-	const full = ChunkSize + tagSize
 	d := (*DecryptReader)(p)
-	n := 0
-	for len(b) > 0 {
-		if err := d.pushErr(); err != nil {
-			return n, err
-		}
-		chunk := d.buf[:full]
-		if d.pend == 0 && len(b) >= full {
-			chunk, b, n = b[:full], b[full:], n+full
-		} else {
-			k := copy(d.buf[d.pend:full], b)
-			d.pend, b, n = d.pend+k, b[k:], n+k
-			if d.pend < full {
-				break
-			}
-			d.pend = 0
-		}
-		d.pushChunk(chunk)
+	if err := d.pushErr(); err != nil {
+		return 0, err
 	}
-	return n, d.pushErr()
+	n, err := d.write(b, p)
+	d.pushFailed(err)
+	return n, err
 }
 
 // ReadFrom reads straight into buf: a source whose WriteTo falls back on
 // io.Copy (an *os.File, a bufio.Reader over a plain reader) comes here.
 func (p *decryptPush) ReadFrom(r io.Reader) (int64, error) {
-	const full = ChunkSize + tagSize
 	d := (*DecryptReader)(p)
-	var n int64
-	for {
-		if err := d.pushErr(); err != nil {
-			return n, err
-		}
-		k, err := r.Read(d.buf[d.pend:full])
-		d.pend += k
-		n += int64(k)
-		if d.pend == full {
-			d.pend = 0
-			d.pushChunk(d.buf[:full])
-		}
-		if err == io.EOF {
-			return n, d.pushErr()
-		}
-		if err != nil {
-			return n, err
-		}
+	if err := d.pushErr(); err != nil {
+		return 0, err
 	}
+	n, failed, err := d.readFrom(r, p)
+	if failed != nil {
+		d.pushFailed(failed)
+		return n, failed
+	}
+	return n, err
+}
+
+// plaintext writes a chunk's plaintext to w; after a failed write the rest
+// of it stays in d.plain, for the reader to go on with.
+func (p *decryptPush) plaintext(plain []byte) (kept bool, err error) {
+	d := (*DecryptReader)(p)
+	k, err := d.w.Write(plain)
+	d.pushed += int64(k)
+	if err == nil && k < len(plain) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		d.plain, d.werr = plain[k:], err
+	}
+	return true, err
 }
 
 // pushErr is the error that stops a push: a chunk that failed, or a failed
@@ -345,26 +325,11 @@ func (d *DecryptReader) pushErr() error {
 	return d.werr
 }
 
-// pushChunk opens a full chunk, never the final one, into buf and writes the
-// plaintext to w.
-func (d *DecryptReader) pushChunk(chunk []byte) {
-	if d.chunk >= maxChunks-1 {
-		d.err = ErrTooLarge
-		return
-	}
-	plain, err := d.keys.openChunk(d.buf[:0], &d.nonce, d.chunk, chunk)
-	if err != nil {
+// pushFailed records a failure of the push other than a failed write to w,
+// which the reader recovers from: the stream's own, sticky.
+func (d *DecryptReader) pushFailed(err error) {
+	if err != nil && d.werr == nil {
 		d.err = err
-		return
-	}
-	d.chunk++
-	k, err := d.w.Write(plain)
-	d.pushed += int64(k)
-	if err == nil && k < len(plain) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		d.plain, d.werr = plain[k:], err
 	}
 }
 

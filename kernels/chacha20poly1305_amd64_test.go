@@ -12,9 +12,9 @@ import (
 )
 
 // The ChaCha20-Poly1305 kernels' own boundaries, on top of the registry-wide
-// AEAD suites: the short path (one or two 4-block calls), the switch to the
-// 16-block kernel, and the pieces of long messages, each with additional
-// data that straddles the IFMA threshold.
+// AEAD suites: the short kernels, the switch to the 16-block kernel, and the
+// pieces of long messages, each with additional data that straddles the
+// IFMA threshold.
 func TestChaCha20Poly1305Boundaries(t *testing.T) {
 	var lengths []int
 	for _, b := range []int{192, chachaPolyShort, chachaPolyPiece + 192, 2*chachaPolyPiece + 192, 3 * chachaPolyPiece} {
