@@ -34,23 +34,19 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-# Medians per cell, in GB/s, for one size.
-table() {
-  awk -F'\t' -v size="$1" '$3 == size { k = $1 "\t" $2; n[k]++; v[k, n[k]] = $4 / 1e9; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
-    END { for (j = 1; j <= m; j++) { k = order[j]; c = n[k]
-            for (a = 1; a <= c; a++) x[a] = v[k, a]
-            for (a = 1; a <= c; a++) for (b = a + 1; b <= c; b++) if (x[b] < x[a]) { t = x[a]; x[a] = x[b]; x[b] = t }
-            med = c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2
-            printf "%s\t%.3f\n", k, med } }' "$work/raw"
-}
 # Medians of every cell at every size, in bytes per second: the source of the
-# table in docs/BENCHMARKS.md (16 B and 64 B as time per message).
+# charts below and of the table in docs/BENCHMARKS.md (16 B and 64 B as time
+# per message).
 awk -F'\t' '{ k = $1 "\t" $2 "\t" $3; n[k]++; v[k, n[k]] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
   END { for (j = 1; j <= m; j++) { k = order[j]; c = n[k]
           for (a = 1; a <= c; a++) x[a] = v[k, a]
           for (a = 1; a <= c; a++) for (b = a + 1; b <= c; b++) if (x[b] < x[a]) { t = x[a]; x[a] = x[b]; x[b] = t }
           printf "%s\t%.2f\n", k, c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2 } }' "$work/raw" >"$OUT/kernels-raw.tsv"
 echo "wrote $OUT/kernels-raw.tsv"
+# The medians at one size, in GB/s.
+table() {
+  awk -F'\t' -v size="$1" '$3 == size { printf "%s\t%s\t%.3f\n", $1, $2, $4 / 1e9 }' "$OUT/kernels-raw.tsv"
+}
 host="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) vCPU"
 for spec in "16384 16k 16 KiB" "1024 1k 1 KiB"; do
   read -r size tag label <<<"$spec"
