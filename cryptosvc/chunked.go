@@ -152,8 +152,10 @@ var keyPools sync.Map
 // newChunkedKeys returns key state with the AEAD keyed by key, from the
 // implementation's pool when it has one.
 func newChunkedKeys(im *kernels.Implementation, key []byte) (*chunkedKeys, error) {
-	if p, ok := keyPools.Load(im); ok {
-		if k, _ := p.(*sync.Pool).Get().(*chunkedKeys); k != nil && k.aead.(rekeyer).Rekey(key) == nil {
+	p, _ := keyPools.Load(im)
+	pool, _ := p.(*sync.Pool)
+	if pool != nil {
+		if k, _ := pool.Get().(*chunkedKeys); k != nil && k.aead.(rekeyer).Rekey(key) == nil {
 			return k, nil
 		}
 	}
@@ -163,8 +165,11 @@ func newChunkedKeys(im *kernels.Implementation, key []byte) (*chunkedKeys, error
 	}
 	k := &chunkedKeys{aead: aead}
 	if _, ok := aead.(rekeyer); ok {
-		p, _ := keyPools.LoadOrStore(im, new(sync.Pool))
-		k.pool = p.(*sync.Pool)
+		if pool == nil { // the implementation's first: make its pool
+			p, _ := keyPools.LoadOrStore(im, new(sync.Pool))
+			pool = p.(*sync.Pool)
+		}
+		k.pool = pool
 	}
 	return k, nil
 }
