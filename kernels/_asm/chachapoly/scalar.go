@@ -33,6 +33,47 @@ var scalarReg = map[int]GPPhysical{
 // scalarShared are the words that take turns in R15.
 var scalarShared = [2]int{3, 11}
 
+// r15Words tracks which of the shared words is in R15, the other waiting in
+// its frame slot.
+type r15Words struct {
+	held int
+	slot func(w int) Mem
+}
+
+// hold makes R15 hold word w, parking the word it held.
+func (s *r15Words) hold(w int) {
+	MOVL(R15L, s.slot(s.held))
+	MOVL(s.slot(w), R15L)
+	s.held = w
+}
+
+// reg is where word w is now.
+func (s *r15Words) reg(w int) Op {
+	if w == s.held {
+		return R15L
+	}
+	r, ok := scalarReg[w]
+	if !ok {
+		panic("word not in a register")
+	}
+	return r
+}
+
+// scalarHalfRound runs the four steps of a half round, step(x, y, z, r)
+// doing x += y, z ^= x, z <<<= r across the quarter rounds, with R15 handed
+// to the shared word that the next step uses.
+func scalarHalfRound(step func(x, y, z, r int), s *r15Words) {
+	const a, b, c, d = 0, 1, 2, 3
+	step(a, b, d, 16)
+	s.hold(11)
+	step(c, d, b, 12)
+	s.hold(3)
+	step(a, b, d, 8)
+	s.hold(11)
+	step(c, d, b, 7)
+	s.hold(3)
+}
+
 func chachaScalar() {
 	TEXT("chachaBlockScalar", NOSPLIT, "func(state *[16]uint32, ks *[64]byte)")
 	Pragma("noescape")
@@ -65,44 +106,19 @@ func chachaScalar() {
 	MOVL(Mem{Base: R14, Disp: 4 * 2}, R14L)
 	MOVL(U32(10), rounds)
 
-	// hold makes R15 hold word w, parking the word it held.
-	held := 3
-	hold := func(w int) {
-		MOVL(R15L, slot(held))
-		MOVL(slot(w), R15L)
-		held = w
-	}
-	reg := func(w int) Op {
-		if w == held {
-			return R15L
-		}
-		r, ok := scalarReg[w]
-		if !ok {
-			panic("word not in a register")
-		}
-		return r
-	}
+	words := &r15Words{held: 3, slot: slot}
 	round := func(qrs [4][4]int) {
-		step := func(x, y, z, r int) {
+		scalarHalfRound(func(x, y, z, r int) {
 			for _, qr := range qrs {
-				ADDL(reg(qr[y]), reg(qr[x]))
+				ADDL(words.reg(qr[y]), words.reg(qr[x]))
 			}
 			for _, qr := range qrs {
-				XORL(reg(qr[x]), reg(qr[z]))
+				XORL(words.reg(qr[x]), words.reg(qr[z]))
 			}
 			for _, qr := range qrs {
-				ROLL(U8(r), reg(qr[z]))
+				ROLL(U8(r), words.reg(qr[z]))
 			}
-		}
-		const a, b, c, d = 0, 1, 2, 3
-		step(a, b, d, 16)
-		hold(11)
-		step(c, d, b, 12)
-		hold(3)
-		step(a, b, d, 8)
-		hold(11)
-		step(c, d, b, 7)
-		hold(3)
+		}, words)
 	}
 
 	Label("scalar_doubleround")

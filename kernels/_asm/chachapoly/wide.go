@@ -112,42 +112,22 @@ func wide17(head bool) {
 	MOVL(U32(10), fRounds)
 
 	Label("x17_doubleround")
-	held := 3
-	hold := func(w int) {
-		MOVL(R15L, slot(held))
-		MOVL(slot(w), R15L)
-		held = w
-	}
-	sreg := func(w int) Op {
-		if w == held {
-			return R15L
-		}
-		return scalarReg[w]
-	}
+	words := &r15Words{held: 3, slot: slot}
 	round := func(qrs [4][4]int) {
-		step := func(x, y, z, r int) {
+		scalarHalfRound(func(x, y, z, r int) {
 			for _, qr := range qrs {
 				VPADDD(zmm(qr[y]), zmm(qr[x]), zmm(qr[x]))
-				ADDL(sreg(qr[y]), sreg(qr[x]))
+				ADDL(words.reg(qr[y]), words.reg(qr[x]))
 			}
 			for _, qr := range qrs {
 				VPXORD(zmm(qr[x]), zmm(qr[z]), zmm(qr[z]))
-				XORL(sreg(qr[x]), sreg(qr[z]))
+				XORL(words.reg(qr[x]), words.reg(qr[z]))
 			}
 			for _, qr := range qrs {
 				VPROLD(U8(r), zmm(qr[z]), zmm(qr[z]))
-				ROLL(U8(r), sreg(qr[z]))
+				ROLL(U8(r), words.reg(qr[z]))
 			}
-		}
-		const a, b, c, d = 0, 1, 2, 3
-		step(a, b, d, 16)
-		hold(11)
-		step(c, d, b, 12)
-		hold(3)
-		step(a, b, d, 8)
-		hold(11)
-		step(c, d, b, 7)
-		hold(3)
+		}, words)
 	}
 	round(columns)
 	round(diagonals)
@@ -161,7 +141,7 @@ func wide17(head bool) {
 			MOVL(EAX, fKS.Offset(4*w))
 			continue
 		}
-		MOVL(sreg(w), fKS.Offset(4*w))
+		MOVL(words.reg(w), fKS.Offset(4*w))
 	}
 	MOVL(fCtr, EAX)
 	ADDL(EAX, fKS.Offset(4*12))
