@@ -45,13 +45,14 @@ func TestEncryptDecryptJSONAndStream(t *testing.T) {
 	req, _ = http.NewRequest("POST", ts.URL+"/v1/decrypt/default", bytes.NewReader(ct))
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("Authorization", "Bearer "+ts.Token)
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err == nil || resp.Trailer.Get(api.TrailerStatus) == "ok" || len(got) >= len(pt)/2+1 {
-		t.Fatalf("tampered stream read as complete: err=%v len=%d trailer=%q", err, len(got), resp.Trailer.Get(api.TrailerStatus))
+	// The server aborts the connection at the forged chunk; if the client is
+	// still sending the body then, the error comes from Do (connection reset)
+	// rather than from reading the response: an error all the same.
+	if resp, err = http.DefaultClient.Do(req); err == nil {
+		got, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil || resp.Trailer.Get(api.TrailerStatus) == "ok" || len(got) >= len(pt)/2+1 {
+			t.Fatalf("tampered stream read as complete: err=%v len=%d trailer=%q", err, len(got), resp.Trailer.Get(api.TrailerStatus))
+		}
 	}
 }
