@@ -137,6 +137,9 @@ type chunkedKeys struct {
 	// escape to the heap on every call; those two are for one-shot messages,
 	// whose key state one goroutine uses.
 	n [chunkNonceSize]byte
+	// derived is deriveChunked's scratch space for the expanded key, nonce
+	// and commitment; zero outside deriveChunked.
+	derived [32 + chunkNonceSize + commitmentSize]byte
 }
 
 // rekeyer is an AEAD that takes a new key of the same length in place, as the
@@ -149,29 +152,37 @@ type rekeyer interface{ Rekey(key []byte) error }
 // *sync.Pool of *chunkedKeys.
 var keyPools sync.Map
 
-// newChunkedKeys returns key state with the AEAD keyed by key, from the
-// implementation's pool when it has one.
-func newChunkedKeys(im *kernels.Implementation, key []byte) (*chunkedKeys, error) {
+// newChunkedKeys returns key state for a message under im, for setKey to
+// key: a recycled one from im's pool when there is one.
+func newChunkedKeys(im *kernels.Implementation) *chunkedKeys {
 	p, _ := keyPools.Load(im)
-	pool, _ := p.(*sync.Pool)
-	if pool != nil {
-		if k, _ := pool.Get().(*chunkedKeys); k != nil && k.aead.(rekeyer).Rekey(key) == nil {
-			return k, nil
+	if pool, _ := p.(*sync.Pool); pool != nil {
+		if k, _ := pool.Get().(*chunkedKeys); k != nil {
+			return k
 		}
+	}
+	return new(chunkedKeys)
+}
+
+// setKey keys k's AEAD: a recycled one is rekeyed in place; a new one is
+// made, and k joins im's pool if its AEAD can be rekeyed.
+func (k *chunkedKeys) setKey(im *kernels.Implementation, key []byte) error {
+	if k.aead != nil {
+		return k.aead.(rekeyer).Rekey(key)
 	}
 	aead, err := im.NewAEAD(key)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	k := &chunkedKeys{aead: aead}
+	k.aead = aead
 	if _, ok := aead.(rekeyer); ok {
-		if pool == nil { // the implementation's first: make its pool
-			p, _ := keyPools.LoadOrStore(im, new(sync.Pool))
-			pool = p.(*sync.Pool)
+		p, _ := keyPools.Load(im)
+		if p == nil { // the implementation's first: make its pool
+			p, _ = keyPools.LoadOrStore(im, new(sync.Pool))
 		}
-		k.pool = pool
+		k.pool = p.(*sync.Pool)
 	}
-	return k, nil
+	return nil
 }
 
 // release hands the key state of a finished one-shot message back for reuse;
@@ -189,8 +200,6 @@ func (k *chunkedKeys) release() {
 func deriveChunked(im *kernels.Implementation, input prk, salt, context []byte) (*chunkedKeys, [commitmentSize]byte, error) {
 	c := im.Cipher()
 	var commitment [commitmentSize]byte
-	var buf [32 + chunkNonceSize + commitmentSize]byte
-	out := buf[:c.KeySize()+chunkNonceSize+commitmentSize]
 	id := aeadID(c)
 	if id == 0 {
 		return nil, commitment, fmt.Errorf("%w: %s is not a sealed-format AEAD", ErrUnsupported, c)
@@ -198,14 +207,18 @@ func deriveChunked(im *kernels.Implementation, input prk, salt, context []byte) 
 	if input.n != c.KeySize() {
 		return nil, commitment, fmt.Errorf("cryptosvc: chunked-encryption input key of %d bytes for %s", input.n, c)
 	}
+	k := newChunkedKeys(im)
+	// The output goes into k's scratch space, which is on the heap already:
+	// the AEAD constructor and Rekey would move a local buffer there.
+	out := k.derived[:c.KeySize()+chunkNonceSize+commitmentSize]
 	input.expand(out, chunkedInfoPrefix, ianaNames[id], zeroByte, salt, context)
-	k, err := newChunkedKeys(im, out[:c.KeySize()])
-	clear(out[:c.KeySize()])
+	err := k.setKey(im, out[:c.KeySize()])
+	copy(k.nonce[:], out[c.KeySize():])
+	copy(commitment[:], out[c.KeySize()+chunkNonceSize:])
+	clear(out)
 	if err != nil {
 		return nil, commitment, err
 	}
-	copy(k.nonce[:], out[c.KeySize():])
-	copy(commitment[:], out[c.KeySize()+chunkNonceSize:])
 	return k, commitment, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -90,11 +91,12 @@ const localsRequest = "cipherd.request"
 // ID, and the audit record of its one cryptographic operation, which goes
 // out on the request's access line instead of a line of its own.
 type reqState struct {
-	id     string
-	batch  bool         // the handler audits several items: each gets its own line
-	audit  auditRecord  // the request's operation, to be logged on its access line; zero if none
-	line   accessLine   // the access line, written when the request ends
-	fields [1]zap.Field // the line as the one field of its entry
+	id      string
+	batch   bool         // the handler audits several items: each gets its own line
+	audit   auditRecord  // the request's operation, to be logged on its access line; zero if none
+	line    accessLine   // the access line, written when the request ends
+	fields  [1]zap.Field // the line as the one field of its entry
+	scratch *reqScratch  // taken on first use (scratchSpace)
 }
 
 // requestID takes the caller's X-Request-Id when it is short and plain, or
@@ -112,9 +114,44 @@ func (s *Server) requestID(c *fiber.Ctx) error {
 	} else {
 		id = strings.Clone(id) // c.Get points into a buffer fasthttp reuses
 	}
-	c.Locals(localsRequest, &reqState{id: id})
+	st := &reqState{id: id}
+	c.Locals(localsRequest, st)
 	c.Set(api.HeaderRequestID, id)
-	return c.Next()
+	err := c.Next()
+	// The scratch space goes back for the next request unless something
+	// may still read it: the error handler, which runs after this returns,
+	// or a streamed response, which is written after that.
+	if sc := st.scratch; sc != nil && err == nil && !c.Response().IsBodyStream() {
+		st.scratch = nil
+		clear(sc.body[:])
+		clear(sc.data[:])
+		scratches.Put(sc)
+	}
+	return err
+}
+
+// reqScratch is room for a small JSON body and the base64 data it carries,
+// so that the commonest requests allocate neither. It holds request data:
+// it is cleared before it is recycled. The request's state is not recycled
+// itself: a logger's core may keep the access line it points to.
+type reqScratch struct {
+	body [1024]byte
+	data [768]byte
+}
+
+var scratches = sync.Pool{New: func() any { return new(reqScratch) }}
+
+// scratchSpace returns the request's scratch space, or nil for a context
+// that did not pass through the requestID middleware.
+func scratchSpace(c *fiber.Ctx) *reqScratch {
+	st := state(c)
+	if st == nil {
+		return nil
+	}
+	if st.scratch == nil {
+		st.scratch = scratches.Get().(*reqScratch)
+	}
+	return st.scratch
 }
 
 func plainID(id string) bool {

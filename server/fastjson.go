@@ -16,8 +16,9 @@ import (
 
 // decodeItem parses {"<data>": b64, "context": b64, "reference": string}
 // with every field optional, in any order. A present base64 field decodes to
-// a non-nil slice, as encoding/json does.
-func decodeItem(b []byte, dataField string) (data, context []byte, reference string, ok bool) {
+// a non-nil slice, as encoding/json does: into scratch while it has room, so
+// that the results may alias scratch (but not b or each other).
+func decodeItem(b []byte, dataField string, scratch []byte) (data, context []byte, reference string, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, nil, "", false
@@ -43,12 +44,12 @@ func decodeItem(b []byte, dataField string) (data, context []byte, reference str
 		switch {
 		case string(name) == dataField && !seenData:
 			seenData = true
-			if data, ok = decodeBase64(val); !ok {
+			if data, ok = decodeBase64(val, &scratch); !ok {
 				return nil, nil, "", false
 			}
 		case string(name) == "context" && !seenContext:
 			seenContext = true
-			if context, ok = decodeBase64(val); !ok {
+			if context, ok = decodeBase64(val, &scratch); !ok {
 				return nil, nil, "", false
 			}
 		case string(name) == "reference" && !seenRef:
@@ -101,8 +102,15 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 	return nil, 0, false
 }
 
-func decodeBase64(s []byte) ([]byte, bool) {
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+// decodeBase64 decodes s into the front of *scratch, which it then advances,
+// or into a new slice when *scratch is nil or too short.
+func decodeBase64(s []byte, scratch *[]byte) ([]byte, bool) {
+	var out []byte
+	if n := base64.StdEncoding.DecodedLen(len(s)); *scratch != nil && n <= len(*scratch) {
+		out, *scratch = (*scratch)[:n:n], (*scratch)[n:]
+	} else {
+		out = make([]byte, n)
+	}
 	n, err := base64.StdEncoding.Decode(out, s)
 	return out[:n], err == nil
 }

@@ -18,7 +18,23 @@ func strictItem(b []byte) (api.EncryptRequest, bool) {
 // accepts, encoding/json accepts too and yields the same item.
 func checkDecodeItem(t *testing.T, b []byte) bool {
 	t.Helper()
-	data, ctx, ref, ok := decodeItem(b, "plaintext")
+	data, ctx, ref, ok := decodeItem(b, "plaintext", nil)
+	// With scratch space of every size that matters, the results must be
+	// the same, and disjoint.
+	for _, n := range []int{0, 1, len(data), len(data) + len(ctx), 2 * len(b)} {
+		scratch := make([]byte, n)
+		d, c, r, k := decodeItem(b, "plaintext", scratch)
+		if k != ok || !bytes.Equal(d, data) || (d == nil) != (data == nil) || !bytes.Equal(c, ctx) || (c == nil) != (ctx == nil) || r != ref {
+			t.Fatalf("%q with %d bytes of scratch: (%q, %q, %q, %v), without: (%q, %q, %q, %v)", b, n, d, c, r, k, data, ctx, ref, ok)
+		}
+		keep := bytes.Clone(c)
+		for i := range d {
+			d[i] = ^d[i]
+		}
+		if !bytes.Equal(c, keep) {
+			t.Fatalf("%q with %d bytes of scratch: data and context share memory", b, n)
+		}
+	}
 	if !ok {
 		return false
 	}

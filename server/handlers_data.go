@@ -43,7 +43,11 @@ func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, e
 		if cl := c.Request().Header.ContentLength(); cl >= 0 {
 			// The length is known (and within the limit): one read into a
 			// buffer of that size, rather than ReadAll's growing one.
-			b = make([]byte, cl)
+			if sc := scratchSpace(c); sc != nil && cl <= len(sc.body) {
+				b = sc.body[:cl]
+			} else {
+				b = make([]byte, cl)
+			}
 			_, err = io.ReadFull(bs, b)
 		} else {
 			b, err = io.ReadAll(io.LimitReader(bs, int64(limit)+1))
@@ -65,6 +69,25 @@ func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, e
 
 // decodeJSON decodes exactly one JSON value into v, refusing unknown fields
 // and anything after the value.
+// dataScratch returns the request's room for decoded data, or nil.
+func dataScratch(c *fiber.Ctx) []byte {
+	if sc := scratchSpace(c); sc != nil {
+		return sc.data[:]
+	}
+	return nil
+}
+
+// decodeInto is decodeJSON into a fresh value that then replaces *v, so that
+// v, which the fast path fills, stays off the heap.
+func decodeInto[T any](b []byte, v *T) error {
+	x := new(T)
+	if err := decodeJSON(b, x); err != nil {
+		return err
+	}
+	*v = *x
+	return nil
+}
+
 func decodeJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -165,11 +188,11 @@ func (s *Server) checkBatch(n int) error {
 
 // sendResult answers with one result as JSON, written straight into the
 // response's buffer when the fast encoder takes it.
-func sendResult(c *fiber.Ctx, res any) error {
+func sendResult[R any](c *fiber.Ctx, res *R) error {
 	resp := c.Response()
 	body := resp.SwapBody(nil)[:0]
 	ok := false
-	switch r := res.(type) {
+	switch r := any(res).(type) {
 	case *api.EncryptResult:
 		body, ok = appendEncryptResult(body, r)
 	case *api.DecryptResult:
@@ -177,7 +200,9 @@ func sendResult(c *fiber.Ctx, res any) error {
 	}
 	resp.SwapBody(body)
 	if !ok {
-		return c.JSON(res)
+		// A copy, so that res stays off the heap on the fast path.
+		v := *res
+		return c.JSON(&v)
 	}
 	resp.Header.SetContentType(fiber.MIMEApplicationJSON)
 	return nil
@@ -187,7 +212,7 @@ func sendResult(c *fiber.Ctx, res any) error {
 // (when the request's top-level fields are empty) with a result or an error
 // per item, in order. do processes one item; failed builds a batch item's
 // error result.
-func respondItems[I, R any](s *Server, c *fiber.Ctx, single *I, items []I, topLevelSet bool, do func(*I) (R, error), failed func(*I, *api.Error) R) error {
+func respondItems[I, R any](s *Server, c *fiber.Ctx, single I, items []I, topLevelSet bool, do func(I) (R, error), failed func(I, *api.Error) R) error {
 	if items == nil {
 		res, err := do(single)
 		if err != nil {
@@ -207,10 +232,10 @@ func respondItems[I, R any](s *Server, c *fiber.Ctx, single *I, items []I, topLe
 	out := api.BatchResponse[R]{Items: make([]R, len(items))}
 	errs := make([]*api.Error, len(items))
 	for i := range items {
-		res, err := do(&items[i])
+		res, err := do(items[i])
 		if err != nil {
 			errs[i] = toAPIError(err)
-			res = failed(&items[i], errs[i])
+			res = failed(items[i], errs[i])
 		}
 		out.Items[i] = res
 	}
@@ -234,13 +259,12 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 	}
 	var req api.EncryptRequest
 	var fast bool
-	if req.Plaintext, req.Context, req.Reference, fast = decodeItem(b, "plaintext"); !fast {
-		req = api.EncryptRequest{}
-		if err := decodeJSON(b, &req); err != nil {
+	if req.Plaintext, req.Context, req.Reference, fast = decodeItem(b, "plaintext", dataScratch(c)); !fast {
+		if err := decodeInto(b, &req); err != nil {
 			return err
 		}
 	}
-	seal := func(it *api.EncryptItem) (api.EncryptResult, error) {
+	seal := func(it api.EncryptItem) (api.EncryptResult, error) {
 		if it.Plaintext == nil {
 			return api.EncryptResult{}, apiError(api.CodeBadRequest, "plaintext is required (base64; \"\" for an empty message)")
 		}
@@ -252,8 +276,8 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 		s.met.bytes(string(OpEncrypt), info.AEAD.String(), int64(len(it.Plaintext)))
 		return api.EncryptResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
 	}
-	return respondItems(s, c, &req.EncryptItem, req.Items, req.Plaintext != nil || req.Context != nil || req.Reference != "", seal,
-		func(it *api.EncryptItem, e *api.Error) api.EncryptResult {
+	return respondItems(s, c, req.EncryptItem, req.Items, req.Plaintext != nil || req.Context != nil || req.Reference != "", seal,
+		func(it api.EncryptItem, e *api.Error) api.EncryptResult {
 			return api.EncryptResult{Reference: it.Reference, Error: e}
 		})
 }
@@ -275,13 +299,12 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 	}
 	var req api.DecryptRequest
 	var fast bool
-	if req.Ciphertext, req.Context, req.Reference, fast = decodeItem(b, "ciphertext"); !fast {
-		req = api.DecryptRequest{}
-		if err := decodeJSON(b, &req); err != nil {
+	if req.Ciphertext, req.Context, req.Reference, fast = decodeItem(b, "ciphertext", dataScratch(c)); !fast {
+		if err := decodeInto(b, &req); err != nil {
 			return err
 		}
 	}
-	open := func(it *api.DecryptItem) (api.DecryptResult, error) {
+	open := func(it api.DecryptItem) (api.DecryptResult, error) {
 		if it.Ciphertext == nil {
 			return api.DecryptResult{}, apiError(api.CodeBadRequest, "ciphertext is required (base64)")
 		}
@@ -299,8 +322,8 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 		}
 		return api.DecryptResult{Plaintext: pt, KeyVersion: info.Version, Reference: it.Reference}, nil
 	}
-	return respondItems(s, c, &req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", open,
-		func(it *api.DecryptItem, e *api.Error) api.DecryptResult {
+	return respondItems(s, c, req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", open,
+		func(it api.DecryptItem, e *api.Error) api.DecryptResult {
 			return api.DecryptResult{Reference: it.Reference, Error: e}
 		})
 }
@@ -320,7 +343,7 @@ func (s *Server) handleRewrap(c *fiber.Ctx) error {
 	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
 		return err
 	}
-	rewrap := func(it *api.DecryptItem) (api.RewrapResult, error) {
+	rewrap := func(it api.DecryptItem) (api.RewrapResult, error) {
 		if it.Ciphertext == nil {
 			return api.RewrapResult{}, apiError(api.CodeBadRequest, "ciphertext is required (base64)")
 		}
@@ -331,8 +354,8 @@ func (s *Server) handleRewrap(c *fiber.Ctx) error {
 		}
 		return api.RewrapResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
 	}
-	return respondItems(s, c, &req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", rewrap,
-		func(it *api.DecryptItem, e *api.Error) api.RewrapResult {
+	return respondItems(s, c, req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", rewrap,
+		func(it api.DecryptItem, e *api.Error) api.RewrapResult {
 			return api.RewrapResult{Reference: it.Reference, Error: e}
 		})
 }
