@@ -85,7 +85,15 @@ func (s *Server) newApp() *fiber.App {
 	return app
 }
 
-const localsRequest = "cipherd.request"
+// localsKey is the type of the keys of cipherd's values in a request's
+// locals: a small integer compares faster than a string, and no other
+// package's key can equal one.
+type localsKey uint8
+
+const (
+	localsRequest  localsKey = iota // *reqState
+	localsIdentity                  // *identity
+)
 
 // reqState is what the middleware and the handlers of one request share: its
 // ID, and the audit record of its one cryptographic operation, which goes

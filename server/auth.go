@@ -203,8 +203,6 @@ func (a *authState) trustedProxy(ip net.IP) bool {
 	return false
 }
 
-const localsIdentity = "cipherd.identity"
-
 // authenticate is the middleware of every route with an operation: it
 // identifies the caller or answers 401, then applies the caller's rate limit.
 func (s *Server) authenticate(c *fiber.Ctx) error {

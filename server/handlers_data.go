@@ -135,21 +135,19 @@ func jsonErrorText(err error) string {
 	return "malformed"
 }
 
-func isJSON(c *fiber.Ctx) bool { return mediaType(c) == api.ContentTypeJSON }
+func isJSON(c *fiber.Ctx) bool { return hasMediaType(c, api.ContentTypeJSON) }
 
-func isStream(c *fiber.Ctx) bool { return mediaType(c) == api.ContentTypeStream }
+func isStream(c *fiber.Ctx) bool { return hasMediaType(c, api.ContentTypeStream) }
 
-// mediaType returns the request's Content-Type without parameters, lowered
-// only when it has to be.
-func mediaType(c *fiber.Ctx) string {
-	ct, _, _ := strings.Cut(c.Get(fiber.HeaderContentType), ";")
-	ct = strings.TrimSpace(ct)
-	for i := 0; i < len(ct); i++ {
-		if 'A' <= ct[i] && ct[i] <= 'Z' {
-			return strings.ToLower(ct)
-		}
+// hasMediaType reports whether the request's Content-Type, without its
+// parameters, is want (lower case), in any case. fasthttp keeps the header
+// in a field of its own: no search, no copy.
+func hasMediaType(c *fiber.Ctx, want string) bool {
+	ct := c.Request().Header.ContentType()
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
 	}
-	return ct
+	return strings.EqualFold(string(bytes.TrimSpace(ct)), want)
 }
 
 // keyParam returns the route's key name, checked.
