@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/recover"
 	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/api"
@@ -71,9 +70,7 @@ func (s *Server) newApp() *fiber.App {
 		// streaming handlers set write deadlines per chunk.
 		WriteTimeout: 0,
 	})
-	app.Use(s.requestID)
-	app.Use(recover.New())
-	app.Use(s.observe)
+	app.Use(s.front)
 	for _, r := range s.routes() {
 		h := []fiber.Handler{}
 		if r.op != "" {
@@ -107,9 +104,9 @@ type reqState struct {
 	scratch *reqScratch  // taken on first use (scratchSpace)
 }
 
-// requestID takes the caller's X-Request-Id when it is short and plain, or
-// makes one, and echoes it on the response.
-func (s *Server) requestID(c *fiber.Ctx) error {
+// newRequest starts a request's state: its ID, the caller's X-Request-Id
+// when it is short and plain, or a new one, echoed on the response.
+func newRequest(c *fiber.Ctx) *reqState {
 	id := c.Get(api.HeaderRequestID)
 	if !plainID(id) {
 		// 96 random bits from the runtime's ChaCha8 generator (seeded by the
@@ -125,17 +122,19 @@ func (s *Server) requestID(c *fiber.Ctx) error {
 	st := &reqState{id: id}
 	c.Locals(localsRequest, st)
 	c.Set(api.HeaderRequestID, id)
-	err := c.Next()
-	// The scratch space goes back for the next request unless something
-	// may still read it: the error handler, which runs after this returns,
-	// or a streamed response, which is written after that.
-	if sc := st.scratch; sc != nil && err == nil && !c.Response().IsBodyStream() {
+	return st
+}
+
+// recycleScratch hands the request's scratch space back for the next
+// request, unless a streamed response, written after the handlers return,
+// may still read it.
+func recycleScratch(c *fiber.Ctx, st *reqState) {
+	if sc := st.scratch; sc != nil && !c.Response().IsBodyStream() {
 		st.scratch = nil
 		clear(sc.body[:])
 		clear(sc.data[:])
 		scratches.Put(sc)
 	}
-	return err
 }
 
 // reqScratch is room for a small JSON body and the base64 data it carries,
@@ -150,7 +149,7 @@ type reqScratch struct {
 var scratches = sync.Pool{New: func() any { return new(reqScratch) }}
 
 // scratchSpace returns the request's scratch space, or nil for a context
-// that did not pass through the requestID middleware.
+// that did not pass through the front middleware.
 func scratchSpace(c *fiber.Ctx) *reqScratch {
 	st := state(c)
 	if st == nil {
@@ -176,7 +175,7 @@ func plainID(id string) bool {
 }
 
 // state returns the request's shared state; nil for a context that did not
-// pass through the requestID middleware.
+// pass through the front middleware.
 func state(c *fiber.Ctx) *reqState {
 	st, _ := c.Locals(localsRequest).(*reqState)
 	return st

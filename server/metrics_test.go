@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -569,10 +569,8 @@ func TestAccessLog(t *testing.T) {
 // answers a 64-byte body, with or without observe.
 func benchApp(s *Server, observe bool) fasthttp.RequestHandler {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler})
-	app.Use(s.requestID)
-	app.Use(recover.New())
 	if observe {
-		app.Use(s.observe)
+		app.Use(s.front)
 	}
 	body := bytes.Repeat([]byte{'x'}, 64)
 	app.Post(api.RouteEncrypt, func(c *fiber.Ctx) error { return c.Send(body) })
@@ -640,23 +638,26 @@ func BenchmarkObserveParallel(b *testing.B) {
 	}
 }
 
-// A handler's panic still counts and logs as a 500 (the recover middleware
-// runs outside observe).
+// A handler's panic still counts and logs as a 500, and answers as an
+// internal error.
 func TestAccessLogPanic(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	s := &Server{cfg: Config{}.Defaults(), log: zap.New(core), met: newMetrics(), started: time.Now()}
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler})
-	app.Use(s.requestID)
-	app.Use(recover.New())
-	app.Use(s.observe)
+	app.Use(s.front)
 	app.Get("/boom/:key", func(c *fiber.Ctx) error { panic("kaboom") })
 	resp, err := app.Test(httptest.NewRequest("GET", "/boom/secret-key", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 500 {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var e api.Error
+	if err := json.Unmarshal(body, &e); err != nil || e.Code != api.CodeInternal || e.RequestID == "" || e.RequestID != resp.Header.Get(api.HeaderRequestID) || strings.Contains(string(body), "kaboom") {
+		t.Errorf("response %s (%v): want an internal error with the request's ID and not the panic's value", body, err)
 	}
 	access := logs.FilterMessage("access").All()
 	if len(access) != 1 {
