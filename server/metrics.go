@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	rtmetrics "runtime/metrics"
 	"slices"
@@ -137,15 +138,23 @@ type metrics struct {
 	bodyRoutes     map[string]bool // "METHOD /path" of the routes that read a body
 
 	accessOnce sync.Once
-	access     *zap.Logger // the server's logger without the caller, which says nothing here
+	access     zapcore.Core // the server's logger's core, which access lines go to directly
+	accessName string       // and its name
 }
 
-// accessLog returns the logger of access lines.
-func (s *Server) accessLog() *zap.Logger {
+// accessLog returns the core and the logger name of access lines. They go
+// to the core without the logger around it: the entry takes the time the
+// request's latency was measured at instead of reading the clock again, and
+// a caller or a stack would say nothing on them.
+func (s *Server) accessLog() (zapcore.Core, string) {
 	m := s.met
-	m.accessOnce.Do(func() { m.access = s.log.WithOptions(zap.WithCaller(false)) })
-	return m.access
+	m.accessOnce.Do(func() { m.access, m.accessName = s.log.Core(), s.log.Name() })
+	return m.access, m.accessName
 }
+
+// logErrors is where a failed write of an access line is reported, as a
+// zap.Logger reports it by default.
+var logErrors = zapcore.Lock(os.Stderr)
 
 func newMetrics() *metrics { return &metrics{} }
 
@@ -288,7 +297,8 @@ func (s *Server) readsBody(method, route string) bool {
 // audit record (op, key, key_version, bytes, outcome), with the message
 // "audit" and the audit's level, so that the common case costs one log entry.
 func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status int, panicked bool) {
-	d := time.Since(start)
+	now := time.Now()
+	d := now.Sub(start)
 	r := c.Route()
 	route := r.Path
 	if r == self { // only middleware ran: no route matched
@@ -304,10 +314,12 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	if audited {
 		msg, level = "audit", max(level, st.audit.level)
 	}
-	ce := s.accessLog().Check(level, msg)
+	core, name := s.accessLog()
+	ce := core.Check(zapcore.Entry{LoggerName: name, Time: now, Level: level, Message: msg}, nil)
 	if ce == nil {
 		return
 	}
+	ce.ErrorOutput = logErrors
 	resp := c.Response()
 	var line *accessLine
 	if st != nil {
