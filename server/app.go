@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
@@ -102,28 +102,34 @@ type reqState struct {
 	line    accessLine   // the access line, written when the request ends
 	fields  [1]zap.Field // the line as the one field of its entry
 	scratch *reqScratch  // taken on first use (scratchSpace)
+	idText  [24]byte     // a generated ID's text, which id points to
 }
 
 // newRequest starts a request's state: its ID, the caller's X-Request-Id
 // when it is short and plain, or a new one, echoed on the response.
 func newRequest(c *fiber.Ctx) *reqState {
-	id := c.Get(api.HeaderRequestID)
-	if !plainID(id) {
+	st := new(reqState)
+	if id := c.Request().Header.Peek(api.HeaderRequestID); plainID(id) {
+		st.id = string(id) // a copy: the header is in a buffer fasthttp reuses
+	} else {
 		// 96 random bits from the runtime's ChaCha8 generator (seeded by the
 		// OS): an ID needs to be unique, not secret, and crypto/rand cost a
-		// getrandom per request.
+		// getrandom per request. Its text lives in the state, which is never
+		// recycled: one allocation for both.
 		var b [12]byte
 		binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
 		binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
-		id = hex.EncodeToString(b[:])
-	} else {
-		id = strings.Clone(id) // c.Get points into a buffer fasthttp reuses
+		hex.Encode(st.idText[:], b[:])
+		st.id = unsafe.String(&st.idText[0], len(st.idText))
 	}
-	st := &reqState{id: id}
 	c.Locals(localsRequest, st)
-	c.Set(api.HeaderRequestID, id)
+	c.Response().Header.SetCanonical(headerRequestID, unsafe.Slice(unsafe.StringData(st.id), len(st.id)))
 	return st
 }
+
+// headerRequestID is api.HeaderRequestID as fasthttp normalizes it, so that
+// setting it on a response skips that step.
+var headerRequestID = []byte(api.HeaderRequestID)
 
 // recycleScratch hands the request's scratch space back for the next
 // request, unless a streamed response, written after the handlers return,
@@ -161,7 +167,7 @@ func scratchSpace(c *fiber.Ctx) *reqScratch {
 	return st.scratch
 }
 
-func plainID(id string) bool {
+func plainID(id []byte) bool {
 	if len(id) == 0 || len(id) > 64 {
 		return false
 	}

@@ -786,3 +786,40 @@ func TestAuditLines(t *testing.T) {
 		t.Errorf("failed decrypt line: %v", m)
 	}
 }
+
+// The front middleware echoes a caller's plain X-Request-Id and makes one
+// up, 24 hex digits and new each time, for anything else.
+func TestRequestID(t *testing.T) {
+	s := &Server{cfg: Config{}.Defaults(), log: zap.NewNop(), met: newMetrics(), started: time.Now()}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler})
+	app.Use(s.front)
+	app.Get("/id", func(c *fiber.Ctx) error { return c.SendString(requestID(c)) })
+	get := func(sent string) (header, seen string) {
+		t.Helper()
+		req := httptest.NewRequest("GET", "/id", nil)
+		if sent != "" {
+			req.Header.Set(api.HeaderRequestID, sent)
+		}
+		resp, err := app.Test(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.Header.Get(api.HeaderRequestID), string(b)
+	}
+	for _, id := range []string{"abc", "A-z_0.9", strings.Repeat("x", 64)} {
+		if h, seen := get(id); h != id || seen != id {
+			t.Errorf("sent %q: echoed %q, handler saw %q", id, h, seen)
+		}
+	}
+	generated := regexp.MustCompile(`^[0-9a-f]{24}$`)
+	ids := map[string]bool{}
+	for _, id := range []string{"", "has space", "semi;colon", strings.Repeat("x", 65), "ü"} {
+		h, seen := get(id)
+		if !generated.MatchString(h) || seen != h || ids[h] {
+			t.Errorf("sent %q: got %q (handler saw %q), want a new 24-hex-digit ID", id, h, seen)
+		}
+		ids[h] = true
+	}
+}
