@@ -276,25 +276,27 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 // kernel and the Poly1305 kernels. The Poly1305 key comes from block 0 in
 // general-purpose registers: sealing, and opening into another buffer,
 // alongside the first group's ChaCha20 (chachaPolyHeadAVX512), so that it
-// costs nothing, and the seal kernel authenticates one group behind;
-// opening in place, alone, because each group's input must be
+// and r's powers cost nothing, and the seal kernel authenticates one group
+// behind; opening in place, alone, because each group's input must be
 // authenticated before it is overwritten.
 func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
 	state := chachaState(key, nonce, 0)
 	var ks [64]byte
+	var tbl poly1305Powers
 	// Sealing, and opening into another buffer (out and in are equal or
 	// disjoint), the ciphertext of the first group stays available after it
-	// is XORed: block 0 runs alongside blocks 1–16, which XOR the first group.
+	// is XORed: block 0 runs alongside blocks 1–16, which XOR the first group,
+	// and r's powers are computed alongside them too.
 	head := seal || &out[0] != &in[0]
 	if head {
-		chachaPolyHeadAVX512(&out[0], &in[0], &state, &ks)
+		chachaPolyHeadAVX512(&out[0], &in[0], &state, &ks, (*[80]uint64)(&tbl))
 	} else {
 		chachaBlockScalar(&state, &ks)
 	}
 	var m poly1305MAC
 	m.init((*[32]byte)(ks[:32]))
+	m.powers = head
 	clear(ks[:])
-	var tbl poly1305Powers
 	m.padded(aad, &tbl)
 	bulk := len(in) &^ 1023
 	if head {

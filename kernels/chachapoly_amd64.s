@@ -1406,29 +1406,16 @@ DATA chachaPolyStitch<>+104(SB)/8, $0x0000000000001400
 DATA chachaPolyStitch<>+112(SB)/8, $0x00000fffffffffff
 GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $120
 
-// func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte)
-// Requires: AVX, AVX512F
-TEXT ·chachaPolyHeadAVX512(SB), $128-32
-	MOVQ dst+0(FP), AX
-	MOVQ AX, (SP)
-	MOVQ src+8(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ $0x00000001, AX
-	MOVQ AX, 16(SP)
-	MOVQ state+16(FP), AX
-	MOVQ AX, 24(SP)
+// func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte, tbl *[80]uint64)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·chachaPolyHeadAVX512(SB), $128-40
+	MOVQ state+16(FP), R15
 
 	// Counters: counter+1 … counter+16 in zmm, counter for the scalar block.
-	MOVL         48(AX), BX
-	MOVL         BX, 32(SP)
+	MOVL         48(R15), BX
 	INCL         BX
 	VPBROADCASTD BX, Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVL         $0x00000011, BX
-	VPBROADCASTD BX, Z30
-	MOVL         $0x0000efff, BX
-	KMOVW        BX, K1
-	MOVQ         24(SP), R15
 	VPBROADCASTD (R15), Z0
 	VPBROADCASTD 4(R15), Z1
 	VPBROADCASTD 8(R15), Z2
@@ -1454,251 +1441,1401 @@ TEXT ·chachaPolyHeadAVX512(SB), $128-32
 	MOVL         32(R15), CX
 	MOVL         36(R15), DX
 	MOVL         40(R15), BP
+	MOVL         48(R15), R10
 	MOVL         52(R15), R11
 	MOVL         56(R15), R12
 	MOVL         60(R15), R13
-	MOVL         32(SP), R10
 	MOVL         44(R15), R14
 	MOVL         R14, 44(SP)
 	MOVL         8(R15), R14
 	MOVL         12(R15), R15
-	MOVL         $0x0000000a, 36(SP)
+	MOVL         $0x00000005, 36(SP)
 
-x17_doubleround:
+	// 5 double rounds of the zmm blocks, each with two of block 0's.
+head_doubleround:
 	VPADDD Z4, Z0, Z0
 	ADDL   SI, AX
-	VPADDD Z5, Z1, Z1
 	ADDL   DI, BX
-	VPADDD Z6, Z2, Z2
 	ADDL   R8, R14
-	VPADDD Z7, Z3, Z3
+	VPADDD Z5, Z1, Z1
 	ADDL   R9, R15
-	VPXORD Z0, Z12, Z12
 	XORL   AX, R10
-	VPXORD Z1, Z13, Z13
+	VPADDD Z6, Z2, Z2
 	XORL   BX, R11
-	VPXORD Z2, Z14, Z14
 	XORL   R14, R12
-	VPXORD Z3, Z15, Z15
+	VPADDD Z7, Z3, Z3
 	XORL   R15, R13
-	VPROLD $0x10, Z12, Z12
 	ROLL   $0x10, R10
-	VPROLD $0x10, Z13, Z13
 	ROLL   $0x10, R11
-	VPROLD $0x10, Z14, Z14
+	VPXORD Z0, Z12, Z12
 	ROLL   $0x10, R12
-	VPROLD $0x10, Z15, Z15
 	ROLL   $0x10, R13
+	VPXORD Z1, Z13, Z13
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
-	VPADDD Z12, Z8, Z8
+	VPXORD Z2, Z14, Z14
 	ADDL   R10, CX
-	VPADDD Z13, Z9, Z9
 	ADDL   R11, DX
-	VPADDD Z14, Z10, Z10
 	ADDL   R12, BP
-	VPADDD Z15, Z11, Z11
+	VPXORD Z3, Z15, Z15
 	ADDL   R13, R15
-	VPXORD Z8, Z4, Z4
 	XORL   CX, SI
-	VPXORD Z9, Z5, Z5
+	VPROLD $0x10, Z12, Z12
 	XORL   DX, DI
-	VPXORD Z10, Z6, Z6
 	XORL   BP, R8
-	VPXORD Z11, Z7, Z7
+	VPROLD $0x10, Z13, Z13
 	XORL   R15, R9
-	VPROLD $0x0c, Z4, Z4
 	ROLL   $0x0c, SI
-	VPROLD $0x0c, Z5, Z5
 	ROLL   $0x0c, DI
-	VPROLD $0x0c, Z6, Z6
+	VPROLD $0x10, Z14, Z14
 	ROLL   $0x0c, R8
-	VPROLD $0x0c, Z7, Z7
 	ROLL   $0x0c, R9
+	VPROLD $0x10, Z15, Z15
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z12, Z8, Z8
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z13, Z9, Z9
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z14, Z10, Z10
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z15, Z11, Z11
+	XORL   R15, R13
+	ROLL   $0x08, R10
+	ROLL   $0x08, R11
+	VPXORD Z8, Z4, Z4
+	ROLL   $0x08, R12
+	ROLL   $0x08, R13
+	VPXORD Z9, Z5, Z5
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z10, Z6, Z6
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z11, Z7, Z7
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x0c, Z4, Z4
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x0c, Z5, Z5
+	XORL   R15, R9
+	ROLL   $0x07, SI
+	ROLL   $0x07, DI
+	VPROLD $0x0c, Z6, Z6
+	ROLL   $0x07, R8
+	ROLL   $0x07, R9
+	VPROLD $0x0c, Z7, Z7
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
 	VPADDD Z4, Z0, Z0
-	ADDL   SI, AX
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
 	VPADDD Z5, Z1, Z1
-	ADDL   DI, BX
+	ADDL   SI, R15
+	XORL   AX, R13
 	VPADDD Z6, Z2, Z2
-	ADDL   R8, R14
+	XORL   BX, R10
+	XORL   R14, R11
 	VPADDD Z7, Z3, Z3
-	ADDL   R9, R15
+	XORL   R15, R12
+	ROLL   $0x10, R13
+	ROLL   $0x10, R10
 	VPXORD Z0, Z12, Z12
-	XORL   AX, R10
+	ROLL   $0x10, R11
+	ROLL   $0x10, R12
 	VPXORD Z1, Z13, Z13
-	XORL   BX, R11
-	VPXORD Z2, Z14, Z14
-	XORL   R14, R12
-	VPXORD Z3, Z15, Z15
-	XORL   R15, R13
-	VPROLD $0x08, Z12, Z12
-	ROLL   $0x08, R10
-	VPROLD $0x08, Z13, Z13
-	ROLL   $0x08, R11
-	VPROLD $0x08, Z14, Z14
-	ROLL   $0x08, R12
-	VPROLD $0x08, Z15, Z15
-	ROLL   $0x08, R13
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
+	VPXORD Z2, Z14, Z14
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
+	VPXORD Z3, Z15, Z15
+	ADDL   R12, DX
+	XORL   BP, DI
+	VPROLD $0x08, Z12, Z12
+	XORL   R15, R8
+	XORL   CX, R9
+	VPROLD $0x08, Z13, Z13
+	XORL   DX, SI
+	ROLL   $0x0c, DI
+	ROLL   $0x0c, R8
+	VPROLD $0x08, Z14, Z14
+	ROLL   $0x0c, R9
+	ROLL   $0x0c, SI
+	VPROLD $0x08, Z15, Z15
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
 	VPADDD Z12, Z8, Z8
-	ADDL   R10, CX
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
 	VPADDD Z13, Z9, Z9
-	ADDL   R11, DX
+	ADDL   SI, R15
+	XORL   AX, R13
 	VPADDD Z14, Z10, Z10
-	ADDL   R12, BP
+	XORL   BX, R10
+	XORL   R14, R11
 	VPADDD Z15, Z11, Z11
-	ADDL   R13, R15
+	XORL   R15, R12
+	ROLL   $0x08, R13
+	ROLL   $0x08, R10
 	VPXORD Z8, Z4, Z4
-	XORL   CX, SI
+	ROLL   $0x08, R11
+	ROLL   $0x08, R12
 	VPXORD Z9, Z5, Z5
-	XORL   DX, DI
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
 	VPXORD Z10, Z6, Z6
-	XORL   BP, R8
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
 	VPXORD Z11, Z7, Z7
-	XORL   R15, R9
+	ADDL   R12, DX
+	XORL   BP, DI
 	VPROLD $0x07, Z4, Z4
-	ROLL   $0x07, SI
+	XORL   R15, R8
+	XORL   CX, R9
 	VPROLD $0x07, Z5, Z5
+	XORL   DX, SI
 	ROLL   $0x07, DI
-	VPROLD $0x07, Z6, Z6
 	ROLL   $0x07, R8
-	VPROLD $0x07, Z7, Z7
+	VPROLD $0x07, Z6, Z6
 	ROLL   $0x07, R9
+	ROLL   $0x07, SI
+	VPROLD $0x07, Z7, Z7
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z5, Z0, Z0
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z6, Z1, Z1
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z7, Z2, Z2
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z4, Z3, Z3
+	XORL   R15, R13
+	ROLL   $0x10, R10
+	ROLL   $0x10, R11
+	VPXORD Z0, Z15, Z15
+	ROLL   $0x10, R12
+	ROLL   $0x10, R13
+	VPXORD Z1, Z12, Z12
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z2, Z13, Z13
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z3, Z14, Z14
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x10, Z15, Z15
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x10, Z12, Z12
+	XORL   R15, R9
+	ROLL   $0x0c, SI
+	ROLL   $0x0c, DI
+	VPROLD $0x10, Z13, Z13
+	ROLL   $0x0c, R8
+	ROLL   $0x0c, R9
+	VPROLD $0x10, Z14, Z14
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z15, Z10, Z10
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z12, Z11, Z11
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z13, Z8, Z8
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z14, Z9, Z9
+	XORL   R15, R13
+	ROLL   $0x08, R10
+	ROLL   $0x08, R11
+	VPXORD Z10, Z5, Z5
+	ROLL   $0x08, R12
+	ROLL   $0x08, R13
+	VPXORD Z11, Z6, Z6
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z8, Z7, Z7
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z9, Z4, Z4
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x0c, Z5, Z5
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x0c, Z6, Z6
+	XORL   R15, R9
+	ROLL   $0x07, SI
+	ROLL   $0x07, DI
+	VPROLD $0x0c, Z7, Z7
+	ROLL   $0x07, R8
+	ROLL   $0x07, R9
+	VPROLD $0x0c, Z4, Z4
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
 	VPADDD Z5, Z0, Z0
 	ADDL   DI, AX
-	VPADDD Z6, Z1, Z1
 	ADDL   R8, BX
-	VPADDD Z7, Z2, Z2
 	ADDL   R9, R14
-	VPADDD Z4, Z3, Z3
+	VPADDD Z6, Z1, Z1
 	ADDL   SI, R15
-	VPXORD Z0, Z15, Z15
 	XORL   AX, R13
-	VPXORD Z1, Z12, Z12
+	VPADDD Z7, Z2, Z2
 	XORL   BX, R10
-	VPXORD Z2, Z13, Z13
 	XORL   R14, R11
-	VPXORD Z3, Z14, Z14
+	VPADDD Z4, Z3, Z3
 	XORL   R15, R12
-	VPROLD $0x10, Z15, Z15
 	ROLL   $0x10, R13
-	VPROLD $0x10, Z12, Z12
 	ROLL   $0x10, R10
-	VPROLD $0x10, Z13, Z13
+	VPXORD Z0, Z15, Z15
 	ROLL   $0x10, R11
-	VPROLD $0x10, Z14, Z14
 	ROLL   $0x10, R12
+	VPXORD Z1, Z12, Z12
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
-	VPADDD Z15, Z10, Z10
+	VPXORD Z2, Z13, Z13
 	ADDL   R13, BP
-	VPADDD Z12, Z11, Z11
 	ADDL   R10, R15
-	VPADDD Z13, Z8, Z8
 	ADDL   R11, CX
-	VPADDD Z14, Z9, Z9
+	VPXORD Z3, Z14, Z14
 	ADDL   R12, DX
-	VPXORD Z10, Z5, Z5
 	XORL   BP, DI
-	VPXORD Z11, Z6, Z6
+	VPROLD $0x08, Z15, Z15
 	XORL   R15, R8
-	VPXORD Z8, Z7, Z7
 	XORL   CX, R9
-	VPXORD Z9, Z4, Z4
+	VPROLD $0x08, Z12, Z12
 	XORL   DX, SI
-	VPROLD $0x0c, Z5, Z5
 	ROLL   $0x0c, DI
-	VPROLD $0x0c, Z6, Z6
 	ROLL   $0x0c, R8
-	VPROLD $0x0c, Z7, Z7
+	VPROLD $0x08, Z13, Z13
 	ROLL   $0x0c, R9
-	VPROLD $0x0c, Z4, Z4
 	ROLL   $0x0c, SI
+	VPROLD $0x08, Z14, Z14
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
-	VPADDD Z5, Z0, Z0
+	VPADDD Z15, Z10, Z10
 	ADDL   DI, AX
-	VPADDD Z6, Z1, Z1
 	ADDL   R8, BX
-	VPADDD Z7, Z2, Z2
 	ADDL   R9, R14
-	VPADDD Z4, Z3, Z3
+	VPADDD Z12, Z11, Z11
 	ADDL   SI, R15
-	VPXORD Z0, Z15, Z15
 	XORL   AX, R13
-	VPXORD Z1, Z12, Z12
+	VPADDD Z13, Z8, Z8
 	XORL   BX, R10
-	VPXORD Z2, Z13, Z13
 	XORL   R14, R11
-	VPXORD Z3, Z14, Z14
+	VPADDD Z14, Z9, Z9
 	XORL   R15, R12
-	VPROLD $0x08, Z15, Z15
 	ROLL   $0x08, R13
-	VPROLD $0x08, Z12, Z12
 	ROLL   $0x08, R10
-	VPROLD $0x08, Z13, Z13
+	VPXORD Z10, Z5, Z5
 	ROLL   $0x08, R11
-	VPROLD $0x08, Z14, Z14
 	ROLL   $0x08, R12
+	VPXORD Z11, Z6, Z6
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
-	VPADDD Z15, Z10, Z10
-	ADDL   R13, BP
-	VPADDD Z12, Z11, Z11
-	ADDL   R10, R15
-	VPADDD Z13, Z8, Z8
-	ADDL   R11, CX
-	VPADDD Z14, Z9, Z9
-	ADDL   R12, DX
-	VPXORD Z10, Z5, Z5
-	XORL   BP, DI
-	VPXORD Z11, Z6, Z6
-	XORL   R15, R8
 	VPXORD Z8, Z7, Z7
-	XORL   CX, R9
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
 	VPXORD Z9, Z4, Z4
-	XORL   DX, SI
+	ADDL   R12, DX
+	XORL   BP, DI
 	VPROLD $0x07, Z5, Z5
-	ROLL   $0x07, DI
+	XORL   R15, R8
+	XORL   CX, R9
 	VPROLD $0x07, Z6, Z6
+	XORL   DX, SI
+	ROLL   $0x07, DI
 	ROLL   $0x07, R8
 	VPROLD $0x07, Z7, Z7
 	ROLL   $0x07, R9
-	VPROLD $0x07, Z4, Z4
 	ROLL   $0x07, SI
+	VPROLD $0x07, Z4, Z4
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
 	DECL   36(SP)
-	JNZ    x17_doubleround
+	JNZ    head_doubleround
 
-	// Park the scalar block's words (before the input state is added).
-	MOVL AX, 64(SP)
-	MOVL BX, 68(SP)
-	MOVL R14, 72(SP)
-	MOVL R15, 76(SP)
-	MOVL SI, 80(SP)
-	MOVL DI, 84(SP)
-	MOVL R8, 88(SP)
-	MOVL R9, 92(SP)
-	MOVL CX, 96(SP)
-	MOVL DX, 100(SP)
-	MOVL BP, 104(SP)
-	MOVL 44(SP), AX
-	MOVL AX, 108(SP)
-	MOVL R10, 112(SP)
-	MOVL R11, 116(SP)
-	MOVL R12, 120(SP)
-	MOVL R13, 124(SP)
-	MOVL 32(SP), AX
-	ADDL AX, 112(SP)
+	// Block 0's keystream, to key; r's powers, to tbl, among the zmm
+	// blocks' last double rounds.
+	VPADDD       Z4, Z0, Z0
+	MOVL         AX, 64(SP)
+	MOVL         BX, 68(SP)
+	VPADDD       Z5, Z1, Z1
+	MOVL         R14, 72(SP)
+	VPADDD       Z6, Z2, Z2
+	MOVL         R15, 76(SP)
+	VPADDD       Z7, Z3, Z3
+	MOVL         SI, 80(SP)
+	VPXORD       Z0, Z12, Z12
+	MOVL         DI, 84(SP)
+	VPXORD       Z1, Z13, Z13
+	MOVL         R8, 88(SP)
+	VPXORD       Z2, Z14, Z14
+	MOVL         R9, 92(SP)
+	VPXORD       Z3, Z15, Z15
+	MOVL         CX, 96(SP)
+	VPROLD       $0x10, Z12, Z12
+	MOVL         DX, 100(SP)
+	VPROLD       $0x10, Z13, Z13
+	MOVL         BP, 104(SP)
+	VPROLD       $0x10, Z14, Z14
+	MOVL         R10, 112(SP)
+	VPROLD       $0x10, Z15, Z15
+	MOVL         R11, 116(SP)
+	VPADDD       Z12, Z8, Z8
+	MOVL         R12, 120(SP)
+	MOVL         R13, 124(SP)
+	VPADDD       Z13, Z9, Z9
+	MOVL         44(SP), AX
+	VPADDD       Z14, Z10, Z10
+	MOVL         AX, 108(SP)
+	VPADDD       Z15, Z11, Z11
+	MOVQ         state+16(FP), R15
+	MOVQ         key+24(FP), SI
+	VPXORD       Z8, Z4, Z4
+	MOVL         64(SP), AX
+	VPXORD       Z9, Z5, Z5
+	ADDL         (R15), AX
+	VPXORD       Z10, Z6, Z6
+	MOVL         AX, (SI)
+	VPXORD       Z11, Z7, Z7
+	MOVL         68(SP), AX
+	VPROLD       $0x0c, Z4, Z4
+	ADDL         4(R15), AX
+	VPROLD       $0x0c, Z5, Z5
+	MOVL         AX, 4(SI)
+	VPROLD       $0x0c, Z6, Z6
+	MOVL         72(SP), AX
+	VPROLD       $0x0c, Z7, Z7
+	ADDL         8(R15), AX
+	VPADDD       Z4, Z0, Z0
+	MOVL         AX, 8(SI)
+	VPADDD       Z5, Z1, Z1
+	MOVL         76(SP), AX
+	ADDL         12(R15), AX
+	VPADDD       Z6, Z2, Z2
+	MOVL         AX, 12(SI)
+	VPADDD       Z7, Z3, Z3
+	MOVL         80(SP), AX
+	VPXORD       Z0, Z12, Z12
+	ADDL         16(R15), AX
+	VPXORD       Z1, Z13, Z13
+	MOVL         AX, 16(SI)
+	VPXORD       Z2, Z14, Z14
+	MOVL         84(SP), AX
+	VPXORD       Z3, Z15, Z15
+	ADDL         20(R15), AX
+	VPROLD       $0x08, Z12, Z12
+	MOVL         AX, 20(SI)
+	VPROLD       $0x08, Z13, Z13
+	MOVL         88(SP), AX
+	VPROLD       $0x08, Z14, Z14
+	ADDL         24(R15), AX
+	VPROLD       $0x08, Z15, Z15
+	MOVL         AX, 24(SI)
+	VPADDD       Z12, Z8, Z8
+	MOVL         92(SP), AX
+	VPADDD       Z13, Z9, Z9
+	ADDL         28(R15), AX
+	MOVL         AX, 28(SI)
+	VPADDD       Z14, Z10, Z10
+	MOVL         96(SP), AX
+	VPADDD       Z15, Z11, Z11
+	ADDL         32(R15), AX
+	VPXORD       Z8, Z4, Z4
+	MOVL         AX, 32(SI)
+	VPXORD       Z9, Z5, Z5
+	MOVL         100(SP), AX
+	VPXORD       Z10, Z6, Z6
+	ADDL         36(R15), AX
+	VPXORD       Z11, Z7, Z7
+	MOVL         AX, 36(SI)
+	VPROLD       $0x07, Z4, Z4
+	MOVL         104(SP), AX
+	VPROLD       $0x07, Z5, Z5
+	ADDL         40(R15), AX
+	VPROLD       $0x07, Z6, Z6
+	MOVL         AX, 40(SI)
+	VPROLD       $0x07, Z7, Z7
+	MOVL         108(SP), AX
+	VPADDD       Z5, Z0, Z0
+	ADDL         44(R15), AX
+	VPADDD       Z6, Z1, Z1
+	MOVL         AX, 44(SI)
+	VPADDD       Z7, Z2, Z2
+	MOVL         112(SP), AX
+	ADDL         48(R15), AX
+	VPADDD       Z4, Z3, Z3
+	MOVL         AX, 48(SI)
+	VPXORD       Z0, Z15, Z15
+	MOVL         116(SP), AX
+	VPXORD       Z1, Z12, Z12
+	ADDL         52(R15), AX
+	VPXORD       Z2, Z13, Z13
+	MOVL         AX, 52(SI)
+	VPXORD       Z3, Z14, Z14
+	MOVL         120(SP), AX
+	VPROLD       $0x10, Z15, Z15
+	ADDL         56(R15), AX
+	VPROLD       $0x10, Z12, Z12
+	MOVL         AX, 56(SI)
+	VPROLD       $0x10, Z13, Z13
+	MOVL         124(SP), AX
+	VPROLD       $0x10, Z14, Z14
+	ADDL         60(R15), AX
+	VPADDD       Z15, Z10, Z10
+	MOVL         AX, 60(SI)
+	VPADDD       Z12, Z11, Z11
+	MOVQ         tbl+32(FP), DI
+	VPADDD       Z13, Z8, Z8
+	MOVQ         (SI), AX
+	VPADDD       Z14, Z9, Z9
+	MOVQ         8(SI), BX
+	MOVQ         $0x0ffffffc0fffffff, DX
+	VPXORD       Z10, Z5, Z5
+	ANDQ         DX, AX
+	VPXORD       Z11, Z6, Z6
+	MOVQ         $0x0ffffffc0ffffffc, DX
+	VPXORD       Z8, Z7, Z7
+	ANDQ         DX, BX
+	VPXORD       Z9, Z4, Z4
+	MOVQ         $0x00000fffffffffff, DX
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         AX, CX
+	VPROLD       $0x0c, Z6, Z6
+	ANDQ         DX, CX
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         CX, 56(DI)
+	VPROLD       $0x0c, Z4, Z4
+	SHRQ         $0x2c, BX, AX
+	VPADDD       Z5, Z0, Z0
+	ANDQ         DX, AX
+	VPADDD       Z6, Z1, Z1
+	MOVQ         AX, 120(DI)
+	VPADDD       Z7, Z2, Z2
+	SHRQ         $0x18, BX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         BX, 184(DI)
+	LEAQ         (AX)(AX*4), CX
+	VPXORD       Z0, Z15, Z15
+	SHLQ         $0x02, CX
+	VPXORD       Z1, Z12, Z12
+	MOVQ         CX, 248(DI)
+	VPXORD       Z2, Z13, Z13
+	LEAQ         (BX)(BX*4), CX
+	VPXORD       Z3, Z14, Z14
+	SHLQ         $0x02, CX
+	VPROLD       $0x08, Z15, Z15
+	MOVQ         CX, 312(DI)
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         56(DI), DX
+	VPROLD       $0x08, Z13, Z13
+	MULXQ        56(DI), R8, R9
+	VPROLD       $0x08, Z14, Z14
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z15, Z10, Z10
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z12, Z11, Z11
+	MOVQ         120(DI), DX
+	VPADDD       Z13, Z8, Z8
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z14, Z9, Z9
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z10, Z5, Z5
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z11, Z6, Z6
+	MULXQ        120(DI), AX, BX
+	VPXORD       Z8, Z7, Z7
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z9, Z4, Z4
+	MOVQ         184(DI), DX
+	VPROLD       $0x07, Z5, Z5
+	MULXQ        248(DI), AX, BX
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x07, Z7, Z7
+	MULXQ        312(DI), AX, BX
+	VPROLD       $0x07, Z4, Z4
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z4, Z0, Z0
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z6, Z2, Z2
+	MOVQ         $0x00000fffffffffff, DX
+	VPADDD       Z7, Z3, Z3
+	MOVQ         R8, CX
+	VPXORD       Z0, Z12, Z12
+	ANDQ         DX, CX
+	VPXORD       Z1, Z13, Z13
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPXORD       Z2, Z14, Z14
+	MOVQ         R10, AX
+	VPXORD       Z3, Z15, Z15
+	ANDQ         DX, AX
+	VPROLD       $0x10, Z12, Z12
+	SHRQ         $0x2c, R11, R10
+	VPROLD       $0x10, Z13, Z13
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPROLD       $0x10, Z14, Z14
+	MOVQ         R12, BX
+	VPROLD       $0x10, Z15, Z15
+	SHLQ         $0x16, BX
+	VPADDD       Z12, Z8, Z8
+	SHRQ         $0x16, BX
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x2a, R13, R12
+	VPADDD       Z14, Z10, Z10
+	LEAQ         (R12)(R12*4), R14
+	VPADDD       Z15, Z11, Z11
+	ADDQ         R14, CX
+	VPXORD       Z8, Z4, Z4
+	MOVQ         CX, R14
+	VPXORD       Z9, Z5, Z5
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         R14, AX
+	VPXORD       Z11, Z7, Z7
+	MOVQ         AX, R14
+	VPROLD       $0x0c, Z4, Z4
+	SHRQ         $0x2c, R14
+	VPROLD       $0x0c, Z5, Z5
+	ANDQ         DX, AX
+	VPROLD       $0x0c, Z6, Z6
+	ADDQ         R14, BX
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         BX, R14
+	VPADDD       Z4, Z0, Z0
+	SHRQ         $0x2a, R14
+	VPADDD       Z5, Z1, Z1
+	SHLQ         $0x16, BX
+	VPADDD       Z6, Z2, Z2
+	SHRQ         $0x16, BX
+	VPADDD       Z7, Z3, Z3
+	LEAQ         (R14)(R14*4), R14
+	VPXORD       Z0, Z12, Z12
+	ADDQ         R14, CX
+	VPXORD       Z1, Z13, Z13
+	MOVQ         CX, R14
+	VPXORD       Z2, Z14, Z14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	VPXORD       Z3, Z15, Z15
+	ADDQ         R14, AX
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         CX, 40(DI)
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         AX, 104(DI)
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         BX, 168(DI)
+	VPROLD       $0x08, Z15, Z15
+	LEAQ         (AX)(AX*4), R14
+	VPADDD       Z12, Z8, Z8
+	SHLQ         $0x02, R14
+	VPADDD       Z13, Z9, Z9
+	MOVQ         R14, 232(DI)
+	VPADDD       Z14, Z10, Z10
+	LEAQ         (BX)(BX*4), R14
+	VPADDD       Z15, Z11, Z11
+	SHLQ         $0x02, R14
+	VPXORD       Z8, Z4, Z4
+	MOVQ         R14, 296(DI)
+	VPXORD       Z9, Z5, Z5
+	MOVQ         40(DI), DX
+	VPXORD       Z10, Z6, Z6
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	VPXORD       Z11, Z7, Z7
+	MULXQ        184(DI), R12, R13
+	VPROLD       $0x07, Z4, Z4
+	MOVQ         104(DI), DX
+	VPROLD       $0x07, Z5, Z5
+	MULXQ        312(DI), AX, BX
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x07, Z7, Z7
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z5, Z0, Z0
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z6, Z1, Z1
+	MULXQ        120(DI), AX, BX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z4, Z3, Z3
+	MOVQ         168(DI), DX
+	VPXORD       Z0, Z15, Z15
+	MULXQ        248(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z2, Z13, Z13
+	MULXQ        312(DI), AX, BX
+	VPXORD       Z3, Z14, Z14
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         $0x00000fffffffffff, DX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         R8, CX
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, CX
+	VPADDD       Z15, Z10, Z10
+	SHRQ         $0x2c, R9, R8
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPADDD       Z13, Z8, Z8
+	MOVQ         R10, AX
+	VPADDD       Z14, Z9, Z9
+	ANDQ         DX, AX
+	VPXORD       Z10, Z5, Z5
+	SHRQ         $0x2c, R11, R10
+	VPXORD       Z11, Z6, Z6
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPXORD       Z8, Z7, Z7
+	MOVQ         R12, BX
+	VPXORD       Z9, Z4, Z4
+	SHLQ         $0x16, BX
+	VPROLD       $0x0c, Z5, Z5
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	VPROLD       $0x0c, Z6, Z6
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         R14, CX
+	VPROLD       $0x0c, Z4, Z4
+	MOVQ         CX, R14
+	VPADDD       Z5, Z0, Z0
+	SHRQ         $0x2c, R14
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, CX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         R14, AX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         AX, R14
+	VPXORD       Z0, Z15, Z15
+	SHRQ         $0x2c, R14
+	VPXORD       Z1, Z12, Z12
+	ANDQ         DX, AX
+	VPXORD       Z2, Z13, Z13
+	ADDQ         R14, BX
+	VPXORD       Z3, Z14, Z14
+	MOVQ         BX, R14
+	VPROLD       $0x08, Z15, Z15
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	VPROLD       $0x08, Z12, Z12
+	SHRQ         $0x16, BX
+	VPROLD       $0x08, Z13, Z13
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x08, Z14, Z14
+	ADDQ         R14, CX
+	VPADDD       Z15, Z10, Z10
+	MOVQ         CX, R14
+	VPADDD       Z12, Z11, Z11
+	SHRQ         $0x2c, R14
+	VPADDD       Z13, Z8, Z8
+	ANDQ         DX, CX
+	VPADDD       Z14, Z9, Z9
+	ADDQ         R14, AX
+	VPXORD       Z10, Z5, Z5
+	MOVQ         CX, 24(DI)
+	VPXORD       Z11, Z6, Z6
+	MOVQ         AX, 88(DI)
+	VPXORD       Z8, Z7, Z7
+	MOVQ         BX, 152(DI)
+	VPXORD       Z9, Z4, Z4
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x07, Z5, Z5
+	SHLQ         $0x02, R14
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         R14, 216(DI)
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x07, Z7, Z7
+	SHLQ         $0x02, R14
+	VPROLD       $0x07, Z4, Z4
+	MOVQ         R14, 280(DI)
+	VPADDD       Z4, Z0, Z0
+	MOVQ         40(DI), DX
+	VPADDD       Z5, Z1, Z1
+	MULXQ        40(DI), R8, R9
+	VPADDD       Z6, Z2, Z2
+	MULXQ        104(DI), R10, R11
+	VPADDD       Z7, Z3, Z3
+	MULXQ        168(DI), R12, R13
+	VPXORD       Z0, Z12, Z12
+	MOVQ         104(DI), DX
+	VPXORD       Z1, Z13, Z13
+	MULXQ        296(DI), AX, BX
+	VPXORD       Z2, Z14, Z14
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z3, Z15, Z15
+	MULXQ        40(DI), AX, BX
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x10, Z13, Z13
+	MULXQ        104(DI), AX, BX
+	VPROLD       $0x10, Z14, Z14
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         168(DI), DX
+	VPROLD       $0x10, Z15, Z15
+	MULXQ        232(DI), AX, BX
+	VPADDD       Z12, Z8, Z8
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z13, Z9, Z9
+	MULXQ        296(DI), AX, BX
+	VPADDD       Z14, Z10, Z10
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z15, Z11, Z11
+	MULXQ        40(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z9, Z5, Z5
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z10, Z6, Z6
+	MOVQ         R8, CX
+	VPXORD       Z11, Z7, Z7
+	ANDQ         DX, CX
+	VPROLD       $0x0c, Z4, Z4
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z4, Z0, Z0
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z5, Z1, Z1
+	MOVQ         R12, BX
+	VPADDD       Z6, Z2, Z2
+	SHLQ         $0x16, BX
+	VPADDD       Z7, Z3, Z3
+	SHRQ         $0x16, BX
+	VPXORD       Z0, Z12, Z12
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z1, Z13, Z13
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z2, Z14, Z14
+	ADDQ         R14, CX
+	VPXORD       Z3, Z15, Z15
+	MOVQ         CX, R14
+	VPROLD       $0x08, Z12, Z12
+	SHRQ         $0x2c, R14
+	VPROLD       $0x08, Z13, Z13
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z14, Z14
+	ADDQ         R14, AX
+	VPROLD       $0x08, Z15, Z15
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	VPADDD       Z12, Z8, Z8
+	ANDQ         DX, AX
+	VPADDD       Z13, Z9, Z9
+	ADDQ         R14, BX
+	VPADDD       Z14, Z10, Z10
+	MOVQ         BX, R14
+	VPADDD       Z15, Z11, Z11
+	SHRQ         $0x2a, R14
+	VPXORD       Z8, Z4, Z4
+	SHLQ         $0x16, BX
+	VPXORD       Z9, Z5, Z5
+	SHRQ         $0x16, BX
+	VPXORD       Z10, Z6, Z6
+	LEAQ         (R14)(R14*4), R14
+	VPXORD       Z11, Z7, Z7
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z4, Z4
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z5, Z5
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z6, Z6
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z7, Z7
+	ADDQ         R14, AX
+	VPADDD       Z5, Z0, Z0
+	MOVQ         CX, 8(DI)
+	MOVQ         AX, 72(DI)
+	VPADDD       Z6, Z1, Z1
+	MOVQ         BX, 136(DI)
+	VPADDD       Z7, Z2, Z2
+	LEAQ         (AX)(AX*4), R14
+	VPADDD       Z4, Z3, Z3
+	SHLQ         $0x02, R14
+	VPXORD       Z0, Z15, Z15
+	MOVQ         R14, 200(DI)
+	VPXORD       Z1, Z12, Z12
+	LEAQ         (BX)(BX*4), R14
+	VPXORD       Z2, Z13, Z13
+	SHLQ         $0x02, R14
+	VPXORD       Z3, Z14, Z14
+	MOVQ         R14, 264(DI)
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         8(DI), DX
+	VPROLD       $0x10, Z12, Z12
+	MULXQ        56(DI), R8, R9
+	VPROLD       $0x10, Z13, Z13
+	MULXQ        120(DI), R10, R11
+	VPROLD       $0x10, Z14, Z14
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z15, Z10, Z10
+	MOVQ         72(DI), DX
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z13, Z8, Z8
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z14, Z9, Z9
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z10, Z5, Z5
+	MULXQ        120(DI), AX, BX
+	VPXORD       Z11, Z6, Z6
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z8, Z7, Z7
+	MOVQ         136(DI), DX
+	VPXORD       Z9, Z4, Z4
+	MULXQ        248(DI), AX, BX
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        312(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x0c, Z4, Z4
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z5, Z0, Z0
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z6, Z1, Z1
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	VPADDD       Z7, Z2, Z2
+	ANDQ         DX, CX
+	VPADDD       Z4, Z3, Z3
+	SHRQ         $0x2c, R9, R8
+	VPXORD       Z0, Z15, Z15
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPXORD       Z1, Z12, Z12
+	MOVQ         R10, AX
+	VPXORD       Z2, Z13, Z13
+	ANDQ         DX, AX
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x2c, R11, R10
+	VPROLD       $0x08, Z15, Z15
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         R12, BX
+	VPROLD       $0x08, Z13, Z13
+	SHLQ         $0x16, BX
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x16, BX
+	VPADDD       Z15, Z10, Z10
+	SHRQ         $0x2a, R13, R12
+	VPADDD       Z12, Z11, Z11
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         CX, R14
+	VPADDD       Z14, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPXORD       Z10, Z5, Z5
+	ANDQ         DX, CX
+	VPXORD       Z11, Z6, Z6
+	ADDQ         R14, AX
+	VPXORD       Z8, Z7, Z7
+	MOVQ         AX, R14
+	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z5, Z5
+	ANDQ         DX, AX
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         R14, BX
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         BX, R14
+	VPROLD       $0x07, Z4, Z4
+	SHRQ         $0x2a, R14
+	VPADDD       Z4, Z0, Z0
+	SHLQ         $0x16, BX
+	VPADDD       Z5, Z1, Z1
+	SHRQ         $0x16, BX
+	VPADDD       Z6, Z2, Z2
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	VPADDD       Z7, Z3, Z3
+	MOVQ         CX, R14
+	VPXORD       Z0, Z12, Z12
+	SHRQ         $0x2c, R14
+	VPXORD       Z1, Z13, Z13
+	ANDQ         DX, CX
+	VPXORD       Z2, Z14, Z14
+	ADDQ         R14, AX
+	VPXORD       Z3, Z15, Z15
+	MOVQ         CX, 48(DI)
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         AX, 112(DI)
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         BX, 176(DI)
+	VPROLD       $0x10, Z14, Z14
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x10, Z15, Z15
+	SHLQ         $0x02, R14
+	VPADDD       Z12, Z8, Z8
+	MOVQ         R14, 240(DI)
+	VPADDD       Z13, Z9, Z9
+	LEAQ         (BX)(BX*4), R14
+	VPADDD       Z14, Z10, Z10
+	SHLQ         $0x02, R14
+	VPADDD       Z15, Z11, Z11
+	MOVQ         R14, 304(DI)
+	MOVQ         8(DI), DX
+	VPXORD       Z8, Z4, Z4
+	MULXQ        40(DI), R8, R9
+	VPXORD       Z9, Z5, Z5
+	MULXQ        104(DI), R10, R11
+	VPXORD       Z10, Z6, Z6
+	MULXQ        168(DI), R12, R13
+	VPXORD       Z11, Z7, Z7
+	MOVQ         72(DI), DX
+	VPROLD       $0x0c, Z4, Z4
+	MULXQ        296(DI), AX, BX
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        40(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z4, Z0, Z0
+	MULXQ        104(DI), AX, BX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z6, Z2, Z2
+	MOVQ         136(DI), DX
+	VPADDD       Z7, Z3, Z3
+	MULXQ        232(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z0, Z12, Z12
+	MULXQ        296(DI), AX, BX
+	VPXORD       Z1, Z13, Z13
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z2, Z14, Z14
+	MULXQ        40(DI), AX, BX
+	VPXORD       Z3, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         $0x00000fffffffffff, DX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         R8, CX
+	VPROLD       $0x08, Z14, Z14
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z15, Z15
+	SHRQ         $0x2c, R9, R8
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPADDD       Z13, Z9, Z9
+	MOVQ         R10, AX
+	VPADDD       Z14, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z15, Z11, Z11
+	SHRQ         $0x2c, R11, R10
+	VPXORD       Z8, Z4, Z4
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	VPXORD       Z9, Z5, Z5
+	SHLQ         $0x16, BX
+	VPXORD       Z10, Z6, Z6
+	SHRQ         $0x16, BX
+	VPXORD       Z11, Z7, Z7
+	SHRQ         $0x2a, R13, R12
+	VPROLD       $0x07, Z4, Z4
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPADDD       Z5, Z0, Z0
+	ANDQ         DX, CX
+	VPADDD       Z6, Z1, Z1
+	ADDQ         R14, AX
+	VPADDD       Z7, Z2, Z2
+	MOVQ         AX, R14
+	VPADDD       Z4, Z3, Z3
+	SHRQ         $0x2c, R14
+	VPXORD       Z0, Z15, Z15
+	ANDQ         DX, AX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x2a, R14
+	VPXORD       Z3, Z14, Z14
+	SHLQ         $0x16, BX
+	VPROLD       $0x10, Z15, Z15
+	SHRQ         $0x16, BX
+	VPROLD       $0x10, Z12, Z12
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x10, Z13, Z13
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z14, Z14
+	MOVQ         CX, R14
+	VPADDD       Z15, Z10, Z10
+	SHRQ         $0x2c, R14
+	VPADDD       Z12, Z11, Z11
+	ANDQ         DX, CX
+	VPADDD       Z13, Z8, Z8
+	ADDQ         R14, AX
+	VPADDD       Z14, Z9, Z9
+	MOVQ         CX, 32(DI)
+	VPXORD       Z10, Z5, Z5
+	MOVQ         AX, 96(DI)
+	VPXORD       Z11, Z6, Z6
+	MOVQ         BX, 160(DI)
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z8, Z7, Z7
+	SHLQ         $0x02, R14
+	VPXORD       Z9, Z4, Z4
+	MOVQ         R14, 224(DI)
+	VPROLD       $0x0c, Z5, Z5
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x0c, Z6, Z6
+	SHLQ         $0x02, R14
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         R14, 288(DI)
+	VPROLD       $0x0c, Z4, Z4
+	MOVQ         8(DI), DX
+	VPADDD       Z5, Z0, Z0
+	MULXQ        24(DI), R8, R9
+	VPADDD       Z6, Z1, Z1
+	MULXQ        88(DI), R10, R11
+	VPADDD       Z7, Z2, Z2
+	MULXQ        152(DI), R12, R13
+	VPADDD       Z4, Z3, Z3
+	MOVQ         72(DI), DX
+	VPXORD       Z0, Z15, Z15
+	MULXQ        280(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z2, Z13, Z13
+	MULXQ        24(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z3, Z14, Z14
+	MULXQ        88(DI), AX, BX
+	VPROLD       $0x08, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         136(DI), DX
+	VPROLD       $0x08, Z13, Z13
+	MULXQ        216(DI), AX, BX
+	VPROLD       $0x08, Z14, Z14
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z15, Z10, Z10
+	MULXQ        280(DI), AX, BX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z13, Z8, Z8
+	MULXQ        24(DI), AX, BX
+	VPADDD       Z14, Z9, Z9
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z10, Z5, Z5
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z11, Z6, Z6
+	MOVQ         R8, CX
+	VPXORD       Z8, Z7, Z7
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x07, Z5, Z5
+	MOVQ         R10, AX
+	VPROLD       $0x07, Z6, Z6
+	ANDQ         DX, AX
+	VPROLD       $0x07, Z7, Z7
+	SHRQ         $0x2c, R11, R10
+	VPROLD       $0x07, Z4, Z4
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z4, Z0, Z0
+	MOVQ         R12, BX
+	VPADDD       Z5, Z1, Z1
+	SHLQ         $0x16, BX
+	VPADDD       Z6, Z2, Z2
+	SHRQ         $0x16, BX
+	VPADDD       Z7, Z3, Z3
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z0, Z12, Z12
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z1, Z13, Z13
+	ADDQ         R14, CX
+	VPXORD       Z2, Z14, Z14
+	MOVQ         CX, R14
+	VPXORD       Z3, Z15, Z15
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         R14, AX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         AX, R14
+	VPROLD       $0x10, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z15, Z15
+	ANDQ         DX, AX
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R14, BX
+	VPADDD       Z13, Z9, Z9
+	MOVQ         BX, R14
+	VPADDD       Z14, Z10, Z10
+	SHRQ         $0x2a, R14
+	VPADDD       Z15, Z11, Z11
+	SHLQ         $0x16, BX
+	VPXORD       Z8, Z4, Z4
+	SHRQ         $0x16, BX
+	VPXORD       Z9, Z5, Z5
+	LEAQ         (R14)(R14*4), R14
+	VPXORD       Z10, Z6, Z6
+	ADDQ         R14, CX
+	VPXORD       Z11, Z7, Z7
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z4, Z4
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         R14, AX
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         CX, 16(DI)
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         AX, 80(DI)
+	VPADDD       Z4, Z0, Z0
+	MOVQ         BX, 144(DI)
+	VPADDD       Z5, Z1, Z1
+	LEAQ         (AX)(AX*4), R14
+	VPADDD       Z6, Z2, Z2
+	SHLQ         $0x02, R14
+	VPADDD       Z7, Z3, Z3
+	MOVQ         R14, 208(DI)
+	VPXORD       Z0, Z12, Z12
+	LEAQ         (BX)(BX*4), R14
+	VPXORD       Z1, Z13, Z13
+	SHLQ         $0x02, R14
+	VPXORD       Z2, Z14, Z14
+	MOVQ         R14, 272(DI)
+	VPXORD       Z3, Z15, Z15
+	MOVQ         8(DI), DX
+	VPROLD       $0x08, Z12, Z12
+	MULXQ        8(DI), R8, R9
+	MULXQ        72(DI), R10, R11
+	VPROLD       $0x08, Z13, Z13
+	MULXQ        136(DI), R12, R13
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         72(DI), DX
+	VPROLD       $0x08, Z15, Z15
+	MULXQ        264(DI), AX, BX
+	VPADDD       Z12, Z8, Z8
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z13, Z9, Z9
+	MULXQ        8(DI), AX, BX
+	VPADDD       Z14, Z10, Z10
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z15, Z11, Z11
+	MULXQ        72(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z9, Z5, Z5
+	MOVQ         136(DI), DX
+	VPXORD       Z10, Z6, Z6
+	MULXQ        200(DI), AX, BX
+	VPXORD       Z11, Z7, Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x07, Z4, Z4
+	MULXQ        264(DI), AX, BX
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        8(DI), AX, BX
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         $0x00000fffffffffff, DX
+	VPADDD       Z5, Z0, Z0
+	MOVQ         R8, CX
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, CX
+	VPADDD       Z7, Z2, Z2
+	SHRQ         $0x2c, R9, R8
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPXORD       Z0, Z15, Z15
+	MOVQ         R10, AX
+	VPXORD       Z1, Z12, Z12
+	ANDQ         DX, AX
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x2c, R11, R10
+	VPXORD       Z3, Z14, Z14
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         R12, BX
+	VPROLD       $0x10, Z12, Z12
+	SHLQ         $0x16, BX
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	VPROLD       $0x10, Z14, Z14
+	LEAQ         (R12)(R12*4), R14
+	VPADDD       Z15, Z10, Z10
+	ADDQ         R14, CX
+	VPADDD       Z12, Z11, Z11
+	MOVQ         CX, R14
+	VPADDD       Z13, Z8, Z8
+	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z9, Z9
+	ANDQ         DX, CX
+	VPXORD       Z10, Z5, Z5
+	ADDQ         R14, AX
+	VPXORD       Z11, Z6, Z6
+	MOVQ         AX, R14
+	VPXORD       Z8, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPXORD       Z9, Z4, Z4
+	ANDQ         DX, AX
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         R14, BX
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         BX, R14
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	VPROLD       $0x0c, Z4, Z4
+	SHRQ         $0x16, BX
+	VPADDD       Z5, Z0, Z0
+	LEAQ         (R14)(R14*4), R14
+	VPADDD       Z6, Z1, Z1
+	ADDQ         R14, CX
+	VPADDD       Z7, Z2, Z2
+	MOVQ         CX, R14
+	VPADDD       Z4, Z3, Z3
+	SHRQ         $0x2c, R14
+	VPXORD       Z0, Z15, Z15
+	ANDQ         DX, CX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         R14, AX
+	VPXORD       Z2, Z13, Z13
+	MOVQ         CX, (DI)
+	VPXORD       Z3, Z14, Z14
+	MOVQ         AX, 64(DI)
+	VPROLD       $0x08, Z15, Z15
+	MOVQ         BX, 128(DI)
+	VPROLD       $0x08, Z12, Z12
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x08, Z13, Z13
+	SHLQ         $0x02, R14
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         R14, 192(DI)
+	LEAQ         (BX)(BX*4), R14
+	VPADDD       Z15, Z10, Z10
+	SHLQ         $0x02, R14
+	VPADDD       Z12, Z11, Z11
+	MOVQ         R14, 256(DI)
+	VPADDD       Z13, Z8, Z8
+	VPBROADCASTQ (DI), Z16
+	VPADDD       Z14, Z9, Z9
+	VMOVDQU64    Z16, 320(DI)
+	VPXORD       Z10, Z5, Z5
+	VPBROADCASTQ 64(DI), Z16
+	VPXORD       Z11, Z6, Z6
+	VMOVDQU64    Z16, 384(DI)
+	VPXORD       Z8, Z7, Z7
+	VPBROADCASTQ 128(DI), Z16
+	VPXORD       Z9, Z4, Z4
+	VMOVDQU64    Z16, 448(DI)
+	VPROLD       $0x07, Z5, Z5
+	VPBROADCASTQ 192(DI), Z16
+	VPROLD       $0x07, Z6, Z6
+	VMOVDQU64    Z16, 512(DI)
+	VPROLD       $0x07, Z7, Z7
+	VPBROADCASTQ 256(DI), Z16
+	VPROLD       $0x07, Z4, Z4
+	VMOVDQU64    Z16, 576(DI)
 
 	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
-	MOVQ        24(SP), R15
+	MOVQ        state+16(FP), R15
 	VPADDD.BCST (R15), Z0, Z0
 	VPADDD.BCST 4(R15), Z1, Z1
 	VPADDD.BCST 8(R15), Z2, Z2
@@ -1783,8 +2920,8 @@ x17_doubleround:
 	VSHUFI32X4 $0xdd, Z18, Z16, Z7
 	VSHUFI32X4 $0x88, Z19, Z17, Z11
 	VSHUFI32X4 $0xdd, Z19, Z17, Z15
-	MOVQ       8(SP), SI
-	MOVQ       (SP), DI
+	MOVQ       src+8(FP), SI
+	MOVQ       dst+0(FP), DI
 	VPXORD     (SI), Z0, Z0
 	VMOVDQU32  Z0, (DI)
 	VPXORD     64(SI), Z1, Z1
@@ -1817,13 +2954,6 @@ x17_doubleround:
 	VMOVDQU32  Z14, 896(DI)
 	VPXORD     960(SI), Z15, Z15
 	VMOVDQU32  Z15, 960(DI)
-
-	// The scalar block: add the input state but word 12 (added above).
-	VMOVDQU32 64(SP), Z0
-	VMOVDQU32 (R15), Z1
-	VPADDD    Z1, Z0, K1, Z0
-	MOVQ      key+24(FP), AX
-	VMOVDQU32 Z0, (AX)
 
 	// Clear the copy of the key block in the frame.
 	VPXORD    Z0, Z0, Z0

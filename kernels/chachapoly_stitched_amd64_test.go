@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 )
 
@@ -113,8 +114,8 @@ func TestChaChaPolyStitchedKernels(t *testing.T) {
 
 // chachaPolyHeadAVX512 from random and last-possible block counters, in
 // place and into another buffer: the key block and the 1024 bytes after it
-// must be x/crypto's keystream (XOR the input), nothing past them written,
-// and state left as it was.
+// must be x/crypto's keystream (XOR the input), the table r's powers,
+// nothing past them written, and state left as it was.
 func TestChaChaPolyHeadKernel(t *testing.T) {
 	skipWithoutStitched(t)
 	r := newRand(t)
@@ -137,10 +138,12 @@ func TestChaChaPolyHeadKernel(t *testing.T) {
 		state := chachaState(kw, nw, counter)
 		saved := state
 		var ks [64]byte
-		chachaPolyHeadAVX512(&dst[0], &in[0], &state, &ks)
+		var tbl [80]uint64
+		chachaPolyHeadAVX512(&dst[0], &in[0], &state, &ks, &tbl)
 		if !bytes.Equal(ks[:], want[:64]) {
 			t.Fatalf("counter %#x: key block differs from x/crypto's keystream", counter)
 		}
+		checkPowers(t, fmt.Sprintf("counter %#x", counter), tbl[:], clampedR(ks[:]), poly1305TableExps)
 		if !bytes.Equal(dst, want[64:]) {
 			t.Fatalf("counter %#x, in place %v: output differs from x/crypto", counter, inPlace)
 		}

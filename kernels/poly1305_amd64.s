@@ -74,6 +74,521 @@ mulx_loop:
 mulx_done:
 	RET
 
+// func poly1305PowersMULX(st *[5]uint64, tbl *[80]uint64)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·poly1305PowersMULX(SB), NOSPLIT, $0-16
+	MOVQ         st+0(FP), SI
+	MOVQ         tbl+8(FP), DI
+	MOVQ         24(SI), AX
+	MOVQ         32(SI), BX
+	MOVQ         $0x0ffffffc0fffffff, DX
+	ANDQ         DX, AX
+	MOVQ         $0x0ffffffc0ffffffc, DX
+	ANDQ         DX, BX
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         AX, CX
+	ANDQ         DX, CX
+	MOVQ         CX, 56(DI)
+	SHRQ         $0x2c, BX, AX
+	ANDQ         DX, AX
+	MOVQ         AX, 120(DI)
+	SHRQ         $0x18, BX
+	MOVQ         BX, 184(DI)
+	LEAQ         (AX)(AX*4), CX
+	SHLQ         $0x02, CX
+	MOVQ         CX, 248(DI)
+	LEAQ         (BX)(BX*4), CX
+	SHLQ         $0x02, CX
+	MOVQ         CX, 312(DI)
+	MOVQ         56(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         120(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         184(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 40(DI)
+	MOVQ         AX, 104(DI)
+	MOVQ         BX, 168(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 232(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 296(DI)
+	MOVQ         40(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         104(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         168(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 24(DI)
+	MOVQ         AX, 88(DI)
+	MOVQ         BX, 152(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 216(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 280(DI)
+	MOVQ         40(DI), DX
+	MULXQ        40(DI), R8, R9
+	MULXQ        104(DI), R10, R11
+	MULXQ        168(DI), R12, R13
+	MOVQ         104(DI), DX
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        104(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         168(DI), DX
+	MULXQ        232(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 8(DI)
+	MOVQ         AX, 72(DI)
+	MOVQ         BX, 136(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 200(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 264(DI)
+	MOVQ         8(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 48(DI)
+	MOVQ         AX, 112(DI)
+	MOVQ         BX, 176(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 240(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 304(DI)
+	MOVQ         8(DI), DX
+	MULXQ        40(DI), R8, R9
+	MULXQ        104(DI), R10, R11
+	MULXQ        168(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        104(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        232(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 32(DI)
+	MOVQ         AX, 96(DI)
+	MOVQ         BX, 160(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 224(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 288(DI)
+	MOVQ         8(DI), DX
+	MULXQ        24(DI), R8, R9
+	MULXQ        88(DI), R10, R11
+	MULXQ        152(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        280(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        24(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        88(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        216(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        280(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        24(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 16(DI)
+	MOVQ         AX, 80(DI)
+	MOVQ         BX, 144(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 208(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 272(DI)
+	MOVQ         8(DI), DX
+	MULXQ        8(DI), R8, R9
+	MULXQ        72(DI), R10, R11
+	MULXQ        136(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        264(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        8(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        72(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        200(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        264(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        8(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, (DI)
+	MOVQ         AX, 64(DI)
+	MOVQ         BX, 128(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 192(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 256(DI)
+	VPBROADCASTQ (DI), Z16
+	VMOVDQU64    Z16, 320(DI)
+	VPBROADCASTQ 64(DI), Z16
+	VMOVDQU64    Z16, 384(DI)
+	VPBROADCASTQ 128(DI), Z16
+	VMOVDQU64    Z16, 448(DI)
+	VPBROADCASTQ 192(DI), Z16
+	VMOVDQU64    Z16, 512(DI)
+	VPBROADCASTQ 256(DI), Z16
+	VMOVDQU64    Z16, 576(DI)
+	VZEROUPPER
+	RET
+
 // func poly1305PowersIFMA(st *[5]uint64, tbl *[80]uint64)
 // Requires: AVX, AVX512F, AVX512IFMA
 TEXT ·poly1305PowersIFMA(SB), NOSPLIT, $0-16

@@ -34,8 +34,9 @@ import (
 //     g−1, and the last group's ciphertext is authenticated after the loop,
 //     all of it with IFMA, whose chain is the shorter. The first group is
 //     not the seal kernel's: chachaPolyHeadAVX512 runs it together with
-//     block 0 (wide.go), whose keystream is the Poly1305 key, so that block
-//     costs nothing and the key is known before the kernel. Opening into a
+//     block 0 (head.go), whose keystream is the Poly1305 key, and r's
+//     powers, so that block and the powers cost nothing and both are known
+//     before the kernel. Opening into a
 //     buffer that the input does not overlap takes the same path,
 //     authenticating the input (which stays intact) instead.
 //   - Opening, Poly1305 authenticates the input, so group g's rounds carry
