@@ -281,7 +281,7 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 // authenticated before it is overwritten.
 func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
 	state := chachaState(key, nonce, 0)
-	var ks [64]byte
+	var ks [64]byte // the key block (the head writes the Poly1305 key, 32 bytes)
 	var tbl poly1305Powers
 	// Sealing, and opening into another buffer (out and in are equal or
 	// disjoint), the ciphertext of the first group stays available after it
@@ -289,7 +289,7 @@ func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal b
 	// and r's powers are computed alongside them too.
 	head := seal || &out[0] != &in[0]
 	if head {
-		chachaPolyHeadAVX512(&out[0], &in[0], &state, &ks, (*[80]uint64)(&tbl))
+		chachaPolyHeadAVX512(&out[0], &in[0], &state, (*[32]byte)(ks[:32]), (*[80]uint64)(&tbl))
 	} else {
 		chachaBlockScalar(&state, &ks)
 	}

@@ -1406,9 +1406,9 @@ DATA chachaPolyStitch<>+104(SB)/8, $0x0000000000001400
 DATA chachaPolyStitch<>+112(SB)/8, $0x00000fffffffffff
 GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $120
 
-// func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte, tbl *[80]uint64)
+// func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[32]byte, tbl *[80]uint64)
 // Requires: AVX, AVX512F, BMI2
-TEXT ·chachaPolyHeadAVX512(SB), $128-40
+TEXT ·chachaPolyHeadAVX512(SB), $48-40
 	MOVQ state+16(FP), R15
 
 	// Counters: counter+1 … counter+16 in zmm, counter for the scalar block.
@@ -1779,1060 +1779,1016 @@ head_doubleround:
 	// Block 0's keystream, to key; r's powers, to tbl, among the zmm
 	// blocks' last double rounds.
 	VPADDD       Z4, Z0, Z0
-	MOVL         AX, 64(SP)
-	MOVL         BX, 68(SP)
+	MOVL         R15, 40(SP)
 	VPADDD       Z5, Z1, Z1
-	MOVL         R14, 72(SP)
-	VPADDD       Z6, Z2, Z2
-	MOVL         R15, 76(SP)
-	VPADDD       Z7, Z3, Z3
-	MOVL         SI, 80(SP)
-	VPXORD       Z0, Z12, Z12
-	MOVL         DI, 84(SP)
-	VPXORD       Z1, Z13, Z13
-	MOVL         R8, 88(SP)
-	VPXORD       Z2, Z14, Z14
-	MOVL         R9, 92(SP)
-	VPXORD       Z3, Z15, Z15
-	MOVL         CX, 96(SP)
-	VPROLD       $0x10, Z12, Z12
-	MOVL         DX, 100(SP)
-	VPROLD       $0x10, Z13, Z13
-	MOVL         BP, 104(SP)
-	VPROLD       $0x10, Z14, Z14
-	MOVL         R10, 112(SP)
-	VPROLD       $0x10, Z15, Z15
-	MOVL         R11, 116(SP)
-	VPADDD       Z12, Z8, Z8
-	MOVL         R12, 120(SP)
-	MOVL         R13, 124(SP)
-	VPADDD       Z13, Z9, Z9
-	MOVL         44(SP), AX
-	VPADDD       Z14, Z10, Z10
-	MOVL         AX, 108(SP)
-	VPADDD       Z15, Z11, Z11
 	MOVQ         state+16(FP), R15
-	MOVQ         key+24(FP), SI
-	VPXORD       Z8, Z4, Z4
-	MOVL         64(SP), AX
-	VPXORD       Z9, Z5, Z5
+	VPADDD       Z6, Z2, Z2
 	ADDL         (R15), AX
-	VPXORD       Z10, Z6, Z6
-	MOVL         AX, (SI)
-	VPXORD       Z11, Z7, Z7
-	MOVL         68(SP), AX
-	VPROLD       $0x0c, Z4, Z4
-	ADDL         4(R15), AX
-	VPROLD       $0x0c, Z5, Z5
-	MOVL         AX, 4(SI)
-	VPROLD       $0x0c, Z6, Z6
-	MOVL         72(SP), AX
-	VPROLD       $0x0c, Z7, Z7
-	ADDL         8(R15), AX
-	VPADDD       Z4, Z0, Z0
-	MOVL         AX, 8(SI)
-	VPADDD       Z5, Z1, Z1
-	MOVL         76(SP), AX
-	ADDL         12(R15), AX
-	VPADDD       Z6, Z2, Z2
-	MOVL         AX, 12(SI)
 	VPADDD       Z7, Z3, Z3
-	MOVL         80(SP), AX
+	ADDL         4(R15), BX
 	VPXORD       Z0, Z12, Z12
-	ADDL         16(R15), AX
+	ADDL         8(R15), R14
 	VPXORD       Z1, Z13, Z13
-	MOVL         AX, 16(SI)
+	ADDL         16(R15), SI
 	VPXORD       Z2, Z14, Z14
-	MOVL         84(SP), AX
+	ADDL         20(R15), DI
 	VPXORD       Z3, Z15, Z15
-	ADDL         20(R15), AX
-	VPROLD       $0x08, Z12, Z12
-	MOVL         AX, 20(SI)
-	VPROLD       $0x08, Z13, Z13
-	MOVL         88(SP), AX
-	VPROLD       $0x08, Z14, Z14
-	ADDL         24(R15), AX
-	VPROLD       $0x08, Z15, Z15
-	MOVL         AX, 24(SI)
-	VPADDD       Z12, Z8, Z8
-	MOVL         92(SP), AX
-	VPADDD       Z13, Z9, Z9
-	ADDL         28(R15), AX
-	MOVL         AX, 28(SI)
-	VPADDD       Z14, Z10, Z10
-	MOVL         96(SP), AX
-	VPADDD       Z15, Z11, Z11
-	ADDL         32(R15), AX
-	VPXORD       Z8, Z4, Z4
-	MOVL         AX, 32(SI)
-	VPXORD       Z9, Z5, Z5
-	MOVL         100(SP), AX
-	VPXORD       Z10, Z6, Z6
-	ADDL         36(R15), AX
-	VPXORD       Z11, Z7, Z7
-	MOVL         AX, 36(SI)
-	VPROLD       $0x07, Z4, Z4
-	MOVL         104(SP), AX
-	VPROLD       $0x07, Z5, Z5
-	ADDL         40(R15), AX
-	VPROLD       $0x07, Z6, Z6
-	MOVL         AX, 40(SI)
-	VPROLD       $0x07, Z7, Z7
-	MOVL         108(SP), AX
-	VPADDD       Z5, Z0, Z0
-	ADDL         44(R15), AX
-	VPADDD       Z6, Z1, Z1
-	MOVL         AX, 44(SI)
-	VPADDD       Z7, Z2, Z2
-	MOVL         112(SP), AX
-	ADDL         48(R15), AX
-	VPADDD       Z4, Z3, Z3
-	MOVL         AX, 48(SI)
-	VPXORD       Z0, Z15, Z15
-	MOVL         116(SP), AX
-	VPXORD       Z1, Z12, Z12
-	ADDL         52(R15), AX
-	VPXORD       Z2, Z13, Z13
-	MOVL         AX, 52(SI)
-	VPXORD       Z3, Z14, Z14
-	MOVL         120(SP), AX
-	VPROLD       $0x10, Z15, Z15
-	ADDL         56(R15), AX
+	ADDL         24(R15), R8
 	VPROLD       $0x10, Z12, Z12
-	MOVL         AX, 56(SI)
+	ADDL         28(R15), R9
 	VPROLD       $0x10, Z13, Z13
-	MOVL         124(SP), AX
+	MOVL         40(SP), DX
 	VPROLD       $0x10, Z14, Z14
-	ADDL         60(R15), AX
-	VPADDD       Z15, Z10, Z10
-	MOVL         AX, 60(SI)
-	VPADDD       Z12, Z11, Z11
+	ADDL         12(R15), DX
+	VPROLD       $0x10, Z15, Z15
+	SHLQ         $0x20, BX
+	VPADDD       Z12, Z8, Z8
+	ORQ          BX, AX
+	VPADDD       Z13, Z9, Z9
+	SHLQ         $0x20, DX
+	VPADDD       Z14, Z10, Z10
+	ORQ          DX, R14
+	VPADDD       Z15, Z11, Z11
+	SHLQ         $0x20, DI
+	VPXORD       Z8, Z4, Z4
+	ORQ          DI, SI
+	VPXORD       Z9, Z5, Z5
+	SHLQ         $0x20, R9
+	VPXORD       Z10, Z6, Z6
+	ORQ          R9, R8
+	VPXORD       Z11, Z7, Z7
+	MOVQ         key+24(FP), CX
+	VPROLD       $0x0c, Z4, Z4
+	MOVQ         AX, (CX)
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R14, 8(CX)
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         SI, 16(CX)
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         R8, 24(CX)
+	VPADDD       Z4, Z0, Z0
 	MOVQ         tbl+32(FP), DI
-	VPADDD       Z13, Z8, Z8
-	MOVQ         (SI), AX
-	VPADDD       Z14, Z9, Z9
-	MOVQ         8(SI), BX
+	VPADDD       Z5, Z1, Z1
+	MOVQ         R14, BX
+	VPADDD       Z6, Z2, Z2
 	MOVQ         $0x0ffffffc0fffffff, DX
-	VPXORD       Z10, Z5, Z5
+	VPADDD       Z7, Z3, Z3
 	ANDQ         DX, AX
-	VPXORD       Z11, Z6, Z6
+	VPXORD       Z0, Z12, Z12
 	MOVQ         $0x0ffffffc0ffffffc, DX
-	VPXORD       Z8, Z7, Z7
+	VPXORD       Z1, Z13, Z13
 	ANDQ         DX, BX
-	VPXORD       Z9, Z4, Z4
+	VPXORD       Z2, Z14, Z14
 	MOVQ         $0x00000fffffffffff, DX
-	VPROLD       $0x0c, Z5, Z5
+	VPXORD       Z3, Z15, Z15
 	MOVQ         AX, CX
-	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x08, Z12, Z12
 	ANDQ         DX, CX
-	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x08, Z13, Z13
 	MOVQ         CX, 56(DI)
-	VPROLD       $0x0c, Z4, Z4
+	VPROLD       $0x08, Z14, Z14
 	SHRQ         $0x2c, BX, AX
-	VPADDD       Z5, Z0, Z0
+	VPROLD       $0x08, Z15, Z15
 	ANDQ         DX, AX
-	VPADDD       Z6, Z1, Z1
+	VPADDD       Z12, Z8, Z8
 	MOVQ         AX, 120(DI)
-	VPADDD       Z7, Z2, Z2
+	VPADDD       Z13, Z9, Z9
 	SHRQ         $0x18, BX
-	VPADDD       Z4, Z3, Z3
+	VPADDD       Z14, Z10, Z10
 	MOVQ         BX, 184(DI)
+	VPADDD       Z15, Z11, Z11
 	LEAQ         (AX)(AX*4), CX
-	VPXORD       Z0, Z15, Z15
+	VPXORD       Z8, Z4, Z4
 	SHLQ         $0x02, CX
-	VPXORD       Z1, Z12, Z12
+	VPXORD       Z9, Z5, Z5
 	MOVQ         CX, 248(DI)
-	VPXORD       Z2, Z13, Z13
+	VPXORD       Z10, Z6, Z6
 	LEAQ         (BX)(BX*4), CX
-	VPXORD       Z3, Z14, Z14
+	VPXORD       Z11, Z7, Z7
 	SHLQ         $0x02, CX
-	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x07, Z4, Z4
 	MOVQ         CX, 312(DI)
-	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x07, Z5, Z5
 	MOVQ         56(DI), DX
-	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x07, Z6, Z6
 	MULXQ        56(DI), R8, R9
-	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x07, Z7, Z7
 	MULXQ        120(DI), R10, R11
-	VPADDD       Z15, Z10, Z10
+	VPADDD       Z5, Z0, Z0
 	MULXQ        184(DI), R12, R13
-	VPADDD       Z12, Z11, Z11
+	VPADDD       Z6, Z1, Z1
 	MOVQ         120(DI), DX
-	VPADDD       Z13, Z8, Z8
+	VPADDD       Z7, Z2, Z2
 	MULXQ        312(DI), AX, BX
-	VPADDD       Z14, Z9, Z9
+	VPADDD       Z4, Z3, Z3
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z10, Z5, Z5
+	VPXORD       Z0, Z15, Z15
 	MULXQ        56(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z11, Z6, Z6
+	VPXORD       Z2, Z13, Z13
 	MULXQ        120(DI), AX, BX
-	VPXORD       Z8, Z7, Z7
+	VPXORD       Z3, Z14, Z14
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x10, Z15, Z15
 	MOVQ         184(DI), DX
-	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x10, Z12, Z12
 	MULXQ        248(DI), AX, BX
-	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x10, Z13, Z13
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x10, Z14, Z14
 	MULXQ        312(DI), AX, BX
-	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z15, Z10, Z10
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPADDD       Z4, Z0, Z0
+	VPADDD       Z12, Z11, Z11
 	MULXQ        56(DI), AX, BX
-	VPADDD       Z5, Z1, Z1
+	VPADDD       Z13, Z8, Z8
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPADDD       Z6, Z2, Z2
+	VPADDD       Z14, Z9, Z9
 	MOVQ         $0x00000fffffffffff, DX
-	VPADDD       Z7, Z3, Z3
+	VPXORD       Z10, Z5, Z5
 	MOVQ         R8, CX
-	VPXORD       Z0, Z12, Z12
+	VPXORD       Z11, Z6, Z6
 	ANDQ         DX, CX
-	VPXORD       Z1, Z13, Z13
+	VPXORD       Z8, Z7, Z7
 	SHRQ         $0x2c, R9, R8
+	VPXORD       Z9, Z4, Z4
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPXORD       Z2, Z14, Z14
+	VPROLD       $0x0c, Z5, Z5
 	MOVQ         R10, AX
-	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x0c, Z6, Z6
 	ANDQ         DX, AX
-	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x0c, Z7, Z7
 	SHRQ         $0x2c, R11, R10
-	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x0c, Z4, Z4
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z5, Z0, Z0
 	MOVQ         R12, BX
-	VPROLD       $0x10, Z15, Z15
+	VPADDD       Z6, Z1, Z1
 	SHLQ         $0x16, BX
-	VPADDD       Z12, Z8, Z8
+	VPADDD       Z7, Z2, Z2
 	SHRQ         $0x16, BX
-	VPADDD       Z13, Z9, Z9
+	VPADDD       Z4, Z3, Z3
 	SHRQ         $0x2a, R13, R12
-	VPADDD       Z14, Z10, Z10
+	VPXORD       Z0, Z15, Z15
 	LEAQ         (R12)(R12*4), R14
-	VPADDD       Z15, Z11, Z11
+	VPXORD       Z1, Z12, Z12
 	ADDQ         R14, CX
-	VPXORD       Z8, Z4, Z4
+	VPXORD       Z2, Z13, Z13
 	MOVQ         CX, R14
-	VPXORD       Z9, Z5, Z5
+	VPXORD       Z3, Z14, Z14
 	SHRQ         $0x2c, R14
+	VPROLD       $0x08, Z15, Z15
 	ANDQ         DX, CX
-	VPXORD       Z10, Z6, Z6
-	ADDQ         R14, AX
-	VPXORD       Z11, Z7, Z7
-	MOVQ         AX, R14
-	VPROLD       $0x0c, Z4, Z4
-	SHRQ         $0x2c, R14
-	VPROLD       $0x0c, Z5, Z5
-	ANDQ         DX, AX
-	VPROLD       $0x0c, Z6, Z6
-	ADDQ         R14, BX
-	VPROLD       $0x0c, Z7, Z7
-	MOVQ         BX, R14
-	VPADDD       Z4, Z0, Z0
-	SHRQ         $0x2a, R14
-	VPADDD       Z5, Z1, Z1
-	SHLQ         $0x16, BX
-	VPADDD       Z6, Z2, Z2
-	SHRQ         $0x16, BX
-	VPADDD       Z7, Z3, Z3
-	LEAQ         (R14)(R14*4), R14
-	VPXORD       Z0, Z12, Z12
-	ADDQ         R14, CX
-	VPXORD       Z1, Z13, Z13
-	MOVQ         CX, R14
-	VPXORD       Z2, Z14, Z14
-	SHRQ         $0x2c, R14
-	ANDQ         DX, CX
-	VPXORD       Z3, Z15, Z15
-	ADDQ         R14, AX
 	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, AX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         AX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, BX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         BX, R14
+	VPADDD       Z14, Z9, Z9
+	SHRQ         $0x2a, R14
+	VPXORD       Z10, Z5, Z5
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z7, Z7
+	LEAQ         (R14)(R14*4), R14
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z5, Z5
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z6, Z6
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z7, Z7
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	ADDQ         R14, AX
+	VPADDD       Z5, Z1, Z1
 	MOVQ         CX, 40(DI)
-	VPROLD       $0x08, Z13, Z13
+	VPADDD       Z6, Z2, Z2
 	MOVQ         AX, 104(DI)
-	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z7, Z3, Z3
 	MOVQ         BX, 168(DI)
-	VPROLD       $0x08, Z15, Z15
+	VPXORD       Z0, Z12, Z12
 	LEAQ         (AX)(AX*4), R14
-	VPADDD       Z12, Z8, Z8
+	VPXORD       Z1, Z13, Z13
 	SHLQ         $0x02, R14
-	VPADDD       Z13, Z9, Z9
+	VPXORD       Z2, Z14, Z14
 	MOVQ         R14, 232(DI)
-	VPADDD       Z14, Z10, Z10
+	VPXORD       Z3, Z15, Z15
 	LEAQ         (BX)(BX*4), R14
-	VPADDD       Z15, Z11, Z11
+	VPROLD       $0x10, Z12, Z12
 	SHLQ         $0x02, R14
-	VPXORD       Z8, Z4, Z4
+	VPROLD       $0x10, Z13, Z13
 	MOVQ         R14, 296(DI)
-	VPXORD       Z9, Z5, Z5
+	VPROLD       $0x10, Z14, Z14
 	MOVQ         40(DI), DX
-	VPXORD       Z10, Z6, Z6
-	MULXQ        56(DI), R8, R9
-	MULXQ        120(DI), R10, R11
-	VPXORD       Z11, Z7, Z7
-	MULXQ        184(DI), R12, R13
-	VPROLD       $0x07, Z4, Z4
-	MOVQ         104(DI), DX
-	VPROLD       $0x07, Z5, Z5
-	MULXQ        312(DI), AX, BX
-	VPROLD       $0x07, Z6, Z6
-	ADDQ         AX, R8
-	ADCQ         BX, R9
-	VPROLD       $0x07, Z7, Z7
-	MULXQ        56(DI), AX, BX
-	VPADDD       Z5, Z0, Z0
-	ADDQ         AX, R10
-	ADCQ         BX, R11
-	VPADDD       Z6, Z1, Z1
-	MULXQ        120(DI), AX, BX
-	VPADDD       Z7, Z2, Z2
-	ADDQ         AX, R12
-	ADCQ         BX, R13
-	VPADDD       Z4, Z3, Z3
-	MOVQ         168(DI), DX
-	VPXORD       Z0, Z15, Z15
-	MULXQ        248(DI), AX, BX
-	VPXORD       Z1, Z12, Z12
-	ADDQ         AX, R8
-	ADCQ         BX, R9
-	VPXORD       Z2, Z13, Z13
-	MULXQ        312(DI), AX, BX
-	VPXORD       Z3, Z14, Z14
-	ADDQ         AX, R10
-	ADCQ         BX, R11
-	MULXQ        56(DI), AX, BX
 	VPROLD       $0x10, Z15, Z15
+	MULXQ        56(DI), R8, R9
+	VPADDD       Z12, Z8, Z8
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z13, Z9, Z9
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z14, Z10, Z10
+	MOVQ         104(DI), DX
+	VPADDD       Z15, Z11, Z11
+	MULXQ        312(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z9, Z5, Z5
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z11, Z7, Z7
+	MULXQ        120(DI), AX, BX
+	VPROLD       $0x0c, Z4, Z4
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         168(DI), DX
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        248(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z4, Z0, Z0
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z6, Z2, Z2
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z7, Z3, Z3
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z0, Z12, Z12
 	MOVQ         $0x00000fffffffffff, DX
-	VPROLD       $0x10, Z13, Z13
+	VPXORD       Z1, Z13, Z13
 	MOVQ         R8, CX
+	VPXORD       Z2, Z14, Z14
+	ANDQ         DX, CX
+	VPXORD       Z3, Z15, Z15
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         R10, AX
+	VPROLD       $0x08, Z14, Z14
+	ANDQ         DX, AX
+	VPROLD       $0x08, Z15, Z15
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z13, Z9, Z9
+	MOVQ         R12, BX
+	VPADDD       Z14, Z10, Z10
+	SHLQ         $0x16, BX
+	VPADDD       Z15, Z11, Z11
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z4, Z4
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z9, Z5, Z5
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z10, Z6, Z6
+	ADDQ         R14, CX
+	VPXORD       Z11, Z7, Z7
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z4, Z4
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z5, Z5
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         R14, AX
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         AX, R14
+	VPADDD       Z5, Z0, Z0
+	SHRQ         $0x2c, R14
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, AX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         R14, BX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         BX, R14
+	VPXORD       Z0, Z15, Z15
+	SHRQ         $0x2a, R14
+	VPXORD       Z1, Z12, Z12
+	SHLQ         $0x16, BX
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x2c, R14
 	VPROLD       $0x10, Z14, Z14
 	ANDQ         DX, CX
 	VPADDD       Z15, Z10, Z10
-	SHRQ         $0x2c, R9, R8
-	VPADDD       Z12, Z11, Z11
-	ADDQ         R8, R10
-	ADCQ         $0x00, R11
-	VPADDD       Z13, Z8, Z8
-	MOVQ         R10, AX
-	VPADDD       Z14, Z9, Z9
-	ANDQ         DX, AX
-	VPXORD       Z10, Z5, Z5
-	SHRQ         $0x2c, R11, R10
-	VPXORD       Z11, Z6, Z6
-	ADDQ         R10, R12
-	ADCQ         $0x00, R13
-	VPXORD       Z8, Z7, Z7
-	MOVQ         R12, BX
-	VPXORD       Z9, Z4, Z4
-	SHLQ         $0x16, BX
-	VPROLD       $0x0c, Z5, Z5
-	SHRQ         $0x16, BX
-	SHRQ         $0x2a, R13, R12
-	VPROLD       $0x0c, Z6, Z6
-	LEAQ         (R12)(R12*4), R14
-	VPROLD       $0x0c, Z7, Z7
-	ADDQ         R14, CX
-	VPROLD       $0x0c, Z4, Z4
-	MOVQ         CX, R14
-	VPADDD       Z5, Z0, Z0
-	SHRQ         $0x2c, R14
-	VPADDD       Z6, Z1, Z1
-	ANDQ         DX, CX
-	VPADDD       Z7, Z2, Z2
 	ADDQ         R14, AX
-	VPADDD       Z4, Z3, Z3
-	MOVQ         AX, R14
-	VPXORD       Z0, Z15, Z15
-	SHRQ         $0x2c, R14
-	VPXORD       Z1, Z12, Z12
-	ANDQ         DX, AX
-	VPXORD       Z2, Z13, Z13
-	ADDQ         R14, BX
-	VPXORD       Z3, Z14, Z14
-	MOVQ         BX, R14
-	VPROLD       $0x08, Z15, Z15
-	SHRQ         $0x2a, R14
-	SHLQ         $0x16, BX
-	VPROLD       $0x08, Z12, Z12
-	SHRQ         $0x16, BX
-	VPROLD       $0x08, Z13, Z13
-	LEAQ         (R14)(R14*4), R14
-	VPROLD       $0x08, Z14, Z14
-	ADDQ         R14, CX
-	VPADDD       Z15, Z10, Z10
-	MOVQ         CX, R14
 	VPADDD       Z12, Z11, Z11
-	SHRQ         $0x2c, R14
-	VPADDD       Z13, Z8, Z8
-	ANDQ         DX, CX
-	VPADDD       Z14, Z9, Z9
-	ADDQ         R14, AX
-	VPXORD       Z10, Z5, Z5
 	MOVQ         CX, 24(DI)
-	VPXORD       Z11, Z6, Z6
+	VPADDD       Z13, Z8, Z8
 	MOVQ         AX, 88(DI)
-	VPXORD       Z8, Z7, Z7
+	VPADDD       Z14, Z9, Z9
 	MOVQ         BX, 152(DI)
-	VPXORD       Z9, Z4, Z4
+	VPXORD       Z10, Z5, Z5
 	LEAQ         (AX)(AX*4), R14
-	VPROLD       $0x07, Z5, Z5
+	VPXORD       Z11, Z6, Z6
 	SHLQ         $0x02, R14
-	VPROLD       $0x07, Z6, Z6
+	VPXORD       Z8, Z7, Z7
 	MOVQ         R14, 216(DI)
+	VPXORD       Z9, Z4, Z4
 	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x0c, Z5, Z5
 	SHLQ         $0x02, R14
-	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x0c, Z6, Z6
 	MOVQ         R14, 280(DI)
-	VPADDD       Z4, Z0, Z0
+	VPROLD       $0x0c, Z7, Z7
 	MOVQ         40(DI), DX
-	VPADDD       Z5, Z1, Z1
+	VPROLD       $0x0c, Z4, Z4
 	MULXQ        40(DI), R8, R9
-	VPADDD       Z6, Z2, Z2
+	VPADDD       Z5, Z0, Z0
 	MULXQ        104(DI), R10, R11
-	VPADDD       Z7, Z3, Z3
+	VPADDD       Z6, Z1, Z1
 	MULXQ        168(DI), R12, R13
-	VPXORD       Z0, Z12, Z12
+	VPADDD       Z7, Z2, Z2
 	MOVQ         104(DI), DX
-	VPXORD       Z1, Z13, Z13
+	VPADDD       Z4, Z3, Z3
 	MULXQ        296(DI), AX, BX
-	VPXORD       Z2, Z14, Z14
+	VPXORD       Z0, Z15, Z15
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z3, Z15, Z15
+	VPXORD       Z1, Z12, Z12
 	MULXQ        40(DI), AX, BX
-	VPROLD       $0x10, Z12, Z12
+	VPXORD       Z2, Z13, Z13
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPROLD       $0x10, Z13, Z13
+	VPXORD       Z3, Z14, Z14
 	MULXQ        104(DI), AX, BX
-	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x08, Z15, Z15
 	ADDQ         AX, R12
 	ADCQ         BX, R13
+	VPROLD       $0x08, Z12, Z12
 	MOVQ         168(DI), DX
-	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x08, Z13, Z13
 	MULXQ        232(DI), AX, BX
-	VPADDD       Z12, Z8, Z8
+	VPROLD       $0x08, Z14, Z14
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPADDD       Z13, Z9, Z9
+	VPADDD       Z15, Z10, Z10
 	MULXQ        296(DI), AX, BX
-	VPADDD       Z14, Z10, Z10
+	VPADDD       Z12, Z11, Z11
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPADDD       Z15, Z11, Z11
+	VPADDD       Z13, Z8, Z8
 	MULXQ        40(DI), AX, BX
-	VPXORD       Z8, Z4, Z4
+	VPADDD       Z14, Z9, Z9
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPXORD       Z9, Z5, Z5
+	VPXORD       Z10, Z5, Z5
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z10, Z6, Z6
+	VPXORD       Z11, Z6, Z6
 	MOVQ         R8, CX
-	VPXORD       Z11, Z7, Z7
+	VPXORD       Z8, Z7, Z7
 	ANDQ         DX, CX
-	VPROLD       $0x0c, Z4, Z4
+	VPXORD       Z9, Z4, Z4
 	SHRQ         $0x2c, R9, R8
-	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x07, Z5, Z5
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x07, Z6, Z6
 	MOVQ         R10, AX
+	VPROLD       $0x07, Z7, Z7
 	ANDQ         DX, AX
-	VPROLD       $0x0c, Z7, Z7
-	SHRQ         $0x2c, R11, R10
+	VPROLD       $0x07, Z4, Z4
 	VPADDD       Z4, Z0, Z0
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z5, Z1, Z1
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPADDD       Z5, Z1, Z1
-	MOVQ         R12, BX
 	VPADDD       Z6, Z2, Z2
-	SHLQ         $0x16, BX
+	MOVQ         R12, BX
 	VPADDD       Z7, Z3, Z3
-	SHRQ         $0x16, BX
-	VPXORD       Z0, Z12, Z12
-	SHRQ         $0x2a, R13, R12
-	VPXORD       Z1, Z13, Z13
-	LEAQ         (R12)(R12*4), R14
-	VPXORD       Z2, Z14, Z14
-	ADDQ         R14, CX
-	VPXORD       Z3, Z15, Z15
-	MOVQ         CX, R14
-	VPROLD       $0x08, Z12, Z12
-	SHRQ         $0x2c, R14
-	VPROLD       $0x08, Z13, Z13
-	ANDQ         DX, CX
-	VPROLD       $0x08, Z14, Z14
-	ADDQ         R14, AX
-	VPROLD       $0x08, Z15, Z15
-	MOVQ         AX, R14
-	SHRQ         $0x2c, R14
-	VPADDD       Z12, Z8, Z8
-	ANDQ         DX, AX
-	VPADDD       Z13, Z9, Z9
-	ADDQ         R14, BX
-	VPADDD       Z14, Z10, Z10
-	MOVQ         BX, R14
-	VPADDD       Z15, Z11, Z11
-	SHRQ         $0x2a, R14
-	VPXORD       Z8, Z4, Z4
 	SHLQ         $0x16, BX
-	VPXORD       Z9, Z5, Z5
+	VPXORD       Z0, Z12, Z12
 	SHRQ         $0x16, BX
-	VPXORD       Z10, Z6, Z6
-	LEAQ         (R14)(R14*4), R14
-	VPXORD       Z11, Z7, Z7
+	VPXORD       Z1, Z13, Z13
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z2, Z14, Z14
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z3, Z15, Z15
 	ADDQ         R14, CX
-	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x10, Z12, Z12
 	MOVQ         CX, R14
-	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x10, Z13, Z13
 	SHRQ         $0x2c, R14
-	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x10, Z14, Z14
 	ANDQ         DX, CX
-	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x10, Z15, Z15
 	ADDQ         R14, AX
-	VPADDD       Z5, Z0, Z0
+	VPADDD       Z12, Z8, Z8
+	MOVQ         AX, R14
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         R14, BX
+	VPXORD       Z8, Z4, Z4
+	MOVQ         BX, R14
+	VPXORD       Z9, Z5, Z5
+	SHRQ         $0x2a, R14
+	VPXORD       Z10, Z6, Z6
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z7, Z7
+	SHRQ         $0x16, BX
+	VPROLD       $0x0c, Z4, Z4
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         R14, CX
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, CX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         R14, AX
+	VPADDD       Z6, Z2, Z2
 	MOVQ         CX, 8(DI)
+	VPADDD       Z7, Z3, Z3
 	MOVQ         AX, 72(DI)
-	VPADDD       Z6, Z1, Z1
+	VPXORD       Z0, Z12, Z12
 	MOVQ         BX, 136(DI)
-	VPADDD       Z7, Z2, Z2
+	VPXORD       Z1, Z13, Z13
 	LEAQ         (AX)(AX*4), R14
-	VPADDD       Z4, Z3, Z3
+	VPXORD       Z2, Z14, Z14
 	SHLQ         $0x02, R14
-	VPXORD       Z0, Z15, Z15
+	VPXORD       Z3, Z15, Z15
 	MOVQ         R14, 200(DI)
-	VPXORD       Z1, Z12, Z12
+	VPROLD       $0x08, Z12, Z12
 	LEAQ         (BX)(BX*4), R14
-	VPXORD       Z2, Z13, Z13
+	VPROLD       $0x08, Z13, Z13
 	SHLQ         $0x02, R14
-	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x08, Z14, Z14
 	MOVQ         R14, 264(DI)
-	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x08, Z15, Z15
 	MOVQ         8(DI), DX
-	VPROLD       $0x10, Z12, Z12
+	VPADDD       Z12, Z8, Z8
 	MULXQ        56(DI), R8, R9
-	VPROLD       $0x10, Z13, Z13
+	VPADDD       Z13, Z9, Z9
 	MULXQ        120(DI), R10, R11
-	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z14, Z10, Z10
 	MULXQ        184(DI), R12, R13
-	VPADDD       Z15, Z10, Z10
+	VPADDD       Z15, Z11, Z11
 	MOVQ         72(DI), DX
+	VPXORD       Z8, Z4, Z4
 	MULXQ        312(DI), AX, BX
-	VPADDD       Z12, Z11, Z11
+	VPXORD       Z9, Z5, Z5
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPADDD       Z13, Z8, Z8
+	VPXORD       Z10, Z6, Z6
 	MULXQ        56(DI), AX, BX
-	VPADDD       Z14, Z9, Z9
+	VPXORD       Z11, Z7, Z7
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z10, Z5, Z5
+	VPROLD       $0x07, Z4, Z4
 	MULXQ        120(DI), AX, BX
-	VPXORD       Z11, Z6, Z6
+	VPROLD       $0x07, Z5, Z5
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPXORD       Z8, Z7, Z7
+	VPROLD       $0x07, Z6, Z6
 	MOVQ         136(DI), DX
-	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x07, Z7, Z7
 	MULXQ        248(DI), AX, BX
-	VPROLD       $0x0c, Z5, Z5
+	VPADDD       Z5, Z0, Z0
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPROLD       $0x0c, Z6, Z6
+	VPADDD       Z6, Z1, Z1
 	MULXQ        312(DI), AX, BX
-	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z7, Z2, Z2
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z4, Z3, Z3
 	MULXQ        56(DI), AX, BX
-	VPADDD       Z5, Z0, Z0
+	VPXORD       Z0, Z15, Z15
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPADDD       Z6, Z1, Z1
+	VPXORD       Z1, Z12, Z12
 	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z2, Z13, Z13
 	MOVQ         R8, CX
-	VPADDD       Z7, Z2, Z2
+	VPXORD       Z3, Z14, Z14
 	ANDQ         DX, CX
-	VPADDD       Z4, Z3, Z3
+	VPROLD       $0x10, Z15, Z15
 	SHRQ         $0x2c, R9, R8
-	VPXORD       Z0, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPXORD       Z1, Z12, Z12
+	VPROLD       $0x10, Z13, Z13
 	MOVQ         R10, AX
-	VPXORD       Z2, Z13, Z13
+	VPROLD       $0x10, Z14, Z14
 	ANDQ         DX, AX
-	VPXORD       Z3, Z14, Z14
+	VPADDD       Z15, Z10, Z10
 	SHRQ         $0x2c, R11, R10
-	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z12, Z11, Z11
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPROLD       $0x08, Z12, Z12
-	MOVQ         R12, BX
-	VPROLD       $0x08, Z13, Z13
-	SHLQ         $0x16, BX
-	VPROLD       $0x08, Z14, Z14
-	SHRQ         $0x16, BX
-	VPADDD       Z15, Z10, Z10
-	SHRQ         $0x2a, R13, R12
-	VPADDD       Z12, Z11, Z11
-	LEAQ         (R12)(R12*4), R14
-	ADDQ         R14, CX
 	VPADDD       Z13, Z8, Z8
-	MOVQ         CX, R14
+	MOVQ         R12, BX
 	VPADDD       Z14, Z9, Z9
-	SHRQ         $0x2c, R14
-	VPXORD       Z10, Z5, Z5
-	ANDQ         DX, CX
-	VPXORD       Z11, Z6, Z6
-	ADDQ         R14, AX
-	VPXORD       Z8, Z7, Z7
-	MOVQ         AX, R14
-	VPXORD       Z9, Z4, Z4
-	SHRQ         $0x2c, R14
-	VPROLD       $0x07, Z5, Z5
-	ANDQ         DX, AX
-	VPROLD       $0x07, Z6, Z6
-	ADDQ         R14, BX
-	VPROLD       $0x07, Z7, Z7
-	MOVQ         BX, R14
-	VPROLD       $0x07, Z4, Z4
-	SHRQ         $0x2a, R14
-	VPADDD       Z4, Z0, Z0
 	SHLQ         $0x16, BX
-	VPADDD       Z5, Z1, Z1
+	VPXORD       Z10, Z5, Z5
 	SHRQ         $0x16, BX
-	VPADDD       Z6, Z2, Z2
-	LEAQ         (R14)(R14*4), R14
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z8, Z7, Z7
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z9, Z4, Z4
 	ADDQ         R14, CX
-	VPADDD       Z7, Z3, Z3
+	VPROLD       $0x0c, Z5, Z5
 	MOVQ         CX, R14
-	VPXORD       Z0, Z12, Z12
+	VPROLD       $0x0c, Z6, Z6
 	SHRQ         $0x2c, R14
-	VPXORD       Z1, Z13, Z13
+	VPROLD       $0x0c, Z7, Z7
 	ANDQ         DX, CX
-	VPXORD       Z2, Z14, Z14
+	VPROLD       $0x0c, Z4, Z4
 	ADDQ         R14, AX
-	VPXORD       Z3, Z15, Z15
+	VPADDD       Z5, Z0, Z0
+	MOVQ         AX, R14
+	VPADDD       Z6, Z1, Z1
+	SHRQ         $0x2c, R14
+	VPADDD       Z7, Z2, Z2
+	ANDQ         DX, AX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R14, BX
+	VPXORD       Z0, Z15, Z15
+	MOVQ         BX, R14
+	VPXORD       Z1, Z12, Z12
+	SHRQ         $0x2a, R14
+	VPXORD       Z2, Z13, Z13
+	SHLQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x16, BX
+	VPROLD       $0x08, Z15, Z15
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, AX
+	VPADDD       Z13, Z8, Z8
 	MOVQ         CX, 48(DI)
-	VPROLD       $0x10, Z12, Z12
+	VPADDD       Z14, Z9, Z9
 	MOVQ         AX, 112(DI)
-	VPROLD       $0x10, Z13, Z13
+	VPXORD       Z10, Z5, Z5
 	MOVQ         BX, 176(DI)
-	VPROLD       $0x10, Z14, Z14
+	VPXORD       Z11, Z6, Z6
 	LEAQ         (AX)(AX*4), R14
-	VPROLD       $0x10, Z15, Z15
+	VPXORD       Z8, Z7, Z7
 	SHLQ         $0x02, R14
-	VPADDD       Z12, Z8, Z8
+	VPXORD       Z9, Z4, Z4
 	MOVQ         R14, 240(DI)
-	VPADDD       Z13, Z9, Z9
+	VPROLD       $0x07, Z5, Z5
 	LEAQ         (BX)(BX*4), R14
-	VPADDD       Z14, Z10, Z10
+	VPROLD       $0x07, Z6, Z6
 	SHLQ         $0x02, R14
-	VPADDD       Z15, Z11, Z11
+	VPROLD       $0x07, Z7, Z7
 	MOVQ         R14, 304(DI)
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
 	MOVQ         8(DI), DX
-	VPXORD       Z8, Z4, Z4
+	VPADDD       Z5, Z1, Z1
 	MULXQ        40(DI), R8, R9
-	VPXORD       Z9, Z5, Z5
+	VPADDD       Z6, Z2, Z2
 	MULXQ        104(DI), R10, R11
-	VPXORD       Z10, Z6, Z6
+	VPADDD       Z7, Z3, Z3
 	MULXQ        168(DI), R12, R13
-	VPXORD       Z11, Z7, Z7
+	VPXORD       Z0, Z12, Z12
 	MOVQ         72(DI), DX
-	VPROLD       $0x0c, Z4, Z4
+	VPXORD       Z1, Z13, Z13
 	MULXQ        296(DI), AX, BX
-	VPROLD       $0x0c, Z5, Z5
+	VPXORD       Z2, Z14, Z14
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPROLD       $0x0c, Z6, Z6
+	VPXORD       Z3, Z15, Z15
 	MULXQ        40(DI), AX, BX
-	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x10, Z12, Z12
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPADDD       Z4, Z0, Z0
+	VPROLD       $0x10, Z13, Z13
 	MULXQ        104(DI), AX, BX
-	VPADDD       Z5, Z1, Z1
+	VPROLD       $0x10, Z14, Z14
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPADDD       Z6, Z2, Z2
+	VPROLD       $0x10, Z15, Z15
 	MOVQ         136(DI), DX
-	VPADDD       Z7, Z3, Z3
+	VPADDD       Z12, Z8, Z8
 	MULXQ        232(DI), AX, BX
+	VPADDD       Z13, Z9, Z9
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z0, Z12, Z12
+	VPADDD       Z14, Z10, Z10
 	MULXQ        296(DI), AX, BX
-	VPXORD       Z1, Z13, Z13
+	VPADDD       Z15, Z11, Z11
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z2, Z14, Z14
+	VPXORD       Z8, Z4, Z4
 	MULXQ        40(DI), AX, BX
-	VPXORD       Z3, Z15, Z15
+	VPXORD       Z9, Z5, Z5
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x08, Z12, Z12
+	VPXORD       Z10, Z6, Z6
 	MOVQ         $0x00000fffffffffff, DX
-	VPROLD       $0x08, Z13, Z13
+	VPXORD       Z11, Z7, Z7
 	MOVQ         R8, CX
-	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x0c, Z4, Z4
 	ANDQ         DX, CX
-	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x0c, Z5, Z5
 	SHRQ         $0x2c, R9, R8
-	VPADDD       Z12, Z8, Z8
+	VPROLD       $0x0c, Z6, Z6
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPADDD       Z13, Z9, Z9
+	VPROLD       $0x0c, Z7, Z7
 	MOVQ         R10, AX
-	VPADDD       Z14, Z10, Z10
+	VPADDD       Z4, Z0, Z0
 	ANDQ         DX, AX
-	VPADDD       Z15, Z11, Z11
+	VPADDD       Z5, Z1, Z1
 	SHRQ         $0x2c, R11, R10
-	VPXORD       Z8, Z4, Z4
+	VPADDD       Z6, Z2, Z2
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
+	VPADDD       Z7, Z3, Z3
 	MOVQ         R12, BX
-	VPXORD       Z9, Z5, Z5
+	VPXORD       Z0, Z12, Z12
 	SHLQ         $0x16, BX
-	VPXORD       Z10, Z6, Z6
+	VPXORD       Z1, Z13, Z13
 	SHRQ         $0x16, BX
-	VPXORD       Z11, Z7, Z7
+	VPXORD       Z2, Z14, Z14
 	SHRQ         $0x2a, R13, R12
-	VPROLD       $0x07, Z4, Z4
+	VPXORD       Z3, Z15, Z15
 	LEAQ         (R12)(R12*4), R14
-	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x08, Z12, Z12
 	ADDQ         R14, CX
-	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x08, Z13, Z13
 	MOVQ         CX, R14
-	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x08, Z14, Z14
 	SHRQ         $0x2c, R14
-	VPADDD       Z5, Z0, Z0
+	VPROLD       $0x08, Z15, Z15
 	ANDQ         DX, CX
-	VPADDD       Z6, Z1, Z1
+	VPADDD       Z12, Z8, Z8
 	ADDQ         R14, AX
-	VPADDD       Z7, Z2, Z2
+	VPADDD       Z13, Z9, Z9
 	MOVQ         AX, R14
-	VPADDD       Z4, Z3, Z3
+	VPADDD       Z14, Z10, Z10
 	SHRQ         $0x2c, R14
-	VPXORD       Z0, Z15, Z15
+	VPADDD       Z15, Z11, Z11
 	ANDQ         DX, AX
-	VPXORD       Z1, Z12, Z12
+	VPXORD       Z8, Z4, Z4
 	ADDQ         R14, BX
+	VPXORD       Z9, Z5, Z5
 	MOVQ         BX, R14
-	VPXORD       Z2, Z13, Z13
+	VPXORD       Z10, Z6, Z6
 	SHRQ         $0x2a, R14
-	VPXORD       Z3, Z14, Z14
+	VPXORD       Z11, Z7, Z7
 	SHLQ         $0x16, BX
-	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x07, Z4, Z4
 	SHRQ         $0x16, BX
-	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x07, Z5, Z5
 	LEAQ         (R14)(R14*4), R14
-	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x07, Z6, Z6
 	ADDQ         R14, CX
-	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x07, Z7, Z7
 	MOVQ         CX, R14
-	VPADDD       Z15, Z10, Z10
+	VPADDD       Z5, Z0, Z0
 	SHRQ         $0x2c, R14
-	VPADDD       Z12, Z11, Z11
+	VPADDD       Z6, Z1, Z1
 	ANDQ         DX, CX
-	VPADDD       Z13, Z8, Z8
+	VPADDD       Z7, Z2, Z2
 	ADDQ         R14, AX
-	VPADDD       Z14, Z9, Z9
+	VPADDD       Z4, Z3, Z3
 	MOVQ         CX, 32(DI)
-	VPXORD       Z10, Z5, Z5
+	VPXORD       Z0, Z15, Z15
 	MOVQ         AX, 96(DI)
-	VPXORD       Z11, Z6, Z6
+	VPXORD       Z1, Z12, Z12
 	MOVQ         BX, 160(DI)
+	VPXORD       Z2, Z13, Z13
 	LEAQ         (AX)(AX*4), R14
-	VPXORD       Z8, Z7, Z7
+	VPXORD       Z3, Z14, Z14
 	SHLQ         $0x02, R14
-	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x10, Z15, Z15
 	MOVQ         R14, 224(DI)
-	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x10, Z12, Z12
 	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x10, Z13, Z13
 	SHLQ         $0x02, R14
-	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x10, Z14, Z14
 	MOVQ         R14, 288(DI)
-	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z15, Z10, Z10
 	MOVQ         8(DI), DX
-	VPADDD       Z5, Z0, Z0
+	VPADDD       Z12, Z11, Z11
 	MULXQ        24(DI), R8, R9
-	VPADDD       Z6, Z1, Z1
+	VPADDD       Z13, Z8, Z8
 	MULXQ        88(DI), R10, R11
-	VPADDD       Z7, Z2, Z2
+	VPADDD       Z14, Z9, Z9
 	MULXQ        152(DI), R12, R13
-	VPADDD       Z4, Z3, Z3
+	VPXORD       Z10, Z5, Z5
 	MOVQ         72(DI), DX
-	VPXORD       Z0, Z15, Z15
+	VPXORD       Z11, Z6, Z6
 	MULXQ        280(DI), AX, BX
-	VPXORD       Z1, Z12, Z12
+	VPXORD       Z8, Z7, Z7
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z2, Z13, Z13
+	VPXORD       Z9, Z4, Z4
 	MULXQ        24(DI), AX, BX
+	VPROLD       $0x0c, Z5, Z5
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x0c, Z6, Z6
 	MULXQ        88(DI), AX, BX
-	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x0c, Z7, Z7
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x0c, Z4, Z4
 	MOVQ         136(DI), DX
-	VPROLD       $0x08, Z13, Z13
+	VPADDD       Z5, Z0, Z0
 	MULXQ        216(DI), AX, BX
-	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z6, Z1, Z1
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPADDD       Z15, Z10, Z10
+	VPADDD       Z7, Z2, Z2
 	MULXQ        280(DI), AX, BX
-	VPADDD       Z12, Z11, Z11
+	VPADDD       Z4, Z3, Z3
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPADDD       Z13, Z8, Z8
+	VPXORD       Z0, Z15, Z15
 	MULXQ        24(DI), AX, BX
-	VPADDD       Z14, Z9, Z9
+	VPXORD       Z1, Z12, Z12
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPXORD       Z10, Z5, Z5
+	VPXORD       Z2, Z13, Z13
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z11, Z6, Z6
+	VPXORD       Z3, Z14, Z14
 	MOVQ         R8, CX
-	VPXORD       Z8, Z7, Z7
+	VPROLD       $0x08, Z15, Z15
 	ANDQ         DX, CX
+	VPROLD       $0x08, Z12, Z12
 	SHRQ         $0x2c, R9, R8
-	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x08, Z13, Z13
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x08, Z14, Z14
 	MOVQ         R10, AX
-	VPROLD       $0x07, Z6, Z6
+	VPADDD       Z15, Z10, Z10
 	ANDQ         DX, AX
-	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z12, Z11, Z11
 	SHRQ         $0x2c, R11, R10
-	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z13, Z8, Z8
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPADDD       Z4, Z0, Z0
+	VPADDD       Z14, Z9, Z9
 	MOVQ         R12, BX
-	VPADDD       Z5, Z1, Z1
+	VPXORD       Z10, Z5, Z5
 	SHLQ         $0x16, BX
-	VPADDD       Z6, Z2, Z2
+	VPXORD       Z11, Z6, Z6
 	SHRQ         $0x16, BX
-	VPADDD       Z7, Z3, Z3
+	VPXORD       Z8, Z7, Z7
 	SHRQ         $0x2a, R13, R12
-	VPXORD       Z0, Z12, Z12
+	VPXORD       Z9, Z4, Z4
 	LEAQ         (R12)(R12*4), R14
-	VPXORD       Z1, Z13, Z13
+	VPROLD       $0x07, Z5, Z5
 	ADDQ         R14, CX
-	VPXORD       Z2, Z14, Z14
+	VPROLD       $0x07, Z6, Z6
 	MOVQ         CX, R14
-	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x07, Z7, Z7
 	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
 	ANDQ         DX, CX
-	VPROLD       $0x10, Z12, Z12
+	VPADDD       Z5, Z1, Z1
 	ADDQ         R14, AX
-	VPROLD       $0x10, Z13, Z13
+	VPADDD       Z6, Z2, Z2
 	MOVQ         AX, R14
-	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z7, Z3, Z3
 	SHRQ         $0x2c, R14
-	VPROLD       $0x10, Z15, Z15
+	VPXORD       Z0, Z12, Z12
 	ANDQ         DX, AX
-	VPADDD       Z12, Z8, Z8
+	VPXORD       Z1, Z13, Z13
 	ADDQ         R14, BX
-	VPADDD       Z13, Z9, Z9
+	VPXORD       Z2, Z14, Z14
 	MOVQ         BX, R14
-	VPADDD       Z14, Z10, Z10
+	VPXORD       Z3, Z15, Z15
 	SHRQ         $0x2a, R14
-	VPADDD       Z15, Z11, Z11
+	VPROLD       $0x10, Z12, Z12
 	SHLQ         $0x16, BX
-	VPXORD       Z8, Z4, Z4
+	VPROLD       $0x10, Z13, Z13
 	SHRQ         $0x16, BX
-	VPXORD       Z9, Z5, Z5
+	VPROLD       $0x10, Z14, Z14
 	LEAQ         (R14)(R14*4), R14
-	VPXORD       Z10, Z6, Z6
+	VPROLD       $0x10, Z15, Z15
 	ADDQ         R14, CX
-	VPXORD       Z11, Z7, Z7
+	VPADDD       Z12, Z8, Z8
 	MOVQ         CX, R14
-	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z13, Z9, Z9
 	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z10, Z10
 	ANDQ         DX, CX
-	VPROLD       $0x0c, Z5, Z5
+	VPADDD       Z15, Z11, Z11
 	ADDQ         R14, AX
-	VPROLD       $0x0c, Z6, Z6
+	VPXORD       Z8, Z4, Z4
 	MOVQ         CX, 16(DI)
-	VPROLD       $0x0c, Z7, Z7
-	MOVQ         AX, 80(DI)
-	VPADDD       Z4, Z0, Z0
-	MOVQ         BX, 144(DI)
-	VPADDD       Z5, Z1, Z1
-	LEAQ         (AX)(AX*4), R14
-	VPADDD       Z6, Z2, Z2
-	SHLQ         $0x02, R14
-	VPADDD       Z7, Z3, Z3
-	MOVQ         R14, 208(DI)
-	VPXORD       Z0, Z12, Z12
-	LEAQ         (BX)(BX*4), R14
-	VPXORD       Z1, Z13, Z13
-	SHLQ         $0x02, R14
-	VPXORD       Z2, Z14, Z14
-	MOVQ         R14, 272(DI)
-	VPXORD       Z3, Z15, Z15
-	MOVQ         8(DI), DX
-	VPROLD       $0x08, Z12, Z12
-	MULXQ        8(DI), R8, R9
-	MULXQ        72(DI), R10, R11
-	VPROLD       $0x08, Z13, Z13
-	MULXQ        136(DI), R12, R13
-	VPROLD       $0x08, Z14, Z14
-	MOVQ         72(DI), DX
-	VPROLD       $0x08, Z15, Z15
-	MULXQ        264(DI), AX, BX
-	VPADDD       Z12, Z8, Z8
-	ADDQ         AX, R8
-	ADCQ         BX, R9
-	VPADDD       Z13, Z9, Z9
-	MULXQ        8(DI), AX, BX
-	VPADDD       Z14, Z10, Z10
-	ADDQ         AX, R10
-	ADCQ         BX, R11
-	VPADDD       Z15, Z11, Z11
-	MULXQ        72(DI), AX, BX
-	VPXORD       Z8, Z4, Z4
-	ADDQ         AX, R12
-	ADCQ         BX, R13
 	VPXORD       Z9, Z5, Z5
-	MOVQ         136(DI), DX
+	MOVQ         AX, 80(DI)
 	VPXORD       Z10, Z6, Z6
-	MULXQ        200(DI), AX, BX
+	MOVQ         BX, 144(DI)
 	VPXORD       Z11, Z7, Z7
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x0c, Z4, Z4
+	SHLQ         $0x02, R14
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R14, 208(DI)
+	VPROLD       $0x0c, Z6, Z6
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x0c, Z7, Z7
+	SHLQ         $0x02, R14
+	VPADDD       Z4, Z0, Z0
+	MOVQ         R14, 272(DI)
+	VPADDD       Z5, Z1, Z1
+	MOVQ         8(DI), DX
+	VPADDD       Z6, Z2, Z2
+	MULXQ        8(DI), R8, R9
+	VPADDD       Z7, Z3, Z3
+	MULXQ        72(DI), R10, R11
+	VPXORD       Z0, Z12, Z12
+	MULXQ        136(DI), R12, R13
+	VPXORD       Z1, Z13, Z13
+	MOVQ         72(DI), DX
+	VPXORD       Z2, Z14, Z14
+	MULXQ        264(DI), AX, BX
+	VPXORD       Z3, Z15, Z15
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPROLD       $0x07, Z4, Z4
-	MULXQ        264(DI), AX, BX
-	VPROLD       $0x07, Z5, Z5
+	VPROLD       $0x08, Z12, Z12
+	MULXQ        8(DI), AX, BX
+	VPROLD       $0x08, Z13, Z13
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	MULXQ        8(DI), AX, BX
-	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x08, Z14, Z14
+	MULXQ        72(DI), AX, BX
+	VPROLD       $0x08, Z15, Z15
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z12, Z8, Z8
+	MOVQ         136(DI), DX
+	VPADDD       Z13, Z9, Z9
+	MULXQ        200(DI), AX, BX
+	VPADDD       Z14, Z10, Z10
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z15, Z11, Z11
+	MULXQ        264(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z9, Z5, Z5
+	MULXQ        8(DI), AX, BX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z11, Z7, Z7
 	MOVQ         $0x00000fffffffffff, DX
-	VPADDD       Z5, Z0, Z0
+	VPROLD       $0x07, Z4, Z4
 	MOVQ         R8, CX
-	VPADDD       Z6, Z1, Z1
+	VPROLD       $0x07, Z5, Z5
 	ANDQ         DX, CX
-	VPADDD       Z7, Z2, Z2
+	VPROLD       $0x07, Z6, Z6
 	SHRQ         $0x2c, R9, R8
-	VPADDD       Z4, Z3, Z3
+	VPROLD       $0x07, Z7, Z7
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPXORD       Z0, Z15, Z15
+	VPADDD       Z5, Z0, Z0
 	MOVQ         R10, AX
-	VPXORD       Z1, Z12, Z12
+	VPADDD       Z6, Z1, Z1
 	ANDQ         DX, AX
-	VPXORD       Z2, Z13, Z13
+	VPADDD       Z7, Z2, Z2
 	SHRQ         $0x2c, R11, R10
-	VPXORD       Z3, Z14, Z14
+	VPADDD       Z4, Z3, Z3
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPROLD       $0x10, Z15, Z15
-	MOVQ         R12, BX
-	VPROLD       $0x10, Z12, Z12
-	SHLQ         $0x16, BX
-	VPROLD       $0x10, Z13, Z13
-	SHRQ         $0x16, BX
-	SHRQ         $0x2a, R13, R12
-	VPROLD       $0x10, Z14, Z14
-	LEAQ         (R12)(R12*4), R14
-	VPADDD       Z15, Z10, Z10
-	ADDQ         R14, CX
-	VPADDD       Z12, Z11, Z11
-	MOVQ         CX, R14
-	VPADDD       Z13, Z8, Z8
-	SHRQ         $0x2c, R14
-	VPADDD       Z14, Z9, Z9
-	ANDQ         DX, CX
-	VPXORD       Z10, Z5, Z5
-	ADDQ         R14, AX
-	VPXORD       Z11, Z6, Z6
-	MOVQ         AX, R14
-	VPXORD       Z8, Z7, Z7
-	SHRQ         $0x2c, R14
-	VPXORD       Z9, Z4, Z4
-	ANDQ         DX, AX
-	VPROLD       $0x0c, Z5, Z5
-	ADDQ         R14, BX
-	VPROLD       $0x0c, Z6, Z6
-	MOVQ         BX, R14
-	VPROLD       $0x0c, Z7, Z7
-	SHRQ         $0x2a, R14
-	SHLQ         $0x16, BX
-	VPROLD       $0x0c, Z4, Z4
-	SHRQ         $0x16, BX
-	VPADDD       Z5, Z0, Z0
-	LEAQ         (R14)(R14*4), R14
-	VPADDD       Z6, Z1, Z1
-	ADDQ         R14, CX
-	VPADDD       Z7, Z2, Z2
-	MOVQ         CX, R14
-	VPADDD       Z4, Z3, Z3
-	SHRQ         $0x2c, R14
 	VPXORD       Z0, Z15, Z15
-	ANDQ         DX, CX
+	MOVQ         R12, BX
 	VPXORD       Z1, Z12, Z12
-	ADDQ         R14, AX
+	SHLQ         $0x16, BX
 	VPXORD       Z2, Z13, Z13
-	MOVQ         CX, (DI)
+	SHRQ         $0x16, BX
 	VPXORD       Z3, Z14, Z14
-	MOVQ         AX, 64(DI)
-	VPROLD       $0x08, Z15, Z15
-	MOVQ         BX, 128(DI)
-	VPROLD       $0x08, Z12, Z12
-	LEAQ         (AX)(AX*4), R14
-	VPROLD       $0x08, Z13, Z13
-	SHLQ         $0x02, R14
-	VPROLD       $0x08, Z14, Z14
-	MOVQ         R14, 192(DI)
-	LEAQ         (BX)(BX*4), R14
+	SHRQ         $0x2a, R13, R12
+	VPROLD       $0x10, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z14, Z14
+	SHRQ         $0x2c, R14
 	VPADDD       Z15, Z10, Z10
-	SHLQ         $0x02, R14
+	ANDQ         DX, CX
 	VPADDD       Z12, Z11, Z11
-	MOVQ         R14, 256(DI)
+	ADDQ         R14, AX
 	VPADDD       Z13, Z8, Z8
-	VPBROADCASTQ (DI), Z16
+	MOVQ         AX, R14
 	VPADDD       Z14, Z9, Z9
-	VMOVDQU64    Z16, 320(DI)
+	SHRQ         $0x2c, R14
 	VPXORD       Z10, Z5, Z5
-	VPBROADCASTQ 64(DI), Z16
+	ANDQ         DX, AX
 	VPXORD       Z11, Z6, Z6
-	VMOVDQU64    Z16, 384(DI)
+	ADDQ         R14, BX
 	VPXORD       Z8, Z7, Z7
-	VPBROADCASTQ 128(DI), Z16
+	MOVQ         BX, R14
 	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x2a, R14
+	VPROLD       $0x0c, Z5, Z5
+	SHLQ         $0x16, BX
+	VPROLD       $0x0c, Z6, Z6
+	SHRQ         $0x16, BX
+	VPROLD       $0x0c, Z7, Z7
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R14, CX
+	VPADDD       Z5, Z0, Z0
+	MOVQ         CX, R14
+	VPADDD       Z6, Z1, Z1
+	SHRQ         $0x2c, R14
+	VPADDD       Z7, Z2, Z2
+	ANDQ         DX, CX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R14, AX
+	VPXORD       Z0, Z15, Z15
+	MOVQ         CX, (DI)
+	VPXORD       Z1, Z12, Z12
+	MOVQ         AX, 64(DI)
+	VPXORD       Z2, Z13, Z13
+	MOVQ         BX, 128(DI)
+	VPXORD       Z3, Z14, Z14
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x08, Z15, Z15
+	SHLQ         $0x02, R14
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         R14, 192(DI)
+	VPROLD       $0x08, Z13, Z13
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x08, Z14, Z14
+	SHLQ         $0x02, R14
+	VPADDD       Z15, Z10, Z10
+	MOVQ         R14, 256(DI)
+	VPADDD       Z12, Z11, Z11
+	VPBROADCASTQ (DI), Z16
+	VPADDD       Z13, Z8, Z8
+	VMOVDQU64    Z16, 320(DI)
+	VPADDD       Z14, Z9, Z9
+	VPBROADCASTQ 64(DI), Z16
+	VPXORD       Z10, Z5, Z5
+	VMOVDQU64    Z16, 384(DI)
+	VPXORD       Z11, Z6, Z6
+	VPBROADCASTQ 128(DI), Z16
+	VPXORD       Z8, Z7, Z7
 	VMOVDQU64    Z16, 448(DI)
-	VPROLD       $0x07, Z5, Z5
+	VPXORD       Z9, Z4, Z4
 	VPBROADCASTQ 192(DI), Z16
-	VPROLD       $0x07, Z6, Z6
+	VPROLD       $0x07, Z5, Z5
 	VMOVDQU64    Z16, 512(DI)
-	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x07, Z6, Z6
 	VPBROADCASTQ 256(DI), Z16
-	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x07, Z7, Z7
 	VMOVDQU64    Z16, 576(DI)
+	VPROLD       $0x07, Z4, Z4
 
 	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
 	MOVQ        state+16(FP), R15
@@ -2955,9 +2911,523 @@ head_doubleround:
 	VPXORD     960(SI), Z15, Z15
 	VMOVDQU32  Z15, 960(DI)
 
-	// Clear the copy of the key block in the frame.
-	VPXORD    Z0, Z0, Z0
-	VMOVDQU32 Z0, 64(SP)
+	// Clear the key block's words 3 and 11 from the frame.
+	MOVQ $0x00000000, 40(SP)
+	VZEROUPPER
+	RET
+
+// func poly1305PowersMULX(st *[5]uint64, tbl *[80]uint64)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·poly1305PowersMULX(SB), NOSPLIT, $0-16
+	MOVQ         st+0(FP), SI
+	MOVQ         24(SI), AX
+	MOVQ         32(SI), BX
+	MOVQ         tbl+8(FP), DI
+	MOVQ         $0x0ffffffc0fffffff, DX
+	ANDQ         DX, AX
+	MOVQ         $0x0ffffffc0ffffffc, DX
+	ANDQ         DX, BX
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         AX, CX
+	ANDQ         DX, CX
+	MOVQ         CX, 56(DI)
+	SHRQ         $0x2c, BX, AX
+	ANDQ         DX, AX
+	MOVQ         AX, 120(DI)
+	SHRQ         $0x18, BX
+	MOVQ         BX, 184(DI)
+	LEAQ         (AX)(AX*4), CX
+	SHLQ         $0x02, CX
+	MOVQ         CX, 248(DI)
+	LEAQ         (BX)(BX*4), CX
+	SHLQ         $0x02, CX
+	MOVQ         CX, 312(DI)
+	MOVQ         56(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         120(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         184(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 40(DI)
+	MOVQ         AX, 104(DI)
+	MOVQ         BX, 168(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 232(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 296(DI)
+	MOVQ         40(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         104(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         168(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 24(DI)
+	MOVQ         AX, 88(DI)
+	MOVQ         BX, 152(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 216(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 280(DI)
+	MOVQ         40(DI), DX
+	MULXQ        40(DI), R8, R9
+	MULXQ        104(DI), R10, R11
+	MULXQ        168(DI), R12, R13
+	MOVQ         104(DI), DX
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        104(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         168(DI), DX
+	MULXQ        232(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 8(DI)
+	MOVQ         AX, 72(DI)
+	MOVQ         BX, 136(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 200(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 264(DI)
+	MOVQ         8(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 48(DI)
+	MOVQ         AX, 112(DI)
+	MOVQ         BX, 176(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 240(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 304(DI)
+	MOVQ         8(DI), DX
+	MULXQ        40(DI), R8, R9
+	MULXQ        104(DI), R10, R11
+	MULXQ        168(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        104(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        232(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 32(DI)
+	MOVQ         AX, 96(DI)
+	MOVQ         BX, 160(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 224(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 288(DI)
+	MOVQ         8(DI), DX
+	MULXQ        24(DI), R8, R9
+	MULXQ        88(DI), R10, R11
+	MULXQ        152(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        280(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        24(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        88(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        216(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        280(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        24(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 16(DI)
+	MOVQ         AX, 80(DI)
+	MOVQ         BX, 144(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 208(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 272(DI)
+	MOVQ         8(DI), DX
+	MULXQ        8(DI), R8, R9
+	MULXQ        72(DI), R10, R11
+	MULXQ        136(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        264(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        8(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        72(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        200(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        264(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        8(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, (DI)
+	MOVQ         AX, 64(DI)
+	MOVQ         BX, 128(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 192(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 256(DI)
+	VPBROADCASTQ (DI), Z16
+	VMOVDQU64    Z16, 320(DI)
+	VPBROADCASTQ 64(DI), Z16
+	VMOVDQU64    Z16, 384(DI)
+	VPBROADCASTQ 128(DI), Z16
+	VMOVDQU64    Z16, 448(DI)
+	VPBROADCASTQ 192(DI), Z16
+	VMOVDQU64    Z16, 512(DI)
+	VPBROADCASTQ 256(DI), Z16
+	VMOVDQU64    Z16, 576(DI)
 	VZEROUPPER
 	RET
 

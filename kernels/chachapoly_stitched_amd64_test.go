@@ -113,8 +113,9 @@ func TestChaChaPolyStitchedKernels(t *testing.T) {
 }
 
 // chachaPolyHeadAVX512 from random and last-possible block counters, in
-// place and into another buffer: the key block and the 1024 bytes after it
-// must be x/crypto's keystream (XOR the input), the table r's powers,
+// place and into another buffer: the Poly1305 key (the first 32 bytes of
+// the key block) and the 1024 bytes after the key block must be x/crypto's
+// keystream (XOR the input), the table r's powers,
 // nothing past them written, and state left as it was.
 func TestChaChaPolyHeadKernel(t *testing.T) {
 	skipWithoutStitched(t)
@@ -137,11 +138,11 @@ func TestChaChaPolyHeadKernel(t *testing.T) {
 		}
 		state := chachaState(kw, nw, counter)
 		saved := state
-		var ks [64]byte
+		var ks [32]byte
 		var tbl [80]uint64
 		chachaPolyHeadAVX512(&dst[0], &in[0], &state, &ks, &tbl)
-		if !bytes.Equal(ks[:], want[:64]) {
-			t.Fatalf("counter %#x: key block differs from x/crypto's keystream", counter)
+		if !bytes.Equal(ks[:], want[:32]) {
+			t.Fatalf("counter %#x: Poly1305 key differs from x/crypto's keystream", counter)
 		}
 		checkPowers(t, fmt.Sprintf("counter %#x", counter), tbl[:], clampedR(ks[:]), poly1305TableExps)
 		if !bytes.Equal(dst, want[64:]) {

@@ -45,13 +45,20 @@ func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, k
 func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
 
 // chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input
-// state is state (1024 bytes) of src into dst, writes the keystream of
-// that first block to key, and writes to tbl the powers of r (the first
-// 16 bytes of that keystream, clamped) that poly1305PowersIFMA writes.
+// state is state (1024 bytes) of src into dst, writes the first 32 bytes of
+// the keystream of that first block (the Poly1305 key) to key, and writes
+// to tbl the powers of r (key's first 16 bytes, clamped) that
+// poly1305PowersIFMA writes.
 // Blocks 1–16 run in zmm registers, the first in general-purpose registers.
 //
 //go:noescape
-func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte, tbl *[80]uint64)
+func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[32]byte, tbl *[80]uint64)
+
+// poly1305PowersMULX writes the same powers of st's r as poly1305PowersIFMA,
+// computed with MULX as chachaPolyHeadAVX512 computes them.
+//
+//go:noescape
+func poly1305PowersMULX(st *[5]uint64, tbl *[80]uint64)
 
 // chachaPolySealAVX512IFMA XORs groups−1 × 1024 bytes of src+1024 with the ChaCha20
 // keystream into dst+1024, and absorbs groups × 1024 bytes of ciphertext

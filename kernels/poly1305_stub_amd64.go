@@ -10,12 +10,6 @@ package kernels
 //go:noescape
 func poly1305BlocksMULX(st *[5]uint64, msg []byte, hibit uint64)
 
-// poly1305PowersMULX writes the same powers of st's r as poly1305PowersIFMA,
-// computed with MULX.
-//
-//go:noescape
-func poly1305PowersMULX(st *[5]uint64, tbl *[80]uint64)
-
 // poly1305PowersIFMA writes the powers of st's r that poly1305BlocksIFMA
 // and the stitched ChaCha20-Poly1305 kernels multiply by: r⁸ r⁴ r⁷ r³ r⁶
 // r² r⁵ r¹ by lane, and r⁸ in every lane.

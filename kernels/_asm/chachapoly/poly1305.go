@@ -23,7 +23,6 @@ import (
 //     stitched ChaCha20-Poly1305 kernels take the same steps.
 func poly1305File() {
 	blocksMULX()
-	powersMULX()
 	powersIFMA()
 	blocksIFMA()
 }
@@ -314,24 +313,6 @@ func storeMulr(v vmulr, tbl Register, off int) {
 	for i, z := range []VecVirtual{v.r0, v.r1, v.r2, v.s1, v.s2} {
 		VMOVDQU64(z, Mem{Base: tbl, Disp: off + 64*i})
 	}
-}
-
-// powersMULX is powersIFMA with 130-bit multiplies in general-purpose
-// registers, the code chachaPolyHeadAVX512 computes the powers with among
-// its rounds (head.go), on its own so that the tests can run it on chosen
-// keys. Alone it is the slower (71 ns against 53 on Zen 4: its multiplies
-// wait on one another through memory).
-func powersMULX() {
-	TEXT("poly1305PowersMULX", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64)")
-	Pragma("noescape")
-	Doc("poly1305PowersMULX writes the same powers of st's r as poly1305PowersIFMA,",
-		"computed with MULX.")
-	st := Load(Param("st"), RSI)
-	var s stream
-	powersGPR(&s, Mem{Base: st, Disp: offR0})
-	s.emit()
-	VZEROUPPER()
-	RET()
 }
 
 func powersIFMA() {

@@ -96,6 +96,7 @@ type stitchArgs struct {
 func stitchedKernels() {
 	stitchData()
 	chachaPolyHead()
+	powersMULX()
 	stitched(true)
 	stitched(false)
 }
