@@ -280,17 +280,19 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 // behind; opening in place, alone, because each group's input must be
 // authenticated before it is overwritten.
 func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
-	state := chachaState(key, nonce, 0)
 	var ks [64]byte // the key block (the head writes the Poly1305 key, 32 bytes)
 	var tbl poly1305Powers
 	// Sealing, and opening into another buffer (out and in are equal or
 	// disjoint), the ciphertext of the first group stays available after it
 	// is XORed: block 0 runs alongside blocks 1–16, which XOR the first group,
-	// and r's powers are computed alongside them too.
+	// and r's powers are computed alongside them too. The head reads key and
+	// nonce where they are: the state built here is for the kernels after it.
 	head := seal || &out[0] != &in[0]
 	if head {
-		chachaPolyHeadAVX512(&out[0], &in[0], &state, (*[32]byte)(ks[:32]), (*[80]uint64)(&tbl))
-	} else {
+		chachaPolyHeadAVX512(&out[0], &in[0], key, nonce, 0, (*[32]byte)(ks[:32]), (*[80]uint64)(&tbl))
+	}
+	state := chachaState(key, nonce, 0)
+	if !head {
 		chachaBlockScalar(&state, &ks)
 	}
 	var m poly1305MAC

@@ -1406,49 +1406,48 @@ DATA chachaPolyStitch<>+104(SB)/8, $0x0000000000001400
 DATA chachaPolyStitch<>+112(SB)/8, $0x00000fffffffffff
 GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $120
 
-// func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[32]byte, tbl *[80]uint64)
+// func chachaPolyHeadAVX512(dst *byte, src *byte, key *[8]uint32, nonce *[3]uint32, counter uint32, polyKey *[32]byte, tbl *[80]uint64)
 // Requires: AVX, AVX512F, BMI2
-TEXT ·chachaPolyHeadAVX512(SB), $48-40
-	MOVQ state+16(FP), R15
-
+TEXT ·chachaPolyHeadAVX512(SB), $48-56
 	// Counters: counter+1 … counter+16 in zmm, counter for the scalar block.
-	MOVL         48(R15), BX
-	INCL         BX
+	MOVL         counter+32(FP), R10
+	LEAL         1(R10), BX
 	VPBROADCASTD BX, Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	VPBROADCASTD (R15), Z0
-	VPBROADCASTD 4(R15), Z1
-	VPBROADCASTD 8(R15), Z2
-	VPBROADCASTD 12(R15), Z3
-	VPBROADCASTD 16(R15), Z4
-	VPBROADCASTD 20(R15), Z5
-	VPBROADCASTD 24(R15), Z6
-	VPBROADCASTD 28(R15), Z7
-	VPBROADCASTD 32(R15), Z8
-	VPBROADCASTD 36(R15), Z9
-	VPBROADCASTD 40(R15), Z10
-	VPBROADCASTD 44(R15), Z11
+	MOVQ         key+16(FP), R15
+	MOVQ         nonce+24(FP), R14
+	VPBROADCASTD chachaPolySigma<>+0(SB), Z0
+	VPBROADCASTD chachaPolySigma<>+4(SB), Z1
+	VPBROADCASTD chachaPolySigma<>+8(SB), Z2
+	VPBROADCASTD chachaPolySigma<>+12(SB), Z3
+	VPBROADCASTD (R15), Z4
+	VPBROADCASTD 4(R15), Z5
+	VPBROADCASTD 8(R15), Z6
+	VPBROADCASTD 12(R15), Z7
+	VPBROADCASTD 16(R15), Z8
+	VPBROADCASTD 20(R15), Z9
+	VPBROADCASTD 24(R15), Z10
+	VPBROADCASTD 28(R15), Z11
 	VMOVDQA32    Z31, Z12
-	VPBROADCASTD 52(R15), Z13
-	VPBROADCASTD 56(R15), Z14
-	VPBROADCASTD 60(R15), Z15
-	MOVL         (R15), AX
-	MOVL         4(R15), BX
-	MOVL         16(R15), SI
-	MOVL         20(R15), DI
-	MOVL         24(R15), R8
-	MOVL         28(R15), R9
-	MOVL         32(R15), CX
-	MOVL         36(R15), DX
-	MOVL         40(R15), BP
-	MOVL         48(R15), R10
-	MOVL         52(R15), R11
-	MOVL         56(R15), R12
-	MOVL         60(R15), R13
-	MOVL         44(R15), R14
-	MOVL         R14, 44(SP)
-	MOVL         8(R15), R14
-	MOVL         12(R15), R15
+	VPBROADCASTD (R14), Z13
+	VPBROADCASTD 4(R14), Z14
+	VPBROADCASTD 8(R14), Z15
+	MOVL         (R15), SI
+	MOVL         4(R15), DI
+	MOVL         8(R15), R8
+	MOVL         12(R15), R9
+	MOVL         16(R15), CX
+	MOVL         20(R15), DX
+	MOVL         24(R15), BP
+	MOVL         (R14), R11
+	MOVL         4(R14), R12
+	MOVL         8(R14), R13
+	MOVL         28(R15), AX
+	MOVL         AX, 44(SP)
+	MOVL         chachaPolySigma<>+0(SB), AX
+	MOVL         chachaPolySigma<>+4(SB), BX
+	MOVL         chachaPolySigma<>+8(SB), R14
+	MOVL         chachaPolySigma<>+12(SB), R15
 	MOVL         $0x00000005, 36(SP)
 
 	// 5 double rounds of the zmm blocks, each with two of block 0's.
@@ -1781,25 +1780,25 @@ head_doubleround:
 	VPADDD       Z4, Z0, Z0
 	MOVL         R15, 40(SP)
 	VPADDD       Z5, Z1, Z1
-	MOVQ         state+16(FP), R15
+	MOVQ         key+16(FP), R15
 	VPADDD       Z6, Z2, Z2
-	ADDL         (R15), AX
+	ADDL         chachaPolySigma<>+0(SB), AX
 	VPADDD       Z7, Z3, Z3
-	ADDL         4(R15), BX
+	ADDL         chachaPolySigma<>+4(SB), BX
 	VPXORD       Z0, Z12, Z12
-	ADDL         8(R15), R14
+	ADDL         chachaPolySigma<>+8(SB), R14
 	VPXORD       Z1, Z13, Z13
-	ADDL         16(R15), SI
+	ADDL         (R15), SI
 	VPXORD       Z2, Z14, Z14
-	ADDL         20(R15), DI
+	ADDL         4(R15), DI
 	VPXORD       Z3, Z15, Z15
-	ADDL         24(R15), R8
+	ADDL         8(R15), R8
 	VPROLD       $0x10, Z12, Z12
-	ADDL         28(R15), R9
+	ADDL         12(R15), R9
 	VPROLD       $0x10, Z13, Z13
 	MOVL         40(SP), DX
 	VPROLD       $0x10, Z14, Z14
-	ADDL         12(R15), DX
+	ADDL         chachaPolySigma<>+12(SB), DX
 	VPROLD       $0x10, Z15, Z15
 	SHLQ         $0x20, BX
 	VPADDD       Z12, Z8, Z8
@@ -1817,7 +1816,7 @@ head_doubleround:
 	VPXORD       Z10, Z6, Z6
 	ORQ          R9, R8
 	VPXORD       Z11, Z7, Z7
-	MOVQ         key+24(FP), CX
+	MOVQ         polyKey+40(FP), CX
 	VPROLD       $0x0c, Z4, Z4
 	MOVQ         AX, (CX)
 	VPROLD       $0x0c, Z5, Z5
@@ -1827,7 +1826,7 @@ head_doubleround:
 	VPROLD       $0x0c, Z7, Z7
 	MOVQ         R8, 24(CX)
 	VPADDD       Z4, Z0, Z0
-	MOVQ         tbl+32(FP), DI
+	MOVQ         tbl+48(FP), DI
 	VPADDD       Z5, Z1, Z1
 	MOVQ         R14, BX
 	VPADDD       Z6, Z2, Z2
@@ -2791,23 +2790,24 @@ head_doubleround:
 	VPROLD       $0x07, Z4, Z4
 
 	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
-	MOVQ        state+16(FP), R15
-	VPADDD.BCST (R15), Z0, Z0
-	VPADDD.BCST 4(R15), Z1, Z1
-	VPADDD.BCST 8(R15), Z2, Z2
-	VPADDD.BCST 12(R15), Z3, Z3
-	VPADDD.BCST 16(R15), Z4, Z4
-	VPADDD.BCST 20(R15), Z5, Z5
-	VPADDD.BCST 24(R15), Z6, Z6
-	VPADDD.BCST 28(R15), Z7, Z7
-	VPADDD.BCST 32(R15), Z8, Z8
-	VPADDD.BCST 36(R15), Z9, Z9
-	VPADDD.BCST 40(R15), Z10, Z10
-	VPADDD.BCST 44(R15), Z11, Z11
+	MOVQ        key+16(FP), R15
+	MOVQ        nonce+24(FP), R14
+	VPADDD.BCST chachaPolySigma<>+0(SB), Z0, Z0
+	VPADDD.BCST chachaPolySigma<>+4(SB), Z1, Z1
+	VPADDD.BCST chachaPolySigma<>+8(SB), Z2, Z2
+	VPADDD.BCST chachaPolySigma<>+12(SB), Z3, Z3
+	VPADDD.BCST (R15), Z4, Z4
+	VPADDD.BCST 4(R15), Z5, Z5
+	VPADDD.BCST 8(R15), Z6, Z6
+	VPADDD.BCST 12(R15), Z7, Z7
+	VPADDD.BCST 16(R15), Z8, Z8
+	VPADDD.BCST 20(R15), Z9, Z9
+	VPADDD.BCST 24(R15), Z10, Z10
+	VPADDD.BCST 28(R15), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(R15), Z13, Z13
-	VPADDD.BCST 56(R15), Z14, Z14
-	VPADDD.BCST 60(R15), Z15, Z15
+	VPADDD.BCST (R14), Z13, Z13
+	VPADDD.BCST 4(R14), Z14, Z14
+	VPADDD.BCST 8(R14), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16

@@ -44,15 +44,15 @@ func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, k
 //go:noescape
 func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
 
-// chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input
-// state is state (1024 bytes) of src into dst, writes the first 32 bytes of
-// the keystream of that first block (the Poly1305 key) to key, and writes
-// to tbl the powers of r (key's first 16 bytes, clamped) that
-// poly1305PowersIFMA writes.
-// Blocks 1–16 run in zmm registers, the first in general-purpose registers.
+// chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after block counter for
+// key and nonce (1024 bytes) of src into dst, writes the first 32 bytes of
+// the keystream of block counter (the Poly1305 key) to polyKey, and writes
+// to tbl the powers of r (polyKey's first 16 bytes, clamped) that
+// poly1305PowersIFMA writes. Blocks counter+1 … counter+16 run in zmm
+// registers, block counter in general-purpose registers.
 //
 //go:noescape
-func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[32]byte, tbl *[80]uint64)
+func chachaPolyHeadAVX512(dst *byte, src *byte, key *[8]uint32, nonce *[3]uint32, counter uint32, polyKey *[32]byte, tbl *[80]uint64)
 
 // poly1305PowersMULX writes the same powers of st's r as poly1305PowersIFMA,
 // computed with MULX as chachaPolyHeadAVX512 computes them.

@@ -22,14 +22,14 @@ import (
 const headLead = 5
 
 func chachaPolyHead() {
-	TEXT("chachaPolyHeadAVX512", 0, "func(dst, src *byte, state *[16]uint32, key *[32]byte, tbl *[80]uint64)")
+	TEXT("chachaPolyHeadAVX512", 0, "func(dst, src *byte, key *[8]uint32, nonce *[3]uint32, counter uint32, polyKey *[32]byte, tbl *[80]uint64)")
 	Pragma("noescape")
-	Doc("chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input",
-		"state is state (1024 bytes) of src into dst, writes the first 32 bytes of",
-		"the keystream of that first block (the Poly1305 key) to key, and writes",
-		"to tbl the powers of r (key's first 16 bytes, clamped) that",
-		"poly1305PowersIFMA writes.",
-		"Blocks 1–16 run in zmm registers, the first in general-purpose registers.")
+	Doc("chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after block counter for",
+		"key and nonce (1024 bytes) of src into dst, writes the first 32 bytes of",
+		"the keystream of block counter (the Poly1305 key) to polyKey, and writes",
+		"to tbl the powers of r (polyKey's first 16 bytes, clamped) that",
+		"poly1305PowersIFMA writes. Blocks counter+1 … counter+16 run in zmm",
+		"registers, block counter in general-purpose registers.")
 	frame := AllocLocal(48)
 	var (
 		fRounds = frame.Offset(36)
@@ -42,29 +42,47 @@ func chachaPolyHead() {
 		}
 		return fSlot11
 	}
+	// The input state's words: the constants, key and nonce from memory
+	// (key in R15, nonce in R14 when read), the counter apart.
+	word := func(w int) Mem {
+		switch {
+		case w < 4:
+			return rowsSigma.Offset(4 * w)
+		case w < 12:
+			return Mem{Base: R15, Disp: 4 * (w - 4)}
+		default:
+			return Mem{Base: R14, Disp: 4 * (w - 13)}
+		}
+	}
 
-	Load(Param("state"), R15)
 	Comment("Counters: counter+1 … counter+16 in zmm, counter for the scalar block.")
-	MOVL(Mem{Base: R15, Disp: 4 * 12}, EBX)
-	INCL(EBX)
+	Load(Param("counter"), R10L) // the scalar block's word 12
+	LEAL(Mem{Base: R10, Disp: 1}, EBX)
 	VPBROADCASTD(EBX, zCounter)
 	VPADDD(stitchConsts.Offset(stitchIota), zCounter, zCounter)
+	Load(Param("key"), R15)
+	Load(Param("nonce"), R14)
 	for i := 0; i < 16; i++ {
 		if i == 12 {
 			VMOVDQA32(zCounter, zmm(12))
 			continue
 		}
-		VPBROADCASTD(Mem{Base: R15, Disp: 4 * i}, zmm(i))
+		VPBROADCASTD(word(i), zmm(i))
 	}
-	for w := 0; w < 16; w++ {
-		if r, ok := scalarReg[w]; ok && w != 2 {
-			MOVL(Mem{Base: R15, Disp: 4 * w}, r)
+	for w := 4; w < 16; w++ {
+		if r, ok := scalarReg[w]; ok && w != 12 {
+			MOVL(word(w), r)
 		}
 	}
-	MOVL(Mem{Base: R15, Disp: 4 * 11}, R14L)
-	MOVL(R14L, fSlot11)
-	MOVL(Mem{Base: R15, Disp: 4 * 2}, R14L)
-	MOVL(Mem{Base: R15, Disp: 4 * 3}, R15L)
+	MOVL(word(11), EAX)
+	MOVL(EAX, fSlot11)
+	for w := 0; w < 4; w++ {
+		r := R15L
+		if w < 3 {
+			r = scalarReg[w]
+		}
+		MOVL(word(w), r)
+	}
 	MOVL(U32(headLead), fRounds)
 
 	Commentf("%d double rounds of the zmm blocks, each with two of block 0's.", headLead)
@@ -88,17 +106,17 @@ func chachaPolyHead() {
 	// registers: stored 8 bytes at a time, they reach the loads that read
 	// them (the caller's, 8 bytes at a time) straight from the store queue.
 	g.op2(MOVL, R15L, fSlot3) // word 3
-	g.do(func() { Load(Param("state"), R15) })
+	g.do(func() { Load(Param("key"), R15) })
 	for _, w := range []int{0, 1, 2, 4, 5, 6, 7} {
-		g.op2(ADDL, Mem{Base: R15, Disp: 4 * w}, scalarReg[w])
+		g.op2(ADDL, word(w), scalarReg[w])
 	}
 	g.op2(MOVL, fSlot3, EDX) // word 9's register, no longer needed
-	g.op2(ADDL, Mem{Base: R15, Disp: 4 * 3}, EDX)
+	g.op2(ADDL, word(3), EDX)
 	for _, p := range [][2]Register{{RAX, RBX}, {R14, RDX}, {RSI, RDI}, {R8, R9}} {
 		g.op(SHLQ, U8(32), p[1])
 		g.op2(ORQ, p[1], p[0])
 	}
-	g.do(func() { Load(Param("key"), RCX) })
+	g.do(func() { Load(Param("polyKey"), RCX) })
 	for i, r := range []Register{RAX, R14, RSI, R8} {
 		g.op2(MOVQ, r, Mem{Base: RCX, Disp: 8 * i})
 	}
@@ -106,13 +124,14 @@ func chachaPolyHead() {
 	merge(v, g)
 
 	Comment("Add the input state to the 16 zmm blocks, transpose, XOR, store.")
-	Load(Param("state"), R15)
+	Load(Param("key"), R15)
+	Load(Param("nonce"), R14)
 	for i := 0; i < 16; i++ {
 		if i == 12 {
 			VPADDD(zCounter, zmm(12), zmm(12))
 			continue
 		}
-		VPADDD_BCST(Mem{Base: R15, Disp: 4 * i}, zmm(i), zmm(i))
+		VPADDD_BCST(word(i), zmm(i), zmm(i))
 	}
 	transpose16()
 	Load(Param("src"), RSI)
