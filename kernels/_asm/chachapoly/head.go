@@ -30,7 +30,29 @@ func chachaPolyHead() {
 		"to tbl the powers of r (polyKey's first 16 bytes, clamped) that",
 		"poly1305PowersIFMA writes. Blocks counter+1 … counter+16 run in zmm",
 		"registers, block counter in general-purpose registers.")
-	frame := AllocLocal(48)
+	load := func(name string) func(Register) {
+		return func(r Register) { Load(Param(name), r) }
+	}
+	headBody(headIn{key: load("key"), nonce: load("nonce"), counter: load("counter"),
+		polyKey: load("polyKey"), tbl: load("tbl"), src: load("src"), dst: load("dst"),
+		frame: AllocLocal(headFrame)})
+	VZEROUPPER()
+	RET()
+}
+
+// headIn is where headBody finds its arguments: each loads one into the
+// register it is given (counter into a 32-bit one); and headFrame bytes of
+// frame.
+type headIn struct {
+	key, nonce, counter, polyKey, tbl, src, dst func(Register)
+	frame                                       Mem
+}
+
+const headFrame = 48
+
+// headBody emits chachaPolyHeadAVX512 but its return.
+func headBody(in headIn) {
+	frame := in.frame
 	var (
 		fRounds = frame.Offset(36)
 		fSlot3  = frame.Offset(40) // scalar words 3 and 11 take turns in R15
@@ -56,12 +78,12 @@ func chachaPolyHead() {
 	}
 
 	Comment("Counters: counter+1 … counter+16 in zmm, counter for the scalar block.")
-	Load(Param("counter"), R10L) // the scalar block's word 12
+	in.counter(R10L) // the scalar block's word 12
 	LEAL(Mem{Base: R10, Disp: 1}, EBX)
 	VPBROADCASTD(EBX, zCounter)
 	VPADDD(stitchConsts.Offset(stitchIota), zCounter, zCounter)
-	Load(Param("key"), R15)
-	Load(Param("nonce"), R14)
+	in.key(R15)
+	in.nonce(R14)
 	for i := 0; i < 16; i++ {
 		if i == 12 {
 			VMOVDQA32(zCounter, zmm(12))
@@ -106,7 +128,7 @@ func chachaPolyHead() {
 	// registers: stored 8 bytes at a time, they reach the loads that read
 	// them (the caller's, 8 bytes at a time) straight from the store queue.
 	g.op2(MOVL, R15L, fSlot3) // word 3
-	g.do(func() { Load(Param("key"), R15) })
+	g.do(func() { in.key(R15) })
 	for _, w := range []int{0, 1, 2, 4, 5, 6, 7} {
 		g.op2(ADDL, word(w), scalarReg[w])
 	}
@@ -116,16 +138,16 @@ func chachaPolyHead() {
 		g.op(SHLQ, U8(32), p[1])
 		g.op2(ORQ, p[1], p[0])
 	}
-	g.do(func() { Load(Param("polyKey"), RCX) })
+	g.do(func() { in.polyKey(RCX) })
 	for i, r := range []Register{RAX, R14, RSI, R8} {
 		g.op2(MOVQ, r, Mem{Base: RCX, Disp: 8 * i})
 	}
-	powersGPR(&g, RAX, R14)
+	powersGPR(&g, RAX, R14, in.tbl)
 	merge(v, g)
 
 	Comment("Add the input state to the 16 zmm blocks, transpose, XOR, store.")
-	Load(Param("key"), R15)
-	Load(Param("nonce"), R14)
+	in.key(R15)
+	in.nonce(R14)
 	for i := 0; i < 16; i++ {
 		if i == 12 {
 			VPADDD(zCounter, zmm(12), zmm(12))
@@ -134,16 +156,14 @@ func chachaPolyHead() {
 		VPADDD_BCST(word(i), zmm(i), zmm(i))
 	}
 	transpose16()
-	Load(Param("src"), RSI)
-	Load(Param("dst"), RDI)
+	in.src(RSI)
+	in.dst(RDI)
 	for j := 0; j < 16; j++ {
 		VPXORD(Mem{Base: RSI, Disp: 64 * j}, zmm(j), zmm(j))
 		VMOVDQU32(zmm(j), Mem{Base: RDI, Disp: 64 * j})
 	}
 	Comment("Clear the key block's words 3 and 11 from the frame.")
 	MOVQ(U32(0), fSlot3)
-	VZEROUPPER()
-	RET()
 }
 
 // scalarDoubleRoundStream appends a double round of the scalar block in
@@ -190,13 +210,13 @@ func laneOf(k int) int {
 
 // powersGPR appends to s the instructions that compute r's powers r¹ … r⁸
 // from r in the registers r0 and r1 (low and high 64 bits, clamped here)
-// and write them to the table, its pointer loaded from the argument tbl:
-// each power's five limbs (l0, l1, l2, 20·l1, 20·l2) to its lane of the B
+// and write them to the table, its pointer loaded by loadTbl: each
+// power's five limbs (l0, l1, l2, 20·l1, 20·l2) to its lane of the B
 // rows, and r⁸ to every lane of the r⁸ rows. It uses Z16 and the
 // general-purpose registers RAX, RBX, RCX, RDX, RDI, R8–R14 and r0 and r1.
-func powersGPR(s *stream, r0in, r1in Register) {
+func powersGPR(s *stream, r0in, r1in Register, loadTbl func(Register)) {
 	tbl := RDI
-	s.do(func() { Load(Param("tbl"), tbl) })
+	s.do(func() { loadTbl(tbl) })
 	at := func(k int) func(i int) Mem {
 		return func(i int) Mem { return Mem{Base: tbl, Disp: tblB + 64*i + 8*laneOf(k)} }
 	}
@@ -252,7 +272,7 @@ func powersMULX() {
 	MOVQ(Mem{Base: st, Disp: offR0}, RAX)
 	MOVQ(Mem{Base: st, Disp: offR1}, RBX)
 	var s stream
-	powersGPR(&s, RAX, RBX)
+	powersGPR(&s, RAX, RBX, func(r Register) { Load(Param("tbl"), r) })
 	s.emit()
 	VZEROUPPER()
 	RET()
