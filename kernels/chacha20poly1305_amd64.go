@@ -18,12 +18,13 @@ import (
 //   - "avx512": messages of 1024 bytes or more through the stitched kernels
 //     of chachapoly_amd64.s, which run ChaCha20 (16 blocks per pass in zmm
 //     registers) and Poly1305 (AVX-512 IFMA) in one pass, 1024 bytes at a
-//     time, and their last partial group as shorter messages go: ChaCha20
-//     16 blocks per pass in zmm registers, Poly1305 with IFMA for long inputs
-//     and MULX for the rest; messages of up to 11 blocks with up to 64
-//     bytes of additional data all in one kernel of chachapoly_amd64.s (2,
-//     4, 8 or 12 blocks in rows of ymm or zmm registers, Poly1305 with
-//     MULX);
+//     time (a message of whole groups with under 256 bytes of additional
+//     data all in one kernel), and their last partial group as shorter
+//     messages go: ChaCha20 16 blocks per pass in zmm registers, Poly1305
+//     with IFMA for long inputs and MULX for the rest; messages of up to 11
+//     blocks with up to 64 bytes of additional data all in one kernel of
+//     chachapoly_amd64.s (2, 4, 8 or 12 blocks in rows of ymm or zmm
+//     registers, Poly1305 with MULX);
 //   - "avx2": ChaCha20 8 blocks per pass in ymm registers, Poly1305 with MULX.
 //
 // Without the stitched kernels, long messages go through in pieces of
@@ -37,7 +38,7 @@ func init() {
 			name: "avx512", cipher: c, priority: 30,
 			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512BW", "AVX512IFMA", "BMI2"},
 			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX512x17", "chachaXORAVX2", "chachaBlockScalar",
-				"chachaPolyShort2AVX512", "chachaPolyShort4AVX512", "chachaPolyShort8AVX512", "chachaPolyShort12AVX512", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA"}, poly1305IFMAFuncs...),
+				"chachaPolyShort2AVX512", "chachaPolyShort4AVX512", "chachaPolyShort8AVX512", "chachaPolyShort12AVX512", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA", "chachaPolyWholeAVX512IFMA"}, poly1305IFMAFuncs...),
 			newAEAD: avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
@@ -99,6 +100,12 @@ const chachaPolyIFMAMin = 512
 // chachaPolyStitchMin is the shortest message the avx512 suite runs
 // through the stitched kernels, which take whole groups of 1024 bytes.
 const chachaPolyStitchMin = 1024
+
+// chachaPolyWholeAAD is the most additional data with which the avx512
+// suite runs a message of whole 1024-byte groups through
+// chachaPolyWholeAVX512IFMA, which absorbs it with MULX: up to 255 bytes, as
+// poly1305MAC would (poly1305IFMAMin).
+const chachaPolyWholeAAD = poly1305IFMAMin - 1
 
 // chachaPolyPiece is how much a long message is encrypted before it is
 // authenticated: a multiple of the 64-byte ChaCha20 block and of the
@@ -278,8 +285,19 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 // alongside the first group's ChaCha20 (chachaPolyHeadAVX512), so that it
 // and r's powers cost nothing, and the seal kernel authenticates one group
 // behind; opening in place, alone, because each group's input must be
-// authenticated before it is overwritten.
+// authenticated before it is overwritten. A message of whole groups with
+// under 256 bytes of additional data, sealed or opened into another buffer,
+// goes through chachaPolyWholeAVX512IFMA, all of it in one call.
 func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
+	head := seal || &out[0] != &in[0]
+	if head && len(in)%1024 == 0 && len(aad) <= chachaPolyWholeAAD {
+		mac := &out[0]
+		if !seal {
+			mac = &in[0]
+		}
+		chachaPolyWholeAVX512IFMA(&out[0], &in[0], mac, len(in)/1024, key, nonce, firstByte(aad), len(aad), tag)
+		return
+	}
 	var ks [64]byte // the key block (the head writes the Poly1305 key, 32 bytes)
 	var tbl poly1305Powers
 	// Sealing, and opening into another buffer (out and in are equal or
@@ -287,7 +305,6 @@ func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal b
 	// is XORed: block 0 runs alongside blocks 1–16, which XOR the first group,
 	// and r's powers are computed alongside them too. The head reads key and
 	// nonce where they are: the state built here is for the kernels after it.
-	head := seal || &out[0] != &in[0]
 	if head {
 		chachaPolyHeadAVX512(&out[0], &in[0], key, nonce, 0, (*[32]byte)(ks[:32]), (*[80]uint64)(&tbl))
 	}

@@ -99,6 +99,7 @@ func stitchedKernels() {
 	powersMULX()
 	stitched(true)
 	stitched(false)
+	chachaPolyWhole()
 }
 
 func stitched(seal bool) {
