@@ -147,9 +147,7 @@ func (a *chachaPoly) xor(dst, src []byte, key *[8]uint32, nonce *[3]uint32, coun
 // ChaCha20-Poly1305; for XChaCha20-Poly1305 the subkey HChaCha20(key,
 // nonce[:16]) and the nonce 0‖nonce[16:24].
 func (a *chachaPoly) setup(nonce []byte, op string) (key [8]uint32, n [3]uint32) {
-	if len(nonce) != a.NonceSize() {
-		panic("kernels: chacha20-poly1305: bad nonce length passed to " + op)
-	}
+	a.checkNonce(nonce, op)
 	if !a.extended {
 		for i := range n {
 			n[i] = binary.LittleEndian.Uint32(nonce[4*i:])
@@ -175,7 +173,7 @@ func (a *chachaPoly) setup(nonce []byte, op string) (key [8]uint32, n [3]uint32)
 }
 
 func (a *chachaPoly) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
-	key, n := a.setup(nonce, "Seal")
+	a.checkNonce(nonce, "Seal")
 	if uint64(len(plaintext)) > 1<<38-64 {
 		panic("kernels: chacha20-poly1305: plaintext too large")
 	}
@@ -183,13 +181,17 @@ func (a *chachaPoly) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if inexactOverlap(out, plaintext) || anyOverlap(out, additionalData) {
 		panic("crypto/cipher: invalid buffer overlap")
 	}
+	if a.whole(out[:len(plaintext)], plaintext, additionalData, nonce, true, (*[16]byte)(out[len(plaintext):])) {
+		return ret
+	}
+	key, n := a.setup(nonce, "Seal")
 	a.crypt(out[:len(plaintext)], plaintext, additionalData, &key, &n, true, (*[16]byte)(out[len(plaintext):]))
 	clear(key[:])
 	return ret
 }
 
 func (a *chachaPoly) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error) {
-	key, n := a.setup(nonce, "Open")
+	a.checkNonce(nonce, "Open")
 	if len(ciphertext) < 16 {
 		return nil, errChaChaPolyOpen
 	}
@@ -202,13 +204,51 @@ func (a *chachaPoly) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte
 		panic("crypto/cipher: invalid buffer overlap")
 	}
 	var want [16]byte
-	a.crypt(out, ct, additionalData, &key, &n, false, &want)
-	clear(key[:])
+	if !a.whole(out, ct, additionalData, nonce, false, &want) {
+		key, n := a.setup(nonce, "Open")
+		a.crypt(out, ct, additionalData, &key, &n, false, &want)
+		clear(key[:])
+	}
 	if subtle.ConstantTimeCompare(want[:], tag) != 1 {
 		clear(out)
 		return nil, errChaChaPolyOpen
 	}
 	return ret, nil
+}
+
+func (a *chachaPoly) checkNonce(nonce []byte, op string) {
+	if len(nonce) != a.NonceSize() {
+		panic("kernels: chacha20-poly1305: bad nonce length passed to " + op)
+	}
+}
+
+// whole seals or opens a message through chachaPolyWholeAVX512IFMA if the
+// suite has it and the message is one it takes: whole 1024-byte groups,
+// under 256 bytes of additional data, and, opening, out and in disjoint
+// (opening in place, each group must be authenticated before it is
+// overwritten). It reports whether it did. Out and in are as for crypt,
+// nonce is the caller's, of the right length. The kernel reads the key
+// from a and the nonce from the caller's bytes as they are: a copy made
+// just before would be read back before it reached the cache (measured:
+// 10 ns each at 1 KiB on Zen 4).
+func (a *chachaPoly) whole(out, in, aad, nonce []byte, seal bool, tag *[16]byte) bool {
+	if !a.suite.ifma || len(in) == 0 || len(in)%1024 != 0 || len(aad) > chachaPolyWholeAAD || !seal && &out[0] == &in[0] {
+		return false
+	}
+	mac := &out[0]
+	if !seal {
+		mac = &in[0]
+	}
+	if !a.extended {
+		chachaPolyWholeAVX512IFMA(&out[0], &in[0], mac, len(in)/1024, &a.key, (*[12]byte)(nonce), firstByte(aad), len(aad), tag)
+		return true
+	}
+	key, _ := a.setup(nonce, "")
+	var n [12]byte // 0‖nonce[16:24], as setup's
+	copy(n[4:], nonce[16:24])
+	chachaPolyWholeAVX512IFMA(&out[0], &in[0], mac, len(in)/1024, &key, &n, firstByte(aad), len(aad), tag)
+	clear(key[:])
+	return true
 }
 
 // crypt sets out = in XOR the keystream from block 1 and writes the tag of
@@ -285,19 +325,11 @@ func (a *chachaPoly) crypt(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32
 // alongside the first group's ChaCha20 (chachaPolyHeadAVX512), so that it
 // and r's powers cost nothing, and the seal kernel authenticates one group
 // behind; opening in place, alone, because each group's input must be
-// authenticated before it is overwritten. A message of whole groups with
+// authenticated before it is overwritten. (A message of whole groups with
 // under 256 bytes of additional data, sealed or opened into another buffer,
-// goes through chachaPolyWholeAVX512IFMA, all of it in one call.
+// does not come here: whole takes it.)
 func cryptStitched(out, in, aad []byte, key *[8]uint32, nonce *[3]uint32, seal bool, tag *[16]byte) {
 	head := seal || &out[0] != &in[0]
-	if head && len(in)%1024 == 0 && len(aad) <= chachaPolyWholeAAD {
-		mac := &out[0]
-		if !seal {
-			mac = &in[0]
-		}
-		chachaPolyWholeAVX512IFMA(&out[0], &in[0], mac, len(in)/1024, key, nonce, firstByte(aad), len(aad), tag)
-		return
-	}
 	var ks [64]byte // the key block (the head writes the Poly1305 key, 32 bytes)
 	var tbl poly1305Powers
 	// Sealing, and opening into another buffer (out and in are equal or

@@ -10700,7 +10700,7 @@ open_last:
 	VZEROUPPER
 	RET
 
-// func chachaPolyWholeAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, key *[8]uint32, nonce *[3]uint32, aad *byte, aadLen int, tag *[16]byte)
+// func chachaPolyWholeAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, key *[8]uint32, nonce *[12]byte, aad *byte, aadLen int, tag *[16]byte)
 // Requires: AVX, AVX512BW, AVX512F, AVX512IFMA, AVX512VL, BMI2, CMOV
 TEXT ·chachaPolyWholeAVX512IFMA(SB), $1216-72
 	// The state of block 17, for the stitched kernel.
@@ -10726,21 +10726,27 @@ TEXT ·chachaPolyWholeAVX512IFMA(SB), $1216-72
 	MOVL 28(AX), BX
 	MOVL BX, 92(SP)
 	MOVL $0x00000011, 96(SP)
-	MOVQ nonce+40(FP), AX
-	MOVL (AX), BX
-	MOVL BX, 100(SP)
-	MOVL 4(AX), BX
-	MOVL BX, 104(SP)
-	MOVL 8(AX), BX
-	MOVL BX, 108(SP)
 
+	// The nonce read 8 and 4 bytes at a time, as it is most likely
+	// written: a read that only part of a store holds waits for the store
+	// to reach the cache.
+	MOVQ nonce+40(FP), AX
+	MOVQ (AX), BX
+	MOVL 8(AX), CX
+	MOVL BX, 100(SP)
+	SHRQ $0x20, BX
+	MOVL BX, 104(SP)
+	MOVL CX, 108(SP)
+
+	// The head reads key and nonce from the state above, written 4 bytes
+	// at a time as it reads them.
 	// Counters: counter+1 … counter+16 in zmm, counter for the scalar block.
 	XORL         R10, R10
 	LEAL         1(R10), BX
 	VPBROADCASTD BX, Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVQ         key+32(FP), R15
-	MOVQ         nonce+40(FP), R14
+	LEAQ         64(SP), R15
+	LEAQ         100(SP), R14
 	VPBROADCASTD chachaPolySigma<>+0(SB), Z0
 	VPBROADCASTD chachaPolySigma<>+4(SB), Z1
 	VPBROADCASTD chachaPolySigma<>+8(SB), Z2
@@ -11105,7 +11111,7 @@ head_doubleround:
 	VPADDD       Z4, Z0, Z0
 	MOVL         R15, 40(SP)
 	VPADDD       Z5, Z1, Z1
-	MOVQ         key+32(FP), R15
+	LEAQ         64(SP), R15
 	VPADDD       Z6, Z2, Z2
 	ADDL         chachaPolySigma<>+0(SB), AX
 	VPADDD       Z7, Z3, Z3
@@ -12115,8 +12121,8 @@ head_doubleround:
 	VPROLD       $0x07, Z4, Z4
 
 	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
-	MOVQ        key+32(FP), R15
-	MOVQ        nonce+40(FP), R14
+	LEAQ        64(SP), R15
+	LEAQ        100(SP), R14
 	VPADDD.BCST chachaPolySigma<>+0(SB), Z0, Z0
 	VPADDD.BCST chachaPolySigma<>+4(SB), Z1, Z1
 	VPADDD.BCST chachaPolySigma<>+8(SB), Z2, Z2

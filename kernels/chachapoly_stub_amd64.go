@@ -82,7 +82,8 @@ func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state
 func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
 
 // chachaPolyWholeAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20
-// keystream from block 1 on for key and nonce into dst, and writes to tag
+// keystream from block 1 on for key and nonce (the 12 bytes of RFC 8439)
+// into dst, and writes to tag
 // the Poly1305 tag (RFC 8439 §2.8) of the aadLen bytes of additional data
 // at aad and of the groups × 1024 bytes of ciphertext at mac: dst when
 // sealing, src when opening into a buffer that src does not overlap.
@@ -90,4 +91,4 @@ func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint3
 // when aadLen is 0.
 //
 //go:noescape
-func chachaPolyWholeAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, key *[8]uint32, nonce *[3]uint32, aad *byte, aadLen int, tag *[16]byte)
+func chachaPolyWholeAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, key *[8]uint32, nonce *[12]byte, aad *byte, aadLen int, tag *[16]byte)

@@ -31,10 +31,11 @@ const (
 )
 
 func chachaPolyWhole() {
-	TEXT("chachaPolyWholeAVX512IFMA", 0, "func(dst, src, mac *byte, groups int, key *[8]uint32, nonce *[3]uint32, aad *byte, aadLen int, tag *[16]byte)")
+	TEXT("chachaPolyWholeAVX512IFMA", 0, "func(dst, src, mac *byte, groups int, key *[8]uint32, nonce *[12]byte, aad *byte, aadLen int, tag *[16]byte)")
 	Pragma("noescape")
 	Doc("chachaPolyWholeAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20",
-		"keystream from block 1 on for key and nonce into dst, and writes to tag",
+		"keystream from block 1 on for key and nonce (the 12 bytes of RFC 8439)",
+		"into dst, and writes to tag",
 		"the Poly1305 tag (RFC 8439 §2.8) of the aadLen bytes of additional data",
 		"at aad and of the groups × 1024 bytes of ciphertext at mac: dst when",
 		"sealing, src when opening into a buffer that src does not overlap.",
@@ -59,13 +60,20 @@ func chachaPolyWhole() {
 		MOVL(EBX, at(fusedState+16+4*w))
 	}
 	MOVL(U32(17), at(fusedState+48))
+	Comment("The nonce read 8 and 4 bytes at a time, as it is most likely",
+		"written: a read that only part of a store holds waits for the store",
+		"to reach the cache.")
 	Load(Param("nonce"), RAX)
-	for w := 0; w < 3; w++ {
-		MOVL(Mem{Base: RAX, Disp: 4 * w}, EBX)
-		MOVL(EBX, at(fusedState+52+4*w))
-	}
+	MOVQ(Mem{Base: RAX}, RBX)
+	MOVL(Mem{Base: RAX, Disp: 8}, ECX)
+	MOVL(EBX, at(fusedState+52))
+	SHRQ(U8(32), RBX)
+	MOVL(EBX, at(fusedState+56))
+	MOVL(ECX, at(fusedState+60))
 
-	headBody(headIn{key: load("key"), nonce: load("nonce"),
+	Comment("The head reads key and nonce from the state above, written 4 bytes",
+		"at a time as it reads them.")
+	headBody(headIn{key: lea(fusedState + 16), nonce: lea(fusedState + 52),
 		counter: func(r Register) { XORL(r, r) },
 		polyKey: lea(fusedKey), tbl: lea(fusedTbl), src: load("src"), dst: load("dst"),
 		frame: at(0)})
