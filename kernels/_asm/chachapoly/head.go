@@ -170,27 +170,20 @@ func headBody(in headIn) {
 // general-purpose registers (scalar.go) to s, words 3 and 11 taking turns in
 // R15 as scalarHalfRound hands it over.
 func scalarDoubleRoundStream(s *stream, words *r15Words) {
-	hold := func(w int) {
-		s.op2(MOVL, R15L, words.slot(words.held))
-		s.op2(MOVL, words.slot(w), R15L)
-		words.held = w
-	}
+	words.out = s
+	defer func() { words.out = nil }()
 	for _, qrs := range [][4][4]int{columns, diagonals} {
-		const a, b, c, d = 0, 1, 2, 3
-		for _, st := range []struct{ x, y, z, r, next int }{
-			{a, b, d, 16, 11}, {c, d, b, 12, 3}, {a, b, d, 8, 11}, {c, d, b, 7, 3},
-		} {
+		scalarHalfRound(func(x, y, z, r int) {
 			for _, qr := range qrs {
-				s.op2(ADDL, words.reg(qr[st.y]), words.reg(qr[st.x]))
+				s.op2(ADDL, words.reg(qr[y]), words.reg(qr[x]))
 			}
 			for _, qr := range qrs {
-				s.op2(XORL, words.reg(qr[st.x]), words.reg(qr[st.z]))
+				s.op2(XORL, words.reg(qr[x]), words.reg(qr[z]))
 			}
 			for _, qr := range qrs {
-				s.op2(ROLL, U8(st.r), words.reg(qr[st.z]))
+				s.op2(ROLL, U8(r), words.reg(qr[z]))
 			}
-			hold(st.next)
-		}
+		}, words)
 	}
 }
 
