@@ -111,7 +111,7 @@ func BenchmarkChaCha20Poly1305Fastest(b *testing.B) {
 		newOp opConstructor
 	}{{"Seal", newSealOp}, {"Open", newOpenOp}} {
 		for _, im := range Available(ChaCha20Poly1305) {
-			for _, size := range []int{16, 64, 512, 1024, 16384} {
+			for _, size := range []int{16, 64, 512, 1024, 1536, 2048, 16384} {
 				b.Run(fmt.Sprintf("%s/%s/%d", op.name, im.Name(), size), func(b *testing.B) {
 					b.SetBytes(int64(size))
 					loopFastest(b, op.newOp(b, im, size))

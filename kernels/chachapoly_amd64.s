@@ -1406,315 +1406,1408 @@ DATA chachaPolyStitch<>+104(SB)/8, $0x0000000000001400
 DATA chachaPolyStitch<>+112(SB)/8, $0x00000fffffffffff
 GLOBL chachaPolyStitch<>(SB), RODATA|NOPTR, $120
 
-// func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte)
-// Requires: AVX, AVX512F
-TEXT ·chachaPolyHeadAVX512(SB), $128-32
-	MOVQ dst+0(FP), AX
-	MOVQ AX, (SP)
-	MOVQ src+8(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ $0x00000001, AX
-	MOVQ AX, 16(SP)
-	MOVQ state+16(FP), AX
-	MOVQ AX, 24(SP)
-
+// func chachaPolyHeadAVX512(dst *byte, src *byte, key *[8]uint32, nonce *[3]uint32, counter uint32, polyKey *[32]byte, tbl *[80]uint64)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·chachaPolyHeadAVX512(SB), $48-56
 	// Counters: counter+1 … counter+16 in zmm, counter for the scalar block.
-	MOVL         48(AX), BX
-	MOVL         BX, 32(SP)
-	INCL         BX
+	MOVL         counter+32(FP), R10
+	LEAL         1(R10), BX
 	VPBROADCASTD BX, Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
-	MOVL         $0x00000011, BX
-	VPBROADCASTD BX, Z30
-	MOVL         $0x0000efff, BX
-	KMOVW        BX, K1
-	MOVQ         24(SP), R15
-	VPBROADCASTD (R15), Z0
-	VPBROADCASTD 4(R15), Z1
-	VPBROADCASTD 8(R15), Z2
-	VPBROADCASTD 12(R15), Z3
-	VPBROADCASTD 16(R15), Z4
-	VPBROADCASTD 20(R15), Z5
-	VPBROADCASTD 24(R15), Z6
-	VPBROADCASTD 28(R15), Z7
-	VPBROADCASTD 32(R15), Z8
-	VPBROADCASTD 36(R15), Z9
-	VPBROADCASTD 40(R15), Z10
-	VPBROADCASTD 44(R15), Z11
+	MOVQ         key+16(FP), R15
+	MOVQ         nonce+24(FP), R14
+	VPBROADCASTD chachaPolySigma<>+0(SB), Z0
+	VPBROADCASTD chachaPolySigma<>+4(SB), Z1
+	VPBROADCASTD chachaPolySigma<>+8(SB), Z2
+	VPBROADCASTD chachaPolySigma<>+12(SB), Z3
+	VPBROADCASTD (R15), Z4
+	VPBROADCASTD 4(R15), Z5
+	VPBROADCASTD 8(R15), Z6
+	VPBROADCASTD 12(R15), Z7
+	VPBROADCASTD 16(R15), Z8
+	VPBROADCASTD 20(R15), Z9
+	VPBROADCASTD 24(R15), Z10
+	VPBROADCASTD 28(R15), Z11
 	VMOVDQA32    Z31, Z12
-	VPBROADCASTD 52(R15), Z13
-	VPBROADCASTD 56(R15), Z14
-	VPBROADCASTD 60(R15), Z15
-	MOVL         (R15), AX
-	MOVL         4(R15), BX
-	MOVL         16(R15), SI
-	MOVL         20(R15), DI
-	MOVL         24(R15), R8
-	MOVL         28(R15), R9
-	MOVL         32(R15), CX
-	MOVL         36(R15), DX
-	MOVL         40(R15), BP
-	MOVL         52(R15), R11
-	MOVL         56(R15), R12
-	MOVL         60(R15), R13
-	MOVL         32(SP), R10
-	MOVL         44(R15), R14
-	MOVL         R14, 44(SP)
-	MOVL         8(R15), R14
-	MOVL         12(R15), R15
-	MOVL         $0x0000000a, 36(SP)
+	VPBROADCASTD (R14), Z13
+	VPBROADCASTD 4(R14), Z14
+	VPBROADCASTD 8(R14), Z15
+	MOVL         (R15), SI
+	MOVL         4(R15), DI
+	MOVL         8(R15), R8
+	MOVL         12(R15), R9
+	MOVL         16(R15), CX
+	MOVL         20(R15), DX
+	MOVL         24(R15), BP
+	MOVL         (R14), R11
+	MOVL         4(R14), R12
+	MOVL         8(R14), R13
+	MOVL         28(R15), AX
+	MOVL         AX, 44(SP)
+	MOVL         chachaPolySigma<>+0(SB), AX
+	MOVL         chachaPolySigma<>+4(SB), BX
+	MOVL         chachaPolySigma<>+8(SB), R14
+	MOVL         chachaPolySigma<>+12(SB), R15
+	MOVL         $0x00000005, 36(SP)
 
-x17_doubleround:
+	// 5 double rounds of the zmm blocks, each with two of block 0's.
+head_doubleround:
 	VPADDD Z4, Z0, Z0
 	ADDL   SI, AX
-	VPADDD Z5, Z1, Z1
 	ADDL   DI, BX
-	VPADDD Z6, Z2, Z2
 	ADDL   R8, R14
-	VPADDD Z7, Z3, Z3
+	VPADDD Z5, Z1, Z1
 	ADDL   R9, R15
-	VPXORD Z0, Z12, Z12
 	XORL   AX, R10
-	VPXORD Z1, Z13, Z13
+	VPADDD Z6, Z2, Z2
 	XORL   BX, R11
-	VPXORD Z2, Z14, Z14
 	XORL   R14, R12
-	VPXORD Z3, Z15, Z15
+	VPADDD Z7, Z3, Z3
 	XORL   R15, R13
-	VPROLD $0x10, Z12, Z12
 	ROLL   $0x10, R10
-	VPROLD $0x10, Z13, Z13
 	ROLL   $0x10, R11
-	VPROLD $0x10, Z14, Z14
+	VPXORD Z0, Z12, Z12
 	ROLL   $0x10, R12
-	VPROLD $0x10, Z15, Z15
 	ROLL   $0x10, R13
+	VPXORD Z1, Z13, Z13
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
-	VPADDD Z12, Z8, Z8
+	VPXORD Z2, Z14, Z14
 	ADDL   R10, CX
-	VPADDD Z13, Z9, Z9
 	ADDL   R11, DX
-	VPADDD Z14, Z10, Z10
 	ADDL   R12, BP
-	VPADDD Z15, Z11, Z11
+	VPXORD Z3, Z15, Z15
 	ADDL   R13, R15
-	VPXORD Z8, Z4, Z4
 	XORL   CX, SI
-	VPXORD Z9, Z5, Z5
+	VPROLD $0x10, Z12, Z12
 	XORL   DX, DI
-	VPXORD Z10, Z6, Z6
 	XORL   BP, R8
-	VPXORD Z11, Z7, Z7
+	VPROLD $0x10, Z13, Z13
 	XORL   R15, R9
-	VPROLD $0x0c, Z4, Z4
 	ROLL   $0x0c, SI
-	VPROLD $0x0c, Z5, Z5
 	ROLL   $0x0c, DI
-	VPROLD $0x0c, Z6, Z6
+	VPROLD $0x10, Z14, Z14
 	ROLL   $0x0c, R8
-	VPROLD $0x0c, Z7, Z7
 	ROLL   $0x0c, R9
+	VPROLD $0x10, Z15, Z15
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z12, Z8, Z8
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z13, Z9, Z9
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z14, Z10, Z10
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z15, Z11, Z11
+	XORL   R15, R13
+	ROLL   $0x08, R10
+	ROLL   $0x08, R11
+	VPXORD Z8, Z4, Z4
+	ROLL   $0x08, R12
+	ROLL   $0x08, R13
+	VPXORD Z9, Z5, Z5
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z10, Z6, Z6
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z11, Z7, Z7
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x0c, Z4, Z4
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x0c, Z5, Z5
+	XORL   R15, R9
+	ROLL   $0x07, SI
+	ROLL   $0x07, DI
+	VPROLD $0x0c, Z6, Z6
+	ROLL   $0x07, R8
+	ROLL   $0x07, R9
+	VPROLD $0x0c, Z7, Z7
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
 	VPADDD Z4, Z0, Z0
-	ADDL   SI, AX
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
 	VPADDD Z5, Z1, Z1
-	ADDL   DI, BX
+	ADDL   SI, R15
+	XORL   AX, R13
 	VPADDD Z6, Z2, Z2
-	ADDL   R8, R14
+	XORL   BX, R10
+	XORL   R14, R11
 	VPADDD Z7, Z3, Z3
-	ADDL   R9, R15
+	XORL   R15, R12
+	ROLL   $0x10, R13
+	ROLL   $0x10, R10
 	VPXORD Z0, Z12, Z12
-	XORL   AX, R10
+	ROLL   $0x10, R11
+	ROLL   $0x10, R12
 	VPXORD Z1, Z13, Z13
-	XORL   BX, R11
-	VPXORD Z2, Z14, Z14
-	XORL   R14, R12
-	VPXORD Z3, Z15, Z15
-	XORL   R15, R13
-	VPROLD $0x08, Z12, Z12
-	ROLL   $0x08, R10
-	VPROLD $0x08, Z13, Z13
-	ROLL   $0x08, R11
-	VPROLD $0x08, Z14, Z14
-	ROLL   $0x08, R12
-	VPROLD $0x08, Z15, Z15
-	ROLL   $0x08, R13
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
+	VPXORD Z2, Z14, Z14
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
+	VPXORD Z3, Z15, Z15
+	ADDL   R12, DX
+	XORL   BP, DI
+	VPROLD $0x08, Z12, Z12
+	XORL   R15, R8
+	XORL   CX, R9
+	VPROLD $0x08, Z13, Z13
+	XORL   DX, SI
+	ROLL   $0x0c, DI
+	ROLL   $0x0c, R8
+	VPROLD $0x08, Z14, Z14
+	ROLL   $0x0c, R9
+	ROLL   $0x0c, SI
+	VPROLD $0x08, Z15, Z15
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
 	VPADDD Z12, Z8, Z8
-	ADDL   R10, CX
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
 	VPADDD Z13, Z9, Z9
-	ADDL   R11, DX
+	ADDL   SI, R15
+	XORL   AX, R13
 	VPADDD Z14, Z10, Z10
-	ADDL   R12, BP
+	XORL   BX, R10
+	XORL   R14, R11
 	VPADDD Z15, Z11, Z11
-	ADDL   R13, R15
+	XORL   R15, R12
+	ROLL   $0x08, R13
+	ROLL   $0x08, R10
 	VPXORD Z8, Z4, Z4
-	XORL   CX, SI
+	ROLL   $0x08, R11
+	ROLL   $0x08, R12
 	VPXORD Z9, Z5, Z5
-	XORL   DX, DI
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
 	VPXORD Z10, Z6, Z6
-	XORL   BP, R8
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
 	VPXORD Z11, Z7, Z7
-	XORL   R15, R9
+	ADDL   R12, DX
+	XORL   BP, DI
 	VPROLD $0x07, Z4, Z4
-	ROLL   $0x07, SI
+	XORL   R15, R8
+	XORL   CX, R9
 	VPROLD $0x07, Z5, Z5
+	XORL   DX, SI
 	ROLL   $0x07, DI
-	VPROLD $0x07, Z6, Z6
 	ROLL   $0x07, R8
-	VPROLD $0x07, Z7, Z7
+	VPROLD $0x07, Z6, Z6
 	ROLL   $0x07, R9
+	ROLL   $0x07, SI
+	VPROLD $0x07, Z7, Z7
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z5, Z0, Z0
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z6, Z1, Z1
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z7, Z2, Z2
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z4, Z3, Z3
+	XORL   R15, R13
+	ROLL   $0x10, R10
+	ROLL   $0x10, R11
+	VPXORD Z0, Z15, Z15
+	ROLL   $0x10, R12
+	ROLL   $0x10, R13
+	VPXORD Z1, Z12, Z12
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z2, Z13, Z13
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z3, Z14, Z14
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x10, Z15, Z15
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x10, Z12, Z12
+	XORL   R15, R9
+	ROLL   $0x0c, SI
+	ROLL   $0x0c, DI
+	VPROLD $0x10, Z13, Z13
+	ROLL   $0x0c, R8
+	ROLL   $0x0c, R9
+	VPROLD $0x10, Z14, Z14
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z15, Z10, Z10
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z12, Z11, Z11
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z13, Z8, Z8
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z14, Z9, Z9
+	XORL   R15, R13
+	ROLL   $0x08, R10
+	ROLL   $0x08, R11
+	VPXORD Z10, Z5, Z5
+	ROLL   $0x08, R12
+	ROLL   $0x08, R13
+	VPXORD Z11, Z6, Z6
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z8, Z7, Z7
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z9, Z4, Z4
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x0c, Z5, Z5
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x0c, Z6, Z6
+	XORL   R15, R9
+	ROLL   $0x07, SI
+	ROLL   $0x07, DI
+	VPROLD $0x0c, Z7, Z7
+	ROLL   $0x07, R8
+	ROLL   $0x07, R9
+	VPROLD $0x0c, Z4, Z4
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
 	VPADDD Z5, Z0, Z0
 	ADDL   DI, AX
-	VPADDD Z6, Z1, Z1
 	ADDL   R8, BX
-	VPADDD Z7, Z2, Z2
 	ADDL   R9, R14
-	VPADDD Z4, Z3, Z3
+	VPADDD Z6, Z1, Z1
 	ADDL   SI, R15
-	VPXORD Z0, Z15, Z15
 	XORL   AX, R13
-	VPXORD Z1, Z12, Z12
+	VPADDD Z7, Z2, Z2
 	XORL   BX, R10
-	VPXORD Z2, Z13, Z13
 	XORL   R14, R11
-	VPXORD Z3, Z14, Z14
+	VPADDD Z4, Z3, Z3
 	XORL   R15, R12
-	VPROLD $0x10, Z15, Z15
 	ROLL   $0x10, R13
-	VPROLD $0x10, Z12, Z12
 	ROLL   $0x10, R10
-	VPROLD $0x10, Z13, Z13
+	VPXORD Z0, Z15, Z15
 	ROLL   $0x10, R11
-	VPROLD $0x10, Z14, Z14
 	ROLL   $0x10, R12
+	VPXORD Z1, Z12, Z12
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
-	VPADDD Z15, Z10, Z10
+	VPXORD Z2, Z13, Z13
 	ADDL   R13, BP
-	VPADDD Z12, Z11, Z11
 	ADDL   R10, R15
-	VPADDD Z13, Z8, Z8
 	ADDL   R11, CX
-	VPADDD Z14, Z9, Z9
+	VPXORD Z3, Z14, Z14
 	ADDL   R12, DX
-	VPXORD Z10, Z5, Z5
 	XORL   BP, DI
-	VPXORD Z11, Z6, Z6
+	VPROLD $0x08, Z15, Z15
 	XORL   R15, R8
-	VPXORD Z8, Z7, Z7
 	XORL   CX, R9
-	VPXORD Z9, Z4, Z4
+	VPROLD $0x08, Z12, Z12
 	XORL   DX, SI
-	VPROLD $0x0c, Z5, Z5
 	ROLL   $0x0c, DI
-	VPROLD $0x0c, Z6, Z6
 	ROLL   $0x0c, R8
-	VPROLD $0x0c, Z7, Z7
+	VPROLD $0x08, Z13, Z13
 	ROLL   $0x0c, R9
-	VPROLD $0x0c, Z4, Z4
 	ROLL   $0x0c, SI
+	VPROLD $0x08, Z14, Z14
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
-	VPADDD Z5, Z0, Z0
+	VPADDD Z15, Z10, Z10
 	ADDL   DI, AX
-	VPADDD Z6, Z1, Z1
 	ADDL   R8, BX
-	VPADDD Z7, Z2, Z2
 	ADDL   R9, R14
-	VPADDD Z4, Z3, Z3
+	VPADDD Z12, Z11, Z11
 	ADDL   SI, R15
-	VPXORD Z0, Z15, Z15
 	XORL   AX, R13
-	VPXORD Z1, Z12, Z12
+	VPADDD Z13, Z8, Z8
 	XORL   BX, R10
-	VPXORD Z2, Z13, Z13
 	XORL   R14, R11
-	VPXORD Z3, Z14, Z14
+	VPADDD Z14, Z9, Z9
 	XORL   R15, R12
-	VPROLD $0x08, Z15, Z15
 	ROLL   $0x08, R13
-	VPROLD $0x08, Z12, Z12
 	ROLL   $0x08, R10
-	VPROLD $0x08, Z13, Z13
+	VPXORD Z10, Z5, Z5
 	ROLL   $0x08, R11
-	VPROLD $0x08, Z14, Z14
 	ROLL   $0x08, R12
+	VPXORD Z11, Z6, Z6
 	MOVL   R15, 40(SP)
 	MOVL   44(SP), R15
-	VPADDD Z15, Z10, Z10
-	ADDL   R13, BP
-	VPADDD Z12, Z11, Z11
-	ADDL   R10, R15
-	VPADDD Z13, Z8, Z8
-	ADDL   R11, CX
-	VPADDD Z14, Z9, Z9
-	ADDL   R12, DX
-	VPXORD Z10, Z5, Z5
-	XORL   BP, DI
-	VPXORD Z11, Z6, Z6
-	XORL   R15, R8
 	VPXORD Z8, Z7, Z7
-	XORL   CX, R9
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
 	VPXORD Z9, Z4, Z4
-	XORL   DX, SI
+	ADDL   R12, DX
+	XORL   BP, DI
 	VPROLD $0x07, Z5, Z5
-	ROLL   $0x07, DI
+	XORL   R15, R8
+	XORL   CX, R9
 	VPROLD $0x07, Z6, Z6
+	XORL   DX, SI
+	ROLL   $0x07, DI
 	ROLL   $0x07, R8
 	VPROLD $0x07, Z7, Z7
 	ROLL   $0x07, R9
-	VPROLD $0x07, Z4, Z4
 	ROLL   $0x07, SI
+	VPROLD $0x07, Z4, Z4
 	MOVL   R15, 44(SP)
 	MOVL   40(SP), R15
 	DECL   36(SP)
-	JNZ    x17_doubleround
+	JNZ    head_doubleround
 
-	// Park the scalar block's words (before the input state is added).
-	MOVL AX, 64(SP)
-	MOVL BX, 68(SP)
-	MOVL R14, 72(SP)
-	MOVL R15, 76(SP)
-	MOVL SI, 80(SP)
-	MOVL DI, 84(SP)
-	MOVL R8, 88(SP)
-	MOVL R9, 92(SP)
-	MOVL CX, 96(SP)
-	MOVL DX, 100(SP)
-	MOVL BP, 104(SP)
-	MOVL 44(SP), AX
-	MOVL AX, 108(SP)
-	MOVL R10, 112(SP)
-	MOVL R11, 116(SP)
-	MOVL R12, 120(SP)
-	MOVL R13, 124(SP)
-	MOVL 32(SP), AX
-	ADDL AX, 112(SP)
+	// Block 0's keystream, to key; r's powers, to tbl, among the zmm
+	// blocks' last double rounds.
+	VPADDD       Z4, Z0, Z0
+	MOVL         R15, 40(SP)
+	VPADDD       Z5, Z1, Z1
+	MOVQ         key+16(FP), R15
+	VPADDD       Z6, Z2, Z2
+	ADDL         chachaPolySigma<>+0(SB), AX
+	VPADDD       Z7, Z3, Z3
+	ADDL         chachaPolySigma<>+4(SB), BX
+	VPXORD       Z0, Z12, Z12
+	ADDL         chachaPolySigma<>+8(SB), R14
+	VPXORD       Z1, Z13, Z13
+	ADDL         (R15), SI
+	VPXORD       Z2, Z14, Z14
+	ADDL         4(R15), DI
+	VPXORD       Z3, Z15, Z15
+	ADDL         8(R15), R8
+	VPROLD       $0x10, Z12, Z12
+	ADDL         12(R15), R9
+	VPROLD       $0x10, Z13, Z13
+	MOVL         40(SP), DX
+	VPROLD       $0x10, Z14, Z14
+	ADDL         chachaPolySigma<>+12(SB), DX
+	VPROLD       $0x10, Z15, Z15
+	SHLQ         $0x20, BX
+	VPADDD       Z12, Z8, Z8
+	ORQ          BX, AX
+	VPADDD       Z13, Z9, Z9
+	SHLQ         $0x20, DX
+	VPADDD       Z14, Z10, Z10
+	ORQ          DX, R14
+	VPADDD       Z15, Z11, Z11
+	SHLQ         $0x20, DI
+	VPXORD       Z8, Z4, Z4
+	ORQ          DI, SI
+	VPXORD       Z9, Z5, Z5
+	SHLQ         $0x20, R9
+	VPXORD       Z10, Z6, Z6
+	ORQ          R9, R8
+	VPXORD       Z11, Z7, Z7
+	MOVQ         polyKey+40(FP), CX
+	VPROLD       $0x0c, Z4, Z4
+	MOVQ         AX, (CX)
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R14, 8(CX)
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         SI, 16(CX)
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         R8, 24(CX)
+	VPADDD       Z4, Z0, Z0
+	MOVQ         tbl+48(FP), DI
+	VPADDD       Z5, Z1, Z1
+	MOVQ         R14, BX
+	VPADDD       Z6, Z2, Z2
+	MOVQ         $0x0ffffffc0fffffff, DX
+	VPADDD       Z7, Z3, Z3
+	ANDQ         DX, AX
+	VPXORD       Z0, Z12, Z12
+	MOVQ         $0x0ffffffc0ffffffc, DX
+	VPXORD       Z1, Z13, Z13
+	ANDQ         DX, BX
+	VPXORD       Z2, Z14, Z14
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z3, Z15, Z15
+	MOVQ         AX, CX
+	VPROLD       $0x08, Z12, Z12
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, 56(DI)
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, BX, AX
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, AX
+	VPADDD       Z12, Z8, Z8
+	MOVQ         AX, 120(DI)
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x18, BX
+	VPADDD       Z14, Z10, Z10
+	MOVQ         BX, 184(DI)
+	VPADDD       Z15, Z11, Z11
+	LEAQ         (AX)(AX*4), CX
+	VPXORD       Z8, Z4, Z4
+	SHLQ         $0x02, CX
+	VPXORD       Z9, Z5, Z5
+	MOVQ         CX, 248(DI)
+	VPXORD       Z10, Z6, Z6
+	LEAQ         (BX)(BX*4), CX
+	VPXORD       Z11, Z7, Z7
+	SHLQ         $0x02, CX
+	VPROLD       $0x07, Z4, Z4
+	MOVQ         CX, 312(DI)
+	VPROLD       $0x07, Z5, Z5
+	MOVQ         56(DI), DX
+	VPROLD       $0x07, Z6, Z6
+	MULXQ        56(DI), R8, R9
+	VPROLD       $0x07, Z7, Z7
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z5, Z0, Z0
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z6, Z1, Z1
+	MOVQ         120(DI), DX
+	VPADDD       Z7, Z2, Z2
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z0, Z15, Z15
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z2, Z13, Z13
+	MULXQ        120(DI), AX, BX
+	VPXORD       Z3, Z14, Z14
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         184(DI), DX
+	VPROLD       $0x10, Z12, Z12
+	MULXQ        248(DI), AX, BX
+	VPROLD       $0x10, Z13, Z13
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x10, Z14, Z14
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z15, Z10, Z10
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z12, Z11, Z11
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z13, Z8, Z8
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z14, Z9, Z9
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z10, Z5, Z5
+	MOVQ         R8, CX
+	VPXORD       Z11, Z6, Z6
+	ANDQ         DX, CX
+	VPXORD       Z8, Z7, Z7
+	SHRQ         $0x2c, R9, R8
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R10, AX
+	VPROLD       $0x0c, Z6, Z6
+	ANDQ         DX, AX
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2c, R11, R10
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z5, Z0, Z0
+	MOVQ         R12, BX
+	VPADDD       Z6, Z1, Z1
+	SHLQ         $0x16, BX
+	VPADDD       Z7, Z2, Z2
+	SHRQ         $0x16, BX
+	VPADDD       Z4, Z3, Z3
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z0, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z1, Z12, Z12
+	ADDQ         R14, CX
+	VPXORD       Z2, Z13, Z13
+	MOVQ         CX, R14
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, AX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         AX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, BX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         BX, R14
+	VPADDD       Z14, Z9, Z9
+	SHRQ         $0x2a, R14
+	VPXORD       Z10, Z5, Z5
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z7, Z7
+	LEAQ         (R14)(R14*4), R14
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z5, Z5
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z6, Z6
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z7, Z7
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	ADDQ         R14, AX
+	VPADDD       Z5, Z1, Z1
+	MOVQ         CX, 40(DI)
+	VPADDD       Z6, Z2, Z2
+	MOVQ         AX, 104(DI)
+	VPADDD       Z7, Z3, Z3
+	MOVQ         BX, 168(DI)
+	VPXORD       Z0, Z12, Z12
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z1, Z13, Z13
+	SHLQ         $0x02, R14
+	VPXORD       Z2, Z14, Z14
+	MOVQ         R14, 232(DI)
+	VPXORD       Z3, Z15, Z15
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x10, Z12, Z12
+	SHLQ         $0x02, R14
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         R14, 296(DI)
+	VPROLD       $0x10, Z14, Z14
+	MOVQ         40(DI), DX
+	VPROLD       $0x10, Z15, Z15
+	MULXQ        56(DI), R8, R9
+	VPADDD       Z12, Z8, Z8
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z13, Z9, Z9
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z14, Z10, Z10
+	MOVQ         104(DI), DX
+	VPADDD       Z15, Z11, Z11
+	MULXQ        312(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z9, Z5, Z5
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z11, Z7, Z7
+	MULXQ        120(DI), AX, BX
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         168(DI), DX
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        248(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z4, Z0, Z0
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z6, Z2, Z2
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z7, Z3, Z3
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z0, Z12, Z12
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z1, Z13, Z13
+	MOVQ         R8, CX
+	VPXORD       Z2, Z14, Z14
+	ANDQ         DX, CX
+	VPXORD       Z3, Z15, Z15
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         R10, AX
+	VPROLD       $0x08, Z14, Z14
+	ANDQ         DX, AX
+	VPROLD       $0x08, Z15, Z15
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z13, Z9, Z9
+	MOVQ         R12, BX
+	VPADDD       Z14, Z10, Z10
+	SHLQ         $0x16, BX
+	VPADDD       Z15, Z11, Z11
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z4, Z4
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z9, Z5, Z5
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z10, Z6, Z6
+	ADDQ         R14, CX
+	VPXORD       Z11, Z7, Z7
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z4, Z4
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z5, Z5
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         R14, AX
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         AX, R14
+	VPADDD       Z5, Z0, Z0
+	SHRQ         $0x2c, R14
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, AX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         R14, BX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         BX, R14
+	VPXORD       Z0, Z15, Z15
+	SHRQ         $0x2a, R14
+	VPXORD       Z1, Z12, Z12
+	SHLQ         $0x16, BX
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, CX
+	VPADDD       Z15, Z10, Z10
+	ADDQ         R14, AX
+	VPADDD       Z12, Z11, Z11
+	MOVQ         CX, 24(DI)
+	VPADDD       Z13, Z8, Z8
+	MOVQ         AX, 88(DI)
+	VPADDD       Z14, Z9, Z9
+	MOVQ         BX, 152(DI)
+	VPXORD       Z10, Z5, Z5
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z11, Z6, Z6
+	SHLQ         $0x02, R14
+	VPXORD       Z8, Z7, Z7
+	MOVQ         R14, 216(DI)
+	VPXORD       Z9, Z4, Z4
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x0c, Z5, Z5
+	SHLQ         $0x02, R14
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         R14, 280(DI)
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         40(DI), DX
+	VPROLD       $0x0c, Z4, Z4
+	MULXQ        40(DI), R8, R9
+	VPADDD       Z5, Z0, Z0
+	MULXQ        104(DI), R10, R11
+	VPADDD       Z6, Z1, Z1
+	MULXQ        168(DI), R12, R13
+	VPADDD       Z7, Z2, Z2
+	MOVQ         104(DI), DX
+	VPADDD       Z4, Z3, Z3
+	MULXQ        296(DI), AX, BX
+	VPXORD       Z0, Z15, Z15
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z1, Z12, Z12
+	MULXQ        40(DI), AX, BX
+	VPXORD       Z2, Z13, Z13
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z3, Z14, Z14
+	MULXQ        104(DI), AX, BX
+	VPROLD       $0x08, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         168(DI), DX
+	VPROLD       $0x08, Z13, Z13
+	MULXQ        232(DI), AX, BX
+	VPROLD       $0x08, Z14, Z14
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z15, Z10, Z10
+	MULXQ        296(DI), AX, BX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z13, Z8, Z8
+	MULXQ        40(DI), AX, BX
+	VPADDD       Z14, Z9, Z9
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z10, Z5, Z5
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z11, Z6, Z6
+	MOVQ         R8, CX
+	VPXORD       Z8, Z7, Z7
+	ANDQ         DX, CX
+	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         R10, AX
+	VPROLD       $0x07, Z7, Z7
+	ANDQ         DX, AX
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z5, Z1, Z1
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z6, Z2, Z2
+	MOVQ         R12, BX
+	VPADDD       Z7, Z3, Z3
+	SHLQ         $0x16, BX
+	VPXORD       Z0, Z12, Z12
+	SHRQ         $0x16, BX
+	VPXORD       Z1, Z13, Z13
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z2, Z14, Z14
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z3, Z15, Z15
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, CX
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, AX
+	VPADDD       Z12, Z8, Z8
+	MOVQ         AX, R14
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         R14, BX
+	VPXORD       Z8, Z4, Z4
+	MOVQ         BX, R14
+	VPXORD       Z9, Z5, Z5
+	SHRQ         $0x2a, R14
+	VPXORD       Z10, Z6, Z6
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z7, Z7
+	SHRQ         $0x16, BX
+	VPROLD       $0x0c, Z4, Z4
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         R14, CX
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, CX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         R14, AX
+	VPADDD       Z6, Z2, Z2
+	MOVQ         CX, 8(DI)
+	VPADDD       Z7, Z3, Z3
+	MOVQ         AX, 72(DI)
+	VPXORD       Z0, Z12, Z12
+	MOVQ         BX, 136(DI)
+	VPXORD       Z1, Z13, Z13
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z2, Z14, Z14
+	SHLQ         $0x02, R14
+	VPXORD       Z3, Z15, Z15
+	MOVQ         R14, 200(DI)
+	VPROLD       $0x08, Z12, Z12
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x08, Z13, Z13
+	SHLQ         $0x02, R14
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         R14, 264(DI)
+	VPROLD       $0x08, Z15, Z15
+	MOVQ         8(DI), DX
+	VPADDD       Z12, Z8, Z8
+	MULXQ        56(DI), R8, R9
+	VPADDD       Z13, Z9, Z9
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z14, Z10, Z10
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z15, Z11, Z11
+	MOVQ         72(DI), DX
+	VPXORD       Z8, Z4, Z4
+	MULXQ        312(DI), AX, BX
+	VPXORD       Z9, Z5, Z5
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z10, Z6, Z6
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z11, Z7, Z7
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x07, Z4, Z4
+	MULXQ        120(DI), AX, BX
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         136(DI), DX
+	VPROLD       $0x07, Z7, Z7
+	MULXQ        248(DI), AX, BX
+	VPADDD       Z5, Z0, Z0
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z6, Z1, Z1
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z4, Z3, Z3
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z0, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z1, Z12, Z12
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z2, Z13, Z13
+	MOVQ         R8, CX
+	VPXORD       Z3, Z14, Z14
+	ANDQ         DX, CX
+	VPROLD       $0x10, Z15, Z15
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         R10, AX
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, AX
+	VPADDD       Z15, Z10, Z10
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z13, Z8, Z8
+	MOVQ         R12, BX
+	VPADDD       Z14, Z9, Z9
+	SHLQ         $0x16, BX
+	VPXORD       Z10, Z5, Z5
+	SHRQ         $0x16, BX
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z8, Z7, Z7
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R14, CX
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z6, Z6
+	SHRQ         $0x2c, R14
+	VPROLD       $0x0c, Z7, Z7
+	ANDQ         DX, CX
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R14, AX
+	VPADDD       Z5, Z0, Z0
+	MOVQ         AX, R14
+	VPADDD       Z6, Z1, Z1
+	SHRQ         $0x2c, R14
+	VPADDD       Z7, Z2, Z2
+	ANDQ         DX, AX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R14, BX
+	VPXORD       Z0, Z15, Z15
+	MOVQ         BX, R14
+	VPXORD       Z1, Z12, Z12
+	SHRQ         $0x2a, R14
+	VPXORD       Z2, Z13, Z13
+	SHLQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x16, BX
+	VPROLD       $0x08, Z15, Z15
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, AX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         CX, 48(DI)
+	VPADDD       Z14, Z9, Z9
+	MOVQ         AX, 112(DI)
+	VPXORD       Z10, Z5, Z5
+	MOVQ         BX, 176(DI)
+	VPXORD       Z11, Z6, Z6
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z8, Z7, Z7
+	SHLQ         $0x02, R14
+	VPXORD       Z9, Z4, Z4
+	MOVQ         R14, 240(DI)
+	VPROLD       $0x07, Z5, Z5
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x07, Z6, Z6
+	SHLQ         $0x02, R14
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         R14, 304(DI)
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	MOVQ         8(DI), DX
+	VPADDD       Z5, Z1, Z1
+	MULXQ        40(DI), R8, R9
+	VPADDD       Z6, Z2, Z2
+	MULXQ        104(DI), R10, R11
+	VPADDD       Z7, Z3, Z3
+	MULXQ        168(DI), R12, R13
+	VPXORD       Z0, Z12, Z12
+	MOVQ         72(DI), DX
+	VPXORD       Z1, Z13, Z13
+	MULXQ        296(DI), AX, BX
+	VPXORD       Z2, Z14, Z14
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z3, Z15, Z15
+	MULXQ        40(DI), AX, BX
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x10, Z13, Z13
+	MULXQ        104(DI), AX, BX
+	VPROLD       $0x10, Z14, Z14
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         136(DI), DX
+	VPADDD       Z12, Z8, Z8
+	MULXQ        232(DI), AX, BX
+	VPADDD       Z13, Z9, Z9
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z14, Z10, Z10
+	MULXQ        296(DI), AX, BX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z8, Z4, Z4
+	MULXQ        40(DI), AX, BX
+	VPXORD       Z9, Z5, Z5
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z10, Z6, Z6
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z11, Z7, Z7
+	MOVQ         R8, CX
+	VPROLD       $0x0c, Z4, Z4
+	ANDQ         DX, CX
+	VPROLD       $0x0c, Z5, Z5
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x0c, Z6, Z6
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         R10, AX
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, AX
+	VPADDD       Z5, Z1, Z1
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z6, Z2, Z2
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z7, Z3, Z3
+	MOVQ         R12, BX
+	VPXORD       Z0, Z12, Z12
+	SHLQ         $0x16, BX
+	VPXORD       Z1, Z13, Z13
+	SHRQ         $0x16, BX
+	VPXORD       Z2, Z14, Z14
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z3, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, CX
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R14, AX
+	VPADDD       Z13, Z9, Z9
+	MOVQ         AX, R14
+	VPADDD       Z14, Z10, Z10
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z11, Z11
+	ANDQ         DX, AX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         R14, BX
+	VPXORD       Z9, Z5, Z5
+	MOVQ         BX, R14
+	VPXORD       Z10, Z6, Z6
+	SHRQ         $0x2a, R14
+	VPXORD       Z11, Z7, Z7
+	SHLQ         $0x16, BX
+	VPROLD       $0x07, Z4, Z4
+	SHRQ         $0x16, BX
+	VPROLD       $0x07, Z5, Z5
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         CX, R14
+	VPADDD       Z5, Z0, Z0
+	SHRQ         $0x2c, R14
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, CX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         R14, AX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         CX, 32(DI)
+	VPXORD       Z0, Z15, Z15
+	MOVQ         AX, 96(DI)
+	VPXORD       Z1, Z12, Z12
+	MOVQ         BX, 160(DI)
+	VPXORD       Z2, Z13, Z13
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z3, Z14, Z14
+	SHLQ         $0x02, R14
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         R14, 224(DI)
+	VPROLD       $0x10, Z12, Z12
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x10, Z13, Z13
+	SHLQ         $0x02, R14
+	VPROLD       $0x10, Z14, Z14
+	MOVQ         R14, 288(DI)
+	VPADDD       Z15, Z10, Z10
+	MOVQ         8(DI), DX
+	VPADDD       Z12, Z11, Z11
+	MULXQ        24(DI), R8, R9
+	VPADDD       Z13, Z8, Z8
+	MULXQ        88(DI), R10, R11
+	VPADDD       Z14, Z9, Z9
+	MULXQ        152(DI), R12, R13
+	VPXORD       Z10, Z5, Z5
+	MOVQ         72(DI), DX
+	VPXORD       Z11, Z6, Z6
+	MULXQ        280(DI), AX, BX
+	VPXORD       Z8, Z7, Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z9, Z4, Z4
+	MULXQ        24(DI), AX, BX
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        88(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x0c, Z4, Z4
+	MOVQ         136(DI), DX
+	VPADDD       Z5, Z0, Z0
+	MULXQ        216(DI), AX, BX
+	VPADDD       Z6, Z1, Z1
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z7, Z2, Z2
+	MULXQ        280(DI), AX, BX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z0, Z15, Z15
+	MULXQ        24(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z2, Z13, Z13
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z3, Z14, Z14
+	MOVQ         R8, CX
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z12, Z12
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x08, Z13, Z13
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         R10, AX
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z12, Z11, Z11
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z13, Z8, Z8
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z14, Z9, Z9
+	MOVQ         R12, BX
+	VPXORD       Z10, Z5, Z5
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z7, Z7
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z9, Z4, Z4
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, CX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         R14, AX
+	VPADDD       Z6, Z2, Z2
+	MOVQ         AX, R14
+	VPADDD       Z7, Z3, Z3
+	SHRQ         $0x2c, R14
+	VPXORD       Z0, Z12, Z12
+	ANDQ         DX, AX
+	VPXORD       Z1, Z13, Z13
+	ADDQ         R14, BX
+	VPXORD       Z2, Z14, Z14
+	MOVQ         BX, R14
+	VPXORD       Z3, Z15, Z15
+	SHRQ         $0x2a, R14
+	VPROLD       $0x10, Z12, Z12
+	SHLQ         $0x16, BX
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x16, BX
+	VPROLD       $0x10, Z14, Z14
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, CX
+	VPADDD       Z12, Z8, Z8
+	MOVQ         CX, R14
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         R14, AX
+	VPXORD       Z8, Z4, Z4
+	MOVQ         CX, 16(DI)
+	VPXORD       Z9, Z5, Z5
+	MOVQ         AX, 80(DI)
+	VPXORD       Z10, Z6, Z6
+	MOVQ         BX, 144(DI)
+	VPXORD       Z11, Z7, Z7
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x0c, Z4, Z4
+	SHLQ         $0x02, R14
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R14, 208(DI)
+	VPROLD       $0x0c, Z6, Z6
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x0c, Z7, Z7
+	SHLQ         $0x02, R14
+	VPADDD       Z4, Z0, Z0
+	MOVQ         R14, 272(DI)
+	VPADDD       Z5, Z1, Z1
+	MOVQ         8(DI), DX
+	VPADDD       Z6, Z2, Z2
+	MULXQ        8(DI), R8, R9
+	VPADDD       Z7, Z3, Z3
+	MULXQ        72(DI), R10, R11
+	VPXORD       Z0, Z12, Z12
+	MULXQ        136(DI), R12, R13
+	VPXORD       Z1, Z13, Z13
+	MOVQ         72(DI), DX
+	VPXORD       Z2, Z14, Z14
+	MULXQ        264(DI), AX, BX
+	VPXORD       Z3, Z15, Z15
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x08, Z12, Z12
+	MULXQ        8(DI), AX, BX
+	VPROLD       $0x08, Z13, Z13
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x08, Z14, Z14
+	MULXQ        72(DI), AX, BX
+	VPROLD       $0x08, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z12, Z8, Z8
+	MOVQ         136(DI), DX
+	VPADDD       Z13, Z9, Z9
+	MULXQ        200(DI), AX, BX
+	VPADDD       Z14, Z10, Z10
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z15, Z11, Z11
+	MULXQ        264(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z9, Z5, Z5
+	MULXQ        8(DI), AX, BX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z11, Z7, Z7
+	MOVQ         $0x00000fffffffffff, DX
+	VPROLD       $0x07, Z4, Z4
+	MOVQ         R8, CX
+	VPROLD       $0x07, Z5, Z5
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z6, Z6
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x07, Z7, Z7
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPADDD       Z5, Z0, Z0
+	MOVQ         R10, AX
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, AX
+	VPADDD       Z7, Z2, Z2
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPXORD       Z0, Z15, Z15
+	MOVQ         R12, BX
+	VPXORD       Z1, Z12, Z12
+	SHLQ         $0x16, BX
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x2a, R13, R12
+	VPROLD       $0x10, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, AX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         AX, R14
+	VPADDD       Z14, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPXORD       Z10, Z5, Z5
+	ANDQ         DX, AX
+	VPXORD       Z11, Z6, Z6
+	ADDQ         R14, BX
+	VPXORD       Z8, Z7, Z7
+	MOVQ         BX, R14
+	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x2a, R14
+	VPROLD       $0x0c, Z5, Z5
+	SHLQ         $0x16, BX
+	VPROLD       $0x0c, Z6, Z6
+	SHRQ         $0x16, BX
+	VPROLD       $0x0c, Z7, Z7
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R14, CX
+	VPADDD       Z5, Z0, Z0
+	MOVQ         CX, R14
+	VPADDD       Z6, Z1, Z1
+	SHRQ         $0x2c, R14
+	VPADDD       Z7, Z2, Z2
+	ANDQ         DX, CX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R14, AX
+	VPXORD       Z0, Z15, Z15
+	MOVQ         CX, (DI)
+	VPXORD       Z1, Z12, Z12
+	MOVQ         AX, 64(DI)
+	VPXORD       Z2, Z13, Z13
+	MOVQ         BX, 128(DI)
+	VPXORD       Z3, Z14, Z14
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x08, Z15, Z15
+	SHLQ         $0x02, R14
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         R14, 192(DI)
+	VPROLD       $0x08, Z13, Z13
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x08, Z14, Z14
+	SHLQ         $0x02, R14
+	VPADDD       Z15, Z10, Z10
+	MOVQ         R14, 256(DI)
+	VPADDD       Z12, Z11, Z11
+	VPBROADCASTQ (DI), Z16
+	VPADDD       Z13, Z8, Z8
+	VMOVDQU64    Z16, 320(DI)
+	VPADDD       Z14, Z9, Z9
+	VPBROADCASTQ 64(DI), Z16
+	VPXORD       Z10, Z5, Z5
+	VMOVDQU64    Z16, 384(DI)
+	VPXORD       Z11, Z6, Z6
+	VPBROADCASTQ 128(DI), Z16
+	VPXORD       Z8, Z7, Z7
+	VMOVDQU64    Z16, 448(DI)
+	VPXORD       Z9, Z4, Z4
+	VPBROADCASTQ 192(DI), Z16
+	VPROLD       $0x07, Z5, Z5
+	VMOVDQU64    Z16, 512(DI)
+	VPROLD       $0x07, Z6, Z6
+	VPBROADCASTQ 256(DI), Z16
+	VPROLD       $0x07, Z7, Z7
+	VMOVDQU64    Z16, 576(DI)
+	VPROLD       $0x07, Z4, Z4
 
 	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
-	MOVQ        24(SP), R15
-	VPADDD.BCST (R15), Z0, Z0
-	VPADDD.BCST 4(R15), Z1, Z1
-	VPADDD.BCST 8(R15), Z2, Z2
-	VPADDD.BCST 12(R15), Z3, Z3
-	VPADDD.BCST 16(R15), Z4, Z4
-	VPADDD.BCST 20(R15), Z5, Z5
-	VPADDD.BCST 24(R15), Z6, Z6
-	VPADDD.BCST 28(R15), Z7, Z7
-	VPADDD.BCST 32(R15), Z8, Z8
-	VPADDD.BCST 36(R15), Z9, Z9
-	VPADDD.BCST 40(R15), Z10, Z10
-	VPADDD.BCST 44(R15), Z11, Z11
+	MOVQ        key+16(FP), R15
+	MOVQ        nonce+24(FP), R14
+	VPADDD.BCST chachaPolySigma<>+0(SB), Z0, Z0
+	VPADDD.BCST chachaPolySigma<>+4(SB), Z1, Z1
+	VPADDD.BCST chachaPolySigma<>+8(SB), Z2, Z2
+	VPADDD.BCST chachaPolySigma<>+12(SB), Z3, Z3
+	VPADDD.BCST (R15), Z4, Z4
+	VPADDD.BCST 4(R15), Z5, Z5
+	VPADDD.BCST 8(R15), Z6, Z6
+	VPADDD.BCST 12(R15), Z7, Z7
+	VPADDD.BCST 16(R15), Z8, Z8
+	VPADDD.BCST 20(R15), Z9, Z9
+	VPADDD.BCST 24(R15), Z10, Z10
+	VPADDD.BCST 28(R15), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(R15), Z13, Z13
-	VPADDD.BCST 56(R15), Z14, Z14
-	VPADDD.BCST 60(R15), Z15, Z15
+	VPADDD.BCST (R14), Z13, Z13
+	VPADDD.BCST 4(R14), Z14, Z14
+	VPADDD.BCST 8(R14), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -1783,8 +2876,8 @@ x17_doubleround:
 	VSHUFI32X4 $0xdd, Z18, Z16, Z7
 	VSHUFI32X4 $0x88, Z19, Z17, Z11
 	VSHUFI32X4 $0xdd, Z19, Z17, Z15
-	MOVQ       8(SP), SI
-	MOVQ       (SP), DI
+	MOVQ       src+8(FP), SI
+	MOVQ       dst+0(FP), DI
 	VPXORD     (SI), Z0, Z0
 	VMOVDQU32  Z0, (DI)
 	VPXORD     64(SI), Z1, Z1
@@ -1818,16 +2911,523 @@ x17_doubleround:
 	VPXORD     960(SI), Z15, Z15
 	VMOVDQU32  Z15, 960(DI)
 
-	// The scalar block: add the input state but word 12 (added above).
-	VMOVDQU32 64(SP), Z0
-	VMOVDQU32 (R15), Z1
-	VPADDD    Z1, Z0, K1, Z0
-	MOVQ      key+24(FP), AX
-	VMOVDQU32 Z0, (AX)
+	// Clear the key block's words 3 and 11 from the frame.
+	MOVQ $0x00000000, 40(SP)
+	VZEROUPPER
+	RET
 
-	// Clear the copy of the key block in the frame.
-	VPXORD    Z0, Z0, Z0
-	VMOVDQU32 Z0, 64(SP)
+// func poly1305PowersMULX(st *[5]uint64, tbl *[80]uint64)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·poly1305PowersMULX(SB), NOSPLIT, $0-16
+	MOVQ         st+0(FP), SI
+	MOVQ         24(SI), AX
+	MOVQ         32(SI), BX
+	MOVQ         tbl+8(FP), DI
+	MOVQ         $0x0ffffffc0fffffff, DX
+	ANDQ         DX, AX
+	MOVQ         $0x0ffffffc0ffffffc, DX
+	ANDQ         DX, BX
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         AX, CX
+	ANDQ         DX, CX
+	MOVQ         CX, 56(DI)
+	SHRQ         $0x2c, BX, AX
+	ANDQ         DX, AX
+	MOVQ         AX, 120(DI)
+	SHRQ         $0x18, BX
+	MOVQ         BX, 184(DI)
+	LEAQ         (AX)(AX*4), CX
+	SHLQ         $0x02, CX
+	MOVQ         CX, 248(DI)
+	LEAQ         (BX)(BX*4), CX
+	SHLQ         $0x02, CX
+	MOVQ         CX, 312(DI)
+	MOVQ         56(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         120(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         184(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 40(DI)
+	MOVQ         AX, 104(DI)
+	MOVQ         BX, 168(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 232(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 296(DI)
+	MOVQ         40(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         104(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         168(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 24(DI)
+	MOVQ         AX, 88(DI)
+	MOVQ         BX, 152(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 216(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 280(DI)
+	MOVQ         40(DI), DX
+	MULXQ        40(DI), R8, R9
+	MULXQ        104(DI), R10, R11
+	MULXQ        168(DI), R12, R13
+	MOVQ         104(DI), DX
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        104(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         168(DI), DX
+	MULXQ        232(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 8(DI)
+	MOVQ         AX, 72(DI)
+	MOVQ         BX, 136(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 200(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 264(DI)
+	MOVQ         8(DI), DX
+	MULXQ        56(DI), R8, R9
+	MULXQ        120(DI), R10, R11
+	MULXQ        184(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        120(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        248(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        312(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        56(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 48(DI)
+	MOVQ         AX, 112(DI)
+	MOVQ         BX, 176(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 240(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 304(DI)
+	MOVQ         8(DI), DX
+	MULXQ        40(DI), R8, R9
+	MULXQ        104(DI), R10, R11
+	MULXQ        168(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        104(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        232(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        296(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        40(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 32(DI)
+	MOVQ         AX, 96(DI)
+	MOVQ         BX, 160(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 224(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 288(DI)
+	MOVQ         8(DI), DX
+	MULXQ        24(DI), R8, R9
+	MULXQ        88(DI), R10, R11
+	MULXQ        152(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        280(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        24(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        88(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        216(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        280(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        24(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, 16(DI)
+	MOVQ         AX, 80(DI)
+	MOVQ         BX, 144(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 208(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 272(DI)
+	MOVQ         8(DI), DX
+	MULXQ        8(DI), R8, R9
+	MULXQ        72(DI), R10, R11
+	MULXQ        136(DI), R12, R13
+	MOVQ         72(DI), DX
+	MULXQ        264(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        8(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        72(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         136(DI), DX
+	MULXQ        200(DI), AX, BX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        264(DI), AX, BX
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        8(DI), AX, BX
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         R8, CX
+	ANDQ         DX, CX
+	SHRQ         $0x2c, R9, R8
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	SHRQ         $0x2c, R11, R10
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	MOVQ         R12, BX
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	MOVQ         CX, (DI)
+	MOVQ         AX, 64(DI)
+	MOVQ         BX, 128(DI)
+	LEAQ         (AX)(AX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 192(DI)
+	LEAQ         (BX)(BX*4), R14
+	SHLQ         $0x02, R14
+	MOVQ         R14, 256(DI)
+	VPBROADCASTQ (DI), Z16
+	VMOVDQU64    Z16, 320(DI)
+	VPBROADCASTQ 64(DI), Z16
+	VMOVDQU64    Z16, 384(DI)
+	VPBROADCASTQ 128(DI), Z16
+	VMOVDQU64    Z16, 448(DI)
+	VPBROADCASTQ 192(DI), Z16
+	VMOVDQU64    Z16, 512(DI)
+	VPBROADCASTQ 256(DI), Z16
+	VMOVDQU64    Z16, 576(DI)
 	VZEROUPPER
 	RET
 
@@ -9097,5 +10697,4840 @@ open_last:
 	VMOVDQU64 Z16, 224(SP)
 	VMOVDQU64 Z16, 288(SP)
 	VMOVDQU64 Y16, (SP)
+	VZEROUPPER
+	RET
+
+// func chachaPolyWholeAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, key *[8]uint32, nonce *[12]byte, aad *byte, aadLen int, tag *[16]byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512IFMA, AVX512VL, BMI2, CMOV
+TEXT ·chachaPolyWholeAVX512IFMA(SB), $1216-72
+	// The state of block 17, for the stitched kernel.
+	MOVL $0x61707865, 48(SP)
+	MOVL $0x3320646e, 52(SP)
+	MOVL $0x79622d32, 56(SP)
+	MOVL $0x6b206574, 60(SP)
+	MOVQ key+32(FP), AX
+	MOVL (AX), BX
+	MOVL BX, 64(SP)
+	MOVL 4(AX), BX
+	MOVL BX, 68(SP)
+	MOVL 8(AX), BX
+	MOVL BX, 72(SP)
+	MOVL 12(AX), BX
+	MOVL BX, 76(SP)
+	MOVL 16(AX), BX
+	MOVL BX, 80(SP)
+	MOVL 20(AX), BX
+	MOVL BX, 84(SP)
+	MOVL 24(AX), BX
+	MOVL BX, 88(SP)
+	MOVL 28(AX), BX
+	MOVL BX, 92(SP)
+	MOVL $0x00000011, 96(SP)
+
+	// The nonce read 8 and 4 bytes at a time, as it is most likely
+	// written: a read that only part of a store holds waits for the store
+	// to reach the cache.
+	MOVQ nonce+40(FP), AX
+	MOVQ (AX), BX
+	MOVL 8(AX), CX
+	MOVL BX, 100(SP)
+	SHRQ $0x20, BX
+	MOVL BX, 104(SP)
+	MOVL CX, 108(SP)
+
+	// The head reads key and nonce from the state above, written 4 bytes
+	// at a time as it reads them.
+	// Counters: counter+1 … counter+16 in zmm, counter for the scalar block.
+	XORL         R10, R10
+	LEAL         1(R10), BX
+	VPBROADCASTD BX, Z31
+	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
+	LEAQ         64(SP), R15
+	LEAQ         100(SP), R14
+	VPBROADCASTD chachaPolySigma<>+0(SB), Z0
+	VPBROADCASTD chachaPolySigma<>+4(SB), Z1
+	VPBROADCASTD chachaPolySigma<>+8(SB), Z2
+	VPBROADCASTD chachaPolySigma<>+12(SB), Z3
+	VPBROADCASTD (R15), Z4
+	VPBROADCASTD 4(R15), Z5
+	VPBROADCASTD 8(R15), Z6
+	VPBROADCASTD 12(R15), Z7
+	VPBROADCASTD 16(R15), Z8
+	VPBROADCASTD 20(R15), Z9
+	VPBROADCASTD 24(R15), Z10
+	VPBROADCASTD 28(R15), Z11
+	VMOVDQA32    Z31, Z12
+	VPBROADCASTD (R14), Z13
+	VPBROADCASTD 4(R14), Z14
+	VPBROADCASTD 8(R14), Z15
+	MOVL         (R15), SI
+	MOVL         4(R15), DI
+	MOVL         8(R15), R8
+	MOVL         12(R15), R9
+	MOVL         16(R15), CX
+	MOVL         20(R15), DX
+	MOVL         24(R15), BP
+	MOVL         (R14), R11
+	MOVL         4(R14), R12
+	MOVL         8(R14), R13
+	MOVL         28(R15), AX
+	MOVL         AX, 44(SP)
+	MOVL         chachaPolySigma<>+0(SB), AX
+	MOVL         chachaPolySigma<>+4(SB), BX
+	MOVL         chachaPolySigma<>+8(SB), R14
+	MOVL         chachaPolySigma<>+12(SB), R15
+	MOVL         $0x00000005, 36(SP)
+
+	// 5 double rounds of the zmm blocks, each with two of block 0's.
+head_doubleround:
+	VPADDD Z4, Z0, Z0
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z5, Z1, Z1
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z6, Z2, Z2
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z7, Z3, Z3
+	XORL   R15, R13
+	ROLL   $0x10, R10
+	ROLL   $0x10, R11
+	VPXORD Z0, Z12, Z12
+	ROLL   $0x10, R12
+	ROLL   $0x10, R13
+	VPXORD Z1, Z13, Z13
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z2, Z14, Z14
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z3, Z15, Z15
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x10, Z12, Z12
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x10, Z13, Z13
+	XORL   R15, R9
+	ROLL   $0x0c, SI
+	ROLL   $0x0c, DI
+	VPROLD $0x10, Z14, Z14
+	ROLL   $0x0c, R8
+	ROLL   $0x0c, R9
+	VPROLD $0x10, Z15, Z15
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z12, Z8, Z8
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z13, Z9, Z9
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z14, Z10, Z10
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z15, Z11, Z11
+	XORL   R15, R13
+	ROLL   $0x08, R10
+	ROLL   $0x08, R11
+	VPXORD Z8, Z4, Z4
+	ROLL   $0x08, R12
+	ROLL   $0x08, R13
+	VPXORD Z9, Z5, Z5
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z10, Z6, Z6
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z11, Z7, Z7
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x0c, Z4, Z4
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x0c, Z5, Z5
+	XORL   R15, R9
+	ROLL   $0x07, SI
+	ROLL   $0x07, DI
+	VPROLD $0x0c, Z6, Z6
+	ROLL   $0x07, R8
+	ROLL   $0x07, R9
+	VPROLD $0x0c, Z7, Z7
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z4, Z0, Z0
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
+	VPADDD Z5, Z1, Z1
+	ADDL   SI, R15
+	XORL   AX, R13
+	VPADDD Z6, Z2, Z2
+	XORL   BX, R10
+	XORL   R14, R11
+	VPADDD Z7, Z3, Z3
+	XORL   R15, R12
+	ROLL   $0x10, R13
+	ROLL   $0x10, R10
+	VPXORD Z0, Z12, Z12
+	ROLL   $0x10, R11
+	ROLL   $0x10, R12
+	VPXORD Z1, Z13, Z13
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z2, Z14, Z14
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
+	VPXORD Z3, Z15, Z15
+	ADDL   R12, DX
+	XORL   BP, DI
+	VPROLD $0x08, Z12, Z12
+	XORL   R15, R8
+	XORL   CX, R9
+	VPROLD $0x08, Z13, Z13
+	XORL   DX, SI
+	ROLL   $0x0c, DI
+	ROLL   $0x0c, R8
+	VPROLD $0x08, Z14, Z14
+	ROLL   $0x0c, R9
+	ROLL   $0x0c, SI
+	VPROLD $0x08, Z15, Z15
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z12, Z8, Z8
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
+	VPADDD Z13, Z9, Z9
+	ADDL   SI, R15
+	XORL   AX, R13
+	VPADDD Z14, Z10, Z10
+	XORL   BX, R10
+	XORL   R14, R11
+	VPADDD Z15, Z11, Z11
+	XORL   R15, R12
+	ROLL   $0x08, R13
+	ROLL   $0x08, R10
+	VPXORD Z8, Z4, Z4
+	ROLL   $0x08, R11
+	ROLL   $0x08, R12
+	VPXORD Z9, Z5, Z5
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z10, Z6, Z6
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
+	VPXORD Z11, Z7, Z7
+	ADDL   R12, DX
+	XORL   BP, DI
+	VPROLD $0x07, Z4, Z4
+	XORL   R15, R8
+	XORL   CX, R9
+	VPROLD $0x07, Z5, Z5
+	XORL   DX, SI
+	ROLL   $0x07, DI
+	ROLL   $0x07, R8
+	VPROLD $0x07, Z6, Z6
+	ROLL   $0x07, R9
+	ROLL   $0x07, SI
+	VPROLD $0x07, Z7, Z7
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z5, Z0, Z0
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z6, Z1, Z1
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z7, Z2, Z2
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z4, Z3, Z3
+	XORL   R15, R13
+	ROLL   $0x10, R10
+	ROLL   $0x10, R11
+	VPXORD Z0, Z15, Z15
+	ROLL   $0x10, R12
+	ROLL   $0x10, R13
+	VPXORD Z1, Z12, Z12
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z2, Z13, Z13
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z3, Z14, Z14
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x10, Z15, Z15
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x10, Z12, Z12
+	XORL   R15, R9
+	ROLL   $0x0c, SI
+	ROLL   $0x0c, DI
+	VPROLD $0x10, Z13, Z13
+	ROLL   $0x0c, R8
+	ROLL   $0x0c, R9
+	VPROLD $0x10, Z14, Z14
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z15, Z10, Z10
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	VPADDD Z12, Z11, Z11
+	ADDL   R9, R15
+	XORL   AX, R10
+	VPADDD Z13, Z8, Z8
+	XORL   BX, R11
+	XORL   R14, R12
+	VPADDD Z14, Z9, Z9
+	XORL   R15, R13
+	ROLL   $0x08, R10
+	ROLL   $0x08, R11
+	VPXORD Z10, Z5, Z5
+	ROLL   $0x08, R12
+	ROLL   $0x08, R13
+	VPXORD Z11, Z6, Z6
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z8, Z7, Z7
+	ADDL   R10, CX
+	ADDL   R11, DX
+	ADDL   R12, BP
+	VPXORD Z9, Z4, Z4
+	ADDL   R13, R15
+	XORL   CX, SI
+	VPROLD $0x0c, Z5, Z5
+	XORL   DX, DI
+	XORL   BP, R8
+	VPROLD $0x0c, Z6, Z6
+	XORL   R15, R9
+	ROLL   $0x07, SI
+	ROLL   $0x07, DI
+	VPROLD $0x0c, Z7, Z7
+	ROLL   $0x07, R8
+	ROLL   $0x07, R9
+	VPROLD $0x0c, Z4, Z4
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z5, Z0, Z0
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
+	VPADDD Z6, Z1, Z1
+	ADDL   SI, R15
+	XORL   AX, R13
+	VPADDD Z7, Z2, Z2
+	XORL   BX, R10
+	XORL   R14, R11
+	VPADDD Z4, Z3, Z3
+	XORL   R15, R12
+	ROLL   $0x10, R13
+	ROLL   $0x10, R10
+	VPXORD Z0, Z15, Z15
+	ROLL   $0x10, R11
+	ROLL   $0x10, R12
+	VPXORD Z1, Z12, Z12
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z2, Z13, Z13
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
+	VPXORD Z3, Z14, Z14
+	ADDL   R12, DX
+	XORL   BP, DI
+	VPROLD $0x08, Z15, Z15
+	XORL   R15, R8
+	XORL   CX, R9
+	VPROLD $0x08, Z12, Z12
+	XORL   DX, SI
+	ROLL   $0x0c, DI
+	ROLL   $0x0c, R8
+	VPROLD $0x08, Z13, Z13
+	ROLL   $0x0c, R9
+	ROLL   $0x0c, SI
+	VPROLD $0x08, Z14, Z14
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	VPADDD Z15, Z10, Z10
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
+	VPADDD Z12, Z11, Z11
+	ADDL   SI, R15
+	XORL   AX, R13
+	VPADDD Z13, Z8, Z8
+	XORL   BX, R10
+	XORL   R14, R11
+	VPADDD Z14, Z9, Z9
+	XORL   R15, R12
+	ROLL   $0x08, R13
+	ROLL   $0x08, R10
+	VPXORD Z10, Z5, Z5
+	ROLL   $0x08, R11
+	ROLL   $0x08, R12
+	VPXORD Z11, Z6, Z6
+	MOVL   R15, 40(SP)
+	MOVL   44(SP), R15
+	VPXORD Z8, Z7, Z7
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
+	VPXORD Z9, Z4, Z4
+	ADDL   R12, DX
+	XORL   BP, DI
+	VPROLD $0x07, Z5, Z5
+	XORL   R15, R8
+	XORL   CX, R9
+	VPROLD $0x07, Z6, Z6
+	XORL   DX, SI
+	ROLL   $0x07, DI
+	ROLL   $0x07, R8
+	VPROLD $0x07, Z7, Z7
+	ROLL   $0x07, R9
+	ROLL   $0x07, SI
+	VPROLD $0x07, Z4, Z4
+	MOVL   R15, 44(SP)
+	MOVL   40(SP), R15
+	DECL   36(SP)
+	JNZ    head_doubleround
+
+	// Block 0's keystream, to key; r's powers, to tbl, among the zmm
+	// blocks' last double rounds.
+	VPADDD       Z4, Z0, Z0
+	MOVL         R15, 40(SP)
+	VPADDD       Z5, Z1, Z1
+	LEAQ         64(SP), R15
+	VPADDD       Z6, Z2, Z2
+	ADDL         chachaPolySigma<>+0(SB), AX
+	VPADDD       Z7, Z3, Z3
+	ADDL         chachaPolySigma<>+4(SB), BX
+	VPXORD       Z0, Z12, Z12
+	ADDL         chachaPolySigma<>+8(SB), R14
+	VPXORD       Z1, Z13, Z13
+	ADDL         (R15), SI
+	VPXORD       Z2, Z14, Z14
+	ADDL         4(R15), DI
+	VPXORD       Z3, Z15, Z15
+	ADDL         8(R15), R8
+	VPROLD       $0x10, Z12, Z12
+	ADDL         12(R15), R9
+	VPROLD       $0x10, Z13, Z13
+	MOVL         40(SP), DX
+	VPROLD       $0x10, Z14, Z14
+	ADDL         chachaPolySigma<>+12(SB), DX
+	VPROLD       $0x10, Z15, Z15
+	SHLQ         $0x20, BX
+	VPADDD       Z12, Z8, Z8
+	ORQ          BX, AX
+	VPADDD       Z13, Z9, Z9
+	SHLQ         $0x20, DX
+	VPADDD       Z14, Z10, Z10
+	ORQ          DX, R14
+	VPADDD       Z15, Z11, Z11
+	SHLQ         $0x20, DI
+	VPXORD       Z8, Z4, Z4
+	ORQ          DI, SI
+	VPXORD       Z9, Z5, Z5
+	SHLQ         $0x20, R9
+	VPXORD       Z10, Z6, Z6
+	ORQ          R9, R8
+	VPXORD       Z11, Z7, Z7
+	LEAQ         152(SP), CX
+	VPROLD       $0x0c, Z4, Z4
+	MOVQ         AX, (CX)
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R14, 8(CX)
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         SI, 16(CX)
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         R8, 24(CX)
+	VPADDD       Z4, Z0, Z0
+	LEAQ         200(SP), DI
+	VPADDD       Z5, Z1, Z1
+	MOVQ         R14, BX
+	VPADDD       Z6, Z2, Z2
+	MOVQ         $0x0ffffffc0fffffff, DX
+	VPADDD       Z7, Z3, Z3
+	ANDQ         DX, AX
+	VPXORD       Z0, Z12, Z12
+	MOVQ         $0x0ffffffc0ffffffc, DX
+	VPXORD       Z1, Z13, Z13
+	ANDQ         DX, BX
+	VPXORD       Z2, Z14, Z14
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z3, Z15, Z15
+	MOVQ         AX, CX
+	VPROLD       $0x08, Z12, Z12
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, 56(DI)
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, BX, AX
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, AX
+	VPADDD       Z12, Z8, Z8
+	MOVQ         AX, 120(DI)
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x18, BX
+	VPADDD       Z14, Z10, Z10
+	MOVQ         BX, 184(DI)
+	VPADDD       Z15, Z11, Z11
+	LEAQ         (AX)(AX*4), CX
+	VPXORD       Z8, Z4, Z4
+	SHLQ         $0x02, CX
+	VPXORD       Z9, Z5, Z5
+	MOVQ         CX, 248(DI)
+	VPXORD       Z10, Z6, Z6
+	LEAQ         (BX)(BX*4), CX
+	VPXORD       Z11, Z7, Z7
+	SHLQ         $0x02, CX
+	VPROLD       $0x07, Z4, Z4
+	MOVQ         CX, 312(DI)
+	VPROLD       $0x07, Z5, Z5
+	MOVQ         56(DI), DX
+	VPROLD       $0x07, Z6, Z6
+	MULXQ        56(DI), R8, R9
+	VPROLD       $0x07, Z7, Z7
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z5, Z0, Z0
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z6, Z1, Z1
+	MOVQ         120(DI), DX
+	VPADDD       Z7, Z2, Z2
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z0, Z15, Z15
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z2, Z13, Z13
+	MULXQ        120(DI), AX, BX
+	VPXORD       Z3, Z14, Z14
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         184(DI), DX
+	VPROLD       $0x10, Z12, Z12
+	MULXQ        248(DI), AX, BX
+	VPROLD       $0x10, Z13, Z13
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x10, Z14, Z14
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z15, Z10, Z10
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z12, Z11, Z11
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z13, Z8, Z8
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z14, Z9, Z9
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z10, Z5, Z5
+	MOVQ         R8, CX
+	VPXORD       Z11, Z6, Z6
+	ANDQ         DX, CX
+	VPXORD       Z8, Z7, Z7
+	SHRQ         $0x2c, R9, R8
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R10, AX
+	VPROLD       $0x0c, Z6, Z6
+	ANDQ         DX, AX
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2c, R11, R10
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z5, Z0, Z0
+	MOVQ         R12, BX
+	VPADDD       Z6, Z1, Z1
+	SHLQ         $0x16, BX
+	VPADDD       Z7, Z2, Z2
+	SHRQ         $0x16, BX
+	VPADDD       Z4, Z3, Z3
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z0, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z1, Z12, Z12
+	ADDQ         R14, CX
+	VPXORD       Z2, Z13, Z13
+	MOVQ         CX, R14
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, AX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         AX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, BX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         BX, R14
+	VPADDD       Z14, Z9, Z9
+	SHRQ         $0x2a, R14
+	VPXORD       Z10, Z5, Z5
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z7, Z7
+	LEAQ         (R14)(R14*4), R14
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z5, Z5
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z6, Z6
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z7, Z7
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	ADDQ         R14, AX
+	VPADDD       Z5, Z1, Z1
+	MOVQ         CX, 40(DI)
+	VPADDD       Z6, Z2, Z2
+	MOVQ         AX, 104(DI)
+	VPADDD       Z7, Z3, Z3
+	MOVQ         BX, 168(DI)
+	VPXORD       Z0, Z12, Z12
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z1, Z13, Z13
+	SHLQ         $0x02, R14
+	VPXORD       Z2, Z14, Z14
+	MOVQ         R14, 232(DI)
+	VPXORD       Z3, Z15, Z15
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x10, Z12, Z12
+	SHLQ         $0x02, R14
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         R14, 296(DI)
+	VPROLD       $0x10, Z14, Z14
+	MOVQ         40(DI), DX
+	VPROLD       $0x10, Z15, Z15
+	MULXQ        56(DI), R8, R9
+	VPADDD       Z12, Z8, Z8
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z13, Z9, Z9
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z14, Z10, Z10
+	MOVQ         104(DI), DX
+	VPADDD       Z15, Z11, Z11
+	MULXQ        312(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z9, Z5, Z5
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z11, Z7, Z7
+	MULXQ        120(DI), AX, BX
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         168(DI), DX
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        248(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z4, Z0, Z0
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z6, Z2, Z2
+	MULXQ        56(DI), AX, BX
+	VPADDD       Z7, Z3, Z3
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z0, Z12, Z12
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z1, Z13, Z13
+	MOVQ         R8, CX
+	VPXORD       Z2, Z14, Z14
+	ANDQ         DX, CX
+	VPXORD       Z3, Z15, Z15
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         R10, AX
+	VPROLD       $0x08, Z14, Z14
+	ANDQ         DX, AX
+	VPROLD       $0x08, Z15, Z15
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z13, Z9, Z9
+	MOVQ         R12, BX
+	VPADDD       Z14, Z10, Z10
+	SHLQ         $0x16, BX
+	VPADDD       Z15, Z11, Z11
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z4, Z4
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z9, Z5, Z5
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z10, Z6, Z6
+	ADDQ         R14, CX
+	VPXORD       Z11, Z7, Z7
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z4, Z4
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z5, Z5
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         R14, AX
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         AX, R14
+	VPADDD       Z5, Z0, Z0
+	SHRQ         $0x2c, R14
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, AX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         R14, BX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         BX, R14
+	VPXORD       Z0, Z15, Z15
+	SHRQ         $0x2a, R14
+	VPXORD       Z1, Z12, Z12
+	SHLQ         $0x16, BX
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, CX
+	VPADDD       Z15, Z10, Z10
+	ADDQ         R14, AX
+	VPADDD       Z12, Z11, Z11
+	MOVQ         CX, 24(DI)
+	VPADDD       Z13, Z8, Z8
+	MOVQ         AX, 88(DI)
+	VPADDD       Z14, Z9, Z9
+	MOVQ         BX, 152(DI)
+	VPXORD       Z10, Z5, Z5
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z11, Z6, Z6
+	SHLQ         $0x02, R14
+	VPXORD       Z8, Z7, Z7
+	MOVQ         R14, 216(DI)
+	VPXORD       Z9, Z4, Z4
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x0c, Z5, Z5
+	SHLQ         $0x02, R14
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         R14, 280(DI)
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         40(DI), DX
+	VPROLD       $0x0c, Z4, Z4
+	MULXQ        40(DI), R8, R9
+	VPADDD       Z5, Z0, Z0
+	MULXQ        104(DI), R10, R11
+	VPADDD       Z6, Z1, Z1
+	MULXQ        168(DI), R12, R13
+	VPADDD       Z7, Z2, Z2
+	MOVQ         104(DI), DX
+	VPADDD       Z4, Z3, Z3
+	MULXQ        296(DI), AX, BX
+	VPXORD       Z0, Z15, Z15
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z1, Z12, Z12
+	MULXQ        40(DI), AX, BX
+	VPXORD       Z2, Z13, Z13
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z3, Z14, Z14
+	MULXQ        104(DI), AX, BX
+	VPROLD       $0x08, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         168(DI), DX
+	VPROLD       $0x08, Z13, Z13
+	MULXQ        232(DI), AX, BX
+	VPROLD       $0x08, Z14, Z14
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z15, Z10, Z10
+	MULXQ        296(DI), AX, BX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z13, Z8, Z8
+	MULXQ        40(DI), AX, BX
+	VPADDD       Z14, Z9, Z9
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z10, Z5, Z5
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z11, Z6, Z6
+	MOVQ         R8, CX
+	VPXORD       Z8, Z7, Z7
+	ANDQ         DX, CX
+	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         R10, AX
+	VPROLD       $0x07, Z7, Z7
+	ANDQ         DX, AX
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z5, Z1, Z1
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z6, Z2, Z2
+	MOVQ         R12, BX
+	VPADDD       Z7, Z3, Z3
+	SHLQ         $0x16, BX
+	VPXORD       Z0, Z12, Z12
+	SHRQ         $0x16, BX
+	VPXORD       Z1, Z13, Z13
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z2, Z14, Z14
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z3, Z15, Z15
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, CX
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, AX
+	VPADDD       Z12, Z8, Z8
+	MOVQ         AX, R14
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         R14, BX
+	VPXORD       Z8, Z4, Z4
+	MOVQ         BX, R14
+	VPXORD       Z9, Z5, Z5
+	SHRQ         $0x2a, R14
+	VPXORD       Z10, Z6, Z6
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z7, Z7
+	SHRQ         $0x16, BX
+	VPROLD       $0x0c, Z4, Z4
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         R14, CX
+	VPROLD       $0x0c, Z6, Z6
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, CX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         R14, AX
+	VPADDD       Z6, Z2, Z2
+	MOVQ         CX, 8(DI)
+	VPADDD       Z7, Z3, Z3
+	MOVQ         AX, 72(DI)
+	VPXORD       Z0, Z12, Z12
+	MOVQ         BX, 136(DI)
+	VPXORD       Z1, Z13, Z13
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z2, Z14, Z14
+	SHLQ         $0x02, R14
+	VPXORD       Z3, Z15, Z15
+	MOVQ         R14, 200(DI)
+	VPROLD       $0x08, Z12, Z12
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x08, Z13, Z13
+	SHLQ         $0x02, R14
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         R14, 264(DI)
+	VPROLD       $0x08, Z15, Z15
+	MOVQ         8(DI), DX
+	VPADDD       Z12, Z8, Z8
+	MULXQ        56(DI), R8, R9
+	VPADDD       Z13, Z9, Z9
+	MULXQ        120(DI), R10, R11
+	VPADDD       Z14, Z10, Z10
+	MULXQ        184(DI), R12, R13
+	VPADDD       Z15, Z11, Z11
+	MOVQ         72(DI), DX
+	VPXORD       Z8, Z4, Z4
+	MULXQ        312(DI), AX, BX
+	VPXORD       Z9, Z5, Z5
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z10, Z6, Z6
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z11, Z7, Z7
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x07, Z4, Z4
+	MULXQ        120(DI), AX, BX
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         136(DI), DX
+	VPROLD       $0x07, Z7, Z7
+	MULXQ        248(DI), AX, BX
+	VPADDD       Z5, Z0, Z0
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z6, Z1, Z1
+	MULXQ        312(DI), AX, BX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z4, Z3, Z3
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z0, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z1, Z12, Z12
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z2, Z13, Z13
+	MOVQ         R8, CX
+	VPXORD       Z3, Z14, Z14
+	ANDQ         DX, CX
+	VPROLD       $0x10, Z15, Z15
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         R10, AX
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, AX
+	VPADDD       Z15, Z10, Z10
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z13, Z8, Z8
+	MOVQ         R12, BX
+	VPADDD       Z14, Z9, Z9
+	SHLQ         $0x16, BX
+	VPXORD       Z10, Z5, Z5
+	SHRQ         $0x16, BX
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z8, Z7, Z7
+	LEAQ         (R12)(R12*4), R14
+	VPXORD       Z9, Z4, Z4
+	ADDQ         R14, CX
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z6, Z6
+	SHRQ         $0x2c, R14
+	VPROLD       $0x0c, Z7, Z7
+	ANDQ         DX, CX
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R14, AX
+	VPADDD       Z5, Z0, Z0
+	MOVQ         AX, R14
+	VPADDD       Z6, Z1, Z1
+	SHRQ         $0x2c, R14
+	VPADDD       Z7, Z2, Z2
+	ANDQ         DX, AX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R14, BX
+	VPXORD       Z0, Z15, Z15
+	MOVQ         BX, R14
+	VPXORD       Z1, Z12, Z12
+	SHRQ         $0x2a, R14
+	VPXORD       Z2, Z13, Z13
+	SHLQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x16, BX
+	VPROLD       $0x08, Z15, Z15
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, AX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         CX, 48(DI)
+	VPADDD       Z14, Z9, Z9
+	MOVQ         AX, 112(DI)
+	VPXORD       Z10, Z5, Z5
+	MOVQ         BX, 176(DI)
+	VPXORD       Z11, Z6, Z6
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z8, Z7, Z7
+	SHLQ         $0x02, R14
+	VPXORD       Z9, Z4, Z4
+	MOVQ         R14, 240(DI)
+	VPROLD       $0x07, Z5, Z5
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x07, Z6, Z6
+	SHLQ         $0x02, R14
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         R14, 304(DI)
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	MOVQ         8(DI), DX
+	VPADDD       Z5, Z1, Z1
+	MULXQ        40(DI), R8, R9
+	VPADDD       Z6, Z2, Z2
+	MULXQ        104(DI), R10, R11
+	VPADDD       Z7, Z3, Z3
+	MULXQ        168(DI), R12, R13
+	VPXORD       Z0, Z12, Z12
+	MOVQ         72(DI), DX
+	VPXORD       Z1, Z13, Z13
+	MULXQ        296(DI), AX, BX
+	VPXORD       Z2, Z14, Z14
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z3, Z15, Z15
+	MULXQ        40(DI), AX, BX
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x10, Z13, Z13
+	MULXQ        104(DI), AX, BX
+	VPROLD       $0x10, Z14, Z14
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         136(DI), DX
+	VPADDD       Z12, Z8, Z8
+	MULXQ        232(DI), AX, BX
+	VPADDD       Z13, Z9, Z9
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z14, Z10, Z10
+	MULXQ        296(DI), AX, BX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z8, Z4, Z4
+	MULXQ        40(DI), AX, BX
+	VPXORD       Z9, Z5, Z5
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z10, Z6, Z6
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z11, Z7, Z7
+	MOVQ         R8, CX
+	VPROLD       $0x0c, Z4, Z4
+	ANDQ         DX, CX
+	VPROLD       $0x0c, Z5, Z5
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x0c, Z6, Z6
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x0c, Z7, Z7
+	MOVQ         R10, AX
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, AX
+	VPADDD       Z5, Z1, Z1
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z6, Z2, Z2
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z7, Z3, Z3
+	MOVQ         R12, BX
+	VPXORD       Z0, Z12, Z12
+	SHLQ         $0x16, BX
+	VPXORD       Z1, Z13, Z13
+	SHRQ         $0x16, BX
+	VPXORD       Z2, Z14, Z14
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z3, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, CX
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R14, AX
+	VPADDD       Z13, Z9, Z9
+	MOVQ         AX, R14
+	VPADDD       Z14, Z10, Z10
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z11, Z11
+	ANDQ         DX, AX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         R14, BX
+	VPXORD       Z9, Z5, Z5
+	MOVQ         BX, R14
+	VPXORD       Z10, Z6, Z6
+	SHRQ         $0x2a, R14
+	VPXORD       Z11, Z7, Z7
+	SHLQ         $0x16, BX
+	VPROLD       $0x07, Z4, Z4
+	SHRQ         $0x16, BX
+	VPROLD       $0x07, Z5, Z5
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         CX, R14
+	VPADDD       Z5, Z0, Z0
+	SHRQ         $0x2c, R14
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, CX
+	VPADDD       Z7, Z2, Z2
+	ADDQ         R14, AX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         CX, 32(DI)
+	VPXORD       Z0, Z15, Z15
+	MOVQ         AX, 96(DI)
+	VPXORD       Z1, Z12, Z12
+	MOVQ         BX, 160(DI)
+	VPXORD       Z2, Z13, Z13
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z3, Z14, Z14
+	SHLQ         $0x02, R14
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         R14, 224(DI)
+	VPROLD       $0x10, Z12, Z12
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x10, Z13, Z13
+	SHLQ         $0x02, R14
+	VPROLD       $0x10, Z14, Z14
+	MOVQ         R14, 288(DI)
+	VPADDD       Z15, Z10, Z10
+	MOVQ         8(DI), DX
+	VPADDD       Z12, Z11, Z11
+	MULXQ        24(DI), R8, R9
+	VPADDD       Z13, Z8, Z8
+	MULXQ        88(DI), R10, R11
+	VPADDD       Z14, Z9, Z9
+	MULXQ        152(DI), R12, R13
+	VPXORD       Z10, Z5, Z5
+	MOVQ         72(DI), DX
+	VPXORD       Z11, Z6, Z6
+	MULXQ        280(DI), AX, BX
+	VPXORD       Z8, Z7, Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z9, Z4, Z4
+	MULXQ        24(DI), AX, BX
+	VPROLD       $0x0c, Z5, Z5
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        88(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x0c, Z4, Z4
+	MOVQ         136(DI), DX
+	VPADDD       Z5, Z0, Z0
+	MULXQ        216(DI), AX, BX
+	VPADDD       Z6, Z1, Z1
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z7, Z2, Z2
+	MULXQ        280(DI), AX, BX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z0, Z15, Z15
+	MULXQ        24(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z2, Z13, Z13
+	MOVQ         $0x00000fffffffffff, DX
+	VPXORD       Z3, Z14, Z14
+	MOVQ         R8, CX
+	VPROLD       $0x08, Z15, Z15
+	ANDQ         DX, CX
+	VPROLD       $0x08, Z12, Z12
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x08, Z13, Z13
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         R10, AX
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, AX
+	VPADDD       Z12, Z11, Z11
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z13, Z8, Z8
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPADDD       Z14, Z9, Z9
+	MOVQ         R12, BX
+	VPXORD       Z10, Z5, Z5
+	SHLQ         $0x16, BX
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x16, BX
+	VPXORD       Z8, Z7, Z7
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z9, Z4, Z4
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z4, Z4
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, CX
+	VPADDD       Z5, Z1, Z1
+	ADDQ         R14, AX
+	VPADDD       Z6, Z2, Z2
+	MOVQ         AX, R14
+	VPADDD       Z7, Z3, Z3
+	SHRQ         $0x2c, R14
+	VPXORD       Z0, Z12, Z12
+	ANDQ         DX, AX
+	VPXORD       Z1, Z13, Z13
+	ADDQ         R14, BX
+	VPXORD       Z2, Z14, Z14
+	MOVQ         BX, R14
+	VPXORD       Z3, Z15, Z15
+	SHRQ         $0x2a, R14
+	VPROLD       $0x10, Z12, Z12
+	SHLQ         $0x16, BX
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x16, BX
+	VPROLD       $0x10, Z14, Z14
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, CX
+	VPADDD       Z12, Z8, Z8
+	MOVQ         CX, R14
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         R14, AX
+	VPXORD       Z8, Z4, Z4
+	MOVQ         CX, 16(DI)
+	VPXORD       Z9, Z5, Z5
+	MOVQ         AX, 80(DI)
+	VPXORD       Z10, Z6, Z6
+	MOVQ         BX, 144(DI)
+	VPXORD       Z11, Z7, Z7
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x0c, Z4, Z4
+	SHLQ         $0x02, R14
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         R14, 208(DI)
+	VPROLD       $0x0c, Z6, Z6
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x0c, Z7, Z7
+	SHLQ         $0x02, R14
+	VPADDD       Z4, Z0, Z0
+	MOVQ         R14, 272(DI)
+	VPADDD       Z5, Z1, Z1
+	MOVQ         8(DI), DX
+	VPADDD       Z6, Z2, Z2
+	MULXQ        8(DI), R8, R9
+	VPADDD       Z7, Z3, Z3
+	MULXQ        72(DI), R10, R11
+	VPXORD       Z0, Z12, Z12
+	MULXQ        136(DI), R12, R13
+	VPXORD       Z1, Z13, Z13
+	MOVQ         72(DI), DX
+	VPXORD       Z2, Z14, Z14
+	MULXQ        264(DI), AX, BX
+	VPXORD       Z3, Z15, Z15
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x08, Z12, Z12
+	MULXQ        8(DI), AX, BX
+	VPROLD       $0x08, Z13, Z13
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPROLD       $0x08, Z14, Z14
+	MULXQ        72(DI), AX, BX
+	VPROLD       $0x08, Z15, Z15
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z12, Z8, Z8
+	MOVQ         136(DI), DX
+	VPADDD       Z13, Z9, Z9
+	MULXQ        200(DI), AX, BX
+	VPADDD       Z14, Z10, Z10
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPADDD       Z15, Z11, Z11
+	MULXQ        264(DI), AX, BX
+	VPXORD       Z8, Z4, Z4
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z9, Z5, Z5
+	MULXQ        8(DI), AX, BX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z11, Z7, Z7
+	MOVQ         $0x00000fffffffffff, DX
+	VPROLD       $0x07, Z4, Z4
+	MOVQ         R8, CX
+	VPROLD       $0x07, Z5, Z5
+	ANDQ         DX, CX
+	VPROLD       $0x07, Z6, Z6
+	SHRQ         $0x2c, R9, R8
+	VPROLD       $0x07, Z7, Z7
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPADDD       Z5, Z0, Z0
+	MOVQ         R10, AX
+	VPADDD       Z6, Z1, Z1
+	ANDQ         DX, AX
+	VPADDD       Z7, Z2, Z2
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPXORD       Z0, Z15, Z15
+	MOVQ         R12, BX
+	VPXORD       Z1, Z12, Z12
+	SHLQ         $0x16, BX
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x2a, R13, R12
+	VPROLD       $0x10, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, AX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         AX, R14
+	VPADDD       Z14, Z9, Z9
+	SHRQ         $0x2c, R14
+	VPXORD       Z10, Z5, Z5
+	ANDQ         DX, AX
+	VPXORD       Z11, Z6, Z6
+	ADDQ         R14, BX
+	VPXORD       Z8, Z7, Z7
+	MOVQ         BX, R14
+	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x2a, R14
+	VPROLD       $0x0c, Z5, Z5
+	SHLQ         $0x16, BX
+	VPROLD       $0x0c, Z6, Z6
+	SHRQ         $0x16, BX
+	VPROLD       $0x0c, Z7, Z7
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R14, CX
+	VPADDD       Z5, Z0, Z0
+	MOVQ         CX, R14
+	VPADDD       Z6, Z1, Z1
+	SHRQ         $0x2c, R14
+	VPADDD       Z7, Z2, Z2
+	ANDQ         DX, CX
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R14, AX
+	VPXORD       Z0, Z15, Z15
+	MOVQ         CX, (DI)
+	VPXORD       Z1, Z12, Z12
+	MOVQ         AX, 64(DI)
+	VPXORD       Z2, Z13, Z13
+	MOVQ         BX, 128(DI)
+	VPXORD       Z3, Z14, Z14
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x08, Z15, Z15
+	SHLQ         $0x02, R14
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         R14, 192(DI)
+	VPROLD       $0x08, Z13, Z13
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x08, Z14, Z14
+	SHLQ         $0x02, R14
+	VPADDD       Z15, Z10, Z10
+	MOVQ         R14, 256(DI)
+	VPADDD       Z12, Z11, Z11
+	VPBROADCASTQ (DI), Z16
+	VPADDD       Z13, Z8, Z8
+	VMOVDQU64    Z16, 320(DI)
+	VPADDD       Z14, Z9, Z9
+	VPBROADCASTQ 64(DI), Z16
+	VPXORD       Z10, Z5, Z5
+	VMOVDQU64    Z16, 384(DI)
+	VPXORD       Z11, Z6, Z6
+	VPBROADCASTQ 128(DI), Z16
+	VPXORD       Z8, Z7, Z7
+	VMOVDQU64    Z16, 448(DI)
+	VPXORD       Z9, Z4, Z4
+	VPBROADCASTQ 192(DI), Z16
+	VPROLD       $0x07, Z5, Z5
+	VMOVDQU64    Z16, 512(DI)
+	VPROLD       $0x07, Z6, Z6
+	VPBROADCASTQ 256(DI), Z16
+	VPROLD       $0x07, Z7, Z7
+	VMOVDQU64    Z16, 576(DI)
+	VPROLD       $0x07, Z4, Z4
+
+	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
+	LEAQ        64(SP), R15
+	LEAQ        100(SP), R14
+	VPADDD.BCST chachaPolySigma<>+0(SB), Z0, Z0
+	VPADDD.BCST chachaPolySigma<>+4(SB), Z1, Z1
+	VPADDD.BCST chachaPolySigma<>+8(SB), Z2, Z2
+	VPADDD.BCST chachaPolySigma<>+12(SB), Z3, Z3
+	VPADDD.BCST (R15), Z4, Z4
+	VPADDD.BCST 4(R15), Z5, Z5
+	VPADDD.BCST 8(R15), Z6, Z6
+	VPADDD.BCST 12(R15), Z7, Z7
+	VPADDD.BCST 16(R15), Z8, Z8
+	VPADDD.BCST 20(R15), Z9, Z9
+	VPADDD.BCST 24(R15), Z10, Z10
+	VPADDD.BCST 28(R15), Z11, Z11
+	VPADDD      Z31, Z12, Z12
+	VPADDD.BCST (R14), Z13, Z13
+	VPADDD.BCST 4(R14), Z14, Z14
+	VPADDD.BCST 8(R14), Z15, Z15
+
+	// Transpose: 4×4 dwords within each 128-bit lane.
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+
+	// Transpose: 4×4 128-bit lanes across registers.
+	VSHUFI32X4 $0x44, Z4, Z0, Z16
+	VSHUFI32X4 $0xee, Z4, Z0, Z17
+	VSHUFI32X4 $0x44, Z12, Z8, Z18
+	VSHUFI32X4 $0xee, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z0
+	VSHUFI32X4 $0xdd, Z18, Z16, Z4
+	VSHUFI32X4 $0x88, Z19, Z17, Z8
+	VSHUFI32X4 $0xdd, Z19, Z17, Z12
+	VSHUFI32X4 $0x44, Z5, Z1, Z16
+	VSHUFI32X4 $0xee, Z5, Z1, Z17
+	VSHUFI32X4 $0x44, Z13, Z9, Z18
+	VSHUFI32X4 $0xee, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z1
+	VSHUFI32X4 $0xdd, Z18, Z16, Z5
+	VSHUFI32X4 $0x88, Z19, Z17, Z9
+	VSHUFI32X4 $0xdd, Z19, Z17, Z13
+	VSHUFI32X4 $0x44, Z6, Z2, Z16
+	VSHUFI32X4 $0xee, Z6, Z2, Z17
+	VSHUFI32X4 $0x44, Z14, Z10, Z18
+	VSHUFI32X4 $0xee, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z2
+	VSHUFI32X4 $0xdd, Z18, Z16, Z6
+	VSHUFI32X4 $0x88, Z19, Z17, Z10
+	VSHUFI32X4 $0xdd, Z19, Z17, Z14
+	VSHUFI32X4 $0x44, Z7, Z3, Z16
+	VSHUFI32X4 $0xee, Z7, Z3, Z17
+	VSHUFI32X4 $0x44, Z15, Z11, Z18
+	VSHUFI32X4 $0xee, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z3
+	VSHUFI32X4 $0xdd, Z18, Z16, Z7
+	VSHUFI32X4 $0x88, Z19, Z17, Z11
+	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+	MOVQ       src+8(FP), SI
+	MOVQ       dst+0(FP), DI
+	VPXORD     (SI), Z0, Z0
+	VMOVDQU32  Z0, (DI)
+	VPXORD     64(SI), Z1, Z1
+	VMOVDQU32  Z1, 64(DI)
+	VPXORD     128(SI), Z2, Z2
+	VMOVDQU32  Z2, 128(DI)
+	VPXORD     192(SI), Z3, Z3
+	VMOVDQU32  Z3, 192(DI)
+	VPXORD     256(SI), Z4, Z4
+	VMOVDQU32  Z4, 256(DI)
+	VPXORD     320(SI), Z5, Z5
+	VMOVDQU32  Z5, 320(DI)
+	VPXORD     384(SI), Z6, Z6
+	VMOVDQU32  Z6, 384(DI)
+	VPXORD     448(SI), Z7, Z7
+	VMOVDQU32  Z7, 448(DI)
+	VPXORD     512(SI), Z8, Z8
+	VMOVDQU32  Z8, 512(DI)
+	VPXORD     576(SI), Z9, Z9
+	VMOVDQU32  Z9, 576(DI)
+	VPXORD     640(SI), Z10, Z10
+	VMOVDQU32  Z10, 640(DI)
+	VPXORD     704(SI), Z11, Z11
+	VMOVDQU32  Z11, 704(DI)
+	VPXORD     768(SI), Z12, Z12
+	VMOVDQU32  Z12, 768(DI)
+	VPXORD     832(SI), Z13, Z13
+	VMOVDQU32  Z13, 832(DI)
+	VPXORD     896(SI), Z14, Z14
+	VMOVDQU32  Z14, 896(DI)
+	VPXORD     960(SI), Z15, Z15
+	VMOVDQU32  Z15, 960(DI)
+
+	// Clear the key block's words 3 and 11 from the frame.
+	MOVQ $0x00000000, 40(SP)
+
+	// Poly1305's r, clamped, and the additional data, with MULX.
+	MOVQ 152(SP), AX
+	MOVQ $0x0ffffffc0fffffff, BX
+	ANDQ BX, AX
+	MOVQ 160(SP), CX
+	MOVQ $0x0ffffffc0ffffffc, BX
+	ANDQ BX, CX
+	MOVQ AX, 136(SP)
+	MOVQ CX, 144(SP)
+	MOVQ CX, BX
+	SHRQ $0x02, BX
+	ADDQ CX, BX
+	XORL DX, DX
+	XORL SI, SI
+	XORL DI, DI
+	MOVQ aad+48(FP), R8
+	MOVQ aadLen+56(FP), R9
+	CMPQ R9, $0x10
+	JB   whole_aad_tail
+
+whole_aad_loop:
+	ADDQ (R8), DX
+	ADCQ 8(R8), SI
+	ADCQ $0x01, DI
+
+	// h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with
+	// d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.
+	// r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.
+	MULXQ AX, R10, R11
+	MULXQ CX, R12, R13
+	MOVQ  SI, DX
+	MULXQ BX, R14, R15
+	MULXQ AX, DX, SI
+	MOVQ  DI, BP
+	IMULQ BX, BP
+	IMULQ AX, DI
+	ADDQ  R14, R10
+	ADCQ  R15, R11
+	ADDQ  DX, R12
+	ADCQ  SI, R13
+	ADDQ  BP, R12
+	ADCQ  $0x00, R13
+	ADDQ  R11, R12
+	ADCQ  $0x00, R13
+	ADDQ  DI, R13
+
+	// Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.
+	MOVQ R13, DI
+	ANDQ $0x03, DI
+	MOVQ R13, DX
+	SHRQ $0x02, DX
+	ANDQ $-4, R13
+	ADDQ DX, R13
+	MOVQ R10, DX
+	MOVQ R12, SI
+	ADDQ R13, DX
+	ADCQ $0x00, SI
+	ADCQ $0x00, DI
+	ADDQ $0x10, R8
+	SUBQ $0x10, R9
+	CMPQ R9, $0x10
+	JAE  whole_aad_loop
+
+whole_aad_tail:
+	TESTQ R9, R9
+	JZ    whole_aad_done
+
+	// The last n < 16 bytes, zero-padded: a masked load reads no byte
+	// past them.
+	MOVQ       $0x00000001, R10
+	SHLXQ      R9, R10, R10
+	DECQ       R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z (R8), K1, X16
+	VMOVDQU64  X16, 184(SP)
+	ADDQ       184(SP), DX
+	ADCQ       192(SP), SI
+	ADCQ       $0x01, DI
+
+	// h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with
+	// d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.
+	// r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.
+	MULXQ AX, R8, R9
+	MULXQ CX, CX, R10
+	MOVQ  SI, DX
+	MULXQ BX, R11, R12
+	MULXQ AX, DX, SI
+	MOVQ  DI, R13
+	IMULQ BX, R13
+	IMULQ AX, DI
+	ADDQ  R11, R8
+	ADCQ  R12, R9
+	ADDQ  DX, CX
+	ADCQ  SI, R10
+	ADDQ  R13, CX
+	ADCQ  $0x00, R10
+	ADDQ  R9, CX
+	ADCQ  $0x00, R10
+	ADDQ  DI, R10
+
+	// Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.
+	MOVQ R10, DI
+	ANDQ $0x03, DI
+	MOVQ R10, AX
+	SHRQ $0x02, AX
+	ANDQ $-4, R10
+	ADDQ AX, R10
+	MOVQ R8, DX
+	MOVQ CX, SI
+	ADDQ R10, DX
+	ADCQ $0x00, SI
+	ADCQ $0x00, DI
+
+whole_aad_done:
+	MOVQ         DX, 112(SP)
+	MOVQ         SI, 120(SP)
+	MOVQ         DI, 128(SP)
+	MOVQ         mac+16(FP), AX
+	MOVQ         dst+0(FP), CX
+	MOVQ         src+8(FP), BX
+	MOVQ         groups+24(FP), SI
+	LEAQ         48(SP), DI
+	LEAQ         200(SP), R8
+	MOVQ         $0x00000fffffffffff, DX
+	VPBROADCASTQ DX, Z30
+
+	// r^(8+8·scalarSteps) for the last IFMA step of every group but
+	// the last, by square and multiply from r⁸; one group needs none.
+	CMPQ             SI, $0x01
+	JE               whole_nojump
+	VMOVDQU64        320(R8), Z0
+	VMOVDQU64        384(R8), Z1
+	VMOVDQU64        448(R8), Z2
+	VMOVDQU64        512(R8), Z3
+	VMOVDQU64        576(R8), Z4
+	VMOVDQA64        Z0, Z5
+	VMOVDQA64        Z1, Z6
+	VMOVDQA64        Z2, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z11
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z11, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z11
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z11, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z11, Z5
+	VPSRLQ           $0x2c, Z5, Z11
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z11, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z8
+	VPADDQ           Z6, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VPSLLQ           $0x02, Z7, Z8
+	VPADDQ           Z7, Z8, Z8
+	VPSLLQ           $0x02, Z8, Z8
+	VMOVDQA64        Z5, Z5
+	VMOVDQA64        Z6, Z6
+	VMOVDQA64        Z7, Z7
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z5, Z8
+	VPMADD52HUQ      Z0, Z5, Z11
+	VPMADD52LUQ      Z1, Z5, Z9
+	VPMADD52HUQ      Z1, Z5, Z12
+	VPMADD52LUQ      Z2, Z5, Z10
+	VPMADD52HUQ      Z2, Z5, Z13
+	VPMADD52LUQ      Z4, Z6, Z8
+	VPMADD52HUQ      Z4, Z6, Z11
+	VPMADD52LUQ      Z0, Z6, Z9
+	VPMADD52HUQ      Z0, Z6, Z12
+	VPMADD52LUQ      Z1, Z6, Z10
+	VPMADD52HUQ      Z1, Z6, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z5
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z6
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z7
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z5
+	VPSRLQ           $0x2c, Z5, Z0
+	VPANDQ           Z30, Z5, Z5
+	VPADDQ           Z0, Z6, Z6
+	VPSLLQ           $0x02, Z6, Z0
+	VPADDQ           Z6, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z7, Z1
+	VPADDQ           Z7, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQA64        Z5, Z2
+	VMOVDQA64        Z6, Z3
+	VMOVDQA64        Z7, Z4
+	VPXORQ           Z30, Z30, Z8
+	VPXORQ           Z30, Z30, Z11
+	VPXORQ           Z30, Z30, Z9
+	VPXORQ           Z30, Z30, Z12
+	VPXORQ           Z30, Z30, Z10
+	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z5, Z2, Z8
+	VPMADD52HUQ      Z5, Z2, Z11
+	VPMADD52LUQ      Z6, Z2, Z9
+	VPMADD52HUQ      Z6, Z2, Z12
+	VPMADD52LUQ      Z7, Z2, Z10
+	VPMADD52HUQ      Z7, Z2, Z13
+	VPMADD52LUQ      Z1, Z3, Z8
+	VPMADD52HUQ      Z1, Z3, Z11
+	VPMADD52LUQ      Z5, Z3, Z9
+	VPMADD52HUQ      Z5, Z3, Z12
+	VPMADD52LUQ      Z6, Z3, Z10
+	VPMADD52HUQ      Z6, Z3, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
+	VPSRLQ           $0x2c, Z8, Z0
+	VPANDQ           Z30, Z8, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z13, Z2
+	VPADDQ           Z0, Z9, Z9
+	VPSRLQ           $0x2c, Z9, Z0
+	VPANDQ           Z30, Z9, Z3
+	VPADDQ           Z0, Z10, Z10
+	VPSRLQ           $0x2a, Z10, Z0
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z10, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z0, Z2
+	VPSRLQ           $0x2c, Z2, Z0
+	VPANDQ           Z30, Z2, Z2
+	VPADDQ           Z0, Z3, Z3
+	VPSLLQ           $0x02, Z3, Z0
+	VPADDQ           Z3, Z0, Z0
+	VPSLLQ           $0x02, Z0, Z0
+	VPSLLQ           $0x02, Z4, Z1
+	VPADDQ           Z4, Z1, Z1
+	VPSLLQ           $0x02, Z1, Z1
+	VMOVDQU64        Z2, 872(SP)
+	VMOVDQU64        Z3, 936(SP)
+	VMOVDQU64        Z4, 1000(SP)
+	VMOVDQU64        Z0, 1064(SP)
+	VMOVDQU64        Z1, 1128(SP)
+
+whole_nojump:
+	// Counter words of the first 16 blocks; the accumulator in lane 0
+	// of Z20–Z22, the other lanes 0.
+	VPBROADCASTD 48(DI), Z31
+	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
+	LEAQ         112(SP), R9
+	MOVQ         (R9), DX
+	MOVQ         8(R9), R10
+	MOVQ         16(R9), R11
+	MOVQ         $0x00000fffffffffff, R13
+	MOVQ         DX, R12
+	ANDQ         R13, R12
+	VMOVQ        R12, X20
+	SHRQ         $0x2c, DX
+	MOVQ         R10, R12
+	SHLQ         $0x14, R12
+	ORQ          DX, R12
+	ANDQ         R13, R12
+	VMOVQ        R12, X21
+	SHRQ         $0x18, R10
+	SHLQ         $0x28, R11
+	ORQ          R10, R11
+	VMOVQ        R11, X22
+
+	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
+	MOVQ 24(R9), DX
+	MOVQ DX, 840(SP)
+	MOVQ 32(R9), DX
+	MOVQ DX, 848(SP)
+	MOVQ DX, R9
+	SHRQ $0x02, R9
+	ADDQ DX, R9
+	MOVQ R9, 856(SP)
+	XORL R9, R9
+	XORL R10, R10
+	XORL R11, R11
+
+	// Group 0 is ciphertext already.
+	ADDQ $0x00000400, BX
+	ADDQ $0x00000400, CX
+	DECQ SI
+	JZ   whole_last
+
+whole_loop:
+	// Group g, with Poly1305 over group g−1's ciphertext.
+	// State words for 16 blocks: word i of every block in Zi.
+	VPBROADCASTD     (DI), Z0
+	VPBROADCASTD     4(DI), Z1
+	VPBROADCASTD     8(DI), Z2
+	VPBROADCASTD     12(DI), Z3
+	VPBROADCASTD     16(DI), Z4
+	VPBROADCASTD     20(DI), Z5
+	VPBROADCASTD     24(DI), Z6
+	VPBROADCASTD     28(DI), Z7
+	VPBROADCASTD     32(DI), Z8
+	VPBROADCASTD     36(DI), Z9
+	VPBROADCASTD     40(DI), Z10
+	VPBROADCASTD     44(DI), Z11
+	VMOVDQA32        Z31, Z12
+	VPBROADCASTD     52(DI), Z13
+	VPBROADCASTD     56(DI), Z14
+	VPBROADCASTD     60(DI), Z15
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R9, R12
+	ANDQ             chachaPolyStitch<>+112(SB), R12
+	SHRQ             $0x2c, R10, R9
+	ANDQ             chachaPolyStitch<>+112(SB), R9
+	SHRQ             $0x18, R11, R10
+	VMOVQ            R12, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R10, X29
+	VPADDQ           Z29, Z22, Z22
+	MOVQ             384(AX), R9
+	VPADDD           Z5, Z1, Z1
+	MOVQ             392(AX), R10
+	VPADDD           Z6, Z2, Z2
+	MOVL             $0x00000001, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            840(SP), R12, R13
+	VPXORD           Z1, Z13, Z13
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z2, Z14, Z14
+	VMOVDQU64        (AX), Z23
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R10, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            856(SP), R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            840(SP), R9, R10
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             856(SP), R9
+	VPADDD           Z13, Z9, Z9
+	VMOVDQU64        64(AX), Z24
+	VPADDD           Z14, Z10, Z10
+	IMULQ            R11, R9
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPXORD           Z8, Z4, Z4
+	IMULQ            840(SP), R11
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z4, Z4
+	VPUNPCKLQDQ      Z24, Z23, Z25
+	VPROLD           $0x0c, Z5, Z5
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R10, R15
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             400(AX), R12
+	ADCQ             408(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	VPUNPCKHQDQ      Z24, Z23, Z26
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R12, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            840(SP), R9, R10
+	VPXORD           Z2, Z14, Z14
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R14, DX
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            856(SP), R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z14, Z14
+	VPSRLQ           $0x2c, Z25, Z27
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            840(SP), R12, R14
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	MOVQ             856(SP), R12
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            840(SP), R11
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z25, Z25
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z7, Z7
+	VPADDQ           Z25, Z20, Z20
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R14, R15
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z7, Z2, Z2
+	ADDQ             416(AX), R9
+	ADCQ             424(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            840(SP), R12, R14
+	VPXORD           Z1, Z12, Z12
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z2, Z13, Z13
+	VPSLLQ           $0x14, Z26, Z23
+	VPXORD           Z3, Z14, Z14
+	MOVQ             R13, DX
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            856(SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            840(SP), R9, R13
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             856(SP), R9
+	VPADDD           Z12, Z11, Z11
+	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	VPADDD           Z13, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPXORD           Z10, Z5, Z5
+	IMULQ            840(SP), R11
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	VPXORD           Z9, Z4, Z4
+	VPADDQ           Z27, Z21, Z21
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z6, Z6
+	MOVQ             R15, R13
+	VPROLD           $0x0c, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPSRLQ           $0x18, Z26, Z26
+	VPADDD           Z7, Z2, Z2
+	ADDQ             432(AX), R12
+	ADCQ             440(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            840(SP), R9, R13
+	VPXORD           Z1, Z12, Z12
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            856(SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            840(SP), R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             856(SP), R12
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R12
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	VPADDQ           Z26, Z22, Z22
+	VPXORD           Z10, Z5, Z5
+	IMULQ            840(SP), R11
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z5, Z5
+	MOVQ             R15, R10
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z7, Z7
+	VMOVDQU64        128(AX), Z26
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R10, R15
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             448(AX), R9
+	ADCQ             456(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            840(SP), R12, R10
+	VPXORD           Z1, Z13, Z13
+	VPUNPCKLQDQ      192(AX), Z26, Z27
+	VPXORD           Z2, Z14, Z14
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z3, Z15, Z15
+	MOVQ             R14, DX
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            856(SP), R9, R14
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            840(SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPADDD           Z12, Z8, Z8
+	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPADDD           Z13, Z9, Z9
+	MOVQ             856(SP), R9
+	VPADDD           Z14, Z10, Z10
+	IMULQ            R11, R9
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            840(SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z27, Z23
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	VPSRLQ           $0x2c, Z27, Z24
+	VPADDD           Z6, Z2, Z2
+	ADDQ             464(AX), R12
+	ADCQ             472(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            840(SP), R9, R14
+	VPXORD           Z1, Z13, Z13
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R13, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            856(SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z14, Z14
+	MULXQ            840(SP), R12, R13
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             856(SP), R12
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPXORD           Z8, Z4, Z4
+	IMULQ            840(SP), R11
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R13
+	VPROLD           $0x07, Z5, Z5
+	VPSRLQ           $0x18, Z28, Z28
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z7, Z2, Z2
+	ADDQ             480(AX), R9
+	ADCQ             488(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            840(SP), R12, R13
+	VPXORD           Z1, Z12, Z12
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            856(SP), R9, R10
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            840(SP), R9, R10
+	VPROLD           $0x10, Z13, Z13
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             856(SP), R9
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R9
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            840(SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	VPXORQ           Z30, Z30, Z27
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z5, Z5
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R10, R15
+	VPADDD           Z5, Z0, Z0
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z6, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z7, Z2, Z2
+	ADDQ             496(AX), R12
+	ADCQ             504(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            840(SP), R9, R10
+	VPXORD           Z1, Z12, Z12
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z3, Z14, Z14
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            856(SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            840(SP), R12, R14
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             856(SP), R12
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R12
+	VPADDD           Z13, Z8, Z8
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPXORD           Z10, Z5, Z5
+	IMULQ            840(SP), R11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z5, Z5
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	ADDQ             512(AX), R9
+	ADCQ             520(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            840(SP), R12, R14
+	VPXORD           Z1, Z13, Z13
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R13, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            856(SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPROLD           $0x10, Z14, Z14
+	MULXQ            840(SP), R9, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             856(SP), R9
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R9
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            840(SP), R11
+	VPXORD           Z8, Z4, Z4
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPXORD           Z9, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R15, R13
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R13, R15
+	VPADDD           Z5, Z1, Z1
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z2, Z2
+	ADDQ             528(AX), R12
+	ADCQ             536(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R12, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            840(SP), R9, R13
+	VPXORD           Z1, Z13, Z13
+	MULXQ            848(SP), R14, R15
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R10, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            856(SP), R12, R10
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            840(SP), R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             856(SP), R12
+	VPADDD           Z12, Z8, Z8
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            840(SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R10
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R10, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             544(AX), R9
+	ADCQ             552(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z15, Z15
+	MULXQ            840(SP), R12, R10
+	VPXORD           Z1, Z12, Z12
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            856(SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            840(SP), R9, R14
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPADDD           Z15, Z10, Z10
+	MOVQ             856(SP), R9
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R9
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            840(SP), R11
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPXORD           Z11, Z6, Z6
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R11
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R14, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             560(AX), R12
+	ADCQ             568(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            840(SP), R9, R14
+	VPXORD           Z0, Z15, Z15
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPXORD           Z1, Z12, Z12
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            856(SP), R12, R13
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            840(SP), R12, R13
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPADDD           Z15, Z10, Z10
+	MOVQ             856(SP), R12
+	VPADDD           Z12, Z11, Z11
+	IMULQ            R11, R12
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            840(SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z5, Z5
+	MOVQ             R15, R13
+	VPROLD           $0x07, Z6, Z6
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R13, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPADDD           Z6, Z2, Z2
+	ADDQ             576(AX), R9
+	ADCQ             584(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R9, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            840(SP), R12, R13
+	VPXORD           Z1, Z13, Z13
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R10, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            856(SP), R9, R10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            840(SP), R9, R10
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             856(SP), R9
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z15, Z11, Z11
+	IMULQ            840(SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R10, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	ADDQ             592(AX), R12
+	ADCQ             600(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            840(SP), R9, R10
+	VPXORD           Z0, Z12, Z12
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z1, Z13, Z13
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R14, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            856(SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            840(SP), R12, R14
+	VPROLD           $0x08, Z14, Z14
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPADDD           Z12, Z8, Z8
+	MOVQ             856(SP), R12
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R12
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            840(SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z11, Z7, Z7
+	ANDQ             $0x03, R11
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R15, R14
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z7, Z7
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             608(AX), R9
+	ADCQ             616(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            840(SP), R12, R14
+	VPXORD           Z0, Z15, Z15
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R13, DX
+	VPXORD           Z2, Z13, Z13
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z3, Z14, Z14
+	MULXQ            856(SP), R9, R13
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            840(SP), R9, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             856(SP), R9
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
+	VPADDD           Z12, Z11, Z11
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z9, Z9
+	IMULQ            840(SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R13
+	VPROLD           $0x0c, Z5, Z5
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x0c, Z6, Z6
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R13, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             624(AX), R12
+	ADCQ             632(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z0, Z15, Z15
+	MULXQ            840(SP), R9, R13
+	VPXORD           Z1, Z12, Z12
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            856(SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            840(SP), R12, R10
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             856(SP), R12
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R12
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R10
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z4, Z4
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z1, Z1
+	ADDQ             640(AX), R9
+	ADCQ             648(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            840(SP), R12, R10
+	VPXORD           Z0, Z12, Z12
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z2, Z14, Z14
+	MOVQ             R14, DX
+	VPXORD           Z3, Z15, Z15
+	MULXQ            856(SP), R9, R14
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            840(SP), R9, R14
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             856(SP), R9
+	VPADDD           Z12, Z8, Z8
+	VMOVDQU64        256(AX), Z26
+	VPADDD           Z13, Z9, Z9
+	IMULQ            R11, R9
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z11, Z11
+	IMULQ            840(SP), R11
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPROLD           $0x0c, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             656(AX), R12
+	ADCQ             664(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            840(SP), R9, R14
+	VPXORD           Z0, Z12, Z12
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            856(SP), R12, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z12, Z12
+	VPANDQ           Z30, Z27, Z23
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            840(SP), R12, R13
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             856(SP), R12
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            840(SP), R11
+	VPADDD           Z15, Z11, Z11
+	VPSRLQ           $0x2c, Z27, Z24
+	VPXORD           Z8, Z4, Z4
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R13
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	VPSLLQ           $0x14, Z28, Z26
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R13, R15
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             672(AX), R9
+	ADCQ             680(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            840(SP), R12, R13
+	VPXORD           Z0, Z15, Z15
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z1, Z12, Z12
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPXORD           Z2, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z3, Z14, Z14
+	MULXQ            856(SP), R9, R10
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            840(SP), R9, R10
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             856(SP), R9
+	VPSRLQ           $0x18, Z28, Z28
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R10
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	VPXORQ           Z30, Z30, Z26
+	VPADDD           Z6, Z1, Z1
+	ADDQ             688(AX), R12
+	ADCQ             696(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            840(SP), R9, R10
+	VPXORD           Z0, Z15, Z15
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            856(SP), R12, R14
+	VPXORD           Z3, Z14, Z14
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            840(SP), R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             856(SP), R12
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R12
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z14, Z9, Z9
+	IMULQ            840(SP), R11
+	VPXORD           Z10, Z5, Z5
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z6, Z6
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPROLD           $0x07, Z7, Z7
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R14, R15
+	VPADDD           Z4, Z0, Z0
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	ADDQ             704(AX), R9
+	ADCQ             712(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            840(SP), R12, R14
+	VPADDD           Z7, Z3, Z3
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPXORD           Z0, Z12, Z12
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            856(SP), R9, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            840(SP), R9, R13
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             856(SP), R9
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            840(SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPXORD           Z10, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R13
+	VPROLD           $0x0c, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPADDD           Z5, Z1, Z1
+	ADDQ             720(AX), R12
+	ADCQ             728(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R12, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            840(SP), R9, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            856(SP), R12, R10
+	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z13, Z13
+	MULXQ            840(SP), R12, R10
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z15, Z15
+	MOVQ             856(SP), R12
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            840(SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z11, Z7, Z7
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             736(AX), R9
+	ADCQ             744(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z7, Z2, Z2
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPADDD           Z4, Z3, Z3
+	MULXQ            840(SP), R12, R10
+	VPXORD           Z0, Z15, Z15
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            856(SP), R9, R14
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            840(SP), R9, R14
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             856(SP), R9
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R9
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R11
+	VPXORD           Z8, Z7, Z7
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z4, Z4
+	MOVQ             R15, R14
+	VPROLD           $0x0c, Z5, Z5
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPADDD           Z5, Z0, Z0
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z6, Z1, Z1
+	ADDQ             752(AX), R12
+	ADCQ             760(AX), R13
+	ADCQ             $0x01, R11
+	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            840(SP), R9, R14
+	VPADDD           Z4, Z3, Z3
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPXORD           Z2, Z13, Z13
+	MULXQ            856(SP), R12, R13
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            840(SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R13
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPROLD           $0x07, Z5, Z5
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             768(AX), R9
+	ADCQ             776(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPADDD           Z6, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z7, Z3, Z3
+	MULXQ            840(SP), R12, R13
+	VPXORD           Z0, Z12, Z12
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R10, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            856(SP), R9, R10
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z12, Z12
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPROLD           $0x10, Z13, Z13
+	MULXQ            840(SP), R9, R10
+	VPROLD           $0x10, Z14, Z14
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z15, Z15
+	MOVQ             856(SP), R9
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R9
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            840(SP), R11
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             784(AX), R12
+	ADCQ             792(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            840(SP), R9, R10
+	VPADDD           Z7, Z3, Z3
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z0, Z12, Z12
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R14, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            856(SP), R12, R14
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            840(SP), R12, R14
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z23, Z29
+	VPADDD           Z12, Z8, Z8
+	IMULQ            R11, R12
+	VPADDD           Z13, Z9, Z9
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z14, Z10, Z10
+	IMULQ            840(SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z11, Z7, Z7
+	MOVQ             R15, R14
+	VPROLD           $0x07, Z4, Z4
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             800(AX), R9
+	ADCQ             808(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDD           Z7, Z2, Z2
+	MOVQ             R9, DX
+	VPADDD           Z4, Z3, Z3
+	MULXQ            840(SP), R12, R14
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            856(SP), R9, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPXORD           Z3, Z14, Z14
+	VPADDQ           Z29, Z24, Z24
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            840(SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             856(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            840(SP), R11
+	VPADDD           Z13, Z8, Z8
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R13
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z5, Z5
+	VPANDQ           Z30, Z24, Z21
+	VPROLD           $0x0c, Z6, Z6
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             816(AX), R12
+	ADCQ             824(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            840(SP), R9, R13
+	VPADDD           Z4, Z3, Z3
+	VPADDQ           Z29, Z25, Z25
+	VPXORD           Z0, Z15, Z15
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z1, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z2, Z13, Z13
+	MULXQ            856(SP), R12, R10
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            840(SP), R12, R10
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z13, Z13
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             856(SP), R12
+	VPADDD           Z15, Z10, Z10
+	IMULQ            R11, R12
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPADDD           Z4, Z0, Z0
+	ADDQ             832(AX), R9
+	ADCQ             840(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            840(SP), R12, R10
+	VPADDD           Z7, Z3, Z3
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R14, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            856(SP), R9, R14
+	VPXORD           Z2, Z14, Z14
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPROLD           $0x10, Z12, Z12
+	MULXQ            840(SP), R9, R14
+	VPROLD           $0x10, Z13, Z13
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             856(SP), R9
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z14, Z10, Z10
+	IMULQ            840(SP), R11
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R14
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z4, Z4
+	VPADDQ           Z29, Z21, Z21
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             848(AX), R12
+	ADCQ             856(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            840(SP), R9, R14
+	VPADDD           Z7, Z3, Z3
+	VPXORQ           Z30, Z30, Z23
+	VPXORD           Z0, Z12, Z12
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	MULXQ            856(SP), R12, R13
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPXORD           Z3, Z15, Z15
+	MULXQ            840(SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	VPXORQ           Z30, Z30, Z26
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
+	VPXORQ           Z30, Z30, Z24
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z6, Z6
+	VPXORQ           Z30, Z30, Z27
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPADDD           Z5, Z0, Z0
+	ADDQ             864(AX), R9
+	ADCQ             872(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            840(SP), R12, R13
+	VPADDD           Z4, Z3, Z3
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R10, DX
+	VPXORD           Z1, Z12, Z12
+	VPXORQ           Z30, Z30, Z25
+	VPXORD           Z2, Z13, Z13
+	MULXQ            856(SP), R9, R10
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPROLD           $0x10, Z15, Z15
+	MULXQ            840(SP), R9, R10
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             856(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	VPXORQ           Z30, Z30, Z28
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z8, Z8
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z9, Z9
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R10
+	VPMADD52LUQ      872(SP), Z20, Z23
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             880(AX), R12
+	ADCQ             888(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R12, DX
+	VPADDD           Z6, Z1, Z1
+	VPMADD52HUQ      872(SP), Z20, Z26
+	VPADDD           Z7, Z2, Z2
+	MULXQ            840(SP), R9, R10
+	VPADDD           Z4, Z3, Z3
+	MULXQ            848(SP), R13, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R14, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            856(SP), R12, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPXORD           Z3, Z14, Z14
+	MULXQ            840(SP), R12, R14
+	VPROLD           $0x08, Z15, Z15
+	VPMADD52LUQ      936(SP), Z20, Z24
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            840(SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	VPMADD52HUQ      936(SP), Z20, Z27
+	VPXORD           Z10, Z5, Z5
+	MOVQ             R15, R11
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z7, Z7
+	VPMADD52LUQ      1000(SP), Z20, Z25
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPADDD           Z4, Z0, Z0
+	ADDQ             896(AX), R9
+	ADCQ             904(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R9, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            840(SP), R12, R14
+	VPADDD           Z7, Z3, Z3
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z0, Z12, Z12
+	VPMADD52HUQ      1000(SP), Z20, Z28
+	VPXORD           Z1, Z13, Z13
+	MOVQ             R13, DX
+	VPXORD           Z2, Z14, Z14
+	MULXQ            856(SP), R9, R13
+	VPXORD           Z3, Z15, Z15
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	MULXQ            840(SP), R9, R13
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             856(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	VPMADD52LUQ      1128(SP), Z21, Z23
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z5, Z5
+	VPMADD52HUQ      1128(SP), Z21, Z26
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R13
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             912(AX), R12
+	ADCQ             920(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z0, Z0
+	VPMADD52LUQ      872(SP), Z21, Z24
+	VPADDD           Z5, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z6, Z2, Z2
+	MULXQ            840(SP), R9, R13
+	VPADDD           Z7, Z3, Z3
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            856(SP), R12, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPXORD           Z3, Z15, Z15
+	VPMADD52HUQ      872(SP), Z21, Z27
+	VPROLD           $0x08, Z12, Z12
+	MULXQ            840(SP), R12, R10
+	VPROLD           $0x08, Z13, Z13
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z14, Z14
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z15, Z15
+	IMULQ            R11, R12
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z10, Z10
+	VPMADD52LUQ      936(SP), Z21, Z25
+	VPADDD           Z15, Z11, Z11
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPXORD           Z8, Z4, Z4
+	MOVQ             R15, R11
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPMADD52HUQ      936(SP), Z21, Z28
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             928(AX), R9
+	ADCQ             936(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R9, DX
+	VPADDD           Z6, Z1, Z1
+	MULXQ            840(SP), R12, R10
+	VPADDD           Z7, Z2, Z2
+	MULXQ            848(SP), R13, R15
+	VPADDD           Z4, Z3, Z3
+	VPMADD52LUQ      1064(SP), Z22, Z23
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R14, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            856(SP), R9, R14
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R14, R10
+	VPXORD           Z3, Z14, Z14
+	MULXQ            840(SP), R9, R14
+	VPROLD           $0x10, Z15, Z15
+	ADDQ             R9, R13
+	ADCQ             R14, R15
+	VPROLD           $0x10, Z12, Z12
+	MOVQ             856(SP), R9
+	VPROLD           $0x10, Z13, Z13
+	VPMADD52HUQ      1064(SP), Z22, Z26
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R9, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            840(SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	VPMADD52LUQ      1128(SP), Z22, Z24
+	VPXORD           Z11, Z6, Z6
+	ANDQ             $0x03, R11
+	VPXORD           Z8, Z7, Z7
+	MOVQ             R15, R14
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R14
+	VPROLD           $0x0c, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R14, R15
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	VPMADD52HUQ      1128(SP), Z22, Z27
+	VPADDD           Z5, Z0, Z0
+	ADDQ             944(AX), R12
+	ADCQ             952(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z6, Z1, Z1
+	MOVQ             R12, DX
+	VPADDD           Z7, Z2, Z2
+	MULXQ            840(SP), R9, R14
+	VPADDD           Z4, Z3, Z3
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            856(SP), R12, R13
+	VPXORD           Z2, Z13, Z13
+	VPMADD52LUQ      872(SP), Z22, Z25
+	VPXORD           Z3, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R13, R14
+	VPROLD           $0x08, Z15, Z15
+	MULXQ            840(SP), R12, R13
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R10
+	ADCQ             R13, R15
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z14, Z14
+	ADDQ             R12, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z10, Z10
+	VPMADD52HUQ      872(SP), Z22, Z28
+	VPADDD           Z12, Z11, Z11
+	IMULQ            840(SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R13, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z4, Z4
+	ADDQ             960(AX), R9
+	ADCQ             968(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R9, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            840(SP), R12, R13
+	VPADDD           Z6, Z2, Z2
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPADDD           Z7, Z3, Z3
+	MULXQ            848(SP), R14, R15
+	VPXORD           Z0, Z12, Z12
+	MOVQ             R10, DX
+	VPXORD           Z1, Z13, Z13
+	MULXQ            856(SP), R9, R10
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R9, R12
+	ADCQ             R10, R13
+	VPXORD           Z3, Z15, Z15
+	MULXQ            840(SP), R9, R10
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R14
+	ADCQ             R10, R15
+	VPROLD           $0x10, Z13, Z13
+	VPSRLQ           $0x2c, Z23, Z29
+	VPROLD           $0x10, Z14, Z14
+	MOVQ             856(SP), R9
+	VPROLD           $0x10, Z15, Z15
+	IMULQ            R11, R9
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R9, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
+	VPANDQ           Z30, Z23, Z20
+	VPXORD           Z9, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z10, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R10
+	VPROLD           $0x0c, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R10, R15
+	VPROLD           $0x0c, Z6, Z6
+	ADDQ             R15, R12
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             976(AX), R12
+	ADCQ             984(AX), R14
+	ADCQ             $0x01, R11
+	VPADDD           Z4, Z0, Z0
+	MOVQ             R12, DX
+	VPADDD           Z5, Z1, Z1
+	MULXQ            840(SP), R9, R10
+	VPADDD           Z6, Z2, Z2
+	MULXQ            848(SP), R13, R15
+	VPADDD           Z7, Z3, Z3
+	MOVQ             R14, DX
+	VPXORD           Z0, Z12, Z12
+	MULXQ            856(SP), R12, R14
+	VPXORD           Z1, Z13, Z13
+	VPADDQ           Z29, Z24, Z24
+	VPXORD           Z2, Z14, Z14
+	ADDQ             R12, R9
+	ADCQ             R14, R10
+	VPXORD           Z3, Z15, Z15
+	MULXQ            840(SP), R12, R14
+	VPROLD           $0x08, Z12, Z12
+	ADDQ             R12, R13
+	ADCQ             R14, R15
+	VPROLD           $0x08, Z13, Z13
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z14, Z14
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z15, Z15
+	VPSRLQ           $0x2c, Z24, Z29
+	VPADDD           Z12, Z8, Z8
+	ADDQ             R12, R13
+	ADCQ             $0x00, R15
+	VPADDD           Z13, Z9, Z9
+	IMULQ            840(SP), R11
+	VPADDD           Z14, Z10, Z10
+	ADDQ             R10, R13
+	ADCQ             R11, R15
+	VPADDD           Z15, Z11, Z11
+	MOVQ             R15, R11
+	VPXORD           Z8, Z4, Z4
+	ANDQ             $0x03, R11
+	VPXORD           Z9, Z5, Z5
+	MOVQ             R15, R14
+	VPXORD           Z10, Z6, Z6
+	VPANDQ           Z30, Z24, Z21
+	VPXORD           Z11, Z7, Z7
+	SHRQ             $0x02, R14
+	VPROLD           $0x07, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z5, Z5
+	ADDQ             R14, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R15, R9
+	ADCQ             $0x00, R13
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             992(AX), R9
+	ADCQ             1000(AX), R13
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R9, DX
+	VPADDD           Z6, Z1, Z1
+	VPADDQ           Z29, Z25, Z25
+	VPADDD           Z7, Z2, Z2
+	MULXQ            840(SP), R12, R14
+	VPADDD           Z4, Z3, Z3
+	MULXQ            848(SP), R10, R15
+	VPXORD           Z0, Z15, Z15
+	MOVQ             R13, DX
+	VPXORD           Z1, Z12, Z12
+	MULXQ            856(SP), R9, R13
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R9, R12
+	ADCQ             R13, R14
+	VPXORD           Z3, Z14, Z14
+	MULXQ            840(SP), R9, R13
+	VPROLD           $0x10, Z15, Z15
+	VPSRLQ           $0x2a, Z25, Z29
+	VPROLD           $0x10, Z12, Z12
+	ADDQ             R9, R10
+	ADCQ             R13, R15
+	VPROLD           $0x10, Z13, Z13
+	MOVQ             856(SP), R9
+	VPROLD           $0x10, Z14, Z14
+	IMULQ            R11, R9
+	ADDQ             R9, R10
+	ADCQ             $0x00, R15
+	VPADDD           Z15, Z10, Z10
+	IMULQ            840(SP), R11
+	VPADDD           Z12, Z11, Z11
+	ADDQ             R14, R10
+	ADCQ             R11, R15
+	VPADDD           Z13, Z8, Z8
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R13
+	VPXORD           Z8, Z7, Z7
+	SHRQ             $0x02, R13
+	VPXORD           Z9, Z4, Z4
+	ANDQ             $-4, R15
+	VPROLD           $0x0c, Z5, Z5
+	ADDQ             R13, R15
+	VPROLD           $0x0c, Z6, Z6
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPROLD           $0x0c, Z7, Z7
+	ADDQ             R15, R12
+	ADCQ             $0x00, R10
+	ADCQ             $0x00, R11
+	VPROLD           $0x0c, Z4, Z4
+	ADDQ             1008(AX), R12
+	ADCQ             1016(AX), R10
+	ADCQ             $0x01, R11
+	VPADDD           Z5, Z0, Z0
+	MOVQ             R12, DX
+	VPADDD           Z6, Z1, Z1
+	MULXQ            840(SP), R9, R13
+	VPADDD           Z7, Z2, Z2
+	MULXQ            848(SP), R14, R15
+	VPADDD           Z4, Z3, Z3
+	MOVQ             R10, DX
+	VPXORD           Z0, Z15, Z15
+	VPSRLQ           $0x2c, Z20, Z29
+	VPXORD           Z1, Z12, Z12
+	MULXQ            856(SP), R12, R10
+	VPXORD           Z2, Z13, Z13
+	ADDQ             R12, R9
+	ADCQ             R10, R13
+	VPXORD           Z3, Z14, Z14
+	MULXQ            840(SP), R12, R10
+	VPROLD           $0x08, Z15, Z15
+	ADDQ             R12, R14
+	ADCQ             R10, R15
+	VPROLD           $0x08, Z12, Z12
+	MOVQ             856(SP), R12
+	VPROLD           $0x08, Z13, Z13
+	IMULQ            R11, R12
+	VPROLD           $0x08, Z14, Z14
+	VPANDQ           Z30, Z20, Z20
+	VPADDD           Z15, Z10, Z10
+	ADDQ             R12, R14
+	ADCQ             $0x00, R15
+	VPADDD           Z12, Z11, Z11
+	IMULQ            840(SP), R11
+	VPADDD           Z13, Z8, Z8
+	ADDQ             R13, R14
+	ADCQ             R11, R15
+	VPADDD           Z14, Z9, Z9
+	MOVQ             R15, R11
+	VPXORD           Z10, Z5, Z5
+	ANDQ             $0x03, R11
+	VPXORD           Z11, Z6, Z6
+	MOVQ             R15, R10
+	VPXORD           Z8, Z7, Z7
+	VPADDQ           Z29, Z21, Z21
+	VPXORD           Z9, Z4, Z4
+	SHRQ             $0x02, R10
+	VPROLD           $0x07, Z5, Z5
+	ANDQ             $-4, R15
+	VPROLD           $0x07, Z6, Z6
+	ADDQ             R10, R15
+	VPROLD           $0x07, Z7, Z7
+	ADDQ             R15, R9
+	ADCQ             $0x00, R14
+	ADCQ             $0x00, R11
+	VPROLD           $0x07, Z4, Z4
+	MOVQ             R14, R10
+
+	// Add the input state.
+	VPADDD.BCST (DI), Z0, Z0
+	VPADDD.BCST 4(DI), Z1, Z1
+	VPADDD.BCST 8(DI), Z2, Z2
+	VPADDD.BCST 12(DI), Z3, Z3
+	VPADDD.BCST 16(DI), Z4, Z4
+	VPADDD.BCST 20(DI), Z5, Z5
+	VPADDD.BCST 24(DI), Z6, Z6
+	VPADDD.BCST 28(DI), Z7, Z7
+	VPADDD.BCST 32(DI), Z8, Z8
+	VPADDD.BCST 36(DI), Z9, Z9
+	VPADDD.BCST 40(DI), Z10, Z10
+	VPADDD.BCST 44(DI), Z11, Z11
+	VPADDD      Z31, Z12, Z12
+	VPADDD.BCST 52(DI), Z13, Z13
+	VPADDD.BCST 56(DI), Z14, Z14
+	VPADDD.BCST 60(DI), Z15, Z15
+
+	// Transpose: 4×4 dwords within each 128-bit lane.
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLDQ  Z5, Z4, Z16
+	VPUNPCKHDQ  Z5, Z4, Z17
+	VPUNPCKLDQ  Z7, Z6, Z18
+	VPUNPCKHDQ  Z7, Z6, Z19
+	VPUNPCKLQDQ Z18, Z16, Z4
+	VPUNPCKHQDQ Z18, Z16, Z5
+	VPUNPCKLQDQ Z19, Z17, Z6
+	VPUNPCKHQDQ Z19, Z17, Z7
+	VPUNPCKLDQ  Z9, Z8, Z16
+	VPUNPCKHDQ  Z9, Z8, Z17
+	VPUNPCKLDQ  Z11, Z10, Z18
+	VPUNPCKHDQ  Z11, Z10, Z19
+	VPUNPCKLQDQ Z18, Z16, Z8
+	VPUNPCKHQDQ Z18, Z16, Z9
+	VPUNPCKLQDQ Z19, Z17, Z10
+	VPUNPCKHQDQ Z19, Z17, Z11
+	VPUNPCKLDQ  Z13, Z12, Z16
+	VPUNPCKHDQ  Z13, Z12, Z17
+	VPUNPCKLDQ  Z15, Z14, Z18
+	VPUNPCKHDQ  Z15, Z14, Z19
+	VPUNPCKLQDQ Z18, Z16, Z12
+	VPUNPCKHQDQ Z18, Z16, Z13
+	VPUNPCKLQDQ Z19, Z17, Z14
+	VPUNPCKHQDQ Z19, Z17, Z15
+
+	// Transpose: 4×4 128-bit lanes across registers.
+	VSHUFI32X4 $0x44, Z4, Z0, Z16
+	VSHUFI32X4 $0xee, Z4, Z0, Z17
+	VSHUFI32X4 $0x44, Z12, Z8, Z18
+	VSHUFI32X4 $0xee, Z12, Z8, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z0
+	VSHUFI32X4 $0xdd, Z18, Z16, Z4
+	VSHUFI32X4 $0x88, Z19, Z17, Z8
+	VSHUFI32X4 $0xdd, Z19, Z17, Z12
+	VSHUFI32X4 $0x44, Z5, Z1, Z16
+	VSHUFI32X4 $0xee, Z5, Z1, Z17
+	VSHUFI32X4 $0x44, Z13, Z9, Z18
+	VSHUFI32X4 $0xee, Z13, Z9, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z1
+	VSHUFI32X4 $0xdd, Z18, Z16, Z5
+	VSHUFI32X4 $0x88, Z19, Z17, Z9
+	VSHUFI32X4 $0xdd, Z19, Z17, Z13
+	VSHUFI32X4 $0x44, Z6, Z2, Z16
+	VSHUFI32X4 $0xee, Z6, Z2, Z17
+	VSHUFI32X4 $0x44, Z14, Z10, Z18
+	VSHUFI32X4 $0xee, Z14, Z10, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z2
+	VSHUFI32X4 $0xdd, Z18, Z16, Z6
+	VSHUFI32X4 $0x88, Z19, Z17, Z10
+	VSHUFI32X4 $0xdd, Z19, Z17, Z14
+	VSHUFI32X4 $0x44, Z7, Z3, Z16
+	VSHUFI32X4 $0xee, Z7, Z3, Z17
+	VSHUFI32X4 $0x44, Z15, Z11, Z18
+	VSHUFI32X4 $0xee, Z15, Z11, Z19
+	VSHUFI32X4 $0x88, Z18, Z16, Z3
+	VSHUFI32X4 $0xdd, Z18, Z16, Z7
+	VSHUFI32X4 $0x88, Z19, Z17, Z11
+	VSHUFI32X4 $0xdd, Z19, Z17, Z15
+
+	// 16 full blocks.
+	VPXORD      (BX), Z0, Z0
+	VMOVDQU32   Z0, (CX)
+	VPXORD      64(BX), Z1, Z1
+	VMOVDQU32   Z1, 64(CX)
+	VPXORD      128(BX), Z2, Z2
+	VMOVDQU32   Z2, 128(CX)
+	VPXORD      192(BX), Z3, Z3
+	VMOVDQU32   Z3, 192(CX)
+	VPXORD      256(BX), Z4, Z4
+	VMOVDQU32   Z4, 256(CX)
+	VPXORD      320(BX), Z5, Z5
+	VMOVDQU32   Z5, 320(CX)
+	VPXORD      384(BX), Z6, Z6
+	VMOVDQU32   Z6, 384(CX)
+	VPXORD      448(BX), Z7, Z7
+	VMOVDQU32   Z7, 448(CX)
+	VPXORD      512(BX), Z8, Z8
+	VMOVDQU32   Z8, 512(CX)
+	VPXORD      576(BX), Z9, Z9
+	VMOVDQU32   Z9, 576(CX)
+	VPXORD      640(BX), Z10, Z10
+	VMOVDQU32   Z10, 640(CX)
+	VPXORD      704(BX), Z11, Z11
+	VMOVDQU32   Z11, 704(CX)
+	VPXORD      768(BX), Z12, Z12
+	VMOVDQU32   Z12, 768(CX)
+	VPXORD      832(BX), Z13, Z13
+	VMOVDQU32   Z13, 832(CX)
+	VPXORD      896(BX), Z14, Z14
+	VMOVDQU32   Z14, 896(CX)
+	VPXORD      960(BX), Z15, Z15
+	VMOVDQU32   Z15, 960(CX)
+	ADDQ        $0x00000400, BX
+	ADDQ        $0x00000400, CX
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
+	ADDQ        $0x00000400, AX
+	DECQ        SI
+	JNZ         whole_loop
+
+whole_last:
+	// Poly1305 over the last group's ciphertext, all of it with IFMA:
+	// with no ChaCha20 to hide among, the shorter chain is the faster.
+	MOVQ             R9, R12
+	ANDQ             chachaPolyStitch<>+112(SB), R12
+	SHRQ             $0x2c, R10, R9
+	ANDQ             chachaPolyStitch<>+112(SB), R9
+	SHRQ             $0x18, R11, R10
+	VMOVQ            R12, X29
+	VPADDQ           Z29, Z20, Z20
+	VMOVQ            R9, X29
+	VPADDQ           Z29, Z21, Z21
+	VMOVQ            R10, X29
+	VPADDQ           Z29, Z22, Z22
+	VMOVDQU64        (AX), Z23
+	VMOVDQU64        64(AX), Z24
+	VPUNPCKLQDQ      Z24, Z23, Z25
+	VPUNPCKHQDQ      Z24, Z23, Z26
+	VPSRLQ           $0x2c, Z25, Z27
+	VPANDQ           Z30, Z25, Z25
+	VPADDQ           Z25, Z20, Z20
+	VPSLLQ           $0x14, Z26, Z23
+	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
+	VPADDQ           Z27, Z21, Z21
+	VPSRLQ           $0x18, Z26, Z26
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
+	VPADDQ           Z26, Z22, Z22
+	VMOVDQU64        128(AX), Z26
+	VPUNPCKLQDQ      192(AX), Z26, Z27
+	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	VMOVDQU64        256(AX), Z26
+	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	VMOVDQU64        384(AX), Z26
+	VPUNPCKLQDQ      448(AX), Z26, Z27
+	VPUNPCKHQDQ      448(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	VMOVDQU64        512(AX), Z26
+	VPUNPCKLQDQ      576(AX), Z26, Z27
+	VPUNPCKHQDQ      576(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	VMOVDQU64        640(AX), Z26
+	VPUNPCKLQDQ      704(AX), Z26, Z27
+	VPUNPCKHQDQ      704(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	VMOVDQU64        768(AX), Z26
+	VPUNPCKLQDQ      832(AX), Z26, Z27
+	VPUNPCKHQDQ      832(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	VMOVDQU64        896(AX), Z26
+	VPUNPCKLQDQ      960(AX), Z26, Z27
+	VPUNPCKHQDQ      960(AX), Z26, Z28
+	VPANDQ           Z30, Z27, Z23
+	VPSRLQ           $0x2c, Z27, Z24
+	VPSLLQ           $0x14, Z28, Z26
+	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
+	VPSRLQ           $0x18, Z28, Z28
+	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	VPXORQ           Z30, Z30, Z23
+	VPXORQ           Z30, Z30, Z26
+	VPXORQ           Z30, Z30, Z24
+	VPXORQ           Z30, Z30, Z27
+	VPXORQ           Z30, Z30, Z25
+	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      (R8), Z20, Z23
+	VPMADD52HUQ      (R8), Z20, Z26
+	VPMADD52LUQ      64(R8), Z20, Z24
+	VPMADD52HUQ      64(R8), Z20, Z27
+	VPMADD52LUQ      128(R8), Z20, Z25
+	VPMADD52HUQ      128(R8), Z20, Z28
+	VPMADD52LUQ      256(R8), Z21, Z23
+	VPMADD52HUQ      256(R8), Z21, Z26
+	VPMADD52LUQ      (R8), Z21, Z24
+	VPMADD52HUQ      (R8), Z21, Z27
+	VPMADD52LUQ      64(R8), Z21, Z25
+	VPMADD52HUQ      64(R8), Z21, Z28
+	VPMADD52LUQ      192(R8), Z22, Z23
+	VPMADD52HUQ      192(R8), Z22, Z26
+	VPMADD52LUQ      256(R8), Z22, Z24
+	VPMADD52HUQ      256(R8), Z22, Z27
+	VPMADD52LUQ      (R8), Z22, Z25
+	VPMADD52HUQ      (R8), Z22, Z28
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
+	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
+	VPSRLQ           $0x2c, Z23, Z29
+	VPANDQ           Z30, Z23, Z20
+	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
+	VPADDQ           Z29, Z24, Z24
+	VPSRLQ           $0x2c, Z24, Z29
+	VPANDQ           Z30, Z24, Z21
+	VPADDQ           Z29, Z25, Z25
+	VPSRLQ           $0x2a, Z25, Z29
+	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
+	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
+	VPSRLQ           $0x2c, Z20, Z29
+	VPANDQ           Z30, Z20, Z20
+	VPADDQ           Z29, Z21, Z21
+	LEAQ             112(SP), AX
+
+	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
+	VALIGNQ $0x04, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VALIGNQ $0x02, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VALIGNQ $0x01, Z20, Z20, Z16
+	VPADDQ  Z16, Z20, Z20
+	VMOVQ   X20, CX
+	VALIGNQ $0x04, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VALIGNQ $0x02, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VALIGNQ $0x01, Z21, Z21, Z16
+	VPADDQ  Z16, Z21, Z21
+	VMOVQ   X21, DX
+	VALIGNQ $0x04, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VALIGNQ $0x02, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VALIGNQ $0x01, Z22, Z22, Z16
+	VPADDQ  Z16, Z22, Z22
+	VMOVQ   X22, BX
+
+	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
+	MOVQ $0x00000fffffffffff, R8
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, CX
+	ADDQ SI, DX
+	MOVQ DX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, DX
+	ADDQ SI, BX
+	MOVQ BX, SI
+	SHRQ $0x2a, SI
+	MOVQ $0x000003ffffffffff, DI
+	ANDQ DI, BX
+	LEAQ (SI)(SI*4), SI
+	ADDQ SI, CX
+	MOVQ CX, SI
+	SHRQ $0x2c, SI
+	ANDQ R8, CX
+	ADDQ SI, DX
+
+	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
+	// split at the word boundary, then added with carries.
+	MOVQ DX, SI
+	SHLQ $0x2c, SI
+	SHRQ $0x14, DX
+	MOVQ BX, DI
+	SHLQ $0x18, DI
+	SHRQ $0x28, BX
+	ADDQ SI, CX
+	ADCQ DI, DX
+	ADCQ $0x00, BX
+	MOVQ CX, (AX)
+	MOVQ DX, 8(AX)
+	MOVQ BX, 16(AX)
+
+	// Clear the frame: r and its powers.
+	VPXORQ    Z16, Z16, Z16
+	VMOVDQU64 Z16, 872(SP)
+	VMOVDQU64 Z16, 936(SP)
+	VMOVDQU64 Z16, 1000(SP)
+	VMOVDQU64 Z16, 1064(SP)
+	VMOVDQU64 Z16, 1128(SP)
+	VMOVDQU64 Y16, 840(SP)
+
+	// The block of lengths: aadLen, and 1024·groups bytes of ciphertext.
+	MOVQ 112(SP), DX
+	MOVQ 120(SP), AX
+	MOVQ 128(SP), CX
+	MOVQ 136(SP), BX
+	MOVQ 144(SP), SI
+	MOVQ SI, DI
+	SHRQ $0x02, DI
+	ADDQ SI, DI
+	MOVQ groups+24(FP), R8
+	SHLQ $0x0a, R8
+	MOVQ aadLen+56(FP), R9
+	ADDQ R9, DX
+	ADCQ R8, AX
+	ADCQ $0x01, CX
+
+	// h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with
+	// d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.
+	// r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.
+	MULXQ BX, R8, R9
+	MULXQ SI, SI, R10
+	MOVQ  AX, DX
+	MULXQ DI, R11, R12
+	MULXQ BX, DX, AX
+	MOVQ  CX, R13
+	IMULQ DI, R13
+	IMULQ BX, CX
+	ADDQ  R11, R8
+	ADCQ  R12, R9
+	ADDQ  DX, SI
+	ADCQ  AX, R10
+	ADDQ  R13, SI
+	ADCQ  $0x00, R10
+	ADDQ  R9, SI
+	ADCQ  $0x00, R10
+	ADDQ  CX, R10
+
+	// Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.
+	MOVQ R10, CX
+	ANDQ $0x03, CX
+	MOVQ R10, AX
+	SHRQ $0x02, AX
+	ANDQ $-4, R10
+	ADDQ AX, R10
+	MOVQ R8, DX
+	MOVQ SI, AX
+	ADDQ R10, DX
+	ADCQ $0x00, AX
+	ADCQ $0x00, CX
+
+	// The tag: h mod 2¹³⁰−5, as poly1305MAC.sum reduces it (h < 2p, so
+	// one conditional subtraction of p, taken when h + 5 reaches 2¹³⁰), plus
+	// s mod 2¹²⁸.
+	MOVQ    DX, BX
+	ADDQ    $0x05, BX
+	MOVQ    AX, SI
+	ADCQ    $0x00, SI
+	ADCQ    $0x00, CX
+	SHRQ    $0x02, CX
+	CMOVQNE BX, DX
+	CMOVQNE SI, AX
+	ADDQ    168(SP), DX
+	ADCQ    176(SP), AX
+	MOVQ    tag+64(FP), CX
+	MOVQ    DX, (CX)
+	MOVQ    AX, 8(CX)
+
+	// Wipe the frame: the key block, r's powers, the state.
+	VPXORQ    Z16, Z16, Z16
+	VMOVDQU64 Z16, (SP)
+	VMOVDQU64 Z16, 64(SP)
+	VMOVDQU64 Z16, 128(SP)
+	VMOVDQU64 Z16, 192(SP)
+	VMOVDQU64 Z16, 256(SP)
+	VMOVDQU64 Z16, 320(SP)
+	VMOVDQU64 Z16, 384(SP)
+	VMOVDQU64 Z16, 448(SP)
+	VMOVDQU64 Z16, 512(SP)
+	VMOVDQU64 Z16, 576(SP)
+	VMOVDQU64 Z16, 640(SP)
+	VMOVDQU64 Z16, 704(SP)
+	VMOVDQU64 Z16, 768(SP)
+	VMOVDQU64 Z16, 832(SP)
+	VMOVDQU64 Z16, 896(SP)
+	VMOVDQU64 Z16, 960(SP)
+	VMOVDQU64 Z16, 1024(SP)
+	VMOVDQU64 Z16, 1088(SP)
+	VMOVDQU64 Z16, 1152(SP)
 	VZEROUPPER
 	RET

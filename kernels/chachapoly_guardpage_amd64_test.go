@@ -55,3 +55,26 @@ func TestChaCha20Poly1305GuardPage(t *testing.T) {
 		}
 	}
 }
+
+// chachaPolyWholeAVX512IFMA's masked read of the additional data's last
+// partial block stays inside it: every length it takes, ending where an
+// inaccessible page begins.
+func TestChaChaPolyWholeGuardPage(t *testing.T) {
+	skipWithoutStitched(t)
+	r := newRand(t)
+	key, nonce := r.bytes(32), r.bytes(12)
+	kw, _ := chachaWords(key, nonce)
+	pt := guardPaged(t, 1024)
+	copy(pt, r.bytes(1024))
+	dst := guardPaged(t, 1024)
+	for aadLen := 0; aadLen <= chachaPolyWholeAAD; aadLen++ {
+		aad := guardPaged(t, aadLen)
+		copy(aad, r.bytes(aadLen))
+		want := xcryptoSeal(t, ChaCha20Poly1305, key, nonce, pt, aad)
+		var tag [16]byte
+		chachaPolyWholeAVX512IFMA(&dst[0], &pt[0], &dst[0], 1, kw, (*[12]byte)(nonce), firstByte(aad), aadLen, &tag)
+		if !bytes.Equal(dst, want[:1024]) || !bytes.Equal(tag[:], want[1024:]) {
+			t.Fatalf("aad %d: differs from x/crypto", aadLen)
+		}
+	}
+}

@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 )
 
@@ -112,9 +113,10 @@ func TestChaChaPolyStitchedKernels(t *testing.T) {
 }
 
 // chachaPolyHeadAVX512 from random and last-possible block counters, in
-// place and into another buffer: the key block and the 1024 bytes after it
-// must be x/crypto's keystream (XOR the input), nothing past them written,
-// and state left as it was.
+// place and into another buffer: the Poly1305 key (the first 32 bytes of
+// the key block) and the 1024 bytes after the key block must be x/crypto's
+// keystream (XOR the input), the table r's powers,
+// nothing past them written, and key and nonce left as they were.
 func TestChaChaPolyHeadKernel(t *testing.T) {
 	skipWithoutStitched(t)
 	r := newRand(t)
@@ -134,21 +136,22 @@ func TestChaChaPolyHeadKernel(t *testing.T) {
 		if inPlace {
 			dst = in
 		}
-		state := chachaState(kw, nw, counter)
-		saved := state
-		var ks [64]byte
-		chachaPolyHeadAVX512(&dst[0], &in[0], &state, &ks)
-		if !bytes.Equal(ks[:], want[:64]) {
-			t.Fatalf("counter %#x: key block differs from x/crypto's keystream", counter)
+		savedK, savedN := *kw, *nw
+		var ks [32]byte
+		var tbl [80]uint64
+		chachaPolyHeadAVX512(&dst[0], &in[0], kw, nw, counter, &ks, &tbl)
+		if !bytes.Equal(ks[:], want[:32]) {
+			t.Fatalf("counter %#x: Poly1305 key differs from x/crypto's keystream", counter)
 		}
+		checkPowers(t, fmt.Sprintf("counter %#x", counter), tbl[:], clampedR(ks[:]), poly1305TableExps)
 		if !bytes.Equal(dst, want[64:]) {
 			t.Fatalf("counter %#x, in place %v: output differs from x/crypto", counter, inPlace)
 		}
 		if !bytes.Equal(dst[1024:1028], []byte{0xa5, 0xa5, 0xa5, 0xa5}) {
 			t.Fatalf("counter %#x, in place %v: wrote past 1024 bytes", counter, inPlace)
 		}
-		if state != saved {
-			t.Fatalf("counter %#x: state changed", counter)
+		if *kw != savedK || *nw != savedN {
+			t.Fatalf("counter %#x: key or nonce changed", counter)
 		}
 	}
 }
@@ -207,6 +210,59 @@ func TestChaChaPolyStitchedAEAD(t *testing.T) {
 				bad[bit/8] ^= 1 << (bit % 8)
 				if got, err := a.Open(nil, nonce, bad, aad); err == nil || got != nil {
 					t.Fatalf("%s: len %d, aad %d: Open accepted bit %d flipped", c, n, aadLen, bit)
+				}
+			}
+		}
+	}
+}
+
+// chachaPolyWholeAVX512IFMA on its own against x/crypto's AEAD: 1–3 and 17
+// groups, every length of additional data up to 255 bytes (every residue of
+// its blocks, the partial one read with a masked load at the end of its
+// buffer), sealing in place and into another buffer and opening into another
+// buffer, with random input and with every byte 0xff.
+func TestChaChaPolyWholeKernel(t *testing.T) {
+	skipWithoutStitched(t)
+	r := newRand(t)
+	for _, groups := range []int{1, 2, 3, 17} {
+		for aadLen := 0; aadLen <= chachaPolyWholeAAD; aadLen++ {
+			if groups > 3 && aadLen%17 != 0 {
+				continue
+			}
+			n := 1024 * groups
+			key, nonce, pt, aad := r.bytes(32), r.bytes(12), r.bytes(n), r.bytes(aadLen)
+			if aadLen%2 == 1 {
+				pt = bytes.Repeat([]byte{0xff}, n)
+				aad = bytes.Repeat([]byte{0xff}, aadLen)
+			}
+			// The additional data at the very end of its allocation, so
+			// that reading past it would be caught by the race detector
+			// and, with the guard-page tests' layout, fault.
+			aad = append(make([]byte, 0, aadLen), aad...)
+			want := xcryptoSeal(t, ChaCha20Poly1305, key, nonce, pt, aad)
+			kw, _ := chachaWords(key, nonce)
+			for _, mode := range []string{"seal", "seal-in-place", "open"} {
+				in, dst := pt, make([]byte, n)
+				mac := &dst[0]
+				switch mode {
+				case "seal-in-place":
+					in = bytes.Clone(pt)
+					dst, mac = in, &in[0]
+				case "open":
+					in = bytes.Clone(want[:n])
+					mac = &in[0]
+				}
+				var tag [16]byte
+				chachaPolyWholeAVX512IFMA(&dst[0], &in[0], mac, groups, kw, (*[12]byte)(nonce), firstByte(aad), len(aad), &tag)
+				wantOut := want[:n]
+				if mode == "open" {
+					wantOut = pt
+				}
+				if !bytes.Equal(dst, wantOut) {
+					t.Fatalf("%s, %d groups, aad %d: output differs from x/crypto", mode, groups, aadLen)
+				}
+				if !bytes.Equal(tag[:], want[n:]) {
+					t.Fatalf("%s, %d groups, aad %d: tag differs from x/crypto", mode, groups, aadLen)
 				}
 			}
 		}

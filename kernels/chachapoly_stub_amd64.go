@@ -44,13 +44,21 @@ func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, k
 //go:noescape
 func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
 
-// chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input
-// state is state (1024 bytes) of src into dst, and writes the keystream of
-// that first block to key. Blocks 1–16 run in zmm registers, the first in
-// general-purpose registers.
+// chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after block counter for
+// key and nonce (1024 bytes) of src into dst, writes the first 32 bytes of
+// the keystream of block counter (the Poly1305 key) to polyKey, and writes
+// to tbl the powers of r (polyKey's first 16 bytes, clamped) that
+// poly1305PowersIFMA writes. Blocks counter+1 … counter+16 run in zmm
+// registers, block counter in general-purpose registers.
 //
 //go:noescape
-func chachaPolyHeadAVX512(dst *byte, src *byte, state *[16]uint32, key *[64]byte)
+func chachaPolyHeadAVX512(dst *byte, src *byte, key *[8]uint32, nonce *[3]uint32, counter uint32, polyKey *[32]byte, tbl *[80]uint64)
+
+// poly1305PowersMULX writes the same powers of st's r as poly1305PowersIFMA,
+// computed with MULX as chachaPolyHeadAVX512 computes them.
+//
+//go:noescape
+func poly1305PowersMULX(st *[5]uint64, tbl *[80]uint64)
 
 // chachaPolySealAVX512IFMA XORs groups−1 × 1024 bytes of src+1024 with the ChaCha20
 // keystream into dst+1024, and absorbs groups × 1024 bytes of ciphertext
@@ -72,3 +80,15 @@ func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state
 //
 //go:noescape
 func chachaPolyOpenAVX512IFMA(dst *byte, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
+
+// chachaPolyWholeAVX512IFMA XORs groups × 1024 bytes of src with the ChaCha20
+// keystream from block 1 on for key and nonce (the 12 bytes of RFC 8439)
+// into dst, and writes to tag
+// the Poly1305 tag (RFC 8439 §2.8) of the aadLen bytes of additional data
+// at aad and of the groups × 1024 bytes of ciphertext at mac: dst when
+// sealing, src when opening into a buffer that src does not overlap.
+// groups > 0; dst and src are equal or do not overlap; aad may be nil
+// when aadLen is 0.
+//
+//go:noescape
+func chachaPolyWholeAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, key *[8]uint32, nonce *[12]byte, aad *byte, aadLen int, tag *[16]byte)

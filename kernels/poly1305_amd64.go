@@ -38,7 +38,7 @@ const poly1305IFMAMin = 256
 // poly1305MAC without and with ifma, for the asmFuncs of implementations.
 var (
 	poly1305MULXFuncs = []string{"poly1305BlocksMULX"}
-	poly1305IFMAFuncs = []string{"poly1305BlocksMULX", "poly1305PowersIFMA", "poly1305BlocksIFMA"}
+	poly1305IFMAFuncs = []string{"poly1305BlocksMULX", "poly1305PowersIFMA", "poly1305PowersMULX", "poly1305BlocksIFMA"}
 )
 
 // init keys the MAC: r is key[:16] clamped, s is key[16:].

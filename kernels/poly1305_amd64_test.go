@@ -4,7 +4,9 @@ package kernels
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/big"
 	"testing"
 
 	//lint:ignore SA1019 deprecated for general use; here it is the reference the kernels are checked against.
@@ -228,6 +230,72 @@ func BenchmarkPoly1305(b *testing.B) {
 					m.sum(&tag)
 				})
 			})
+		}
+	}
+}
+
+// checkPowers checks the multipliers in tbl against r by definition: the
+// five rows of each (l0, l1, l2, 20·l1, 20·l2 in radix 2⁴⁴) hold, lane by
+// lane, a power of r mod 2¹³⁰−5 within the limb bounds the IFMA steps'
+// proof assumes (l0 < 2⁴⁴, l1 < 2⁴⁴+2⁷, l2 < 2⁴²). exps[m][j] is the power
+// that lane j of multiplier m must hold.
+func checkPowers(t *testing.T, name string, tbl []uint64, r *big.Int, exps [][8]int) {
+	t.Helper()
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 130), big.NewInt(5))
+	for m, lanes := range exps {
+		for j, e := range lanes {
+			l := func(i int) uint64 { return tbl[40*m+8*i+j] }
+			if l(0) >= 1<<44 || l(1) >= 1<<44+1<<7 || l(2) >= 1<<42 {
+				t.Fatalf("%s: multiplier %d lane %d: limbs %#x %#x %#x out of bounds", name, m, j, l(0), l(1), l(2))
+			}
+			if l(3) != 20*l(1) || l(4) != 20*l(2) {
+				t.Fatalf("%s: multiplier %d lane %d: 20× limbs %#x %#x, want %#x %#x", name, m, j, l(3), l(4), 20*l(1), 20*l(2))
+			}
+			v := new(big.Int).SetUint64(l(2))
+			v.Lsh(v, 44).Add(v, new(big.Int).SetUint64(l(1)))
+			v.Lsh(v, 44).Add(v, new(big.Int).SetUint64(l(0)))
+			want := new(big.Int).Exp(r, big.NewInt(int64(e)), p)
+			if v.Mod(v, p).Cmp(want) != 0 {
+				t.Fatalf("%s: multiplier %d lane %d: not r^%d", name, m, j, e)
+			}
+		}
+	}
+}
+
+// poly1305TableExps are the powers poly1305PowersIFMA writes: r⁸ r⁴ r⁷ r³
+// r⁶ r² r⁵ r¹ by lane, then r⁸ in every lane.
+var poly1305TableExps = [][8]int{{8, 4, 7, 3, 6, 2, 5, 1}, {8, 8, 8, 8, 8, 8, 8, 8}}
+
+// clampedR is r = key[:16] clamped, as an integer.
+func clampedR(key []byte) *big.Int {
+	lo := binary.LittleEndian.Uint64(key[0:]) & 0x0ffffffc0fffffff
+	hi := binary.LittleEndian.Uint64(key[8:]) & 0x0ffffffc0ffffffc
+	r := new(big.Int).SetUint64(hi)
+	return r.Lsh(r, 64).Or(r, new(big.Int).SetUint64(lo))
+}
+
+// Both kernels that write the table, poly1305PowersIFMA and
+// poly1305PowersMULX, for the largest clamped r, small ones and random
+// ones.
+func TestPoly1305Powers(t *testing.T) {
+	if !cpuHas("BMI2", "AVX512F", "AVX512IFMA") {
+		t.Skip("no IFMA: the tables are not used")
+	}
+	r := newRand(t)
+	keys := [][]byte{bytes.Repeat([]byte{0xff}, 32), make([]byte, 32), append([]byte{1}, make([]byte, 31)...), append([]byte{2}, make([]byte, 31)...)}
+	for range 200 {
+		keys = append(keys, r.bytes(32))
+	}
+	for _, key := range keys {
+		var m poly1305MAC
+		m.init((*[32]byte)(key))
+		for _, k := range []struct {
+			name   string
+			kernel func(*[5]uint64, *[80]uint64)
+		}{{"ifma", poly1305PowersIFMA}, {"mulx", poly1305PowersMULX}} {
+			var tbl [80]uint64
+			k.kernel(&m.st, &tbl)
+			checkPowers(t, fmt.Sprintf("%s, key %x", k.name, key), tbl[:], clampedR(key), poly1305TableExps)
 		}
 	}
 }

@@ -8,7 +8,7 @@
 //   - chachapoly: kernels/chachapoly_amd64.s, the kernels only
 //     ChaCha20-Poly1305 uses: the 2- and 4-block keystreams of short messages
 //     (short.go) and ChaCha20 stitched with Poly1305 for long ones
-//     (stitched.go).
+//     (head.go, stitched.go, fused.go).
 //
 // The three share one module because the stitched kernels are built from the
 // other two: ChaCha20's double rounds and transpose, and Poly1305's IFMA

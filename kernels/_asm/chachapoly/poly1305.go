@@ -71,6 +71,24 @@ func blocksMULX() {
 	ADCQ(Mem{Base: msg, Disp: 8}, h1)
 	ADCQ(hibit.Addr, h2)
 
+	mulxMulR(h0, h1, h2, r0, r1, s1)
+
+	ADDQ(U8(16), msg)
+	DECQ(n)
+	JNZ(LabelRef("mulx_loop"))
+
+	st = Load(Param("st"), GP64())
+	MOVQ(h0, Mem{Base: st, Disp: offH0})
+	MOVQ(h1, Mem{Base: st, Disp: offH1})
+	MOVQ(h2, Mem{Base: st, Disp: offH2})
+	Label("mulx_done")
+	RET()
+}
+
+// mulxMulR emits h = h·r, partially reduced (h2 ≤ 4 after), for h2 ≤ 7
+// before, r = r0 + r1·2⁶⁴ clamped and s1 = r1 + r1/4; r0, r1 and s1 are
+// registers or memory operands.
+func mulxMulR(h0, h1, h2 Register, r0, r1, s1 Op) {
 	Comment("h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with",
 		"d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.",
 		"r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.")
@@ -106,17 +124,6 @@ func blocksMULX() {
 	ADDQ(b1, h0)
 	ADCQ(U8(0), h1)
 	ADCQ(U8(0), h2)
-
-	ADDQ(U8(16), msg)
-	DECQ(n)
-	JNZ(LabelRef("mulx_loop"))
-
-	st = Load(Param("st"), GP64())
-	MOVQ(h0, Mem{Base: st, Disp: offH0})
-	MOVQ(h1, Mem{Base: st, Disp: offH1})
-	MOVQ(h2, Mem{Base: st, Disp: offH2})
-	Label("mulx_done")
-	RET()
 }
 
 // Radix 2⁴⁴: a value is l0 + l1·2⁴⁴ + l2·2⁸⁸ with l0, l1 < 2⁴⁴ and l2 < 2⁴²

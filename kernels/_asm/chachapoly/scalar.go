@@ -34,16 +34,23 @@ var scalarReg = map[int]GPPhysical{
 var scalarShared = [2]int{3, 11}
 
 // r15Words tracks which of the shared words is in R15, the other waiting in
-// its frame slot.
+// its frame slot. With out set, its moves go to that stream instead of
+// being emitted.
 type r15Words struct {
 	held int
 	slot func(w int) Mem
+	out  *stream
 }
 
 // hold makes R15 hold word w, parking the word it held.
 func (s *r15Words) hold(w int) {
-	MOVL(R15L, s.slot(s.held))
-	MOVL(s.slot(w), R15L)
+	if s.out != nil {
+		s.out.op2(MOVL, R15L, s.slot(s.held))
+		s.out.op2(MOVL, s.slot(w), R15L)
+	} else {
+		MOVL(R15L, s.slot(s.held))
+		MOVL(s.slot(w), R15L)
+	}
 	s.held = w
 }
 

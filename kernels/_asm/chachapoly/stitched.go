@@ -34,8 +34,9 @@ import (
 //     g−1, and the last group's ciphertext is authenticated after the loop,
 //     all of it with IFMA, whose chain is the shorter. The first group is
 //     not the seal kernel's: chachaPolyHeadAVX512 runs it together with
-//     block 0 (wide.go), whose keystream is the Poly1305 key, so that block
-//     costs nothing and the key is known before the kernel. Opening into a
+//     block 0 (head.go), whose keystream is the Poly1305 key, and r's
+//     powers, so that block and the powers cost nothing and both are known
+//     before the kernel. Opening into a
 //     buffer that the input does not overlap takes the same path,
 //     authenticating the input (which stays intact) instead.
 //   - Opening, Poly1305 authenticates the input, so group g's rounds carry
@@ -95,8 +96,10 @@ type stitchArgs struct {
 func stitchedKernels() {
 	stitchData()
 	chachaPolyHead()
+	powersMULX()
 	stitched(true)
 	stitched(false)
+	chachaPolyWhole()
 }
 
 func stitched(seal bool) {
@@ -124,16 +127,48 @@ func stitched(seal bool) {
 			"block's input state is state (its word 12 the block counter); groups > 0.",
 			"dst and src are equal or do not overlap.")
 	}
+	param := func(name string) func() Register {
+		return func() Register { return Load(Param(name), GP64()) }
+	}
+	in := stitchIn{op: op, dst: param("dst"), src: param("src"), groups: param("groups"),
+		state: param("state"), st: param("st"), tbl: param("tbl"),
+		frame: AllocLocal(stitchFrame)}
+	if seal {
+		in.mac = param("mac")
+	}
+	stitchedBody(seal, in)
+	VZEROUPPER()
+	RET()
+}
+
+// stitchIn is where stitchedBody finds its arguments: loaders of the
+// registers (each called once), a prefix for its labels and stitchFrame
+// bytes of frame.
+type stitchIn struct {
+	op                                    string
+	mac, dst, src, groups, state, st, tbl func() Register
+	frame                                 Mem
+}
+
+// stitchFrame is the frame stitchedBody needs: r0, r1 and s1 for the
+// general-purpose accumulator, then r^(8+8·scalarSteps) in every lane (five
+// rows).
+const stitchFrame = 32 + rowsPerMul*64
+
+// stitchedBody emits the stitched seal or open kernel up to the Poly1305
+// state stored to st and the frame cleared.
+func stitchedBody(seal bool, in stitchIn) {
+	op := in.op
 	var mac Register
 	if seal {
-		mac = Load(Param("mac"), GP64())
+		mac = in.mac()
 	}
 	a := stitchArgs{
-		dst:    Load(Param("dst"), GP64()),
-		src:    Load(Param("src"), GP64()),
-		groups: Load(Param("groups"), GP64()),
-		state:  Load(Param("state"), GP64()),
-		tbl:    Load(Param("tbl"), GP64()),
+		dst:    in.dst(),
+		src:    in.src(),
+		groups: in.groups(),
+		state:  in.state(),
+		tbl:    in.tbl(),
 	}
 	c := consts{m44: zMask44, m42: stitchConsts.Offset(stitchMask42),
 		k256: stitchConsts.Offset(stitchK256), k5: stitchConsts.Offset(stitchK5), k5120: stitchConsts.Offset(stitchK5120)}
@@ -142,9 +177,7 @@ func stitched(seal bool) {
 	t := GP64()
 	MOVQ(U64(mask44), t)
 	VPBROADCASTQ(t, zMask44)
-	// The frame: r0, r1 and s1 for the general-purpose accumulator, then
-	// r^(8+8·scalarSteps) in every lane (five rows).
-	frame := AllocLocal(32 + rowsPerMul*64)
+	frame := in.frame
 	Comment("r^(8+8·scalarSteps) for the last IFMA step of every group but",
 		"the last, by square and multiply from r⁸; one group needs none.")
 	CMPQ(a.groups, U8(1))
@@ -169,7 +202,7 @@ func stitched(seal bool) {
 		"of Z20–Z22, the other lanes 0.")
 	VPBROADCASTD(Mem{Base: a.state, Disp: 4 * 12}, zCounter)
 	VPADDD(stitchConsts.Offset(stitchIota), zCounter, zCounter)
-	st := Load(Param("st"), GP64())
+	st := in.st()
 	loadH(st, zAcc)
 
 	Comment("r and s1 = r1 + r1/4 for the general-purpose accumulator.")
@@ -266,13 +299,11 @@ func stitched(seal bool) {
 			"last step multiplying by the lane powers.")
 		group(steps(a.src, false))
 	}
-	storeH(zAcc, Load(Param("st"), GP64()), Z16)
+	storeH(zAcc, in.st(), Z16)
 	Comment("Clear the frame: r and its powers.")
 	VPXORQ(Z16, Z16, Z16)
 	for i := 0; i < rowsPerMul; i++ {
 		VMOVDQU64(Z16, frame.Offset(32+64*i))
 	}
 	VMOVDQU64(Z16.AsY(), frame.Offset(0))
-	VZEROUPPER()
-	RET()
 }

@@ -53,3 +53,13 @@ func mergeStreams(a, b stream) stream {
 	}
 	return append(s, b[j:]...)
 }
+
+// op2 and op3 append inst(a, b) and inst(a, b, c), for the instructions
+// whose operands avo fixes in number.
+func (s *stream) op2(inst func(a, b Op), a, b Op) {
+	*s = append(*s, func() { inst(a, b) })
+}
+
+func (s *stream) op3(inst func(a, b, c Op), a, b, c Op) {
+	*s = append(*s, func() { inst(a, b, c) })
+}

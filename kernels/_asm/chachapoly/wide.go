@@ -19,26 +19,11 @@ func chachaAVX512x17() {
 	Doc("chachaXORAVX512x17 XORs groups × 17 ChaCha20 blocks of src into dst, the",
 		"first block's input state being state; groups > 0. Each group runs 16",
 		"blocks in zmm registers and the 17th in general-purpose registers.")
-	wide17(false)
+	wide17()
 }
 
-// chachaPolyHead is the same pass, once, for the start of a ChaCha20-Poly1305
-// message: the scalar block is block 0, whose keystream keys Poly1305 and is
-// written out, and the zmm blocks are blocks 1–16, the first 1024 bytes of
-// the message. Block 0 so costs nothing next to the zmm pass.
-func chachaPolyHead() {
-	TEXT("chachaPolyHeadAVX512", 0, "func(dst, src *byte, state *[16]uint32, key *[64]byte)")
-	Pragma("noescape")
-	Doc("chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after the one whose input",
-		"state is state (1024 bytes) of src into dst, and writes the keystream of",
-		"that first block to key. Blocks 1–16 run in zmm registers, the first in",
-		"general-purpose registers.")
-	wide17(true)
-}
-
-// wide17 emits the body of chachaXORAVX512x17, or with head that of
-// chachaPolyHead: one group, the scalar block first and written to key.
-func wide17(head bool) {
+// wide17 emits the body of chachaXORAVX512x17.
+func wide17() {
 	frame := AllocLocal(128)
 	var (
 		fDst    = frame.Offset(0)
@@ -61,30 +46,17 @@ func wide17(head bool) {
 	MOVQ(RAX, fDst)
 	Load(Param("src"), RAX)
 	MOVQ(RAX, fSrc)
-	if head {
-		MOVQ(U32(1), RAX)
-	} else {
-		Load(Param("groups"), RAX)
-	}
+	Load(Param("groups"), RAX)
 	MOVQ(RAX, fGroups)
 	Load(Param("state"), RAX)
 	MOVQ(RAX, fState)
 
-	if head {
-		Comment("Counters: counter+1 … counter+16 in zmm, counter for the scalar block.")
-		MOVL(Mem{Base: RAX, Disp: 4 * 12}, EBX)
-		MOVL(EBX, fCtr)
-		INCL(EBX)
-		VPBROADCASTD(EBX, zCounter)
-		VPADDD(stitchConsts.Offset(stitchIota), zCounter, zCounter) // chachaIota16 is chacha20_amd64.s's
-	} else {
-		Comment("Counters: counter+0 … counter+15 in zmm, counter+16 for the scalar block.")
-		VPBROADCASTD(Mem{Base: RAX, Disp: 4 * 12}, zCounter)
-		VPADDD(iota16, zCounter, zCounter)
-		MOVL(Mem{Base: RAX, Disp: 4 * 12}, EBX)
-		ADDL(U32(16), EBX)
-		MOVL(EBX, fCtr)
-	}
+	Comment("Counters: counter+0 … counter+15 in zmm, counter+16 for the scalar block.")
+	VPBROADCASTD(Mem{Base: RAX, Disp: 4 * 12}, zCounter)
+	VPADDD(iota16, zCounter, zCounter)
+	MOVL(Mem{Base: RAX, Disp: 4 * 12}, EBX)
+	ADDL(U32(16), EBX)
+	MOVL(EBX, fCtr)
 	MOVL(U32(17), EBX)
 	VPBROADCASTD(EBX, zSixteen) // here: 17 in every lane
 	MOVL(U32(0xefff), EBX)
@@ -166,16 +138,6 @@ func wide17(head bool) {
 	VMOVDQU32(fKS, Z0)
 	VMOVDQU32(Mem{Base: R15}, Z1)
 	VPADDD(Z1, Z0, K1, Z0)
-	if head {
-		Load(Param("key"), RAX)
-		VMOVDQU32(Z0, Mem{Base: RAX})
-		Comment("Clear the copy of the key block in the frame.")
-		VPXORD(Z0, Z0, Z0)
-		VMOVDQU32(Z0, fKS)
-		VZEROUPPER()
-		RET()
-		return
-	}
 	VPXORD(Mem{Base: RSI, Disp: 1024}, Z0, Z0)
 	VMOVDQU32(Z0, Mem{Base: RDI, Disp: 1024})
 
