@@ -137,8 +137,9 @@ var headerRequestID = []byte(api.HeaderRequestID)
 func recycleScratch(c *fiber.Ctx, st *reqState) {
 	if sc := st.scratch; sc != nil && !c.Response().IsBodyStream() {
 		st.scratch = nil
-		clear(sc.body[:])
-		clear(sc.data[:])
+		clear(sc.body[:sc.bodyUsed])
+		clear(sc.data[:sc.dataUsed])
+		sc.bodyUsed, sc.dataUsed = 0, 0
 		scratches.Put(sc)
 	}
 }
@@ -150,6 +151,8 @@ func recycleScratch(c *fiber.Ctx, st *reqState) {
 type reqScratch struct {
 	body [1024]byte
 	data [768]byte
+	// How much of each may hold data: what recycling clears.
+	bodyUsed, dataUsed int
 }
 
 var scratches = sync.Pool{New: func() any { return new(reqScratch) }}

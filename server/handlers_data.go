@@ -45,6 +45,7 @@ func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, e
 			// buffer of that size, rather than ReadAll's growing one.
 			if sc := scratchSpace(c); sc != nil && cl <= len(sc.body) {
 				b = sc.body[:cl]
+				sc.bodyUsed = max(sc.bodyUsed, cl)
 			} else {
 				b = make([]byte, cl)
 			}
@@ -69,10 +70,14 @@ func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, e
 
 // decodeJSON decodes exactly one JSON value into v, refusing unknown fields
 // and anything after the value.
-// dataScratch returns the request's room for decoded data, or nil.
-func dataScratch(c *fiber.Ctx) []byte {
+// dataScratch returns the request's room for the data decoded from the
+// base64 strings of the JSON body b, or nil: at most as much as b's length
+// in base64 would decode to.
+func dataScratch(c *fiber.Ctx, b []byte) []byte {
 	if sc := scratchSpace(c); sc != nil {
-		return sc.data[:]
+		n := min(len(sc.data), base64.StdEncoding.DecodedLen(len(b)))
+		sc.dataUsed = max(sc.dataUsed, n)
+		return sc.data[:n]
 	}
 	return nil
 }
@@ -257,7 +262,7 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 	}
 	var req api.EncryptRequest
 	var fast bool
-	if req.Plaintext, req.Context, req.Reference, fast = decodeItem(b, "plaintext", dataScratch(c)); !fast {
+	if req.Plaintext, req.Context, req.Reference, fast = decodeItem(b, "plaintext", dataScratch(c, b)); !fast {
 		if err := decodeInto(b, &req); err != nil {
 			return err
 		}
@@ -297,7 +302,7 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 	}
 	var req api.DecryptRequest
 	var fast bool
-	if req.Ciphertext, req.Context, req.Reference, fast = decodeItem(b, "ciphertext", dataScratch(c)); !fast {
+	if req.Ciphertext, req.Context, req.Reference, fast = decodeItem(b, "ciphertext", dataScratch(c, b)); !fast {
 		if err := decodeInto(b, &req); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -821,5 +822,44 @@ func TestRequestID(t *testing.T) {
 			t.Errorf("sent %q: got %q (handler saw %q), want a new 24-hex-digit ID", id, h, seen)
 		}
 		ids[h] = true
+	}
+}
+
+// A JSON request's scratch space holds its body and decoded data; it is
+// wiped before the next request may take it.
+func TestScratchWiped(t *testing.T) {
+	s := &Server{cfg: Config{}.Defaults(), log: zap.NewNop(), met: newMetrics(), started: time.Now()}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler, StreamRequestBody: true})
+	app.Use(s.front)
+	var sc *reqScratch
+	var data []byte
+	app.Post("/item", func(c *fiber.Ctx) error {
+		b, err := s.readJSONBody(c, 4096, false)
+		if err != nil {
+			return err
+		}
+		d, _, _, ok := decodeItem(b, "plaintext", dataScratch(c, b))
+		if !ok {
+			return errors.New("not decoded")
+		}
+		sc, data = scratchSpace(c), d
+		return c.SendStatus(204)
+	})
+	secret := bytes.Repeat([]byte("secret!"), 20)
+	req := httptest.NewRequest("POST", "/item", strings.NewReader(`{"plaintext":"`+base64.StdEncoding.EncodeToString(secret)+`"}`))
+	req.Header.Set("Content-Type", api.ContentTypeJSON)
+	resp, err := app.Test(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 || sc == nil {
+		t.Fatalf("status %d, scratch %p", resp.StatusCode, sc)
+	}
+	if &data[0] != &sc.data[0] {
+		t.Fatal("the data was not decoded into the scratch space")
+	}
+	if !bytes.Equal(sc.body[:], make([]byte, len(sc.body))) || !bytes.Equal(sc.data[:], make([]byte, len(sc.data))) || sc.bodyUsed != 0 || sc.dataUsed != 0 {
+		t.Errorf("scratch space not wiped after the request: used %d and %d", sc.bodyUsed, sc.dataUsed)
 	}
 }
