@@ -3461,6 +3461,12 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -3473,12 +3479,6 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z11
@@ -3509,6 +3509,12 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -3521,12 +3527,6 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -3557,6 +3557,12 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ      Z5, Z2, Z8
 	VPMADD52HUQ      Z5, Z2, Z11
 	VPMADD52LUQ      Z6, Z2, Z9
@@ -3569,12 +3575,6 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPMADD52HUQ      Z5, Z3, Z12
 	VPMADD52LUQ      Z6, Z3, Z10
 	VPMADD52HUQ      Z6, Z3, Z13
-	VPMADD52LUQ      Z0, Z4, Z8
-	VPMADD52HUQ      Z0, Z4, Z11
-	VPMADD52LUQ      Z1, Z4, Z9
-	VPMADD52HUQ      Z1, Z4, Z12
-	VPMADD52LUQ      Z5, Z4, Z10
-	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -4086,7 +4086,7 @@ seal_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            16(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
@@ -4102,7 +4102,7 @@ seal_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
@@ -4117,7 +4117,7 @@ seal_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
@@ -4133,7 +4133,7 @@ seal_loop:
 	ADCQ             520(AX), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
@@ -4148,7 +4148,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
@@ -4164,7 +4164,7 @@ seal_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -4179,7 +4179,7 @@ seal_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R13, R15
 	VPADDD           Z5, Z1, Z1
@@ -4196,7 +4196,7 @@ seal_loop:
 	MULXQ            (SP), R9, R13
 	VPXORD           Z1, Z13, Z13
 	MULXQ            8(SP), R14, R15
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
@@ -4212,7 +4212,7 @@ seal_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -4228,7 +4228,7 @@ seal_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
@@ -4246,7 +4246,7 @@ seal_loop:
 	ADCQ             552(AX), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
@@ -4261,7 +4261,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
@@ -4277,7 +4277,7 @@ seal_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            (SP), R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -4289,7 +4289,7 @@ seal_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
@@ -4307,7 +4307,7 @@ seal_loop:
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R9, R14
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
@@ -4323,7 +4323,7 @@ seal_loop:
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z11, Z11
@@ -4339,7 +4339,7 @@ seal_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
@@ -4355,7 +4355,7 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z6, Z2, Z2
 	ADDQ             576(AX), R9
 	ADCQ             584(AX), R10
@@ -4798,7 +4798,7 @@ seal_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
@@ -4815,7 +4815,7 @@ seal_loop:
 	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
@@ -4831,7 +4831,7 @@ seal_loop:
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R9
 	VPADDD           Z12, Z8, Z8
@@ -4847,7 +4847,7 @@ seal_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
@@ -4863,7 +4863,7 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPADDD           Z5, Z1, Z1
 	ADDQ             720(AX), R12
 	ADCQ             728(AX), R10
@@ -4879,7 +4879,7 @@ seal_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            16(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
@@ -4892,7 +4892,7 @@ seal_loop:
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
@@ -4908,7 +4908,7 @@ seal_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
@@ -4926,7 +4926,7 @@ seal_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R12, R10
 	VPXORD           Z0, Z15, Z15
@@ -4941,7 +4941,7 @@ seal_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
@@ -4958,7 +4958,7 @@ seal_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
@@ -4972,7 +4972,7 @@ seal_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R14, R15
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
@@ -4989,7 +4989,7 @@ seal_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            16(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
@@ -5005,7 +5005,7 @@ seal_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
@@ -5021,7 +5021,7 @@ seal_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
@@ -5037,7 +5037,7 @@ seal_loop:
 	ADCQ             776(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
@@ -5052,7 +5052,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
@@ -5067,7 +5067,7 @@ seal_loop:
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R11
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -5416,7 +5416,7 @@ seal_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	VPMADD52LUQ      32(SP), Z20, Z23
+	VPMADD52LUQ      224(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
@@ -5434,7 +5434,7 @@ seal_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      32(SP), Z20, Z26
+	VPMADD52HUQ      224(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R9, R10
 	VPADDD           Z4, Z3, Z3
@@ -5449,7 +5449,7 @@ seal_loop:
 	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      96(SP), Z20, Z24
+	VPMADD52LUQ      288(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
@@ -5466,7 +5466,7 @@ seal_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      96(SP), Z20, Z27
+	VPMADD52HUQ      288(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
@@ -5480,7 +5480,7 @@ seal_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      160(SP), Z20, Z25
+	VPMADD52LUQ      32(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
@@ -5496,7 +5496,7 @@ seal_loop:
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      160(SP), Z20, Z28
+	VPMADD52HUQ      32(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
@@ -5511,7 +5511,7 @@ seal_loop:
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      288(SP), Z21, Z23
+	VPMADD52LUQ      32(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
@@ -5527,7 +5527,7 @@ seal_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      288(SP), Z21, Z26
+	VPMADD52HUQ      32(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z11, Z7, Z7
@@ -5545,7 +5545,7 @@ seal_loop:
 	ADCQ             920(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      32(SP), Z21, Z24
+	VPMADD52LUQ      96(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
@@ -5560,7 +5560,7 @@ seal_loop:
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      32(SP), Z21, Z27
+	VPMADD52HUQ      96(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z13, Z13
@@ -5576,7 +5576,7 @@ seal_loop:
 	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      96(SP), Z21, Z25
+	VPMADD52LUQ      160(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -5590,7 +5590,7 @@ seal_loop:
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
-	VPMADD52HUQ      96(SP), Z21, Z28
+	VPMADD52HUQ      160(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
@@ -5608,7 +5608,7 @@ seal_loop:
 	VPADDD           Z7, Z2, Z2
 	MULXQ            8(SP), R13, R15
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      224(SP), Z22, Z23
+	VPMADD52LUQ      288(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
@@ -5624,7 +5624,7 @@ seal_loop:
 	VPROLD           $0x10, Z12, Z12
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      224(SP), Z22, Z26
+	VPMADD52HUQ      288(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
@@ -5638,7 +5638,7 @@ seal_loop:
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      288(SP), Z22, Z24
+	VPMADD52LUQ      32(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
@@ -5654,7 +5654,7 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      288(SP), Z22, Z27
+	VPMADD52HUQ      32(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(AX), R12
 	ADCQ             952(AX), R13
@@ -5670,7 +5670,7 @@ seal_loop:
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R12, R13
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      32(SP), Z22, Z25
+	VPMADD52LUQ      96(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
@@ -5686,7 +5686,7 @@ seal_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      32(SP), Z22, Z28
+	VPMADD52HUQ      96(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
 	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
@@ -6104,6 +6104,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -6116,12 +6122,6 @@ seal_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6149,6 +6149,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -6161,12 +6167,6 @@ seal_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6194,6 +6194,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -6206,12 +6212,6 @@ seal_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6239,6 +6239,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -6251,12 +6257,6 @@ seal_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6284,6 +6284,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -6296,12 +6302,6 @@ seal_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6329,6 +6329,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -6341,12 +6347,6 @@ seal_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6374,6 +6374,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -6386,12 +6392,6 @@ seal_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6413,6 +6413,12 @@ seal_last:
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      192(R8), Z22, Z23
+	VPMADD52HUQ      192(R8), Z22, Z26
+	VPMADD52LUQ      256(R8), Z22, Z24
+	VPMADD52HUQ      256(R8), Z22, Z27
+	VPMADD52LUQ      (R8), Z22, Z25
+	VPMADD52HUQ      (R8), Z22, Z28
 	VPMADD52LUQ      (R8), Z20, Z23
 	VPMADD52HUQ      (R8), Z20, Z26
 	VPMADD52LUQ      64(R8), Z20, Z24
@@ -6425,12 +6431,6 @@ seal_last:
 	VPMADD52HUQ      (R8), Z21, Z27
 	VPMADD52LUQ      64(R8), Z21, Z25
 	VPMADD52HUQ      64(R8), Z21, Z28
-	VPMADD52LUQ      192(R8), Z22, Z23
-	VPMADD52HUQ      192(R8), Z22, Z26
-	VPMADD52LUQ      256(R8), Z22, Z24
-	VPMADD52HUQ      256(R8), Z22, Z27
-	VPMADD52LUQ      (R8), Z22, Z25
-	VPMADD52HUQ      (R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -6547,6 +6547,12 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -6559,12 +6565,6 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z11
@@ -6595,6 +6595,12 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -6607,12 +6613,6 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -6643,6 +6643,12 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ      Z5, Z2, Z8
 	VPMADD52HUQ      Z5, Z2, Z11
 	VPMADD52LUQ      Z6, Z2, Z9
@@ -6655,12 +6661,6 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPMADD52HUQ      Z5, Z3, Z12
 	VPMADD52LUQ      Z6, Z3, Z10
 	VPMADD52HUQ      Z6, Z3, Z13
-	VPMADD52LUQ      Z0, Z4, Z8
-	VPMADD52HUQ      Z0, Z4, Z11
-	VPMADD52LUQ      Z1, Z4, Z9
-	VPMADD52HUQ      Z1, Z4, Z12
-	VPMADD52LUQ      Z5, Z4, Z10
-	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -7169,7 +7169,7 @@ open_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            16(SP), R11, R13
 	VPROLD           $0x08, Z12, Z12
@@ -7185,7 +7185,7 @@ open_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R10, R11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R11, R12
 	ADCQ             $0x00, R14
@@ -7200,7 +7200,7 @@ open_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R14, R13
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z7, Z7
@@ -7216,7 +7216,7 @@ open_loop:
 	ADCQ             520(CX), R12
 	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
@@ -7231,7 +7231,7 @@ open_loop:
 	ADDQ             R8, R11
 	ADCQ             R12, R13
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z15, Z15
@@ -7247,7 +7247,7 @@ open_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R13, R9
 	ADCQ             R10, R14
@@ -7262,7 +7262,7 @@ open_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R12, R14
 	VPADDD           Z5, Z1, Z1
@@ -7279,7 +7279,7 @@ open_loop:
 	MULXQ            (SP), R8, R12
 	VPXORD           Z1, Z13, Z13
 	MULXQ            8(SP), R13, R14
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R9, DX
 	VPXORD           Z3, Z15, Z15
@@ -7295,7 +7295,7 @@ open_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             16(SP), R11
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R10, R11
 	VPADDD           Z14, Z10, Z10
@@ -7311,7 +7311,7 @@ open_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R14, R9
 	VPROLD           $0x07, Z5, Z5
@@ -7329,7 +7329,7 @@ open_loop:
 	ADCQ             552(CX), R13
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R8, DX
 	VPXORD           Z0, Z15, Z15
@@ -7344,7 +7344,7 @@ open_loop:
 	ADDQ             R8, R11
 	ADCQ             R13, R9
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z14, Z14
@@ -7360,7 +7360,7 @@ open_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            (SP), R10
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R9, R12
 	ADCQ             R10, R14
@@ -7372,7 +7372,7 @@ open_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z4, Z4
@@ -7390,7 +7390,7 @@ open_loop:
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R8, R13
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
@@ -7406,7 +7406,7 @@ open_loop:
 	ADDQ             R11, R9
 	ADCQ             R12, R14
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             16(SP), R11
 	VPADDD           Z12, Z11, Z11
@@ -7422,7 +7422,7 @@ open_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z5, Z5
@@ -7438,7 +7438,7 @@ open_loop:
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z6, Z2, Z2
 	ADDQ             576(CX), R8
 	ADCQ             584(CX), R9
@@ -7881,7 +7881,7 @@ open_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
@@ -7898,7 +7898,7 @@ open_loop:
 	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R11, R13
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
@@ -7914,7 +7914,7 @@ open_loop:
 	ADDQ             R8, R9
 	ADCQ             R12, R14
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R8
 	VPADDD           Z12, Z8, Z8
@@ -7930,7 +7930,7 @@ open_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
@@ -7946,7 +7946,7 @@ open_loop:
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPADDD           Z5, Z1, Z1
 	ADDQ             720(CX), R11
 	ADCQ             728(CX), R9
@@ -7962,7 +7962,7 @@ open_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            16(SP), R11, R9
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R11, R8
 	ADCQ             R9, R12
@@ -7975,7 +7975,7 @@ open_loop:
 	MOVQ             16(SP), R11
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R10, R11
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R11, R13
 	ADCQ             $0x00, R14
@@ -7991,7 +7991,7 @@ open_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R14, R9
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z5, Z5
@@ -8009,7 +8009,7 @@ open_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R8, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R11, R9
 	VPXORD           Z0, Z15, Z15
@@ -8024,7 +8024,7 @@ open_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R8, R12
 	ADCQ             R13, R14
@@ -8041,7 +8041,7 @@ open_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
@@ -8055,7 +8055,7 @@ open_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R13, R14
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R14, R11
 	ADCQ             $0x00, R12
@@ -8072,7 +8072,7 @@ open_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R12, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            16(SP), R11, R12
 	VPXORD           Z3, Z14, Z14
@@ -8088,7 +8088,7 @@ open_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R10, R11
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R11, R9
 	ADCQ             $0x00, R14
@@ -8104,7 +8104,7 @@ open_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R14, R12
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z6, Z6
@@ -8120,7 +8120,7 @@ open_loop:
 	ADCQ             776(CX), R9
 	ADCQ             $0x01, R10
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R8, DX
 	VPADDD           Z7, Z3, Z3
@@ -8135,7 +8135,7 @@ open_loop:
 	ADDQ             R8, R11
 	ADCQ             R9, R12
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z14, Z14
@@ -8150,7 +8150,7 @@ open_loop:
 	ADCQ             $0x00, R14
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R10
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R12, R13
 	ADCQ             R10, R14
@@ -8499,7 +8499,7 @@ open_loop:
 	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R14, R9
-	VPMADD52LUQ      32(SP), Z20, Z23
+	VPMADD52LUQ      224(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z5, Z5
@@ -8517,7 +8517,7 @@ open_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R11, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      32(SP), Z20, Z26
+	VPMADD52HUQ      224(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R8, R9
 	VPADDD           Z4, Z3, Z3
@@ -8532,7 +8532,7 @@ open_loop:
 	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      96(SP), Z20, Z24
+	VPMADD52LUQ      288(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R11, R12
 	ADCQ             R13, R14
@@ -8549,7 +8549,7 @@ open_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R14
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      96(SP), Z20, Z27
+	VPMADD52HUQ      288(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
@@ -8563,7 +8563,7 @@ open_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R13, R14
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      160(SP), Z20, Z25
+	VPMADD52LUQ      32(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R14, R8
 	ADCQ             $0x00, R12
@@ -8579,7 +8579,7 @@ open_loop:
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      160(SP), Z20, Z28
+	VPMADD52HUQ      32(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R12, DX
 	VPXORD           Z2, Z14, Z14
@@ -8594,7 +8594,7 @@ open_loop:
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      288(SP), Z21, Z23
+	VPMADD52LUQ      32(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R10, R8
 	VPADDD           Z12, Z8, Z8
@@ -8610,7 +8610,7 @@ open_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R10
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      288(SP), Z21, Z26
+	VPMADD52HUQ      32(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R14, R12
 	VPXORD           Z11, Z7, Z7
@@ -8628,7 +8628,7 @@ open_loop:
 	ADCQ             920(CX), R9
 	ADCQ             $0x01, R10
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      32(SP), Z21, Z24
+	VPMADD52LUQ      96(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R11, DX
 	VPADDD           Z6, Z2, Z2
@@ -8643,7 +8643,7 @@ open_loop:
 	ADDQ             R11, R8
 	ADCQ             R9, R12
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      32(SP), Z21, Z27
+	VPMADD52HUQ      96(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z13, Z13
@@ -8659,7 +8659,7 @@ open_loop:
 	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      96(SP), Z21, Z25
+	VPMADD52LUQ      160(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R12, R13
 	ADCQ             R10, R14
@@ -8673,7 +8673,7 @@ open_loop:
 	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R14
-	VPMADD52HUQ      96(SP), Z21, Z28
+	VPMADD52HUQ      160(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R9, R14
 	VPROLD           $0x07, Z6, Z6
@@ -8691,7 +8691,7 @@ open_loop:
 	VPADDD           Z7, Z2, Z2
 	MULXQ            8(SP), R12, R14
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      224(SP), Z22, Z23
+	VPMADD52LUQ      288(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
@@ -8707,7 +8707,7 @@ open_loop:
 	VPROLD           $0x10, Z12, Z12
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      224(SP), Z22, Z26
+	VPMADD52HUQ      288(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R10, R8
 	VPADDD           Z15, Z10, Z10
@@ -8721,7 +8721,7 @@ open_loop:
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R14, R10
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      288(SP), Z22, Z24
+	VPMADD52LUQ      32(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
@@ -8737,7 +8737,7 @@ open_loop:
 	ADCQ             $0x00, R12
 	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      288(SP), Z22, Z27
+	VPMADD52HUQ      32(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(CX), R11
 	ADCQ             952(CX), R12
@@ -8753,7 +8753,7 @@ open_loop:
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R11, R12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      32(SP), Z22, Z25
+	VPMADD52LUQ      96(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R11, R8
 	ADCQ             R12, R13
@@ -8769,7 +8769,7 @@ open_loop:
 	ADDQ             R11, R9
 	ADCQ             $0x00, R14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      32(SP), Z22, Z28
+	VPMADD52HUQ      96(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
 	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
@@ -9271,69 +9271,69 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPROLD           $0x0c, Z4, Z4
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPROLD           $0x07, Z7, Z7
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -9434,68 +9434,68 @@ open_last:
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
@@ -9596,68 +9596,68 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPADDD           Z6, Z1, Z1
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z2, Z13, Z13
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x10, Z14, Z14
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
@@ -9759,68 +9759,68 @@ open_last:
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	VPROLD           $0x0c, Z4, Z4
 	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPADDD           Z6, Z1, Z1
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z2, Z13, Z13
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -9921,68 +9921,68 @@ open_last:
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x0c, Z4, Z4
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x07, Z7, Z7
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
@@ -10083,69 +10083,69 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -10246,68 +10246,68 @@ open_last:
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z6, Z1, Z1
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
@@ -10386,69 +10386,69 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      (DI), Z20, Z23
+	VPMADD52LUQ      192(DI), Z22, Z23
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      (DI), Z20, Z26
+	VPMADD52HUQ      192(DI), Z22, Z26
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ      64(DI), Z20, Z24
+	VPMADD52LUQ      256(DI), Z22, Z24
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      64(DI), Z20, Z27
+	VPMADD52HUQ      256(DI), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      128(DI), Z20, Z25
+	VPMADD52LUQ      (DI), Z22, Z25
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      128(DI), Z20, Z28
+	VPMADD52HUQ      (DI), Z22, Z28
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      256(DI), Z21, Z23
+	VPMADD52LUQ      (DI), Z20, Z23
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      256(DI), Z21, Z26
+	VPMADD52HUQ      (DI), Z20, Z26
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      (DI), Z21, Z24
+	VPMADD52LUQ      64(DI), Z20, Z24
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
-	VPMADD52HUQ      (DI), Z21, Z27
+	VPMADD52HUQ      64(DI), Z20, Z27
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      64(DI), Z21, Z25
+	VPMADD52LUQ      128(DI), Z20, Z25
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      64(DI), Z21, Z28
+	VPMADD52HUQ      128(DI), Z20, Z28
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52LUQ      192(DI), Z22, Z23
+	VPMADD52LUQ      256(DI), Z21, Z23
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      192(DI), Z22, Z26
+	VPMADD52HUQ      256(DI), Z21, Z26
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      256(DI), Z22, Z24
+	VPMADD52LUQ      (DI), Z21, Z24
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      256(DI), Z22, Z27
+	VPMADD52HUQ      (DI), Z21, Z27
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      (DI), Z22, Z25
+	VPMADD52LUQ      64(DI), Z21, Z25
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      (DI), Z22, Z28
+	VPMADD52HUQ      64(DI), Z21, Z28
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -12389,6 +12389,12 @@ whole_aad_done:
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -12401,12 +12407,6 @@ whole_aad_done:
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z11
@@ -12437,6 +12437,12 @@ whole_aad_done:
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -12449,12 +12455,6 @@ whole_aad_done:
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -12485,6 +12485,12 @@ whole_aad_done:
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ      Z5, Z2, Z8
 	VPMADD52HUQ      Z5, Z2, Z11
 	VPMADD52LUQ      Z6, Z2, Z9
@@ -12497,12 +12503,6 @@ whole_aad_done:
 	VPMADD52HUQ      Z5, Z3, Z12
 	VPMADD52LUQ      Z6, Z3, Z10
 	VPMADD52HUQ      Z6, Z3, Z13
-	VPMADD52LUQ      Z0, Z4, Z8
-	VPMADD52HUQ      Z0, Z4, Z11
-	VPMADD52LUQ      Z1, Z4, Z9
-	VPMADD52HUQ      Z1, Z4, Z12
-	VPMADD52LUQ      Z5, Z4, Z10
-	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -13014,7 +13014,7 @@ whole_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            856(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
@@ -13030,7 +13030,7 @@ whole_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
@@ -13045,7 +13045,7 @@ whole_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
@@ -13061,7 +13061,7 @@ whole_loop:
 	ADCQ             520(AX), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
@@ -13076,7 +13076,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            840(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
@@ -13092,7 +13092,7 @@ whole_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            840(SP), R11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13107,7 +13107,7 @@ whole_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R13, R15
 	VPADDD           Z5, Z1, Z1
@@ -13124,7 +13124,7 @@ whole_loop:
 	MULXQ            840(SP), R9, R13
 	VPXORD           Z1, Z13, Z13
 	MULXQ            848(SP), R14, R15
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
@@ -13140,7 +13140,7 @@ whole_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -13156,7 +13156,7 @@ whole_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
@@ -13174,7 +13174,7 @@ whole_loop:
 	ADCQ             552(AX), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
@@ -13189,7 +13189,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            840(SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
@@ -13205,7 +13205,7 @@ whole_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            840(SP), R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13217,7 +13217,7 @@ whole_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
@@ -13235,7 +13235,7 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MULXQ            840(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
@@ -13251,7 +13251,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z11, Z11
@@ -13267,7 +13267,7 @@ whole_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
@@ -13283,7 +13283,7 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z6, Z2, Z2
 	ADDQ             576(AX), R9
 	ADCQ             584(AX), R10
@@ -13726,7 +13726,7 @@ whole_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
@@ -13743,7 +13743,7 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MULXQ            840(SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
@@ -13759,7 +13759,7 @@ whole_loop:
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             856(SP), R9
 	VPADDD           Z12, Z8, Z8
@@ -13775,7 +13775,7 @@ whole_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
@@ -13791,7 +13791,7 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPADDD           Z5, Z1, Z1
 	ADDQ             720(AX), R12
 	ADCQ             728(AX), R10
@@ -13807,7 +13807,7 @@ whole_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            856(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
@@ -13820,7 +13820,7 @@ whole_loop:
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
@@ -13836,7 +13836,7 @@ whole_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
@@ -13854,7 +13854,7 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            840(SP), R12, R10
 	VPXORD           Z0, Z15, Z15
@@ -13869,7 +13869,7 @@ whole_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            840(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
@@ -13886,7 +13886,7 @@ whole_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
@@ -13900,7 +13900,7 @@ whole_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R14, R15
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
@@ -13917,7 +13917,7 @@ whole_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            856(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
@@ -13933,7 +13933,7 @@ whole_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
@@ -13949,7 +13949,7 @@ whole_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
@@ -13965,7 +13965,7 @@ whole_loop:
 	ADCQ             776(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
@@ -13980,7 +13980,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            840(SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
@@ -13995,7 +13995,7 @@ whole_loop:
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
 	IMULQ            840(SP), R11
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14344,7 +14344,7 @@ whole_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	VPMADD52LUQ      872(SP), Z20, Z23
+	VPMADD52LUQ      1064(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
@@ -14362,7 +14362,7 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      872(SP), Z20, Z26
+	VPMADD52HUQ      1064(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
 	MULXQ            840(SP), R9, R10
 	VPADDD           Z4, Z3, Z3
@@ -14377,7 +14377,7 @@ whole_loop:
 	VPXORD           Z3, Z14, Z14
 	MULXQ            840(SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      936(SP), Z20, Z24
+	VPMADD52LUQ      1128(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
@@ -14394,7 +14394,7 @@ whole_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      936(SP), Z20, Z27
+	VPMADD52HUQ      1128(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
@@ -14408,7 +14408,7 @@ whole_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      1000(SP), Z20, Z25
+	VPMADD52LUQ      872(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
@@ -14424,7 +14424,7 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      1000(SP), Z20, Z28
+	VPMADD52HUQ      872(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
@@ -14439,7 +14439,7 @@ whole_loop:
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             856(SP), R9
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      1128(SP), Z21, Z23
+	VPMADD52LUQ      872(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
@@ -14455,7 +14455,7 @@ whole_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      1128(SP), Z21, Z26
+	VPMADD52HUQ      872(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z11, Z7, Z7
@@ -14473,7 +14473,7 @@ whole_loop:
 	ADCQ             920(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      872(SP), Z21, Z24
+	VPMADD52LUQ      936(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
@@ -14488,7 +14488,7 @@ whole_loop:
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      872(SP), Z21, Z27
+	VPMADD52HUQ      936(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            840(SP), R12, R10
 	VPROLD           $0x08, Z13, Z13
@@ -14504,7 +14504,7 @@ whole_loop:
 	VPADDD           Z13, Z9, Z9
 	IMULQ            840(SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      936(SP), Z21, Z25
+	VPMADD52LUQ      1000(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14518,7 +14518,7 @@ whole_loop:
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
-	VPMADD52HUQ      936(SP), Z21, Z28
+	VPMADD52HUQ      1000(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
@@ -14536,7 +14536,7 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MULXQ            848(SP), R13, R15
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      1064(SP), Z22, Z23
+	VPMADD52LUQ      1128(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
@@ -14552,7 +14552,7 @@ whole_loop:
 	VPROLD           $0x10, Z12, Z12
 	MOVQ             856(SP), R9
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      1064(SP), Z22, Z26
+	VPMADD52HUQ      1128(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
@@ -14566,7 +14566,7 @@ whole_loop:
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      1128(SP), Z22, Z24
+	VPMADD52LUQ      872(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
@@ -14582,7 +14582,7 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      1128(SP), Z22, Z27
+	VPMADD52HUQ      872(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(AX), R12
 	ADCQ             952(AX), R13
@@ -14598,7 +14598,7 @@ whole_loop:
 	VPXORD           Z1, Z12, Z12
 	MULXQ            856(SP), R12, R13
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      872(SP), Z22, Z25
+	VPMADD52LUQ      936(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
@@ -14614,7 +14614,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      872(SP), Z22, Z28
+	VPMADD52HUQ      936(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
 	IMULQ            840(SP), R11
 	VPADDD           Z13, Z8, Z8
@@ -15032,6 +15032,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -15044,12 +15050,6 @@ whole_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -15077,6 +15077,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -15089,12 +15095,6 @@ whole_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -15122,6 +15122,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -15134,12 +15140,6 @@ whole_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -15167,6 +15167,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -15179,12 +15185,6 @@ whole_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -15212,6 +15212,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -15224,12 +15230,6 @@ whole_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -15257,6 +15257,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -15269,12 +15275,6 @@ whole_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -15302,6 +15302,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z26
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ      320(R8), Z20, Z23
 	VPMADD52HUQ      320(R8), Z20, Z26
 	VPMADD52LUQ      384(R8), Z20, Z24
@@ -15314,12 +15320,6 @@ whole_last:
 	VPMADD52HUQ      320(R8), Z21, Z27
 	VPMADD52LUQ      384(R8), Z21, Z25
 	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
@@ -15341,6 +15341,12 @@ whole_last:
 	VPXORQ           Z30, Z30, Z27
 	VPXORQ           Z30, Z30, Z25
 	VPXORQ           Z30, Z30, Z28
+	VPMADD52LUQ      192(R8), Z22, Z23
+	VPMADD52HUQ      192(R8), Z22, Z26
+	VPMADD52LUQ      256(R8), Z22, Z24
+	VPMADD52HUQ      256(R8), Z22, Z27
+	VPMADD52LUQ      (R8), Z22, Z25
+	VPMADD52HUQ      (R8), Z22, Z28
 	VPMADD52LUQ      (R8), Z20, Z23
 	VPMADD52HUQ      (R8), Z20, Z26
 	VPMADD52LUQ      64(R8), Z20, Z24
@@ -15353,12 +15359,6 @@ whole_last:
 	VPMADD52HUQ      (R8), Z21, Z27
 	VPMADD52LUQ      64(R8), Z21, Z25
 	VPMADD52HUQ      64(R8), Z21, Z28
-	VPMADD52LUQ      192(R8), Z22, Z23
-	VPMADD52HUQ      192(R8), Z22, Z26
-	VPMADD52LUQ      256(R8), Z22, Z24
-	VPMADD52HUQ      256(R8), Z22, Z27
-	VPMADD52LUQ      (R8), Z22, Z25
-	VPMADD52HUQ      (R8), Z22, Z28
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPSRLQ           $0x2c, Z23, Z29
