@@ -3461,6 +3461,12 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -3473,12 +3479,6 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z11
@@ -3509,6 +3509,12 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -3521,12 +3527,6 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -3557,6 +3557,12 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ      Z5, Z2, Z8
 	VPMADD52HUQ      Z5, Z2, Z11
 	VPMADD52LUQ      Z6, Z2, Z9
@@ -3569,12 +3575,6 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 	VPMADD52HUQ      Z5, Z3, Z12
 	VPMADD52LUQ      Z6, Z3, Z10
 	VPMADD52HUQ      Z6, Z3, Z13
-	VPMADD52LUQ      Z0, Z4, Z8
-	VPMADD52HUQ      Z0, Z4, Z11
-	VPMADD52LUQ      Z1, Z4, Z9
-	VPMADD52HUQ      Z1, Z4, Z12
-	VPMADD52LUQ      Z5, Z4, Z10
-	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -4086,7 +4086,7 @@ seal_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            16(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
@@ -4102,7 +4102,7 @@ seal_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
@@ -4117,7 +4117,7 @@ seal_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
@@ -4133,7 +4133,7 @@ seal_loop:
 	ADCQ             520(AX), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
@@ -4148,7 +4148,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
@@ -4164,7 +4164,7 @@ seal_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -4179,7 +4179,7 @@ seal_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R13, R15
 	VPADDD           Z5, Z1, Z1
@@ -4196,7 +4196,7 @@ seal_loop:
 	MULXQ            (SP), R9, R13
 	VPXORD           Z1, Z13, Z13
 	MULXQ            8(SP), R14, R15
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
@@ -4212,7 +4212,7 @@ seal_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -4228,7 +4228,7 @@ seal_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
@@ -4246,7 +4246,7 @@ seal_loop:
 	ADCQ             552(AX), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
@@ -4261,7 +4261,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
@@ -4277,7 +4277,7 @@ seal_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            (SP), R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -4289,7 +4289,7 @@ seal_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
@@ -4307,7 +4307,7 @@ seal_loop:
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R9, R14
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
@@ -4323,7 +4323,7 @@ seal_loop:
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z11, Z11
@@ -4339,7 +4339,7 @@ seal_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
@@ -4355,7 +4355,7 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z6, Z2, Z2
 	ADDQ             576(AX), R9
 	ADCQ             584(AX), R10
@@ -4798,7 +4798,7 @@ seal_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
@@ -4815,7 +4815,7 @@ seal_loop:
 	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
@@ -4831,7 +4831,7 @@ seal_loop:
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R9
 	VPADDD           Z12, Z8, Z8
@@ -4847,7 +4847,7 @@ seal_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
@@ -4863,7 +4863,7 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPADDD           Z5, Z1, Z1
 	ADDQ             720(AX), R12
 	ADCQ             728(AX), R10
@@ -4879,7 +4879,7 @@ seal_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            16(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
@@ -4892,7 +4892,7 @@ seal_loop:
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
@@ -4908,7 +4908,7 @@ seal_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
@@ -4926,7 +4926,7 @@ seal_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R12, R10
 	VPXORD           Z0, Z15, Z15
@@ -4941,7 +4941,7 @@ seal_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
@@ -4958,7 +4958,7 @@ seal_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
@@ -4972,7 +4972,7 @@ seal_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R14, R15
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
@@ -4989,7 +4989,7 @@ seal_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            16(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
@@ -5005,7 +5005,7 @@ seal_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
@@ -5021,7 +5021,7 @@ seal_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
@@ -5037,7 +5037,7 @@ seal_loop:
 	ADCQ             776(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
@@ -5052,7 +5052,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
@@ -5067,7 +5067,7 @@ seal_loop:
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R11
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -5416,7 +5416,7 @@ seal_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	VPMADD52LUQ      32(SP), Z20, Z23
+	VPMADD52LUQ      224(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
@@ -5434,7 +5434,7 @@ seal_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      32(SP), Z20, Z26
+	VPMADD52HUQ      224(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R9, R10
 	VPADDD           Z4, Z3, Z3
@@ -5449,7 +5449,7 @@ seal_loop:
 	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      96(SP), Z20, Z24
+	VPMADD52LUQ      288(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
@@ -5466,7 +5466,7 @@ seal_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      96(SP), Z20, Z27
+	VPMADD52HUQ      288(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
@@ -5480,7 +5480,7 @@ seal_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      160(SP), Z20, Z25
+	VPMADD52LUQ      32(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
@@ -5496,7 +5496,7 @@ seal_loop:
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      160(SP), Z20, Z28
+	VPMADD52HUQ      32(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
@@ -5511,7 +5511,7 @@ seal_loop:
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      288(SP), Z21, Z23
+	VPMADD52LUQ      32(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
@@ -5527,7 +5527,7 @@ seal_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      288(SP), Z21, Z26
+	VPMADD52HUQ      32(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z11, Z7, Z7
@@ -5545,7 +5545,7 @@ seal_loop:
 	ADCQ             920(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      32(SP), Z21, Z24
+	VPMADD52LUQ      96(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
@@ -5560,7 +5560,7 @@ seal_loop:
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      32(SP), Z21, Z27
+	VPMADD52HUQ      96(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R12, R10
 	VPROLD           $0x08, Z13, Z13
@@ -5576,7 +5576,7 @@ seal_loop:
 	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      96(SP), Z21, Z25
+	VPMADD52LUQ      160(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -5590,7 +5590,7 @@ seal_loop:
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
-	VPMADD52HUQ      96(SP), Z21, Z28
+	VPMADD52HUQ      160(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
@@ -5608,7 +5608,7 @@ seal_loop:
 	VPADDD           Z7, Z2, Z2
 	MULXQ            8(SP), R13, R15
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      224(SP), Z22, Z23
+	VPMADD52LUQ      288(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
@@ -5624,7 +5624,7 @@ seal_loop:
 	VPROLD           $0x10, Z12, Z12
 	MOVQ             16(SP), R9
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      224(SP), Z22, Z26
+	VPMADD52HUQ      288(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
@@ -5638,7 +5638,7 @@ seal_loop:
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      288(SP), Z22, Z24
+	VPMADD52LUQ      32(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
@@ -5654,7 +5654,7 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      288(SP), Z22, Z27
+	VPMADD52HUQ      32(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(AX), R12
 	ADCQ             952(AX), R13
@@ -5670,7 +5670,7 @@ seal_loop:
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R12, R13
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      32(SP), Z22, Z25
+	VPMADD52LUQ      96(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
@@ -5686,7 +5686,7 @@ seal_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      32(SP), Z22, Z28
+	VPMADD52HUQ      96(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
 	IMULQ            (SP), R11
 	VPADDD           Z13, Z8, Z8
@@ -6068,385 +6068,412 @@ seal_loop:
 seal_last:
 	// Poly1305 over the last group's ciphertext, all of it with IFMA:
 	// with no ChaCha20 to hide among, the shorter chain is the faster.
-	MOVQ             R9, R12
-	ANDQ             chachaPolyStitch<>+112(SB), R12
-	SHRQ             $0x2c, R10, R9
-	ANDQ             chachaPolyStitch<>+112(SB), R9
-	SHRQ             $0x18, R11, R10
-	VMOVQ            R12, X29
-	VPADDQ           Z29, Z20, Z20
-	VMOVQ            R9, X29
-	VPADDQ           Z29, Z21, Z21
-	VMOVQ            R10, X29
-	VPADDQ           Z29, Z22, Z22
-	VMOVDQU64        (AX), Z23
-	VMOVDQU64        64(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VMOVDQU64        128(AX), Z26
-	VPUNPCKLQDQ      192(AX), Z26, Z27
-	VPUNPCKHQDQ      192(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        256(AX), Z26
-	VPUNPCKLQDQ      320(AX), Z26, Z27
-	VPUNPCKHQDQ      320(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        384(AX), Z26
-	VPUNPCKLQDQ      448(AX), Z26, Z27
-	VPUNPCKHQDQ      448(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        512(AX), Z26
-	VPUNPCKLQDQ      576(AX), Z26, Z27
-	VPUNPCKHQDQ      576(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        640(AX), Z26
-	VPUNPCKLQDQ      704(AX), Z26, Z27
-	VPUNPCKHQDQ      704(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        768(AX), Z26
-	VPUNPCKLQDQ      832(AX), Z26, Z27
-	VPUNPCKHQDQ      832(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        896(AX), Z26
-	VPUNPCKLQDQ      960(AX), Z26, Z27
-	VPUNPCKHQDQ      960(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VPXORQ           Z30, Z30, Z23
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      (R8), Z20, Z23
-	VPMADD52HUQ      (R8), Z20, Z26
-	VPMADD52LUQ      64(R8), Z20, Z24
-	VPMADD52HUQ      64(R8), Z20, Z27
-	VPMADD52LUQ      128(R8), Z20, Z25
-	VPMADD52HUQ      128(R8), Z20, Z28
-	VPMADD52LUQ      256(R8), Z21, Z23
-	VPMADD52HUQ      256(R8), Z21, Z26
-	VPMADD52LUQ      (R8), Z21, Z24
-	VPMADD52HUQ      (R8), Z21, Z27
-	VPMADD52LUQ      64(R8), Z21, Z25
-	VPMADD52HUQ      64(R8), Z21, Z28
-	VPMADD52LUQ      192(R8), Z22, Z23
-	VPMADD52HUQ      192(R8), Z22, Z26
-	VPMADD52LUQ      256(R8), Z22, Z24
-	VPMADD52HUQ      256(R8), Z22, Z27
-	VPMADD52LUQ      (R8), Z22, Z25
-	VPMADD52HUQ      (R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	MOVQ             st+40(FP), AX
+	VMOVDQU64    320(R8), Z0
+	VMOVDQU64    384(R8), Z1
+	VMOVDQU64    448(R8), Z2
+	VMOVDQU64    512(R8), Z3
+	VMOVDQU64    576(R8), Z4
+	VMOVDQU64    (R8), Z5
+	VMOVDQU64    64(R8), Z6
+	VMOVDQU64    128(R8), Z7
+	VMOVDQU64    192(R8), Z8
+	VMOVDQU64    256(R8), Z9
+	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
+	VPBROADCASTQ chachaPolyStitch<>+88(SB), Z11
+	VPBROADCASTQ chachaPolyStitch<>+96(SB), Z12
+	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
+	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
+	MOVQ         R9, R12
+	ANDQ         chachaPolyStitch<>+112(SB), R12
+	SHRQ         $0x2c, R10, R9
+	ANDQ         chachaPolyStitch<>+112(SB), R9
+	SHRQ         $0x18, R11, R10
+	VMOVQ        R12, X29
+	VPADDQ       Z29, Z20, Z20
+	VMOVQ        R9, X29
+	VPADDQ       Z29, Z21, Z21
+	VMOVQ        R10, X29
+	VPADDQ       Z29, Z22, Z22
+	VMOVDQU64    (AX), Z23
+	VMOVDQU64    64(AX), Z24
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPSRLQ       $0x2c, Z25, Z27
+	VPANDQ       Z30, Z25, Z25
+	VPADDQ       Z25, Z20, Z20
+	VPSLLQ       $0x14, Z26, Z23
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPADDQ       Z27, Z21, Z21
+	VPSRLQ       $0x18, Z26, Z26
+	VPORQ        Z14, Z26, Z26
+	VPADDQ       Z26, Z22, Z22
+	VMOVDQU64    128(AX), Z26
+	VPUNPCKLQDQ  192(AX), Z26, Z27
+	VPUNPCKHQDQ  192(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    256(AX), Z26
+	VPUNPCKLQDQ  320(AX), Z26, Z27
+	VPUNPCKHQDQ  320(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    384(AX), Z26
+	VPUNPCKLQDQ  448(AX), Z26, Z27
+	VPUNPCKHQDQ  448(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    512(AX), Z26
+	VPUNPCKLQDQ  576(AX), Z26, Z27
+	VPUNPCKHQDQ  576(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    640(AX), Z26
+	VPUNPCKLQDQ  704(AX), Z26, Z27
+	VPUNPCKHQDQ  704(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    768(AX), Z26
+	VPUNPCKLQDQ  832(AX), Z26, Z27
+	VPUNPCKHQDQ  832(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    896(AX), Z26
+	VPUNPCKLQDQ  960(AX), Z26, Z27
+	VPUNPCKHQDQ  960(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VPXORQ       Z30, Z30, Z23
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z24
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z25
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z8, Z22, Z23
+	VPMADD52HUQ  Z8, Z22, Z26
+	VPMADD52LUQ  Z9, Z22, Z24
+	VPMADD52HUQ  Z9, Z22, Z27
+	VPMADD52LUQ  Z5, Z22, Z25
+	VPMADD52HUQ  Z5, Z22, Z28
+	VPMADD52LUQ  Z5, Z20, Z23
+	VPMADD52HUQ  Z5, Z20, Z26
+	VPMADD52LUQ  Z6, Z20, Z24
+	VPMADD52HUQ  Z6, Z20, Z27
+	VPMADD52LUQ  Z7, Z20, Z25
+	VPMADD52HUQ  Z7, Z20, Z28
+	VPMADD52LUQ  Z9, Z21, Z23
+	VPMADD52HUQ  Z9, Z21, Z26
+	VPMADD52LUQ  Z5, Z21, Z24
+	VPMADD52HUQ  Z5, Z21, Z27
+	VPMADD52LUQ  Z6, Z21, Z25
+	VPMADD52HUQ  Z6, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+
+	// Clear r⁸ and the lane powers from Z0–Z9.
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	MOVQ   st+40(FP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
 	VALIGNQ $0x04, Z20, Z20, Z16
@@ -6547,6 +6574,12 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -6559,12 +6592,6 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z11
@@ -6595,6 +6622,12 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -6607,12 +6640,6 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -6643,6 +6670,12 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ      Z5, Z2, Z8
 	VPMADD52HUQ      Z5, Z2, Z11
 	VPMADD52LUQ      Z6, Z2, Z9
@@ -6655,12 +6688,6 @@ TEXT ·chachaPolyOpenAVX512IFMA(SB), NOSPLIT, $352-48
 	VPMADD52HUQ      Z5, Z3, Z12
 	VPMADD52LUQ      Z6, Z3, Z10
 	VPMADD52HUQ      Z6, Z3, Z13
-	VPMADD52LUQ      Z0, Z4, Z8
-	VPMADD52HUQ      Z0, Z4, Z11
-	VPMADD52LUQ      Z1, Z4, Z9
-	VPMADD52HUQ      Z1, Z4, Z12
-	VPMADD52LUQ      Z5, Z4, Z10
-	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -7169,7 +7196,7 @@ open_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            16(SP), R11, R13
 	VPROLD           $0x08, Z12, Z12
@@ -7185,7 +7212,7 @@ open_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R10, R11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R11, R12
 	ADCQ             $0x00, R14
@@ -7200,7 +7227,7 @@ open_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R14, R13
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z7, Z7
@@ -7216,7 +7243,7 @@ open_loop:
 	ADCQ             520(CX), R12
 	ADCQ             $0x01, R10
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R8, DX
 	VPXORD           Z0, Z12, Z12
@@ -7231,7 +7258,7 @@ open_loop:
 	ADDQ             R8, R11
 	ADCQ             R12, R13
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            (SP), R8, R12
 	VPROLD           $0x10, Z15, Z15
@@ -7247,7 +7274,7 @@ open_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            (SP), R10
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R13, R9
 	ADCQ             R10, R14
@@ -7262,7 +7289,7 @@ open_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R12, R14
 	VPADDD           Z5, Z1, Z1
@@ -7279,7 +7306,7 @@ open_loop:
 	MULXQ            (SP), R8, R12
 	VPXORD           Z1, Z13, Z13
 	MULXQ            8(SP), R13, R14
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R9, DX
 	VPXORD           Z3, Z15, Z15
@@ -7295,7 +7322,7 @@ open_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             16(SP), R11
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R10, R11
 	VPADDD           Z14, Z10, Z10
@@ -7311,7 +7338,7 @@ open_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R14, R9
 	VPROLD           $0x07, Z5, Z5
@@ -7329,7 +7356,7 @@ open_loop:
 	ADCQ             552(CX), R13
 	ADCQ             $0x01, R10
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R8, DX
 	VPXORD           Z0, Z15, Z15
@@ -7344,7 +7371,7 @@ open_loop:
 	ADDQ             R8, R11
 	ADCQ             R13, R9
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z14, Z14
@@ -7360,7 +7387,7 @@ open_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            (SP), R10
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R9, R12
 	ADCQ             R10, R14
@@ -7372,7 +7399,7 @@ open_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R14
 	VPROLD           $0x0c, Z4, Z4
@@ -7390,7 +7417,7 @@ open_loop:
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R8, R13
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
@@ -7406,7 +7433,7 @@ open_loop:
 	ADDQ             R11, R9
 	ADCQ             R12, R14
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             16(SP), R11
 	VPADDD           Z12, Z11, Z11
@@ -7422,7 +7449,7 @@ open_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R10
 	VPROLD           $0x07, Z5, Z5
@@ -7438,7 +7465,7 @@ open_loop:
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z6, Z2, Z2
 	ADDQ             576(CX), R8
 	ADCQ             584(CX), R9
@@ -7881,7 +7908,7 @@ open_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R14
 	VPROLD           $0x07, Z4, Z4
@@ -7898,7 +7925,7 @@ open_loop:
 	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R11, R13
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
@@ -7914,7 +7941,7 @@ open_loop:
 	ADDQ             R8, R9
 	ADCQ             R12, R14
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R8
 	VPADDD           Z12, Z8, Z8
@@ -7930,7 +7957,7 @@ open_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R14, R10
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R10
 	VPXORD           Z11, Z7, Z7
@@ -7946,7 +7973,7 @@ open_loop:
 	ADCQ             $0x00, R9
 	ADCQ             $0x00, R10
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPADDD           Z5, Z1, Z1
 	ADDQ             720(CX), R11
 	ADCQ             728(CX), R9
@@ -7962,7 +7989,7 @@ open_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            16(SP), R11, R9
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R11, R8
 	ADCQ             R9, R12
@@ -7975,7 +8002,7 @@ open_loop:
 	MOVQ             16(SP), R11
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R10, R11
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R11, R13
 	ADCQ             $0x00, R14
@@ -7991,7 +8018,7 @@ open_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R14, R9
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z5, Z5
@@ -8009,7 +8036,7 @@ open_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R8, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R11, R9
 	VPXORD           Z0, Z15, Z15
@@ -8024,7 +8051,7 @@ open_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            (SP), R8, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R8, R12
 	ADCQ             R13, R14
@@ -8041,7 +8068,7 @@ open_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R14
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R14, R10
 	VPXORD           Z8, Z7, Z7
@@ -8055,7 +8082,7 @@ open_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R13, R14
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R14, R11
 	ADCQ             $0x00, R12
@@ -8072,7 +8099,7 @@ open_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R12, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            16(SP), R11, R12
 	VPXORD           Z3, Z14, Z14
@@ -8088,7 +8115,7 @@ open_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R10, R11
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R11, R9
 	ADCQ             $0x00, R14
@@ -8104,7 +8131,7 @@ open_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R14, R12
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R12
 	VPROLD           $0x07, Z6, Z6
@@ -8120,7 +8147,7 @@ open_loop:
 	ADCQ             776(CX), R9
 	ADCQ             $0x01, R10
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R8, DX
 	VPADDD           Z7, Z3, Z3
@@ -8135,7 +8162,7 @@ open_loop:
 	ADDQ             R8, R11
 	ADCQ             R9, R12
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R8, R9
 	VPROLD           $0x10, Z14, Z14
@@ -8150,7 +8177,7 @@ open_loop:
 	ADCQ             $0x00, R14
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R10
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R12, R13
 	ADCQ             R10, R14
@@ -8499,7 +8526,7 @@ open_loop:
 	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R14, R9
-	VPMADD52LUQ      32(SP), Z20, Z23
+	VPMADD52LUQ      224(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R9
 	VPROLD           $0x0c, Z5, Z5
@@ -8517,7 +8544,7 @@ open_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R11, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      32(SP), Z20, Z26
+	VPMADD52HUQ      224(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
 	MULXQ            (SP), R8, R9
 	VPADDD           Z4, Z3, Z3
@@ -8532,7 +8559,7 @@ open_loop:
 	VPXORD           Z3, Z14, Z14
 	MULXQ            (SP), R11, R13
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      96(SP), Z20, Z24
+	VPMADD52LUQ      288(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R11, R12
 	ADCQ             R13, R14
@@ -8549,7 +8576,7 @@ open_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R14
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      96(SP), Z20, Z27
+	VPMADD52HUQ      288(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R14, R10
 	VPXORD           Z11, Z6, Z6
@@ -8563,7 +8590,7 @@ open_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R13, R14
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      160(SP), Z20, Z25
+	VPMADD52LUQ      32(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R14, R8
 	ADCQ             $0x00, R12
@@ -8579,7 +8606,7 @@ open_loop:
 	VPADDD           Z7, Z3, Z3
 	MULXQ            8(SP), R9, R14
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      160(SP), Z20, Z28
+	VPMADD52HUQ      32(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R12, DX
 	VPXORD           Z2, Z14, Z14
@@ -8594,7 +8621,7 @@ open_loop:
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      288(SP), Z21, Z23
+	VPMADD52LUQ      32(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R10, R8
 	VPADDD           Z12, Z8, Z8
@@ -8610,7 +8637,7 @@ open_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R10
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      288(SP), Z21, Z26
+	VPMADD52HUQ      32(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R14, R12
 	VPXORD           Z11, Z7, Z7
@@ -8628,7 +8655,7 @@ open_loop:
 	ADCQ             920(CX), R9
 	ADCQ             $0x01, R10
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      32(SP), Z21, Z24
+	VPMADD52LUQ      96(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R11, DX
 	VPADDD           Z6, Z2, Z2
@@ -8643,7 +8670,7 @@ open_loop:
 	ADDQ             R11, R8
 	ADCQ             R9, R12
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      32(SP), Z21, Z27
+	VPMADD52HUQ      96(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            (SP), R11, R9
 	VPROLD           $0x08, Z13, Z13
@@ -8659,7 +8686,7 @@ open_loop:
 	VPADDD           Z13, Z9, Z9
 	IMULQ            (SP), R10
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      96(SP), Z21, Z25
+	VPMADD52LUQ      160(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R12, R13
 	ADCQ             R10, R14
@@ -8673,7 +8700,7 @@ open_loop:
 	SHRQ             $0x02, R9
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R14
-	VPMADD52HUQ      96(SP), Z21, Z28
+	VPMADD52HUQ      160(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R9, R14
 	VPROLD           $0x07, Z6, Z6
@@ -8691,7 +8718,7 @@ open_loop:
 	VPADDD           Z7, Z2, Z2
 	MULXQ            8(SP), R12, R14
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      224(SP), Z22, Z23
+	VPMADD52LUQ      288(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
@@ -8707,7 +8734,7 @@ open_loop:
 	VPROLD           $0x10, Z12, Z12
 	MOVQ             16(SP), R8
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      224(SP), Z22, Z26
+	VPMADD52HUQ      288(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R10, R8
 	VPADDD           Z15, Z10, Z10
@@ -8721,7 +8748,7 @@ open_loop:
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R14, R10
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      288(SP), Z22, Z24
+	VPMADD52LUQ      32(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R10
 	VPXORD           Z8, Z7, Z7
@@ -8737,7 +8764,7 @@ open_loop:
 	ADCQ             $0x00, R12
 	ADCQ             $0x00, R10
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      288(SP), Z22, Z27
+	VPMADD52HUQ      32(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(CX), R11
 	ADCQ             952(CX), R12
@@ -8753,7 +8780,7 @@ open_loop:
 	VPXORD           Z1, Z12, Z12
 	MULXQ            16(SP), R11, R12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      32(SP), Z22, Z25
+	VPMADD52LUQ      96(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R11, R8
 	ADCQ             R12, R13
@@ -8769,7 +8796,7 @@ open_loop:
 	ADDQ             R11, R9
 	ADCQ             $0x00, R14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      32(SP), Z22, Z28
+	VPMADD52HUQ      96(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
 	IMULQ            (SP), R10
 	VPADDD           Z13, Z8, Z8
@@ -9271,69 +9298,69 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPROLD           $0x0c, Z4, Z4
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPROLD           $0x07, Z7, Z7
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -9434,68 +9461,68 @@ open_last:
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
@@ -9596,68 +9623,68 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPADDD           Z6, Z1, Z1
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z2, Z13, Z13
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x10, Z14, Z14
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
@@ -9759,68 +9786,68 @@ open_last:
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	VPROLD           $0x0c, Z4, Z4
 	VPADDD           Z5, Z0, Z0
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPADDD           Z6, Z1, Z1
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z2, Z13, Z13
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -9921,68 +9948,68 @@ open_last:
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x0c, Z4, Z4
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPADDD           Z15, Z10, Z10
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x07, Z7, Z7
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPXORD           Z2, Z14, Z14
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
@@ -10083,69 +10110,69 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
 	VPADDD           Z15, Z10, Z10
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPADDD           Z12, Z11, Z11
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z14, Z9, Z9
 	VPXORD           Z10, Z5, Z5
 	VPXORD           Z11, Z6, Z6
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPXORD           Z8, Z7, Z7
 	VPXORD           Z9, Z4, Z4
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPROLD           $0x07, Z4, Z4
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPROLD           $0x10, Z13, Z13
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x0c, Z6, Z6
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPADDD           Z5, Z1, Z1
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -10246,68 +10273,68 @@ open_last:
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
-	VPMADD52LUQ      320(DI), Z20, Z23
+	VPMADD52LUQ      512(DI), Z22, Z23
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52HUQ      320(DI), Z20, Z26
+	VPMADD52HUQ      512(DI), Z22, Z26
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      384(DI), Z20, Z24
+	VPMADD52LUQ      576(DI), Z22, Z24
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      384(DI), Z20, Z27
+	VPMADD52HUQ      576(DI), Z22, Z27
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      448(DI), Z20, Z25
+	VPMADD52LUQ      320(DI), Z22, Z25
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      448(DI), Z20, Z28
+	VPMADD52HUQ      320(DI), Z22, Z28
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52LUQ      576(DI), Z21, Z23
+	VPMADD52LUQ      320(DI), Z20, Z23
 	VPROLD           $0x0c, Z4, Z4
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      576(DI), Z21, Z26
+	VPMADD52HUQ      320(DI), Z20, Z26
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      320(DI), Z21, Z24
+	VPMADD52LUQ      384(DI), Z20, Z24
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(DI), Z21, Z27
+	VPMADD52HUQ      384(DI), Z20, Z27
 	VPXORD           Z0, Z12, Z12
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      384(DI), Z21, Z25
+	VPMADD52LUQ      448(DI), Z20, Z25
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
-	VPMADD52HUQ      384(DI), Z21, Z28
+	VPMADD52HUQ      448(DI), Z20, Z28
 	VPROLD           $0x08, Z13, Z13
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      512(DI), Z22, Z23
+	VPMADD52LUQ      576(DI), Z21, Z23
 	VPADDD           Z12, Z8, Z8
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      512(DI), Z22, Z26
+	VPMADD52HUQ      576(DI), Z21, Z26
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52LUQ      576(DI), Z22, Z24
+	VPMADD52LUQ      320(DI), Z21, Z24
 	VPXORD           Z9, Z5, Z5
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(DI), Z22, Z27
+	VPMADD52HUQ      320(DI), Z21, Z27
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      320(DI), Z22, Z25
+	VPMADD52LUQ      384(DI), Z21, Z25
 	VPROLD           $0x07, Z6, Z6
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
-	VPMADD52HUQ      320(DI), Z22, Z28
+	VPMADD52HUQ      384(DI), Z21, Z28
 	VPADDD           Z6, Z1, Z1
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
@@ -10386,69 +10413,69 @@ open_last:
 	VPXORQ           Z30, Z30, Z28
 	VPROLD           $0x10, Z12, Z12
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      (DI), Z20, Z23
+	VPMADD52LUQ      192(DI), Z22, Z23
 	VPROLD           $0x10, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52HUQ      (DI), Z20, Z26
+	VPMADD52HUQ      192(DI), Z22, Z26
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
 	VPADDD           Z15, Z11, Z11
-	VPMADD52LUQ      64(DI), Z20, Z24
+	VPMADD52LUQ      256(DI), Z22, Z24
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      64(DI), Z20, Z27
+	VPMADD52HUQ      256(DI), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52LUQ      128(DI), Z20, Z25
+	VPMADD52LUQ      (DI), Z22, Z25
 	VPROLD           $0x0c, Z5, Z5
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      128(DI), Z20, Z28
+	VPMADD52HUQ      (DI), Z22, Z28
 	VPROLD           $0x0c, Z7, Z7
 	VPADDD           Z4, Z0, Z0
 	VPADDD           Z5, Z1, Z1
-	VPMADD52LUQ      256(DI), Z21, Z23
+	VPMADD52LUQ      (DI), Z20, Z23
 	VPADDD           Z6, Z2, Z2
 	VPADDD           Z7, Z3, Z3
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      256(DI), Z21, Z26
+	VPMADD52HUQ      (DI), Z20, Z26
 	VPXORD           Z1, Z13, Z13
 	VPXORD           Z2, Z14, Z14
-	VPMADD52LUQ      (DI), Z21, Z24
+	VPMADD52LUQ      64(DI), Z20, Z24
 	VPXORD           Z3, Z15, Z15
 	VPROLD           $0x08, Z12, Z12
 	VPROLD           $0x08, Z13, Z13
-	VPMADD52HUQ      (DI), Z21, Z27
+	VPMADD52HUQ      64(DI), Z20, Z27
 	VPROLD           $0x08, Z14, Z14
 	VPROLD           $0x08, Z15, Z15
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      64(DI), Z21, Z25
+	VPMADD52LUQ      128(DI), Z20, Z25
 	VPADDD           Z13, Z9, Z9
 	VPADDD           Z14, Z10, Z10
-	VPMADD52HUQ      64(DI), Z21, Z28
+	VPMADD52HUQ      128(DI), Z20, Z28
 	VPADDD           Z15, Z11, Z11
 	VPXORD           Z8, Z4, Z4
 	VPXORD           Z9, Z5, Z5
-	VPMADD52LUQ      192(DI), Z22, Z23
+	VPMADD52LUQ      256(DI), Z21, Z23
 	VPXORD           Z10, Z6, Z6
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      192(DI), Z22, Z26
+	VPMADD52HUQ      256(DI), Z21, Z26
 	VPROLD           $0x07, Z4, Z4
 	VPROLD           $0x07, Z5, Z5
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      256(DI), Z22, Z24
+	VPMADD52LUQ      (DI), Z21, Z24
 	VPROLD           $0x07, Z7, Z7
 	VPADDD           Z5, Z0, Z0
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      256(DI), Z22, Z27
+	VPMADD52HUQ      (DI), Z21, Z27
 	VPADDD           Z7, Z2, Z2
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      (DI), Z22, Z25
+	VPMADD52LUQ      64(DI), Z21, Z25
 	VPXORD           Z0, Z15, Z15
 	VPXORD           Z1, Z12, Z12
 	VPXORD           Z2, Z13, Z13
-	VPMADD52HUQ      (DI), Z22, Z28
+	VPMADD52HUQ      64(DI), Z21, Z28
 	VPXORD           Z3, Z14, Z14
 	VPROLD           $0x10, Z15, Z15
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
@@ -12389,6 +12416,12 @@ whole_aad_done:
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -12401,12 +12434,6 @@ whole_aad_done:
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z11
@@ -12437,6 +12464,12 @@ whole_aad_done:
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z3, Z7, Z8
+	VPMADD52HUQ      Z3, Z7, Z11
+	VPMADD52LUQ      Z4, Z7, Z9
+	VPMADD52HUQ      Z4, Z7, Z12
+	VPMADD52LUQ      Z0, Z7, Z10
+	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ      Z0, Z5, Z8
 	VPMADD52HUQ      Z0, Z5, Z11
 	VPMADD52LUQ      Z1, Z5, Z9
@@ -12449,12 +12482,6 @@ whole_aad_done:
 	VPMADD52HUQ      Z0, Z6, Z12
 	VPMADD52LUQ      Z1, Z6, Z10
 	VPMADD52HUQ      Z1, Z6, Z13
-	VPMADD52LUQ      Z3, Z7, Z8
-	VPMADD52HUQ      Z3, Z7, Z11
-	VPMADD52LUQ      Z4, Z7, Z9
-	VPMADD52HUQ      Z4, Z7, Z12
-	VPMADD52LUQ      Z0, Z7, Z10
-	VPMADD52HUQ      Z0, Z7, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -12485,6 +12512,12 @@ whole_aad_done:
 	VPXORQ           Z30, Z30, Z12
 	VPXORQ           Z30, Z30, Z10
 	VPXORQ           Z30, Z30, Z13
+	VPMADD52LUQ      Z0, Z4, Z8
+	VPMADD52HUQ      Z0, Z4, Z11
+	VPMADD52LUQ      Z1, Z4, Z9
+	VPMADD52HUQ      Z1, Z4, Z12
+	VPMADD52LUQ      Z5, Z4, Z10
+	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ      Z5, Z2, Z8
 	VPMADD52HUQ      Z5, Z2, Z11
 	VPMADD52LUQ      Z6, Z2, Z9
@@ -12497,12 +12530,6 @@ whole_aad_done:
 	VPMADD52HUQ      Z5, Z3, Z12
 	VPMADD52LUQ      Z6, Z3, Z10
 	VPMADD52HUQ      Z6, Z3, Z13
-	VPMADD52LUQ      Z0, Z4, Z8
-	VPMADD52HUQ      Z0, Z4, Z11
-	VPMADD52LUQ      Z1, Z4, Z9
-	VPMADD52HUQ      Z1, Z4, Z12
-	VPMADD52LUQ      Z5, Z4, Z10
-	VPMADD52HUQ      Z5, Z4, Z13
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z11, Z9
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z12, Z10
 	VPSRLQ           $0x2c, Z8, Z0
@@ -13014,7 +13041,7 @@ whole_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            856(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
@@ -13030,7 +13057,7 @@ whole_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
@@ -13045,7 +13072,7 @@ whole_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
@@ -13061,7 +13088,7 @@ whole_loop:
 	ADCQ             520(AX), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
@@ -13076,7 +13103,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            840(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
@@ -13092,7 +13119,7 @@ whole_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            840(SP), R11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13107,7 +13134,7 @@ whole_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R13, R15
 	VPADDD           Z5, Z1, Z1
@@ -13124,7 +13151,7 @@ whole_loop:
 	MULXQ            840(SP), R9, R13
 	VPXORD           Z1, Z13, Z13
 	MULXQ            848(SP), R14, R15
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
@@ -13140,7 +13167,7 @@ whole_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -13156,7 +13183,7 @@ whole_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
@@ -13174,7 +13201,7 @@ whole_loop:
 	ADCQ             552(AX), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
@@ -13189,7 +13216,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            840(SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
@@ -13205,7 +13232,7 @@ whole_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            840(SP), R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13217,7 +13244,7 @@ whole_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
@@ -13235,7 +13262,7 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MULXQ            840(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
@@ -13251,7 +13278,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z11, Z11
@@ -13267,7 +13294,7 @@ whole_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
@@ -13283,7 +13310,7 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z6, Z2, Z2
 	ADDQ             576(AX), R9
 	ADCQ             584(AX), R10
@@ -13726,7 +13753,7 @@ whole_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      512(R8), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
@@ -13743,7 +13770,7 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MULXQ            840(SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      512(R8), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
@@ -13759,7 +13786,7 @@ whole_loop:
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      576(R8), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             856(SP), R9
 	VPADDD           Z12, Z8, Z8
@@ -13775,7 +13802,7 @@ whole_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      576(R8), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
@@ -13791,7 +13818,7 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      320(R8), Z22, Z25
 	VPADDD           Z5, Z1, Z1
 	ADDQ             720(AX), R12
 	ADCQ             728(AX), R10
@@ -13807,7 +13834,7 @@ whole_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            856(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      320(R8), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
@@ -13820,7 +13847,7 @@ whole_loop:
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      320(R8), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
@@ -13836,7 +13863,7 @@ whole_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      320(R8), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
@@ -13854,7 +13881,7 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      384(R8), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            840(SP), R12, R10
 	VPXORD           Z0, Z15, Z15
@@ -13869,7 +13896,7 @@ whole_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            840(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      384(R8), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
@@ -13886,7 +13913,7 @@ whole_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      448(R8), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
@@ -13900,7 +13927,7 @@ whole_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R14, R15
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      448(R8), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
@@ -13917,7 +13944,7 @@ whole_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      576(R8), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            856(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
@@ -13933,7 +13960,7 @@ whole_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      576(R8), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
@@ -13949,7 +13976,7 @@ whole_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      320(R8), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
@@ -13965,7 +13992,7 @@ whole_loop:
 	ADCQ             776(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      320(R8), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
@@ -13980,7 +14007,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      384(R8), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            840(SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
@@ -13995,7 +14022,7 @@ whole_loop:
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
 	IMULQ            840(SP), R11
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      384(R8), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14344,7 +14371,7 @@ whole_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	VPMADD52LUQ      872(SP), Z20, Z23
+	VPMADD52LUQ      1064(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
@@ -14362,7 +14389,7 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      872(SP), Z20, Z26
+	VPMADD52HUQ      1064(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
 	MULXQ            840(SP), R9, R10
 	VPADDD           Z4, Z3, Z3
@@ -14377,7 +14404,7 @@ whole_loop:
 	VPXORD           Z3, Z14, Z14
 	MULXQ            840(SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      936(SP), Z20, Z24
+	VPMADD52LUQ      1128(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
@@ -14394,7 +14421,7 @@ whole_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      936(SP), Z20, Z27
+	VPMADD52HUQ      1128(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
@@ -14408,7 +14435,7 @@ whole_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      1000(SP), Z20, Z25
+	VPMADD52LUQ      872(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
@@ -14424,7 +14451,7 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      1000(SP), Z20, Z28
+	VPMADD52HUQ      872(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
@@ -14439,7 +14466,7 @@ whole_loop:
 	VPROLD           $0x10, Z13, Z13
 	MOVQ             856(SP), R9
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      1128(SP), Z21, Z23
+	VPMADD52LUQ      872(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
@@ -14455,7 +14482,7 @@ whole_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      1128(SP), Z21, Z26
+	VPMADD52HUQ      872(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z11, Z7, Z7
@@ -14473,7 +14500,7 @@ whole_loop:
 	ADCQ             920(AX), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      872(SP), Z21, Z24
+	VPMADD52LUQ      936(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
@@ -14488,7 +14515,7 @@ whole_loop:
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      872(SP), Z21, Z27
+	VPMADD52HUQ      936(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
 	MULXQ            840(SP), R12, R10
 	VPROLD           $0x08, Z13, Z13
@@ -14504,7 +14531,7 @@ whole_loop:
 	VPADDD           Z13, Z9, Z9
 	IMULQ            840(SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      936(SP), Z21, Z25
+	VPMADD52LUQ      1000(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14518,7 +14545,7 @@ whole_loop:
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
-	VPMADD52HUQ      936(SP), Z21, Z28
+	VPMADD52HUQ      1000(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
@@ -14536,7 +14563,7 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MULXQ            848(SP), R13, R15
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      1064(SP), Z22, Z23
+	VPMADD52LUQ      1128(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
@@ -14552,7 +14579,7 @@ whole_loop:
 	VPROLD           $0x10, Z12, Z12
 	MOVQ             856(SP), R9
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      1064(SP), Z22, Z26
+	VPMADD52HUQ      1128(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
@@ -14566,7 +14593,7 @@ whole_loop:
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      1128(SP), Z22, Z24
+	VPMADD52LUQ      872(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
@@ -14582,7 +14609,7 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      1128(SP), Z22, Z27
+	VPMADD52HUQ      872(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(AX), R12
 	ADCQ             952(AX), R13
@@ -14598,7 +14625,7 @@ whole_loop:
 	VPXORD           Z1, Z12, Z12
 	MULXQ            856(SP), R12, R13
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      872(SP), Z22, Z25
+	VPMADD52LUQ      936(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
@@ -14614,7 +14641,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      872(SP), Z22, Z28
+	VPMADD52HUQ      936(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
 	IMULQ            840(SP), R11
 	VPADDD           Z13, Z8, Z8
@@ -14996,385 +15023,412 @@ whole_loop:
 whole_last:
 	// Poly1305 over the last group's ciphertext, all of it with IFMA:
 	// with no ChaCha20 to hide among, the shorter chain is the faster.
-	MOVQ             R9, R12
-	ANDQ             chachaPolyStitch<>+112(SB), R12
-	SHRQ             $0x2c, R10, R9
-	ANDQ             chachaPolyStitch<>+112(SB), R9
-	SHRQ             $0x18, R11, R10
-	VMOVQ            R12, X29
-	VPADDQ           Z29, Z20, Z20
-	VMOVQ            R9, X29
-	VPADDQ           Z29, Z21, Z21
-	VMOVQ            R10, X29
-	VPADDQ           Z29, Z22, Z22
-	VMOVDQU64        (AX), Z23
-	VMOVDQU64        64(AX), Z24
-	VPUNPCKLQDQ      Z24, Z23, Z25
-	VPUNPCKHQDQ      Z24, Z23, Z26
-	VPSRLQ           $0x2c, Z25, Z27
-	VPANDQ           Z30, Z25, Z25
-	VPADDQ           Z25, Z20, Z20
-	VPSLLQ           $0x14, Z26, Z23
-	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
-	VPADDQ           Z27, Z21, Z21
-	VPSRLQ           $0x18, Z26, Z26
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
-	VPADDQ           Z26, Z22, Z22
-	VMOVDQU64        128(AX), Z26
-	VPUNPCKLQDQ      192(AX), Z26, Z27
-	VPUNPCKHQDQ      192(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        256(AX), Z26
-	VPUNPCKLQDQ      320(AX), Z26, Z27
-	VPUNPCKHQDQ      320(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        384(AX), Z26
-	VPUNPCKLQDQ      448(AX), Z26, Z27
-	VPUNPCKHQDQ      448(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        512(AX), Z26
-	VPUNPCKLQDQ      576(AX), Z26, Z27
-	VPUNPCKHQDQ      576(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        640(AX), Z26
-	VPUNPCKLQDQ      704(AX), Z26, Z27
-	VPUNPCKHQDQ      704(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        768(AX), Z26
-	VPUNPCKLQDQ      832(AX), Z26, Z27
-	VPUNPCKHQDQ      832(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VMOVDQU64        896(AX), Z26
-	VPUNPCKLQDQ      960(AX), Z26, Z27
-	VPUNPCKHQDQ      960(AX), Z26, Z28
-	VPANDQ           Z30, Z27, Z23
-	VPSRLQ           $0x2c, Z27, Z24
-	VPSLLQ           $0x14, Z28, Z26
-	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
-	VPSRLQ           $0x18, Z28, Z28
-	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      320(R8), Z20, Z23
-	VPMADD52HUQ      320(R8), Z20, Z26
-	VPMADD52LUQ      384(R8), Z20, Z24
-	VPMADD52HUQ      384(R8), Z20, Z27
-	VPMADD52LUQ      448(R8), Z20, Z25
-	VPMADD52HUQ      448(R8), Z20, Z28
-	VPMADD52LUQ      576(R8), Z21, Z23
-	VPMADD52HUQ      576(R8), Z21, Z26
-	VPMADD52LUQ      320(R8), Z21, Z24
-	VPMADD52HUQ      320(R8), Z21, Z27
-	VPMADD52LUQ      384(R8), Z21, Z25
-	VPMADD52HUQ      384(R8), Z21, Z28
-	VPMADD52LUQ      512(R8), Z22, Z23
-	VPMADD52HUQ      512(R8), Z22, Z26
-	VPMADD52LUQ      576(R8), Z22, Z24
-	VPMADD52HUQ      576(R8), Z22, Z27
-	VPMADD52LUQ      320(R8), Z22, Z25
-	VPMADD52HUQ      320(R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	VPXORQ           Z30, Z30, Z23
-	VPXORQ           Z30, Z30, Z26
-	VPXORQ           Z30, Z30, Z24
-	VPXORQ           Z30, Z30, Z27
-	VPXORQ           Z30, Z30, Z25
-	VPXORQ           Z30, Z30, Z28
-	VPMADD52LUQ      (R8), Z20, Z23
-	VPMADD52HUQ      (R8), Z20, Z26
-	VPMADD52LUQ      64(R8), Z20, Z24
-	VPMADD52HUQ      64(R8), Z20, Z27
-	VPMADD52LUQ      128(R8), Z20, Z25
-	VPMADD52HUQ      128(R8), Z20, Z28
-	VPMADD52LUQ      256(R8), Z21, Z23
-	VPMADD52HUQ      256(R8), Z21, Z26
-	VPMADD52LUQ      (R8), Z21, Z24
-	VPMADD52HUQ      (R8), Z21, Z27
-	VPMADD52LUQ      64(R8), Z21, Z25
-	VPMADD52HUQ      64(R8), Z21, Z28
-	VPMADD52LUQ      192(R8), Z22, Z23
-	VPMADD52HUQ      192(R8), Z22, Z26
-	VPMADD52LUQ      256(R8), Z22, Z24
-	VPMADD52HUQ      256(R8), Z22, Z27
-	VPMADD52LUQ      (R8), Z22, Z25
-	VPMADD52HUQ      (R8), Z22, Z28
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
-	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
-	VPSRLQ           $0x2c, Z23, Z29
-	VPANDQ           Z30, Z23, Z20
-	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
-	VPADDQ           Z29, Z24, Z24
-	VPSRLQ           $0x2c, Z24, Z29
-	VPANDQ           Z30, Z24, Z21
-	VPADDQ           Z29, Z25, Z25
-	VPSRLQ           $0x2a, Z25, Z29
-	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
-	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
-	VPSRLQ           $0x2c, Z20, Z29
-	VPANDQ           Z30, Z20, Z20
-	VPADDQ           Z29, Z21, Z21
-	LEAQ             112(SP), AX
+	VMOVDQU64    320(R8), Z0
+	VMOVDQU64    384(R8), Z1
+	VMOVDQU64    448(R8), Z2
+	VMOVDQU64    512(R8), Z3
+	VMOVDQU64    576(R8), Z4
+	VMOVDQU64    (R8), Z5
+	VMOVDQU64    64(R8), Z6
+	VMOVDQU64    128(R8), Z7
+	VMOVDQU64    192(R8), Z8
+	VMOVDQU64    256(R8), Z9
+	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
+	VPBROADCASTQ chachaPolyStitch<>+88(SB), Z11
+	VPBROADCASTQ chachaPolyStitch<>+96(SB), Z12
+	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
+	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
+	MOVQ         R9, R12
+	ANDQ         chachaPolyStitch<>+112(SB), R12
+	SHRQ         $0x2c, R10, R9
+	ANDQ         chachaPolyStitch<>+112(SB), R9
+	SHRQ         $0x18, R11, R10
+	VMOVQ        R12, X29
+	VPADDQ       Z29, Z20, Z20
+	VMOVQ        R9, X29
+	VPADDQ       Z29, Z21, Z21
+	VMOVQ        R10, X29
+	VPADDQ       Z29, Z22, Z22
+	VMOVDQU64    (AX), Z23
+	VMOVDQU64    64(AX), Z24
+	VPUNPCKLQDQ  Z24, Z23, Z25
+	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPSRLQ       $0x2c, Z25, Z27
+	VPANDQ       Z30, Z25, Z25
+	VPADDQ       Z25, Z20, Z20
+	VPSLLQ       $0x14, Z26, Z23
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPADDQ       Z27, Z21, Z21
+	VPSRLQ       $0x18, Z26, Z26
+	VPORQ        Z14, Z26, Z26
+	VPADDQ       Z26, Z22, Z22
+	VMOVDQU64    128(AX), Z26
+	VPUNPCKLQDQ  192(AX), Z26, Z27
+	VPUNPCKHQDQ  192(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    256(AX), Z26
+	VPUNPCKLQDQ  320(AX), Z26, Z27
+	VPUNPCKHQDQ  320(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    384(AX), Z26
+	VPUNPCKLQDQ  448(AX), Z26, Z27
+	VPUNPCKHQDQ  448(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    512(AX), Z26
+	VPUNPCKLQDQ  576(AX), Z26, Z27
+	VPUNPCKHQDQ  576(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    640(AX), Z26
+	VPUNPCKLQDQ  704(AX), Z26, Z27
+	VPUNPCKHQDQ  704(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    768(AX), Z26
+	VPUNPCKLQDQ  832(AX), Z26, Z27
+	VPUNPCKHQDQ  832(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    896(AX), Z26
+	VPUNPCKLQDQ  960(AX), Z26, Z27
+	VPUNPCKHQDQ  960(AX), Z26, Z28
+	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+	VPXORQ       Z30, Z30, Z23
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z24
+	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z25
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z8, Z22, Z23
+	VPMADD52HUQ  Z8, Z22, Z26
+	VPMADD52LUQ  Z9, Z22, Z24
+	VPMADD52HUQ  Z9, Z22, Z27
+	VPMADD52LUQ  Z5, Z22, Z25
+	VPMADD52HUQ  Z5, Z22, Z28
+	VPMADD52LUQ  Z5, Z20, Z23
+	VPMADD52HUQ  Z5, Z20, Z26
+	VPMADD52LUQ  Z6, Z20, Z24
+	VPMADD52HUQ  Z6, Z20, Z27
+	VPMADD52LUQ  Z7, Z20, Z25
+	VPMADD52HUQ  Z7, Z20, Z28
+	VPMADD52LUQ  Z9, Z21, Z23
+	VPMADD52HUQ  Z9, Z21, Z26
+	VPMADD52LUQ  Z5, Z21, Z24
+	VPMADD52HUQ  Z5, Z21, Z27
+	VPMADD52LUQ  Z6, Z21, Z25
+	VPMADD52HUQ  Z6, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	VPADDQ       Z29, Z21, Z21
+
+	// Clear r⁸ and the lane powers from Z0–Z9.
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	LEAQ   112(SP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
 	VALIGNQ $0x04, Z20, Z20, Z16

@@ -241,7 +241,11 @@ func mulReduceNext(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks
 		{r.s2, r.r0, r.r1}, // h1's
 		{r.s1, r.s2, r.r0}, // h2's
 	}
-	for j := range 3 {
+	// h2's products first, then h0's, then h1's: the order in which the
+	// step before leaves them, 4 cycles apart or more, so that in a chain
+	// of steps each accumulator waits on h0 and h1 only (h0 + 8 cycles,
+	// where h0, h1, h2 took h0 + 12: Seal 1 KiB 307 -> 301 ns).
+	for _, j := range []int{2, 0, 1} {
 		for i := range 3 {
 			s.op(VPMADD52LUQ, terms[j][i], h[j], lo[i])
 			s.op(VPMADD52HUQ, terms[j][i], h[j], hi[i])

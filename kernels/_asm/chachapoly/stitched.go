@@ -242,15 +242,39 @@ func stitchedBody(seal bool, in stitchIn) {
 	// and the scalar accumulator over the rest of the group, the two
 	// interleaved; without scalar (the message's last group), 8 IFMA
 	// steps, the last one multiplying by the lane powers.
-	steps := func(msg Register, scalar bool) stream {
+	//
+	// Alone (with no ChaCha20 to share the registers with: the seal's last
+	// group), the steps take r⁸, the lane powers, 2⁴⁰ and the carries'
+	// multipliers from Z0–Z14, loaded once, where a step would read 18
+	// rows of 64 bytes and 6 broadcasts from memory (measured on Zen 4:
+	// Seal 2 KiB 545 -> 539 ns, 1536 bytes 545 -> 543; 1 KiB unchanged,
+	// 301 ns).
+	steps := func(msg Register, scalar, alone bool) stream {
 		n, last := 8, tblMulr(a.tbl, tblB)
 		if scalar {
 			n, last = ifmaSteps, mulr{frame.Offset(32), frame.Offset(32 + 64), frame.Offset(32 + 128), frame.Offset(32 + 192), frame.Offset(32 + 256)}
 		}
+		r8, c := tblMulr(a.tbl, tblR8), c
+		var hibit Op = hibit
 		var v stream
+		if alone {
+			load := func(m mulr, z [5]VecPhysical) mulr {
+				for i, row := range []Op{m.r0, m.r1, m.r2, m.s1, m.s2} {
+					v.op(VMOVDQU64, row, z[i])
+				}
+				return mulr{z[0], z[1], z[2], z[3], z[4]}
+			}
+			r8 = load(r8, [5]VecPhysical{Z0, Z1, Z2, Z3, Z4})
+			last = load(last, [5]VecPhysical{Z5, Z6, Z7, Z8, Z9})
+			bc := func(m Op, z VecPhysical) Op {
+				v.op(VPBROADCASTQ, m, z)
+				return z
+			}
+			c.m42, c.k256, c.k5, c.k5120 = bc(c.m42, Z10), bc(c.k256, Z11), bc(c.k5, Z12), bc(c.k5120, Z13)
+			hibit = bc(hibit, Z14)
+		}
 		v.do(gp.handoff(zAcc, zScratch.t.(VecPhysical), m44))
 		absorb(&v, zAcc, Mem{Base: msg}, c, hibit, zScratch)
-		r8 := tblMulr(a.tbl, tblR8)
 		for k := 0; k < n; k++ {
 			if k == n-1 {
 				mulReduce(&v, zAcc, last, c, zScratch)
@@ -278,26 +302,30 @@ func stitchedBody(seal bool, in stitchIn) {
 		JZ(LabelRef(op + "_last"))
 		Label(op + "_loop")
 		Comment("Group g, with Poly1305 over group g−1's ciphertext.")
-		group(steps(mac, true))
+		group(steps(mac, true, false))
 		ADDQ(U32(1024), mac)
 		DECQ(a.groups)
 		JNZ(LabelRef(op + "_loop"))
 		Label(op + "_last")
 		Comment("Poly1305 over the last group's ciphertext, all of it with IFMA:",
 			"with no ChaCha20 to hide among, the shorter chain is the faster.")
-		steps(mac, false).emit()
+		steps(mac, false, true).emit()
+		Comment("Clear r⁸ and the lane powers from Z0–Z9.")
+		for _, z := range []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9} {
+			VPXORQ(z, z, z)
+		}
 	} else {
 		Label(op + "_loop")
 		CMPQ(a.groups, U8(1))
 		JE(LabelRef(op + "_last"))
 		Comment("Group g, with Poly1305 over its input.")
-		group(steps(a.src, true))
+		group(steps(a.src, true, false))
 		DECQ(a.groups)
 		JMP(LabelRef(op + "_loop"))
 		Label(op + "_last")
 		Comment("The last group, with Poly1305 over its input all with IFMA, the",
 			"last step multiplying by the lane powers.")
-		group(steps(a.src, false))
+		group(steps(a.src, false, false))
 	}
 	storeH(zAcc, in.st(), Z16)
 	Comment("Clear the frame: r and its powers.")
