@@ -3434,24 +3434,24 @@ TEXT ·poly1305PowersMULX(SB), NOSPLIT, $0-16
 // func chachaPolySealAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
 // Requires: AVX, AVX512F, AVX512IFMA, AVX512VL, BMI2
 TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
-	MOVQ         mac+16(FP), AX
-	MOVQ         dst+0(FP), CX
+	MOVQ         mac+16(FP), SI
+	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), BX
-	MOVQ         groups+24(FP), SI
-	MOVQ         state+32(FP), DI
-	MOVQ         tbl+48(FP), R8
+	MOVQ         groups+24(FP), DI
+	MOVQ         state+32(FP), R8
+	MOVQ         tbl+48(FP), CX
 	MOVQ         $0x00000fffffffffff, DX
 	VPBROADCASTQ DX, Z30
 
 	// r^(8+8·scalarSteps) for the last IFMA step of every group but
 	// the last, by square and multiply from r⁸; one group needs none.
-	CMPQ             SI, $0x01
+	CMPQ             DI, $0x01
 	JE               seal_nojump
-	VMOVDQU64        320(R8), Z0
-	VMOVDQU64        384(R8), Z1
-	VMOVDQU64        448(R8), Z2
-	VMOVDQU64        512(R8), Z3
-	VMOVDQU64        576(R8), Z4
+	VMOVDQU64        320(CX), Z0
+	VMOVDQU64        384(CX), Z1
+	VMOVDQU64        448(CX), Z2
+	VMOVDQU64        512(CX), Z3
+	VMOVDQU64        576(CX), Z4
 	VMOVDQA64        Z0, Z5
 	VMOVDQA64        Z1, Z6
 	VMOVDQA64        Z2, Z7
@@ -3605,7 +3605,7 @@ TEXT ·chachaPolySealAVX512IFMA(SB), NOSPLIT, $352-56
 seal_nojump:
 	// Counter words of the first 16 blocks; the accumulator in lane 0
 	// of Z20–Z22, the other lanes 0.
-	VPBROADCASTD 48(DI), Z31
+	VPBROADCASTD 48(R8), Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
 	MOVQ         st+40(FP), R9
 	MOVQ         (R9), DX
@@ -3641,29 +3641,29 @@ seal_nojump:
 
 	// Group 0 is ciphertext already.
 	ADDQ $0x00000400, BX
-	ADDQ $0x00000400, CX
-	DECQ SI
+	ADDQ $0x00000400, AX
+	DECQ DI
 	JZ   seal_last
 
 seal_loop:
 	// Group g, with Poly1305 over group g−1's ciphertext.
 	// State words for 16 blocks: word i of every block in Zi.
-	VPBROADCASTD     (DI), Z0
-	VPBROADCASTD     4(DI), Z1
-	VPBROADCASTD     8(DI), Z2
-	VPBROADCASTD     12(DI), Z3
-	VPBROADCASTD     16(DI), Z4
-	VPBROADCASTD     20(DI), Z5
-	VPBROADCASTD     24(DI), Z6
-	VPBROADCASTD     28(DI), Z7
-	VPBROADCASTD     32(DI), Z8
-	VPBROADCASTD     36(DI), Z9
-	VPBROADCASTD     40(DI), Z10
-	VPBROADCASTD     44(DI), Z11
+	VPBROADCASTD     (R8), Z0
+	VPBROADCASTD     4(R8), Z1
+	VPBROADCASTD     8(R8), Z2
+	VPBROADCASTD     12(R8), Z3
+	VPBROADCASTD     16(R8), Z4
+	VPBROADCASTD     20(R8), Z5
+	VPBROADCASTD     24(R8), Z6
+	VPBROADCASTD     28(R8), Z7
+	VPBROADCASTD     32(R8), Z8
+	VPBROADCASTD     36(R8), Z9
+	VPBROADCASTD     40(R8), Z10
+	VPBROADCASTD     44(R8), Z11
 	VMOVDQA32        Z31, Z12
-	VPBROADCASTD     52(DI), Z13
-	VPBROADCASTD     56(DI), Z14
-	VPBROADCASTD     60(DI), Z15
+	VPBROADCASTD     52(R8), Z13
+	VPBROADCASTD     56(R8), Z14
+	VPBROADCASTD     60(R8), Z15
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R9, R12
 	ANDQ             chachaPolyStitch<>+112(SB), R12
@@ -3676,9 +3676,9 @@ seal_loop:
 	VPADDQ           Z29, Z21, Z21
 	VMOVQ            R10, X29
 	VPADDQ           Z29, Z22, Z22
-	MOVQ             384(AX), R9
+	MOVQ             384(SI), R9
 	VPADDD           Z5, Z1, Z1
-	MOVQ             392(AX), R10
+	MOVQ             392(SI), R10
 	VPADDD           Z6, Z2, Z2
 	MOVL             $0x00000001, R11
 	VPADDD           Z7, Z3, Z3
@@ -3688,7 +3688,7 @@ seal_loop:
 	VPXORD           Z1, Z13, Z13
 	MULXQ            8(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
-	VMOVDQU64        (AX), Z23
+	VMOVDQU64        (SI), Z23
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R10, DX
 	VPROLD           $0x10, Z12, Z12
@@ -3704,7 +3704,7 @@ seal_loop:
 	VPADDD           Z12, Z8, Z8
 	MOVQ             16(SP), R9
 	VPADDD           Z13, Z9, Z9
-	VMOVDQU64        64(AX), Z24
+	VMOVDQU64        64(SI), Z24
 	VPADDD           Z14, Z10, Z10
 	IMULQ            R11, R9
 	VPADDD           Z15, Z11, Z11
@@ -3734,8 +3734,8 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z2, Z2
-	ADDQ             400(AX), R12
-	ADCQ             408(AX), R14
+	ADDQ             400(SI), R12
+	ADCQ             408(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	VPUNPCKHQDQ      Z24, Z23, Z26
@@ -3791,8 +3791,8 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
-	ADDQ             416(AX), R9
-	ADCQ             424(AX), R13
+	ADDQ             416(SI), R9
+	ADCQ             424(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
@@ -3848,8 +3848,8 @@ seal_loop:
 	ADCQ             $0x00, R11
 	VPSRLQ           $0x18, Z26, Z26
 	VPADDD           Z7, Z2, Z2
-	ADDQ             432(AX), R12
-	ADCQ             440(AX), R10
+	ADDQ             432(SI), R12
+	ADCQ             440(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
@@ -3894,7 +3894,7 @@ seal_loop:
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z7, Z7
-	VMOVDQU64        128(AX), Z26
+	VMOVDQU64        128(SI), Z26
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
 	VPADDD           Z4, Z0, Z0
@@ -3904,15 +3904,15 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z2, Z2
-	ADDQ             448(AX), R9
-	ADCQ             456(AX), R14
+	ADDQ             448(SI), R9
+	ADCQ             456(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
 	MULXQ            (SP), R12, R10
 	VPXORD           Z1, Z13, Z13
-	VPUNPCKLQDQ      192(AX), Z26, Z27
+	VPUNPCKLQDQ      192(SI), Z26, Z27
 	VPXORD           Z2, Z14, Z14
 	MULXQ            8(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
@@ -3928,7 +3928,7 @@ seal_loop:
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPADDD           Z12, Z8, Z8
-	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPUNPCKHQDQ      192(SI), Z26, Z28
 	VPADDD           Z13, Z9, Z9
 	MOVQ             16(SP), R9
 	VPADDD           Z14, Z10, Z10
@@ -3961,8 +3961,8 @@ seal_loop:
 	VPADDD           Z5, Z1, Z1
 	VPSRLQ           $0x2c, Z27, Z24
 	VPADDD           Z6, Z2, Z2
-	ADDQ             464(AX), R12
-	ADCQ             472(AX), R13
+	ADDQ             464(SI), R12
+	ADCQ             472(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
@@ -4017,8 +4017,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
-	ADDQ             480(AX), R9
-	ADCQ             488(AX), R10
+	ADDQ             480(SI), R9
+	ADCQ             488(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
@@ -4074,8 +4074,8 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
-	ADDQ             496(AX), R12
-	ADCQ             504(AX), R14
+	ADDQ             496(SI), R12
+	ADCQ             504(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
@@ -4086,7 +4086,7 @@ seal_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      512(CX), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            16(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
@@ -4102,7 +4102,7 @@ seal_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      512(CX), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
@@ -4117,7 +4117,7 @@ seal_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      576(CX), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
@@ -4129,11 +4129,11 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	ADDQ             512(AX), R9
-	ADCQ             520(AX), R13
+	ADDQ             512(SI), R9
+	ADCQ             520(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      576(CX), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
@@ -4148,7 +4148,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      320(CX), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            (SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
@@ -4164,7 +4164,7 @@ seal_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            (SP), R11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      320(CX), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -4179,7 +4179,7 @@ seal_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      320(CX), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R13, R15
 	VPADDD           Z5, Z1, Z1
@@ -4187,8 +4187,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z2, Z2
-	ADDQ             528(AX), R12
-	ADCQ             536(AX), R10
+	ADDQ             528(SI), R12
+	ADCQ             536(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
@@ -4196,7 +4196,7 @@ seal_loop:
 	MULXQ            (SP), R9, R13
 	VPXORD           Z1, Z13, Z13
 	MULXQ            8(SP), R14, R15
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      320(CX), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
@@ -4212,7 +4212,7 @@ seal_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -4228,7 +4228,7 @@ seal_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      384(CX), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
@@ -4242,11 +4242,11 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             544(AX), R9
-	ADCQ             552(AX), R14
+	ADDQ             544(SI), R9
+	ADCQ             552(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      448(CX), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
@@ -4261,7 +4261,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      448(CX), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
@@ -4277,7 +4277,7 @@ seal_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            (SP), R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -4289,7 +4289,7 @@ seal_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      576(CX), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
@@ -4299,15 +4299,15 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             560(AX), R12
-	ADCQ             568(AX), R13
+	ADDQ             560(SI), R12
+	ADCQ             568(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R9, R14
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      320(CX), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
@@ -4323,7 +4323,7 @@ seal_loop:
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      320(CX), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z11, Z11
@@ -4339,7 +4339,7 @@ seal_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      384(CX), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
@@ -4355,10 +4355,10 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      384(CX), Z21, Z28
 	VPADDD           Z6, Z2, Z2
-	ADDQ             576(AX), R9
-	ADCQ             584(AX), R10
+	ADDQ             576(SI), R9
+	ADCQ             584(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
@@ -4412,8 +4412,8 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	ADDQ             592(AX), R12
-	ADCQ             600(AX), R14
+	ADDQ             592(SI), R12
+	ADCQ             600(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
@@ -4469,8 +4469,8 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             608(AX), R9
-	ADCQ             616(AX), R13
+	ADDQ             608(SI), R9
+	ADCQ             616(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
@@ -4525,8 +4525,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             624(AX), R12
-	ADCQ             632(AX), R10
+	ADDQ             624(SI), R12
+	ADCQ             632(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
@@ -4582,8 +4582,8 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	ADDQ             640(AX), R9
-	ADCQ             648(AX), R14
+	ADDQ             640(SI), R9
+	ADCQ             648(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
@@ -4608,7 +4608,7 @@ seal_loop:
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R9
 	VPADDD           Z12, Z8, Z8
-	VMOVDQU64        256(AX), Z26
+	VMOVDQU64        256(SI), Z26
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R9
 	VPADDD           Z14, Z10, Z10
@@ -4624,7 +4624,7 @@ seal_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPUNPCKLQDQ      320(SI), Z26, Z27
 	VPROLD           $0x0c, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x0c, Z5, Z5
@@ -4637,11 +4637,11 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             656(AX), R12
-	ADCQ             664(AX), R13
+	ADDQ             656(SI), R12
+	ADCQ             664(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPUNPCKHQDQ      320(SI), Z26, Z28
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
@@ -4695,8 +4695,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             672(AX), R9
-	ADCQ             680(AX), R10
+	ADDQ             672(SI), R9
+	ADCQ             680(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
@@ -4752,8 +4752,8 @@ seal_loop:
 	VPADDD           Z5, Z0, Z0
 	VPXORQ           Z30, Z30, Z26
 	VPADDD           Z6, Z1, Z1
-	ADDQ             688(AX), R12
-	ADCQ             696(AX), R14
+	ADDQ             688(SI), R12
+	ADCQ             696(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
@@ -4798,7 +4798,7 @@ seal_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      512(CX), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
@@ -4807,15 +4807,15 @@ seal_loop:
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
-	ADDQ             704(AX), R9
-	ADCQ             712(AX), R13
+	ADDQ             704(SI), R9
+	ADCQ             712(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
 	MULXQ            (SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      512(CX), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            8(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
@@ -4831,7 +4831,7 @@ seal_loop:
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      576(CX), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             16(SP), R9
 	VPADDD           Z12, Z8, Z8
@@ -4847,7 +4847,7 @@ seal_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      576(CX), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
@@ -4863,10 +4863,10 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      320(CX), Z22, Z25
 	VPADDD           Z5, Z1, Z1
-	ADDQ             720(AX), R12
-	ADCQ             728(AX), R10
+	ADDQ             720(SI), R12
+	ADCQ             728(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
@@ -4879,7 +4879,7 @@ seal_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            16(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      320(CX), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
@@ -4892,7 +4892,7 @@ seal_loop:
 	MOVQ             16(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      320(CX), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
@@ -4908,7 +4908,7 @@ seal_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      320(CX), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
@@ -4920,13 +4920,13 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             736(AX), R9
-	ADCQ             744(AX), R14
+	ADDQ             736(SI), R9
+	ADCQ             744(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            (SP), R12, R10
 	VPXORD           Z0, Z15, Z15
@@ -4941,7 +4941,7 @@ seal_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            (SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      384(CX), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
@@ -4958,7 +4958,7 @@ seal_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      448(CX), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
@@ -4972,14 +4972,14 @@ seal_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R14, R15
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      448(CX), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             752(AX), R12
-	ADCQ             760(AX), R13
+	ADDQ             752(SI), R12
+	ADCQ             760(SI), R13
 	ADCQ             $0x01, R11
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
@@ -4989,7 +4989,7 @@ seal_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            16(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
@@ -5005,7 +5005,7 @@ seal_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      576(CX), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
@@ -5021,7 +5021,7 @@ seal_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      320(CX), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
@@ -5033,11 +5033,11 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             768(AX), R9
-	ADCQ             776(AX), R10
+	ADDQ             768(SI), R9
+	ADCQ             776(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      320(CX), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
@@ -5052,7 +5052,7 @@ seal_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      384(CX), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            (SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
@@ -5067,7 +5067,7 @@ seal_loop:
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
 	IMULQ            (SP), R11
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      384(CX), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -5090,8 +5090,8 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             784(AX), R12
-	ADCQ             792(AX), R14
+	ADDQ             784(SI), R12
+	ADCQ             792(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
@@ -5146,8 +5146,8 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             800(AX), R9
-	ADCQ             808(AX), R13
+	ADDQ             800(SI), R9
+	ADCQ             808(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
@@ -5203,8 +5203,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             816(AX), R12
-	ADCQ             824(AX), R10
+	ADDQ             816(SI), R12
+	ADCQ             824(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
@@ -5260,8 +5260,8 @@ seal_loop:
 	VPROLD           $0x07, Z4, Z4
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPADDD           Z4, Z0, Z0
-	ADDQ             832(AX), R9
-	ADCQ             840(AX), R14
+	ADDQ             832(SI), R9
+	ADCQ             840(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
@@ -5316,8 +5316,8 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             848(AX), R12
-	ADCQ             856(AX), R13
+	ADDQ             848(SI), R12
+	ADCQ             856(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
@@ -5373,8 +5373,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             864(AX), R9
-	ADCQ             872(AX), R10
+	ADDQ             864(SI), R9
+	ADCQ             872(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
@@ -5428,8 +5428,8 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             880(AX), R12
-	ADCQ             888(AX), R14
+	ADDQ             880(SI), R12
+	ADCQ             888(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
@@ -5486,8 +5486,8 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             896(AX), R9
-	ADCQ             904(AX), R13
+	ADDQ             896(SI), R9
+	ADCQ             904(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
@@ -5541,8 +5541,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z7, Z7
-	ADDQ             912(AX), R12
-	ADCQ             920(AX), R10
+	ADDQ             912(SI), R12
+	ADCQ             920(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
 	VPMADD52LUQ      96(SP), Z20, Z24
@@ -5598,8 +5598,8 @@ seal_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
-	ADDQ             928(AX), R9
-	ADCQ             936(AX), R14
+	ADDQ             928(SI), R9
+	ADCQ             936(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R9, DX
@@ -5656,8 +5656,8 @@ seal_loop:
 	VPROLD           $0x0c, Z4, Z4
 	VPMADD52HUQ      32(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
-	ADDQ             944(AX), R12
-	ADCQ             952(AX), R13
+	ADDQ             944(SI), R12
+	ADCQ             952(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
@@ -5711,8 +5711,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             960(AX), R9
-	ADCQ             968(AX), R10
+	ADDQ             960(SI), R9
+	ADCQ             968(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R9, DX
@@ -5768,8 +5768,8 @@ seal_loop:
 	ADCQ             $0x00, R11
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x0c, Z7, Z7
-	ADDQ             976(AX), R12
-	ADCQ             984(AX), R14
+	ADDQ             976(SI), R12
+	ADCQ             984(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R12, DX
@@ -5824,8 +5824,8 @@ seal_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
-	ADDQ             992(AX), R9
-	ADCQ             1000(AX), R13
+	ADDQ             992(SI), R9
+	ADCQ             1000(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R9, DX
@@ -5881,8 +5881,8 @@ seal_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             1008(AX), R12
-	ADCQ             1016(AX), R10
+	ADDQ             1008(SI), R12
+	ADCQ             1016(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
@@ -5940,22 +5940,22 @@ seal_loop:
 	MOVQ             R14, R10
 
 	// Add the input state.
-	VPADDD.BCST (DI), Z0, Z0
-	VPADDD.BCST 4(DI), Z1, Z1
-	VPADDD.BCST 8(DI), Z2, Z2
-	VPADDD.BCST 12(DI), Z3, Z3
-	VPADDD.BCST 16(DI), Z4, Z4
-	VPADDD.BCST 20(DI), Z5, Z5
-	VPADDD.BCST 24(DI), Z6, Z6
-	VPADDD.BCST 28(DI), Z7, Z7
-	VPADDD.BCST 32(DI), Z8, Z8
-	VPADDD.BCST 36(DI), Z9, Z9
-	VPADDD.BCST 40(DI), Z10, Z10
-	VPADDD.BCST 44(DI), Z11, Z11
+	VPADDD.BCST (R8), Z0, Z0
+	VPADDD.BCST 4(R8), Z1, Z1
+	VPADDD.BCST 8(R8), Z2, Z2
+	VPADDD.BCST 12(R8), Z3, Z3
+	VPADDD.BCST 16(R8), Z4, Z4
+	VPADDD.BCST 20(R8), Z5, Z5
+	VPADDD.BCST 24(R8), Z6, Z6
+	VPADDD.BCST 28(R8), Z7, Z7
+	VPADDD.BCST 32(R8), Z8, Z8
+	VPADDD.BCST 36(R8), Z9, Z9
+	VPADDD.BCST 40(R8), Z10, Z10
+	VPADDD.BCST 44(R8), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(DI), Z13, Z13
-	VPADDD.BCST 56(DI), Z14, Z14
-	VPADDD.BCST 60(DI), Z15, Z15
+	VPADDD.BCST 52(R8), Z13, Z13
+	VPADDD.BCST 56(R8), Z14, Z14
+	VPADDD.BCST 60(R8), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -6027,62 +6027,47 @@ seal_loop:
 
 	// 16 full blocks.
 	VPXORD      (BX), Z0, Z0
-	VMOVDQU32   Z0, (CX)
+	VMOVDQU32   Z0, (AX)
 	VPXORD      64(BX), Z1, Z1
-	VMOVDQU32   Z1, 64(CX)
+	VMOVDQU32   Z1, 64(AX)
 	VPXORD      128(BX), Z2, Z2
-	VMOVDQU32   Z2, 128(CX)
+	VMOVDQU32   Z2, 128(AX)
 	VPXORD      192(BX), Z3, Z3
-	VMOVDQU32   Z3, 192(CX)
+	VMOVDQU32   Z3, 192(AX)
 	VPXORD      256(BX), Z4, Z4
-	VMOVDQU32   Z4, 256(CX)
+	VMOVDQU32   Z4, 256(AX)
 	VPXORD      320(BX), Z5, Z5
-	VMOVDQU32   Z5, 320(CX)
+	VMOVDQU32   Z5, 320(AX)
 	VPXORD      384(BX), Z6, Z6
-	VMOVDQU32   Z6, 384(CX)
+	VMOVDQU32   Z6, 384(AX)
 	VPXORD      448(BX), Z7, Z7
-	VMOVDQU32   Z7, 448(CX)
+	VMOVDQU32   Z7, 448(AX)
 	VPXORD      512(BX), Z8, Z8
-	VMOVDQU32   Z8, 512(CX)
+	VMOVDQU32   Z8, 512(AX)
 	VPXORD      576(BX), Z9, Z9
-	VMOVDQU32   Z9, 576(CX)
+	VMOVDQU32   Z9, 576(AX)
 	VPXORD      640(BX), Z10, Z10
-	VMOVDQU32   Z10, 640(CX)
+	VMOVDQU32   Z10, 640(AX)
 	VPXORD      704(BX), Z11, Z11
-	VMOVDQU32   Z11, 704(CX)
+	VMOVDQU32   Z11, 704(AX)
 	VPXORD      768(BX), Z12, Z12
-	VMOVDQU32   Z12, 768(CX)
+	VMOVDQU32   Z12, 768(AX)
 	VPXORD      832(BX), Z13, Z13
-	VMOVDQU32   Z13, 832(CX)
+	VMOVDQU32   Z13, 832(AX)
 	VPXORD      896(BX), Z14, Z14
-	VMOVDQU32   Z14, 896(CX)
+	VMOVDQU32   Z14, 896(AX)
 	VPXORD      960(BX), Z15, Z15
-	VMOVDQU32   Z15, 960(CX)
+	VMOVDQU32   Z15, 960(AX)
 	ADDQ        $0x00000400, BX
-	ADDQ        $0x00000400, CX
-	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
 	ADDQ        $0x00000400, AX
-	DECQ        SI
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
+	ADDQ        $0x00000400, SI
+	DECQ        DI
 	JNZ         seal_loop
 
 seal_last:
 	// Poly1305 over the last group's ciphertext, all of it with IFMA:
 	// with no ChaCha20 to hide among, the shorter chain is the faster.
-	VMOVDQU64    320(R8), Z0
-	VMOVDQU64    384(R8), Z1
-	VMOVDQU64    448(R8), Z2
-	VMOVDQU64    512(R8), Z3
-	VMOVDQU64    576(R8), Z4
-	VMOVDQU64    (R8), Z5
-	VMOVDQU64    64(R8), Z6
-	VMOVDQU64    128(R8), Z7
-	VMOVDQU64    192(R8), Z8
-	VMOVDQU64    256(R8), Z9
-	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
-	VPBROADCASTQ chachaPolyStitch<>+88(SB), Z11
-	VPBROADCASTQ chachaPolyStitch<>+96(SB), Z12
-	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
-	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
 	MOVQ         R9, R12
 	ANDQ         chachaPolyStitch<>+112(SB), R12
 	SHRQ         $0x2c, R10, R9
@@ -6094,334 +6079,621 @@ seal_last:
 	VPADDQ       Z29, Z21, Z21
 	VMOVQ        R10, X29
 	VPADDQ       Z29, Z22, Z22
-	VMOVDQU64    (AX), Z23
-	VMOVDQU64    64(AX), Z24
+	VMOVDQU64    320(CX), Z0
+	MOVQ         320(CX), DX
+	VMOVDQU64    384(CX), Z1
+	MULXQ        320(CX), R8, R9
+	VMOVDQU64    448(CX), Z2
+	MULXQ        384(CX), R10, R11
+	VMOVDQU64    512(CX), Z3
+	MULXQ        448(CX), R12, R13
+	VMOVDQU64    576(CX), Z4
+	VMOVDQU64    (CX), Z5
+	MOVQ         384(CX), DX
+	VMOVDQU64    64(CX), Z6
+	MULXQ        576(CX), AX, BX
+	VMOVDQU64    128(CX), Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VMOVDQU64    192(CX), Z8
+	VMOVDQU64    256(CX), Z9
+	MULXQ        320(CX), AX, BX
+	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPBROADCASTQ chachaPolyStitch<>+88(SB), Z11
+	MULXQ        384(CX), AX, BX
+	VPBROADCASTQ chachaPolyStitch<>+96(SB), Z12
+	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
+	MOVQ         448(CX), DX
+	VMOVDQU64    (SI), Z23
+	MULXQ        512(CX), AX, BX
+	VMOVDQU64    64(SI), Z24
 	VPUNPCKLQDQ  Z24, Z23, Z25
+	ADDQ         AX, R8
+	ADCQ         BX, R9
 	VPUNPCKHQDQ  Z24, Z23, Z26
+	MULXQ        576(CX), AX, BX
 	VPSRLQ       $0x2c, Z25, Z27
+	ADDQ         AX, R10
+	ADCQ         BX, R11
 	VPANDQ       Z30, Z25, Z25
+	MULXQ        320(CX), AX, BX
 	VPADDQ       Z25, Z20, Z20
 	VPSLLQ       $0x14, Z26, Z23
+	ADDQ         AX, R12
+	ADCQ         BX, R13
 	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	MOVQ         $0x00000fffffffffff, DX
 	VPADDQ       Z27, Z21, Z21
+	MOVQ         R8, CX
 	VPSRLQ       $0x18, Z26, Z26
 	VPORQ        Z14, Z26, Z26
+	ANDQ         DX, CX
 	VPADDQ       Z26, Z22, Z22
-	VMOVDQU64    128(AX), Z26
-	VPUNPCKLQDQ  192(AX), Z26, Z27
-	VPUNPCKHQDQ  192(AX), Z26, Z28
+	SHRQ         $0x2c, R9, R8
+	VMOVDQU64    128(SI), Z26
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPUNPCKLQDQ  192(SI), Z26, Z27
+	VPUNPCKHQDQ  192(SI), Z26, Z28
+	MOVQ         R10, AX
 	VPANDQ       Z30, Z27, Z23
+	ANDQ         DX, AX
 	VPSRLQ       $0x2c, Z27, Z24
+	SHRQ         $0x2c, R11, R10
 	VPSLLQ       $0x14, Z28, Z26
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
 	VPSRLQ       $0x18, Z28, Z28
+	MOVQ         R12, BX
 	VPORQ        Z14, Z28, Z25
+	SHLQ         $0x16, BX
 	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z27
+	SHRQ         $0x16, BX
 	VPXORQ       Z30, Z30, Z28
+	SHRQ         $0x2a, R13, R12
 	VPMADD52LUQ  Z3, Z22, Z23
+	LEAQ         (R12)(R12*4), R14
 	VPMADD52HUQ  Z3, Z22, Z26
+	ADDQ         R14, CX
 	VPMADD52LUQ  Z4, Z22, Z24
 	VPMADD52HUQ  Z4, Z22, Z27
+	MOVQ         CX, R14
 	VPMADD52LUQ  Z0, Z22, Z25
+	SHRQ         $0x2c, R14
 	VPMADD52HUQ  Z0, Z22, Z28
+	ANDQ         DX, CX
 	VPMADD52LUQ  Z0, Z20, Z23
 	VPMADD52HUQ  Z0, Z20, Z26
+	ADDQ         R14, AX
 	VPMADD52LUQ  Z1, Z20, Z24
+	MOVQ         AX, R14
 	VPMADD52HUQ  Z1, Z20, Z27
+	SHRQ         $0x2c, R14
 	VPMADD52LUQ  Z2, Z20, Z25
 	VPMADD52HUQ  Z2, Z20, Z28
+	ANDQ         DX, AX
 	VPMADD52LUQ  Z4, Z21, Z23
+	ADDQ         R14, BX
 	VPMADD52HUQ  Z4, Z21, Z26
+	MOVQ         BX, R14
 	VPMADD52LUQ  Z0, Z21, Z24
 	VPMADD52HUQ  Z0, Z21, Z27
+	SHRQ         $0x2a, R14
 	VPMADD52LUQ  Z1, Z21, Z25
+	SHLQ         $0x16, BX
 	VPMADD52HUQ  Z1, Z21, Z28
+	SHRQ         $0x16, BX
 	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
+	LEAQ         (R14)(R14*4), R14
 	VPSRLQ       $0x2c, Z23, Z29
+	ADDQ         R14, CX
 	VPANDQ       Z30, Z23, Z20
+	MOVQ         CX, R14
 	VPMADD52LUQ  Z13, Z28, Z20
+	SHRQ         $0x2c, R14
 	VPADDQ       Z29, Z24, Z24
 	VPSRLQ       $0x2c, Z24, Z29
+	ANDQ         DX, CX
 	VPANDQ       Z30, Z24, Z21
+	ADDQ         R14, AX
 	VPADDQ       Z29, Z25, Z25
+	MOVQ         CX, 32(SP)
 	VPSRLQ       $0x2a, Z25, Z29
 	VPANDQ       Z10, Z25, Z22
+	MOVQ         AX, 40(SP)
 	VPMADD52LUQ  Z12, Z29, Z20
+	MOVQ         BX, 48(SP)
 	VPSRLQ       $0x2c, Z20, Z29
+	LEAQ         (AX)(AX*4), R14
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    256(AX), Z26
-	VPUNPCKLQDQ  320(AX), Z26, Z27
-	VPUNPCKHQDQ  320(AX), Z26, Z28
+	SHLQ         $0x02, R14
+	VMOVDQU64    256(SI), Z26
+	MOVQ         R14, 56(SP)
+	VPUNPCKLQDQ  320(SI), Z26, Z27
+	LEAQ         (BX)(BX*4), R14
+	VPUNPCKHQDQ  320(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
+	SHLQ         $0x02, R14
 	VPSRLQ       $0x2c, Z27, Z24
+	MOVQ         R14, 64(SP)
 	VPSLLQ       $0x14, Z28, Z26
+	MOVQ         768(SI), R9
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	VPSRLQ       $0x18, Z28, Z28
+	MOVQ         776(SI), R10
 	VPORQ        Z14, Z28, Z25
+	MOVL         $0x00000001, R11
 	VPXORQ       Z30, Z30, Z26
+	MOVQ         R9, DX
 	VPXORQ       Z30, Z30, Z27
+	MULXQ        (SP), R12, R14
 	VPXORQ       Z30, Z30, Z28
 	VPMADD52LUQ  Z3, Z22, Z23
+	MULXQ        8(SP), R13, R15
 	VPMADD52HUQ  Z3, Z22, Z26
+	MOVQ         R10, DX
 	VPMADD52LUQ  Z4, Z22, Z24
+	MULXQ        16(SP), R9, R10
 	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
+	ADDQ         R9, R12
+	ADCQ         R10, R14
 	VPMADD52HUQ  Z0, Z22, Z28
+	MULXQ        (SP), R9, R10
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         R9, R13
+	ADCQ         R10, R15
 	VPMADD52HUQ  Z0, Z20, Z26
 	VPMADD52LUQ  Z1, Z20, Z24
+	MOVQ         16(SP), R9
 	VPMADD52HUQ  Z1, Z20, Z27
+	IMULQ        R11, R9
 	VPMADD52LUQ  Z2, Z20, Z25
+	ADDQ         R9, R13
+	ADCQ         $0x00, R15
 	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
+	IMULQ        (SP), R11
 	VPMADD52HUQ  Z4, Z21, Z26
+	ADDQ         R14, R13
+	ADCQ         R11, R15
 	VPMADD52LUQ  Z0, Z21, Z24
+	MOVQ         R15, R11
 	VPMADD52HUQ  Z0, Z21, Z27
 	VPMADD52LUQ  Z1, Z21, Z25
+	ANDQ         $0x03, R11
 	VPMADD52HUQ  Z1, Z21, Z28
+	MOVQ         R15, R10
 	VPMADD52LUQ  Z11, Z26, Z24
+	SHRQ         $0x02, R10
 	VPMADD52LUQ  Z11, Z27, Z25
+	ANDQ         $-4, R15
 	VPSRLQ       $0x2c, Z23, Z29
 	VPANDQ       Z30, Z23, Z20
+	ADDQ         R10, R15
 	VPMADD52LUQ  Z13, Z28, Z20
+	ADDQ         R15, R12
+	ADCQ         $0x00, R13
+	ADCQ         $0x00, R11
 	VPADDQ       Z29, Z24, Z24
+	ADDQ         784(SI), R12
+	ADCQ         792(SI), R13
+	ADCQ         $0x01, R11
 	VPSRLQ       $0x2c, Z24, Z29
 	VPANDQ       Z30, Z24, Z21
+	MOVQ         R12, DX
 	VPADDQ       Z29, Z25, Z25
+	MULXQ        (SP), R9, R10
 	VPSRLQ       $0x2a, Z25, Z29
+	MULXQ        8(SP), R14, R15
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
+	MOVQ         R13, DX
 	VPSRLQ       $0x2c, Z20, Z29
+	MULXQ        16(SP), R12, R13
 	VPANDQ       Z30, Z20, Z20
+	ADDQ         R12, R9
+	ADCQ         R13, R10
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    384(AX), Z26
-	VPUNPCKLQDQ  448(AX), Z26, Z27
-	VPUNPCKHQDQ  448(AX), Z26, Z28
+	VMOVDQU64    384(SI), Z26
+	MULXQ        (SP), R12, R13
+	VPUNPCKLQDQ  448(SI), Z26, Z27
+	ADDQ         R12, R14
+	ADCQ         R13, R15
+	VPUNPCKHQDQ  448(SI), Z26, Z28
+	MOVQ         16(SP), R12
 	VPANDQ       Z30, Z27, Z23
+	IMULQ        R11, R12
 	VPSRLQ       $0x2c, Z27, Z24
 	VPSLLQ       $0x14, Z28, Z26
+	ADDQ         R12, R14
+	ADCQ         $0x00, R15
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	IMULQ        (SP), R11
 	VPSRLQ       $0x18, Z28, Z28
+	ADDQ         R10, R14
+	ADCQ         R11, R15
 	VPORQ        Z14, Z28, Z25
 	VPXORQ       Z30, Z30, Z26
+	MOVQ         R15, R11
 	VPXORQ       Z30, Z30, Z27
+	ANDQ         $0x03, R11
 	VPXORQ       Z30, Z30, Z28
+	MOVQ         R15, R13
 	VPMADD52LUQ  Z3, Z22, Z23
 	VPMADD52HUQ  Z3, Z22, Z26
+	SHRQ         $0x02, R13
 	VPMADD52LUQ  Z4, Z22, Z24
+	ANDQ         $-4, R15
 	VPMADD52HUQ  Z4, Z22, Z27
+	ADDQ         R13, R15
 	VPMADD52LUQ  Z0, Z22, Z25
 	VPMADD52HUQ  Z0, Z22, Z28
+	ADDQ         R15, R9
+	ADCQ         $0x00, R14
+	ADCQ         $0x00, R11
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         800(SI), R9
+	ADCQ         808(SI), R14
+	ADCQ         $0x01, R11
 	VPMADD52HUQ  Z0, Z20, Z26
+	MOVQ         R9, DX
 	VPMADD52LUQ  Z1, Z20, Z24
 	VPMADD52HUQ  Z1, Z20, Z27
+	MULXQ        (SP), R12, R13
 	VPMADD52LUQ  Z2, Z20, Z25
+	MULXQ        8(SP), R10, R15
 	VPMADD52HUQ  Z2, Z20, Z28
+	MOVQ         R14, DX
 	VPMADD52LUQ  Z4, Z21, Z23
+	MULXQ        16(SP), R9, R14
 	VPMADD52HUQ  Z4, Z21, Z26
 	VPMADD52LUQ  Z0, Z21, Z24
+	ADDQ         R9, R12
+	ADCQ         R14, R13
 	VPMADD52HUQ  Z0, Z21, Z27
+	MULXQ        (SP), R9, R14
 	VPMADD52LUQ  Z1, Z21, Z25
+	ADDQ         R9, R10
+	ADCQ         R14, R15
 	VPMADD52HUQ  Z1, Z21, Z28
 	VPMADD52LUQ  Z11, Z26, Z24
+	MOVQ         16(SP), R9
 	VPMADD52LUQ  Z11, Z27, Z25
+	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z23, Z29
+	ADDQ         R9, R10
+	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z23, Z20
 	VPMADD52LUQ  Z13, Z28, Z20
+	IMULQ        (SP), R11
 	VPADDQ       Z29, Z24, Z24
+	ADDQ         R13, R10
+	ADCQ         R11, R15
 	VPSRLQ       $0x2c, Z24, Z29
+	MOVQ         R15, R11
 	VPANDQ       Z30, Z24, Z21
 	VPADDQ       Z29, Z25, Z25
+	ANDQ         $0x03, R11
 	VPSRLQ       $0x2a, Z25, Z29
+	MOVQ         R15, R14
 	VPANDQ       Z10, Z25, Z22
+	SHRQ         $0x02, R14
 	VPMADD52LUQ  Z12, Z29, Z20
 	VPSRLQ       $0x2c, Z20, Z29
+	ANDQ         $-4, R15
 	VPANDQ       Z30, Z20, Z20
+	ADDQ         R14, R15
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    512(AX), Z26
-	VPUNPCKLQDQ  576(AX), Z26, Z27
-	VPUNPCKHQDQ  576(AX), Z26, Z28
+	ADDQ         R15, R12
+	ADCQ         $0x00, R10
+	ADCQ         $0x00, R11
+	VMOVDQU64    512(SI), Z26
+	ADDQ         816(SI), R12
+	ADCQ         824(SI), R10
+	ADCQ         $0x01, R11
+	VPUNPCKLQDQ  576(SI), Z26, Z27
+	VPUNPCKHQDQ  576(SI), Z26, Z28
+	MOVQ         R12, DX
 	VPANDQ       Z30, Z27, Z23
+	MULXQ        (SP), R9, R14
 	VPSRLQ       $0x2c, Z27, Z24
+	MULXQ        8(SP), R13, R15
 	VPSLLQ       $0x14, Z28, Z26
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	MOVQ         R10, DX
 	VPSRLQ       $0x18, Z28, Z28
+	MULXQ        16(SP), R12, R10
 	VPORQ        Z14, Z28, Z25
+	ADDQ         R12, R9
+	ADCQ         R10, R14
 	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z27
+	MULXQ        (SP), R12, R10
 	VPXORQ       Z30, Z30, Z28
+	ADDQ         R12, R13
+	ADCQ         R10, R15
 	VPMADD52LUQ  Z3, Z22, Z23
+	MOVQ         16(SP), R12
 	VPMADD52HUQ  Z3, Z22, Z26
 	VPMADD52LUQ  Z4, Z22, Z24
+	IMULQ        R11, R12
 	VPMADD52HUQ  Z4, Z22, Z27
+	ADDQ         R12, R13
+	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z0, Z22, Z25
+	IMULQ        (SP), R11
 	VPMADD52HUQ  Z0, Z22, Z28
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         R14, R13
+	ADCQ         R11, R15
 	VPMADD52HUQ  Z0, Z20, Z26
+	MOVQ         R15, R11
 	VPMADD52LUQ  Z1, Z20, Z24
+	ANDQ         $0x03, R11
 	VPMADD52HUQ  Z1, Z20, Z27
+	MOVQ         R15, R10
 	VPMADD52LUQ  Z2, Z20, Z25
 	VPMADD52HUQ  Z2, Z20, Z28
+	SHRQ         $0x02, R10
 	VPMADD52LUQ  Z4, Z21, Z23
+	ANDQ         $-4, R15
 	VPMADD52HUQ  Z4, Z21, Z26
+	ADDQ         R10, R15
 	VPMADD52LUQ  Z0, Z21, Z24
 	VPMADD52HUQ  Z0, Z21, Z27
+	ADDQ         R15, R9
+	ADCQ         $0x00, R13
+	ADCQ         $0x00, R11
 	VPMADD52LUQ  Z1, Z21, Z25
+	ADDQ         832(SI), R9
+	ADCQ         840(SI), R13
+	ADCQ         $0x01, R11
 	VPMADD52HUQ  Z1, Z21, Z28
+	MOVQ         R9, DX
 	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
+	MULXQ        (SP), R12, R10
 	VPSRLQ       $0x2c, Z23, Z29
+	MULXQ        8(SP), R14, R15
 	VPANDQ       Z30, Z23, Z20
+	MOVQ         R13, DX
 	VPMADD52LUQ  Z13, Z28, Z20
 	VPADDQ       Z29, Z24, Z24
+	MULXQ        16(SP), R9, R13
 	VPSRLQ       $0x2c, Z24, Z29
+	ADDQ         R9, R12
+	ADCQ         R13, R10
 	VPANDQ       Z30, Z24, Z21
+	MULXQ        (SP), R9, R13
 	VPADDQ       Z29, Z25, Z25
 	VPSRLQ       $0x2a, Z25, Z29
+	ADDQ         R9, R14
+	ADCQ         R13, R15
 	VPANDQ       Z10, Z25, Z22
+	MOVQ         16(SP), R9
 	VPMADD52LUQ  Z12, Z29, Z20
+	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z20, Z29
+	ADDQ         R9, R14
+	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    640(AX), Z26
-	VPUNPCKLQDQ  704(AX), Z26, Z27
-	VPUNPCKHQDQ  704(AX), Z26, Z28
+	IMULQ        (SP), R11
+	VMOVDQU64    640(SI), Z26
+	ADDQ         R10, R14
+	ADCQ         R11, R15
+	VPUNPCKLQDQ  704(SI), Z26, Z27
+	MOVQ         R15, R11
+	VPUNPCKHQDQ  704(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
+	ANDQ         $0x03, R11
 	VPSRLQ       $0x2c, Z27, Z24
+	MOVQ         R15, R13
 	VPSLLQ       $0x14, Z28, Z26
+	SHRQ         $0x02, R13
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	VPSRLQ       $0x18, Z28, Z28
+	ANDQ         $-4, R15
 	VPORQ        Z14, Z28, Z25
+	ADDQ         R13, R15
 	VPXORQ       Z30, Z30, Z26
+	ADDQ         R15, R12
+	ADCQ         $0x00, R14
+	ADCQ         $0x00, R11
 	VPXORQ       Z30, Z30, Z27
 	VPXORQ       Z30, Z30, Z28
+	ADDQ         848(SI), R12
+	ADCQ         856(SI), R14
+	ADCQ         $0x01, R11
 	VPMADD52LUQ  Z3, Z22, Z23
+	MOVQ         R12, DX
 	VPMADD52HUQ  Z3, Z22, Z26
+	MULXQ        (SP), R9, R13
 	VPMADD52LUQ  Z4, Z22, Z24
+	MULXQ        8(SP), R10, R15
 	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
+	MOVQ         R14, DX
 	VPMADD52HUQ  Z0, Z22, Z28
+	MULXQ        16(SP), R12, R14
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         R12, R9
+	ADCQ         R14, R13
 	VPMADD52HUQ  Z0, Z20, Z26
 	VPMADD52LUQ  Z1, Z20, Z24
+	MULXQ        (SP), R12, R14
 	VPMADD52HUQ  Z1, Z20, Z27
+	ADDQ         R12, R10
+	ADCQ         R14, R15
 	VPMADD52LUQ  Z2, Z20, Z25
+	MOVQ         16(SP), R12
 	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
+	IMULQ        R11, R12
 	VPMADD52HUQ  Z4, Z21, Z26
+	ADDQ         R12, R10
+	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z0, Z21, Z24
+	IMULQ        (SP), R11
 	VPMADD52HUQ  Z0, Z21, Z27
 	VPMADD52LUQ  Z1, Z21, Z25
+	ADDQ         R13, R10
+	ADCQ         R11, R15
 	VPMADD52HUQ  Z1, Z21, Z28
+	MOVQ         R15, R11
 	VPMADD52LUQ  Z11, Z26, Z24
+	ANDQ         $0x03, R11
 	VPMADD52LUQ  Z11, Z27, Z25
 	VPSRLQ       $0x2c, Z23, Z29
+	MOVQ         R15, R14
 	VPANDQ       Z30, Z23, Z20
+	SHRQ         $0x02, R14
 	VPMADD52LUQ  Z13, Z28, Z20
+	ANDQ         $-4, R15
 	VPADDQ       Z29, Z24, Z24
+	ADDQ         R14, R15
 	VPSRLQ       $0x2c, Z24, Z29
 	VPANDQ       Z30, Z24, Z21
+	ADDQ         R15, R9
+	ADCQ         $0x00, R10
+	ADCQ         $0x00, R11
 	VPADDQ       Z29, Z25, Z25
+	ADDQ         864(SI), R9
+	ADCQ         872(SI), R10
+	ADCQ         $0x01, R11
 	VPSRLQ       $0x2a, Z25, Z29
+	MOVQ         R9, DX
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
+	MULXQ        (SP), R12, R14
 	VPSRLQ       $0x2c, Z20, Z29
+	MULXQ        8(SP), R13, R15
 	VPANDQ       Z30, Z20, Z20
+	MOVQ         R10, DX
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    768(AX), Z26
-	VPUNPCKLQDQ  832(AX), Z26, Z27
-	VPUNPCKHQDQ  832(AX), Z26, Z28
+	VPBROADCASTQ 32(SP), Z15
+	MULXQ        16(SP), R9, R10
+	VPBROADCASTQ 40(SP), Z16
+	ADDQ         R9, R12
+	ADCQ         R10, R14
+	VPBROADCASTQ 48(SP), Z17
+	MULXQ        (SP), R9, R10
+	VPBROADCASTQ 56(SP), Z18
+	VPBROADCASTQ 64(SP), Z19
+	ADDQ         R9, R13
+	ADCQ         R10, R15
+	VMOVDQU64    896(SI), Z26
+	MOVQ         16(SP), R9
+	VPUNPCKLQDQ  960(SI), Z26, Z27
+	IMULQ        R11, R9
+	VPUNPCKHQDQ  960(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
+	ADDQ         R9, R13
+	ADCQ         $0x00, R15
 	VPSRLQ       $0x2c, Z27, Z24
+	IMULQ        (SP), R11
 	VPSLLQ       $0x14, Z28, Z26
+	ADDQ         R14, R13
+	ADCQ         R11, R15
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	MOVQ         R15, R11
 	VPSRLQ       $0x18, Z28, Z28
 	VPORQ        Z14, Z28, Z25
+	ANDQ         $0x03, R11
 	VPXORQ       Z30, Z30, Z26
+	MOVQ         R15, R10
 	VPXORQ       Z30, Z30, Z27
+	SHRQ         $0x02, R10
 	VPXORQ       Z30, Z30, Z28
-	VPMADD52LUQ  Z3, Z22, Z23
-	VPMADD52HUQ  Z3, Z22, Z26
-	VPMADD52LUQ  Z4, Z22, Z24
-	VPMADD52HUQ  Z4, Z22, Z27
-	VPMADD52LUQ  Z0, Z22, Z25
-	VPMADD52HUQ  Z0, Z22, Z28
-	VPMADD52LUQ  Z0, Z20, Z23
-	VPMADD52HUQ  Z0, Z20, Z26
-	VPMADD52LUQ  Z1, Z20, Z24
-	VPMADD52HUQ  Z1, Z20, Z27
-	VPMADD52LUQ  Z2, Z20, Z25
-	VPMADD52HUQ  Z2, Z20, Z28
-	VPMADD52LUQ  Z4, Z21, Z23
-	VPMADD52HUQ  Z4, Z21, Z26
-	VPMADD52LUQ  Z0, Z21, Z24
-	VPMADD52HUQ  Z0, Z21, Z27
-	VPMADD52LUQ  Z1, Z21, Z25
-	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z18, Z22, Z23
+	ANDQ         $-4, R15
+	VPMADD52HUQ  Z18, Z22, Z26
+	ADDQ         R10, R15
+	VPMADD52LUQ  Z19, Z22, Z24
+	ADDQ         R15, R12
+	ADCQ         $0x00, R13
+	ADCQ         $0x00, R11
+	VPMADD52HUQ  Z19, Z22, Z27
+	VPMADD52LUQ  Z15, Z22, Z25
+	ADDQ         880(SI), R12
+	ADCQ         888(SI), R13
+	ADCQ         $0x01, R11
+	VPMADD52HUQ  Z15, Z22, Z28
+	MOVQ         R12, DX
+	VPMADD52LUQ  Z15, Z20, Z23
+	MULXQ        (SP), R9, R10
+	VPMADD52HUQ  Z15, Z20, Z26
+	VPMADD52LUQ  Z16, Z20, Z24
+	MULXQ        8(SP), R14, R15
+	VPMADD52HUQ  Z16, Z20, Z27
+	MOVQ         R13, DX
+	VPMADD52LUQ  Z17, Z20, Z25
+	MULXQ        16(SP), R12, R13
+	VPMADD52HUQ  Z17, Z20, Z28
+	VPMADD52LUQ  Z19, Z21, Z23
+	ADDQ         R12, R9
+	ADCQ         R13, R10
+	VPMADD52HUQ  Z19, Z21, Z26
+	MULXQ        (SP), R12, R13
+	VPMADD52LUQ  Z15, Z21, Z24
+	ADDQ         R12, R14
+	ADCQ         R13, R15
+	VPMADD52HUQ  Z15, Z21, Z27
+	MOVQ         16(SP), R12
+	VPMADD52LUQ  Z16, Z21, Z25
+	VPMADD52HUQ  Z16, Z21, Z28
+	IMULQ        R11, R12
 	VPMADD52LUQ  Z11, Z26, Z24
+	ADDQ         R12, R14
+	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z11, Z27, Z25
+	IMULQ        (SP), R11
 	VPSRLQ       $0x2c, Z23, Z29
 	VPANDQ       Z30, Z23, Z20
+	ADDQ         R10, R14
+	ADCQ         R11, R15
 	VPMADD52LUQ  Z13, Z28, Z20
+	MOVQ         R15, R11
 	VPADDQ       Z29, Z24, Z24
+	ANDQ         $0x03, R11
 	VPSRLQ       $0x2c, Z24, Z29
 	VPANDQ       Z30, Z24, Z21
+	MOVQ         R15, R13
 	VPADDQ       Z29, Z25, Z25
+	SHRQ         $0x02, R13
 	VPSRLQ       $0x2a, Z25, Z29
+	ANDQ         $-4, R15
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
+	ADDQ         R13, R15
 	VPSRLQ       $0x2c, Z20, Z29
+	ADDQ         R15, R9
+	ADCQ         $0x00, R14
+	ADCQ         $0x00, R11
 	VPANDQ       Z30, Z20, Z20
+	MOVQ         R14, R10
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    896(AX), Z26
-	VPUNPCKLQDQ  960(AX), Z26, Z27
-	VPUNPCKHQDQ  960(AX), Z26, Z28
-	VPANDQ       Z30, Z27, Z23
-	VPSRLQ       $0x2c, Z27, Z24
-	VPSLLQ       $0x14, Z28, Z26
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
-	VPSRLQ       $0x18, Z28, Z28
-	VPORQ        Z14, Z28, Z25
-	VPXORQ       Z30, Z30, Z26
-	VPXORQ       Z30, Z30, Z27
-	VPXORQ       Z30, Z30, Z28
-	VPMADD52LUQ  Z3, Z22, Z23
-	VPMADD52HUQ  Z3, Z22, Z26
-	VPMADD52LUQ  Z4, Z22, Z24
-	VPMADD52HUQ  Z4, Z22, Z27
-	VPMADD52LUQ  Z0, Z22, Z25
-	VPMADD52HUQ  Z0, Z22, Z28
-	VPMADD52LUQ  Z0, Z20, Z23
-	VPMADD52HUQ  Z0, Z20, Z26
-	VPMADD52LUQ  Z1, Z20, Z24
-	VPMADD52HUQ  Z1, Z20, Z27
-	VPMADD52LUQ  Z2, Z20, Z25
-	VPMADD52HUQ  Z2, Z20, Z28
-	VPMADD52LUQ  Z4, Z21, Z23
-	VPMADD52HUQ  Z4, Z21, Z26
-	VPMADD52LUQ  Z0, Z21, Z24
-	VPMADD52HUQ  Z0, Z21, Z27
-	VPMADD52LUQ  Z1, Z21, Z25
-	VPMADD52HUQ  Z1, Z21, Z28
-	VPMADD52LUQ  Z11, Z26, Z24
-	VPMADD52LUQ  Z11, Z27, Z25
-	VPSRLQ       $0x2c, Z23, Z29
-	VPANDQ       Z30, Z23, Z20
-	VPMADD52LUQ  Z13, Z28, Z20
-	VPADDQ       Z29, Z24, Z24
-	VPSRLQ       $0x2c, Z24, Z29
-	VPANDQ       Z30, Z24, Z21
-	VPADDQ       Z29, Z25, Z25
-	VPSRLQ       $0x2a, Z25, Z29
-	VPANDQ       Z10, Z25, Z22
-	VPMADD52LUQ  Z12, Z29, Z20
-	VPSRLQ       $0x2c, Z20, Z29
-	VPANDQ       Z30, Z20, Z20
+	MOVQ         R9, R12
+	ANDQ         chachaPolyStitch<>+112(SB), R12
+	SHRQ         $0x2c, R10, R9
+	ANDQ         chachaPolyStitch<>+112(SB), R9
+	SHRQ         $0x18, R11, R10
+	VMOVQ        R12, X29
+	VPADDQ       Z29, Z20, Z20
+	VMOVQ        R9, X29
 	VPADDQ       Z29, Z21, Z21
+	VMOVQ        R10, X29
+	VPADDQ       Z29, Z22, Z22
 	VPXORQ       Z30, Z30, Z23
 	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z24
@@ -6462,7 +6734,7 @@ seal_last:
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
 
-	// Clear r⁸ and the lane powers from Z0–Z9.
+	// Clear r⁸, the lane powers and r¹⁶ from Z0–Z9 and Z15–Z19.
 	VPXORQ Z0, Z0, Z0
 	VPXORQ Z1, Z1, Z1
 	VPXORQ Z2, Z2, Z2
@@ -6473,6 +6745,11 @@ seal_last:
 	VPXORQ Z7, Z7, Z7
 	VPXORQ Z8, Z8, Z8
 	VPXORQ Z9, Z9, Z9
+	VPXORQ Z15, Z15, Z15
+	VPXORQ Z16, Z16, Z16
+	VPXORQ Z17, Z17, Z17
+	VPXORQ Z18, Z18, Z18
+	VPXORQ Z19, Z19, Z19
 	MOVQ   st+40(FP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
@@ -12389,24 +12666,24 @@ whole_aad_done:
 	MOVQ         DX, 112(SP)
 	MOVQ         SI, 120(SP)
 	MOVQ         DI, 128(SP)
-	MOVQ         mac+16(FP), AX
-	MOVQ         dst+0(FP), CX
+	MOVQ         mac+16(FP), SI
+	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), BX
-	MOVQ         groups+24(FP), SI
-	LEAQ         48(SP), DI
-	LEAQ         200(SP), R8
+	MOVQ         groups+24(FP), DI
+	LEAQ         48(SP), R8
+	LEAQ         200(SP), CX
 	MOVQ         $0x00000fffffffffff, DX
 	VPBROADCASTQ DX, Z30
 
 	// r^(8+8·scalarSteps) for the last IFMA step of every group but
 	// the last, by square and multiply from r⁸; one group needs none.
-	CMPQ             SI, $0x01
+	CMPQ             DI, $0x01
 	JE               whole_nojump
-	VMOVDQU64        320(R8), Z0
-	VMOVDQU64        384(R8), Z1
-	VMOVDQU64        448(R8), Z2
-	VMOVDQU64        512(R8), Z3
-	VMOVDQU64        576(R8), Z4
+	VMOVDQU64        320(CX), Z0
+	VMOVDQU64        384(CX), Z1
+	VMOVDQU64        448(CX), Z2
+	VMOVDQU64        512(CX), Z3
+	VMOVDQU64        576(CX), Z4
 	VMOVDQA64        Z0, Z5
 	VMOVDQA64        Z1, Z6
 	VMOVDQA64        Z2, Z7
@@ -12560,7 +12837,7 @@ whole_aad_done:
 whole_nojump:
 	// Counter words of the first 16 blocks; the accumulator in lane 0
 	// of Z20–Z22, the other lanes 0.
-	VPBROADCASTD 48(DI), Z31
+	VPBROADCASTD 48(R8), Z31
 	VPADDD       chachaPolyStitch<>+0(SB), Z31, Z31
 	LEAQ         112(SP), R9
 	MOVQ         (R9), DX
@@ -12596,29 +12873,29 @@ whole_nojump:
 
 	// Group 0 is ciphertext already.
 	ADDQ $0x00000400, BX
-	ADDQ $0x00000400, CX
-	DECQ SI
+	ADDQ $0x00000400, AX
+	DECQ DI
 	JZ   whole_last
 
 whole_loop:
 	// Group g, with Poly1305 over group g−1's ciphertext.
 	// State words for 16 blocks: word i of every block in Zi.
-	VPBROADCASTD     (DI), Z0
-	VPBROADCASTD     4(DI), Z1
-	VPBROADCASTD     8(DI), Z2
-	VPBROADCASTD     12(DI), Z3
-	VPBROADCASTD     16(DI), Z4
-	VPBROADCASTD     20(DI), Z5
-	VPBROADCASTD     24(DI), Z6
-	VPBROADCASTD     28(DI), Z7
-	VPBROADCASTD     32(DI), Z8
-	VPBROADCASTD     36(DI), Z9
-	VPBROADCASTD     40(DI), Z10
-	VPBROADCASTD     44(DI), Z11
+	VPBROADCASTD     (R8), Z0
+	VPBROADCASTD     4(R8), Z1
+	VPBROADCASTD     8(R8), Z2
+	VPBROADCASTD     12(R8), Z3
+	VPBROADCASTD     16(R8), Z4
+	VPBROADCASTD     20(R8), Z5
+	VPBROADCASTD     24(R8), Z6
+	VPBROADCASTD     28(R8), Z7
+	VPBROADCASTD     32(R8), Z8
+	VPBROADCASTD     36(R8), Z9
+	VPBROADCASTD     40(R8), Z10
+	VPBROADCASTD     44(R8), Z11
 	VMOVDQA32        Z31, Z12
-	VPBROADCASTD     52(DI), Z13
-	VPBROADCASTD     56(DI), Z14
-	VPBROADCASTD     60(DI), Z15
+	VPBROADCASTD     52(R8), Z13
+	VPBROADCASTD     56(R8), Z14
+	VPBROADCASTD     60(R8), Z15
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R9, R12
 	ANDQ             chachaPolyStitch<>+112(SB), R12
@@ -12631,9 +12908,9 @@ whole_loop:
 	VPADDQ           Z29, Z21, Z21
 	VMOVQ            R10, X29
 	VPADDQ           Z29, Z22, Z22
-	MOVQ             384(AX), R9
+	MOVQ             384(SI), R9
 	VPADDD           Z5, Z1, Z1
-	MOVQ             392(AX), R10
+	MOVQ             392(SI), R10
 	VPADDD           Z6, Z2, Z2
 	MOVL             $0x00000001, R11
 	VPADDD           Z7, Z3, Z3
@@ -12643,7 +12920,7 @@ whole_loop:
 	VPXORD           Z1, Z13, Z13
 	MULXQ            848(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
-	VMOVDQU64        (AX), Z23
+	VMOVDQU64        (SI), Z23
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R10, DX
 	VPROLD           $0x10, Z12, Z12
@@ -12659,7 +12936,7 @@ whole_loop:
 	VPADDD           Z12, Z8, Z8
 	MOVQ             856(SP), R9
 	VPADDD           Z13, Z9, Z9
-	VMOVDQU64        64(AX), Z24
+	VMOVDQU64        64(SI), Z24
 	VPADDD           Z14, Z10, Z10
 	IMULQ            R11, R9
 	VPADDD           Z15, Z11, Z11
@@ -12689,8 +12966,8 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z2, Z2
-	ADDQ             400(AX), R12
-	ADCQ             408(AX), R14
+	ADDQ             400(SI), R12
+	ADCQ             408(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	VPUNPCKHQDQ      Z24, Z23, Z26
@@ -12746,8 +13023,8 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
-	ADDQ             416(AX), R9
-	ADCQ             424(AX), R13
+	ADDQ             416(SI), R9
+	ADCQ             424(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
@@ -12803,8 +13080,8 @@ whole_loop:
 	ADCQ             $0x00, R11
 	VPSRLQ           $0x18, Z26, Z26
 	VPADDD           Z7, Z2, Z2
-	ADDQ             432(AX), R12
-	ADCQ             440(AX), R10
+	ADDQ             432(SI), R12
+	ADCQ             440(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
@@ -12849,7 +13126,7 @@ whole_loop:
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z7, Z7
-	VMOVDQU64        128(AX), Z26
+	VMOVDQU64        128(SI), Z26
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
 	VPADDD           Z4, Z0, Z0
@@ -12859,15 +13136,15 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z2, Z2
-	ADDQ             448(AX), R9
-	ADCQ             456(AX), R14
+	ADDQ             448(SI), R9
+	ADCQ             456(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
 	MULXQ            840(SP), R12, R10
 	VPXORD           Z1, Z13, Z13
-	VPUNPCKLQDQ      192(AX), Z26, Z27
+	VPUNPCKLQDQ      192(SI), Z26, Z27
 	VPXORD           Z2, Z14, Z14
 	MULXQ            848(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
@@ -12883,7 +13160,7 @@ whole_loop:
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPADDD           Z12, Z8, Z8
-	VPUNPCKHQDQ      192(AX), Z26, Z28
+	VPUNPCKHQDQ      192(SI), Z26, Z28
 	VPADDD           Z13, Z9, Z9
 	MOVQ             856(SP), R9
 	VPADDD           Z14, Z10, Z10
@@ -12916,8 +13193,8 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	VPSRLQ           $0x2c, Z27, Z24
 	VPADDD           Z6, Z2, Z2
-	ADDQ             464(AX), R12
-	ADCQ             472(AX), R13
+	ADDQ             464(SI), R12
+	ADCQ             472(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
@@ -12972,8 +13249,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
-	ADDQ             480(AX), R9
-	ADCQ             488(AX), R10
+	ADDQ             480(SI), R9
+	ADCQ             488(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
@@ -13029,8 +13306,8 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z7, Z2, Z2
-	ADDQ             496(AX), R12
-	ADCQ             504(AX), R14
+	ADDQ             496(SI), R12
+	ADCQ             504(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
@@ -13041,7 +13318,7 @@ whole_loop:
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      512(CX), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
 	MULXQ            856(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
@@ -13057,7 +13334,7 @@ whole_loop:
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      512(CX), Z22, Z26
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
@@ -13072,7 +13349,7 @@ whole_loop:
 	VPXORD           Z9, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x07, Z5, Z5
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      576(CX), Z22, Z24
 	VPROLD           $0x07, Z6, Z6
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z7, Z7
@@ -13084,11 +13361,11 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	ADDQ             512(AX), R9
-	ADCQ             520(AX), R13
+	ADDQ             512(SI), R9
+	ADCQ             520(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      576(CX), Z22, Z27
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
@@ -13103,7 +13380,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      320(CX), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
 	MULXQ            840(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
@@ -13119,7 +13396,7 @@ whole_loop:
 	VPADDD           Z15, Z11, Z11
 	IMULQ            840(SP), R11
 	VPXORD           Z8, Z4, Z4
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      320(CX), Z22, Z28
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13134,7 +13411,7 @@ whole_loop:
 	VPROLD           $0x0c, Z6, Z6
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z7, Z7
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      320(CX), Z20, Z23
 	VPADDD           Z4, Z0, Z0
 	ADDQ             R13, R15
 	VPADDD           Z5, Z1, Z1
@@ -13142,8 +13419,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z2, Z2
-	ADDQ             528(AX), R12
-	ADCQ             536(AX), R10
+	ADDQ             528(SI), R12
+	ADCQ             536(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
@@ -13151,7 +13428,7 @@ whole_loop:
 	MULXQ            840(SP), R9, R13
 	VPXORD           Z1, Z13, Z13
 	MULXQ            848(SP), R14, R15
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      320(CX), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
@@ -13167,7 +13444,7 @@ whole_loop:
 	VPROLD           $0x08, Z15, Z15
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z8, Z8
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -13183,7 +13460,7 @@ whole_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      384(CX), Z20, Z27
 	VPROLD           $0x07, Z4, Z4
 	MOVQ             R15, R10
 	VPROLD           $0x07, Z5, Z5
@@ -13197,11 +13474,11 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             544(AX), R9
-	ADCQ             552(AX), R14
+	ADDQ             544(SI), R9
+	ADCQ             552(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      448(CX), Z20, Z25
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
@@ -13216,7 +13493,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      448(CX), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            840(SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
@@ -13232,7 +13509,7 @@ whole_loop:
 	VPADDD           Z14, Z9, Z9
 	IMULQ            840(SP), R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13244,7 +13521,7 @@ whole_loop:
 	VPROLD           $0x0c, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x0c, Z6, Z6
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      576(CX), Z21, Z26
 	VPROLD           $0x0c, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x0c, Z4, Z4
@@ -13254,15 +13531,15 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             560(AX), R12
-	ADCQ             568(AX), R13
+	ADDQ             560(SI), R12
+	ADCQ             568(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
 	MULXQ            840(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      320(CX), Z21, Z24
 	VPXORD           Z1, Z12, Z12
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
@@ -13278,7 +13555,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      320(CX), Z21, Z27
 	VPADDD           Z15, Z10, Z10
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z11, Z11
@@ -13294,7 +13571,7 @@ whole_loop:
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      384(CX), Z21, Z25
 	VPXORD           Z9, Z4, Z4
 	ANDQ             $0x03, R11
 	VPROLD           $0x07, Z5, Z5
@@ -13310,10 +13587,10 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      384(CX), Z21, Z28
 	VPADDD           Z6, Z2, Z2
-	ADDQ             576(AX), R9
-	ADCQ             584(AX), R10
+	ADDQ             576(SI), R9
+	ADCQ             584(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
@@ -13367,8 +13644,8 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	ADDQ             592(AX), R12
-	ADCQ             600(AX), R14
+	ADDQ             592(SI), R12
+	ADCQ             600(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
@@ -13424,8 +13701,8 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             608(AX), R9
-	ADCQ             616(AX), R13
+	ADDQ             608(SI), R9
+	ADCQ             616(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
@@ -13480,8 +13757,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             624(AX), R12
-	ADCQ             632(AX), R10
+	ADDQ             624(SI), R12
+	ADCQ             632(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
@@ -13537,8 +13814,8 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z1, Z1
-	ADDQ             640(AX), R9
-	ADCQ             648(AX), R14
+	ADDQ             640(SI), R9
+	ADCQ             648(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
@@ -13563,7 +13840,7 @@ whole_loop:
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             856(SP), R9
 	VPADDD           Z12, Z8, Z8
-	VMOVDQU64        256(AX), Z26
+	VMOVDQU64        256(SI), Z26
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R9
 	VPADDD           Z14, Z10, Z10
@@ -13579,7 +13856,7 @@ whole_loop:
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
-	VPUNPCKLQDQ      320(AX), Z26, Z27
+	VPUNPCKLQDQ      320(SI), Z26, Z27
 	VPROLD           $0x0c, Z4, Z4
 	MOVQ             R15, R14
 	VPROLD           $0x0c, Z5, Z5
@@ -13592,11 +13869,11 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             656(AX), R12
-	ADCQ             664(AX), R13
+	ADDQ             656(SI), R12
+	ADCQ             664(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPUNPCKHQDQ      320(AX), Z26, Z28
+	VPUNPCKHQDQ      320(SI), Z26, Z28
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
@@ -13650,8 +13927,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             672(AX), R9
-	ADCQ             680(AX), R10
+	ADDQ             672(SI), R9
+	ADCQ             680(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
@@ -13707,8 +13984,8 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	VPXORQ           Z30, Z30, Z26
 	VPADDD           Z6, Z1, Z1
-	ADDQ             688(AX), R12
-	ADCQ             696(AX), R14
+	ADDQ             688(SI), R12
+	ADCQ             696(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
@@ -13753,7 +14030,7 @@ whole_loop:
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R14
 	VPROLD           $0x07, Z6, Z6
-	VPMADD52LUQ      512(R8), Z22, Z23
+	VPMADD52LUQ      512(CX), Z22, Z23
 	VPROLD           $0x07, Z7, Z7
 	ANDQ             $-4, R15
 	VPROLD           $0x07, Z4, Z4
@@ -13762,15 +14039,15 @@ whole_loop:
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
-	ADDQ             704(AX), R9
-	ADCQ             712(AX), R13
+	ADDQ             704(SI), R9
+	ADCQ             712(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
 	MULXQ            840(SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	VPMADD52HUQ      512(R8), Z22, Z26
+	VPMADD52HUQ      512(CX), Z22, Z26
 	VPXORD           Z0, Z12, Z12
 	MULXQ            848(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
@@ -13786,7 +14063,7 @@ whole_loop:
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      576(R8), Z22, Z24
+	VPMADD52LUQ      576(CX), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
 	MOVQ             856(SP), R9
 	VPADDD           Z12, Z8, Z8
@@ -13802,7 +14079,7 @@ whole_loop:
 	VPXORD           Z8, Z4, Z4
 	MOVQ             R15, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      576(R8), Z22, Z27
+	VPMADD52HUQ      576(CX), Z22, Z27
 	VPXORD           Z10, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z11, Z7, Z7
@@ -13818,10 +14095,10 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      320(R8), Z22, Z25
+	VPMADD52LUQ      320(CX), Z22, Z25
 	VPADDD           Z5, Z1, Z1
-	ADDQ             720(AX), R12
-	ADCQ             728(AX), R10
+	ADDQ             720(SI), R12
+	ADCQ             728(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
@@ -13834,7 +14111,7 @@ whole_loop:
 	VPXORD           Z2, Z14, Z14
 	MULXQ            856(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      320(R8), Z22, Z28
+	VPMADD52HUQ      320(CX), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
@@ -13847,7 +14124,7 @@ whole_loop:
 	MOVQ             856(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
-	VPMADD52LUQ      320(R8), Z20, Z23
+	VPMADD52LUQ      320(CX), Z20, Z23
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
@@ -13863,7 +14140,7 @@ whole_loop:
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R10
 	VPXORD           Z11, Z7, Z7
-	VPMADD52HUQ      320(R8), Z20, Z26
+	VPMADD52HUQ      320(CX), Z20, Z26
 	VPROLD           $0x07, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z5, Z5
@@ -13875,13 +14152,13 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             736(AX), R9
-	ADCQ             744(AX), R14
+	ADDQ             736(SI), R9
+	ADCQ             744(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	VPMADD52LUQ      384(R8), Z20, Z24
+	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z4, Z3, Z3
 	MULXQ            840(SP), R12, R10
 	VPXORD           Z0, Z15, Z15
@@ -13896,7 +14173,7 @@ whole_loop:
 	VPROLD           $0x10, Z15, Z15
 	MULXQ            840(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52HUQ      384(R8), Z20, Z27
+	VPMADD52HUQ      384(CX), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
@@ -13913,7 +14190,7 @@ whole_loop:
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      448(R8), Z20, Z25
+	VPMADD52LUQ      448(CX), Z20, Z25
 	VPXORD           Z11, Z6, Z6
 	MOVQ             R15, R11
 	VPXORD           Z8, Z7, Z7
@@ -13927,14 +14204,14 @@ whole_loop:
 	VPROLD           $0x0c, Z7, Z7
 	ADDQ             R14, R15
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      448(R8), Z20, Z28
+	VPMADD52HUQ      448(CX), Z20, Z28
 	VPADDD           Z5, Z0, Z0
 	ADDQ             R15, R12
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z6, Z1, Z1
-	ADDQ             752(AX), R12
-	ADCQ             760(AX), R13
+	ADDQ             752(SI), R12
+	ADCQ             760(SI), R13
 	ADCQ             $0x01, R11
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
@@ -13944,7 +14221,7 @@ whole_loop:
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	VPMADD52LUQ      576(R8), Z21, Z23
+	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z2, Z13, Z13
 	MULXQ            856(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
@@ -13960,7 +14237,7 @@ whole_loop:
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      576(R8), Z21, Z26
+	VPMADD52HUQ      576(CX), Z21, Z26
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
@@ -13976,7 +14253,7 @@ whole_loop:
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R13
 	VPXORD           Z9, Z4, Z4
-	VPMADD52LUQ      320(R8), Z21, Z24
+	VPMADD52LUQ      320(CX), Z21, Z24
 	VPROLD           $0x07, Z5, Z5
 	SHRQ             $0x02, R13
 	VPROLD           $0x07, Z6, Z6
@@ -13988,11 +14265,11 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             768(AX), R9
-	ADCQ             776(AX), R10
+	ADDQ             768(SI), R9
+	ADCQ             776(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
-	VPMADD52HUQ      320(R8), Z21, Z27
+	VPMADD52HUQ      320(CX), Z21, Z27
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
@@ -14007,7 +14284,7 @@ whole_loop:
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	VPMADD52LUQ      384(R8), Z21, Z25
+	VPMADD52LUQ      384(CX), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
 	MULXQ            840(SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
@@ -14022,7 +14299,7 @@ whole_loop:
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
 	IMULQ            840(SP), R11
-	VPMADD52HUQ      384(R8), Z21, Z28
+	VPMADD52HUQ      384(CX), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14045,8 +14322,8 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             784(AX), R12
-	ADCQ             792(AX), R14
+	ADDQ             784(SI), R12
+	ADCQ             792(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
@@ -14101,8 +14378,8 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             800(AX), R9
-	ADCQ             808(AX), R13
+	ADDQ             800(SI), R9
+	ADCQ             808(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
@@ -14158,8 +14435,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             816(AX), R12
-	ADCQ             824(AX), R10
+	ADDQ             816(SI), R12
+	ADCQ             824(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
@@ -14215,8 +14492,8 @@ whole_loop:
 	VPROLD           $0x07, Z4, Z4
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPADDD           Z4, Z0, Z0
-	ADDQ             832(AX), R9
-	ADCQ             840(AX), R14
+	ADDQ             832(SI), R9
+	ADCQ             840(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
@@ -14271,8 +14548,8 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             848(AX), R12
-	ADCQ             856(AX), R13
+	ADDQ             848(SI), R12
+	ADCQ             856(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
@@ -14328,8 +14605,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPADDD           Z5, Z0, Z0
-	ADDQ             864(AX), R9
-	ADCQ             872(AX), R10
+	ADDQ             864(SI), R9
+	ADCQ             872(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
@@ -14383,8 +14660,8 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             880(AX), R12
-	ADCQ             888(AX), R14
+	ADDQ             880(SI), R12
+	ADCQ             888(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
@@ -14441,8 +14718,8 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPADDD           Z4, Z0, Z0
-	ADDQ             896(AX), R9
-	ADCQ             904(AX), R13
+	ADDQ             896(SI), R9
+	ADCQ             904(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
@@ -14496,8 +14773,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z7, Z7
-	ADDQ             912(AX), R12
-	ADCQ             920(AX), R10
+	ADDQ             912(SI), R12
+	ADCQ             920(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
 	VPMADD52LUQ      936(SP), Z20, Z24
@@ -14553,8 +14830,8 @@ whole_loop:
 	ADCQ             $0x00, R14
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
-	ADDQ             928(AX), R9
-	ADCQ             936(AX), R14
+	ADDQ             928(SI), R9
+	ADCQ             936(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R9, DX
@@ -14611,8 +14888,8 @@ whole_loop:
 	VPROLD           $0x0c, Z4, Z4
 	VPMADD52HUQ      872(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
-	ADDQ             944(AX), R12
-	ADCQ             952(AX), R13
+	ADDQ             944(SI), R12
+	ADCQ             952(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
@@ -14666,8 +14943,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z4, Z4
-	ADDQ             960(AX), R9
-	ADCQ             968(AX), R10
+	ADDQ             960(SI), R9
+	ADCQ             968(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R9, DX
@@ -14723,8 +15000,8 @@ whole_loop:
 	ADCQ             $0x00, R11
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x0c, Z7, Z7
-	ADDQ             976(AX), R12
-	ADCQ             984(AX), R14
+	ADDQ             976(SI), R12
+	ADCQ             984(SI), R14
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R12, DX
@@ -14779,8 +15056,8 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x07, Z7, Z7
-	ADDQ             992(AX), R9
-	ADCQ             1000(AX), R13
+	ADDQ             992(SI), R9
+	ADCQ             1000(SI), R13
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R9, DX
@@ -14836,8 +15113,8 @@ whole_loop:
 	ADCQ             $0x00, R10
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	ADDQ             1008(AX), R12
-	ADCQ             1016(AX), R10
+	ADDQ             1008(SI), R12
+	ADCQ             1016(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
@@ -14895,22 +15172,22 @@ whole_loop:
 	MOVQ             R14, R10
 
 	// Add the input state.
-	VPADDD.BCST (DI), Z0, Z0
-	VPADDD.BCST 4(DI), Z1, Z1
-	VPADDD.BCST 8(DI), Z2, Z2
-	VPADDD.BCST 12(DI), Z3, Z3
-	VPADDD.BCST 16(DI), Z4, Z4
-	VPADDD.BCST 20(DI), Z5, Z5
-	VPADDD.BCST 24(DI), Z6, Z6
-	VPADDD.BCST 28(DI), Z7, Z7
-	VPADDD.BCST 32(DI), Z8, Z8
-	VPADDD.BCST 36(DI), Z9, Z9
-	VPADDD.BCST 40(DI), Z10, Z10
-	VPADDD.BCST 44(DI), Z11, Z11
+	VPADDD.BCST (R8), Z0, Z0
+	VPADDD.BCST 4(R8), Z1, Z1
+	VPADDD.BCST 8(R8), Z2, Z2
+	VPADDD.BCST 12(R8), Z3, Z3
+	VPADDD.BCST 16(R8), Z4, Z4
+	VPADDD.BCST 20(R8), Z5, Z5
+	VPADDD.BCST 24(R8), Z6, Z6
+	VPADDD.BCST 28(R8), Z7, Z7
+	VPADDD.BCST 32(R8), Z8, Z8
+	VPADDD.BCST 36(R8), Z9, Z9
+	VPADDD.BCST 40(R8), Z10, Z10
+	VPADDD.BCST 44(R8), Z11, Z11
 	VPADDD      Z31, Z12, Z12
-	VPADDD.BCST 52(DI), Z13, Z13
-	VPADDD.BCST 56(DI), Z14, Z14
-	VPADDD.BCST 60(DI), Z15, Z15
+	VPADDD.BCST 52(R8), Z13, Z13
+	VPADDD.BCST 56(R8), Z14, Z14
+	VPADDD.BCST 60(R8), Z15, Z15
 
 	// Transpose: 4×4 dwords within each 128-bit lane.
 	VPUNPCKLDQ  Z1, Z0, Z16
@@ -14982,62 +15259,47 @@ whole_loop:
 
 	// 16 full blocks.
 	VPXORD      (BX), Z0, Z0
-	VMOVDQU32   Z0, (CX)
+	VMOVDQU32   Z0, (AX)
 	VPXORD      64(BX), Z1, Z1
-	VMOVDQU32   Z1, 64(CX)
+	VMOVDQU32   Z1, 64(AX)
 	VPXORD      128(BX), Z2, Z2
-	VMOVDQU32   Z2, 128(CX)
+	VMOVDQU32   Z2, 128(AX)
 	VPXORD      192(BX), Z3, Z3
-	VMOVDQU32   Z3, 192(CX)
+	VMOVDQU32   Z3, 192(AX)
 	VPXORD      256(BX), Z4, Z4
-	VMOVDQU32   Z4, 256(CX)
+	VMOVDQU32   Z4, 256(AX)
 	VPXORD      320(BX), Z5, Z5
-	VMOVDQU32   Z5, 320(CX)
+	VMOVDQU32   Z5, 320(AX)
 	VPXORD      384(BX), Z6, Z6
-	VMOVDQU32   Z6, 384(CX)
+	VMOVDQU32   Z6, 384(AX)
 	VPXORD      448(BX), Z7, Z7
-	VMOVDQU32   Z7, 448(CX)
+	VMOVDQU32   Z7, 448(AX)
 	VPXORD      512(BX), Z8, Z8
-	VMOVDQU32   Z8, 512(CX)
+	VMOVDQU32   Z8, 512(AX)
 	VPXORD      576(BX), Z9, Z9
-	VMOVDQU32   Z9, 576(CX)
+	VMOVDQU32   Z9, 576(AX)
 	VPXORD      640(BX), Z10, Z10
-	VMOVDQU32   Z10, 640(CX)
+	VMOVDQU32   Z10, 640(AX)
 	VPXORD      704(BX), Z11, Z11
-	VMOVDQU32   Z11, 704(CX)
+	VMOVDQU32   Z11, 704(AX)
 	VPXORD      768(BX), Z12, Z12
-	VMOVDQU32   Z12, 768(CX)
+	VMOVDQU32   Z12, 768(AX)
 	VPXORD      832(BX), Z13, Z13
-	VMOVDQU32   Z13, 832(CX)
+	VMOVDQU32   Z13, 832(AX)
 	VPXORD      896(BX), Z14, Z14
-	VMOVDQU32   Z14, 896(CX)
+	VMOVDQU32   Z14, 896(AX)
 	VPXORD      960(BX), Z15, Z15
-	VMOVDQU32   Z15, 960(CX)
+	VMOVDQU32   Z15, 960(AX)
 	ADDQ        $0x00000400, BX
-	ADDQ        $0x00000400, CX
-	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
 	ADDQ        $0x00000400, AX
-	DECQ        SI
+	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
+	ADDQ        $0x00000400, SI
+	DECQ        DI
 	JNZ         whole_loop
 
 whole_last:
 	// Poly1305 over the last group's ciphertext, all of it with IFMA:
 	// with no ChaCha20 to hide among, the shorter chain is the faster.
-	VMOVDQU64    320(R8), Z0
-	VMOVDQU64    384(R8), Z1
-	VMOVDQU64    448(R8), Z2
-	VMOVDQU64    512(R8), Z3
-	VMOVDQU64    576(R8), Z4
-	VMOVDQU64    (R8), Z5
-	VMOVDQU64    64(R8), Z6
-	VMOVDQU64    128(R8), Z7
-	VMOVDQU64    192(R8), Z8
-	VMOVDQU64    256(R8), Z9
-	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
-	VPBROADCASTQ chachaPolyStitch<>+88(SB), Z11
-	VPBROADCASTQ chachaPolyStitch<>+96(SB), Z12
-	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
-	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
 	MOVQ         R9, R12
 	ANDQ         chachaPolyStitch<>+112(SB), R12
 	SHRQ         $0x2c, R10, R9
@@ -15049,334 +15311,621 @@ whole_last:
 	VPADDQ       Z29, Z21, Z21
 	VMOVQ        R10, X29
 	VPADDQ       Z29, Z22, Z22
-	VMOVDQU64    (AX), Z23
-	VMOVDQU64    64(AX), Z24
+	VMOVDQU64    320(CX), Z0
+	MOVQ         320(CX), DX
+	VMOVDQU64    384(CX), Z1
+	MULXQ        320(CX), R8, R9
+	VMOVDQU64    448(CX), Z2
+	MULXQ        384(CX), R10, R11
+	VMOVDQU64    512(CX), Z3
+	MULXQ        448(CX), R12, R13
+	VMOVDQU64    576(CX), Z4
+	VMOVDQU64    (CX), Z5
+	MOVQ         384(CX), DX
+	VMOVDQU64    64(CX), Z6
+	MULXQ        576(CX), AX, BX
+	VMOVDQU64    128(CX), Z7
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VMOVDQU64    192(CX), Z8
+	VMOVDQU64    256(CX), Z9
+	MULXQ        320(CX), AX, BX
+	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPBROADCASTQ chachaPolyStitch<>+88(SB), Z11
+	MULXQ        384(CX), AX, BX
+	VPBROADCASTQ chachaPolyStitch<>+96(SB), Z12
+	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
+	MOVQ         448(CX), DX
+	VMOVDQU64    (SI), Z23
+	MULXQ        512(CX), AX, BX
+	VMOVDQU64    64(SI), Z24
 	VPUNPCKLQDQ  Z24, Z23, Z25
+	ADDQ         AX, R8
+	ADCQ         BX, R9
 	VPUNPCKHQDQ  Z24, Z23, Z26
+	MULXQ        576(CX), AX, BX
 	VPSRLQ       $0x2c, Z25, Z27
+	ADDQ         AX, R10
+	ADCQ         BX, R11
 	VPANDQ       Z30, Z25, Z25
+	MULXQ        320(CX), AX, BX
 	VPADDQ       Z25, Z20, Z20
 	VPSLLQ       $0x14, Z26, Z23
+	ADDQ         AX, R12
+	ADCQ         BX, R13
 	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	MOVQ         $0x00000fffffffffff, DX
 	VPADDQ       Z27, Z21, Z21
+	MOVQ         R8, CX
 	VPSRLQ       $0x18, Z26, Z26
 	VPORQ        Z14, Z26, Z26
+	ANDQ         DX, CX
 	VPADDQ       Z26, Z22, Z22
-	VMOVDQU64    128(AX), Z26
-	VPUNPCKLQDQ  192(AX), Z26, Z27
-	VPUNPCKHQDQ  192(AX), Z26, Z28
+	SHRQ         $0x2c, R9, R8
+	VMOVDQU64    128(SI), Z26
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPUNPCKLQDQ  192(SI), Z26, Z27
+	VPUNPCKHQDQ  192(SI), Z26, Z28
+	MOVQ         R10, AX
 	VPANDQ       Z30, Z27, Z23
+	ANDQ         DX, AX
 	VPSRLQ       $0x2c, Z27, Z24
+	SHRQ         $0x2c, R11, R10
 	VPSLLQ       $0x14, Z28, Z26
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
 	VPSRLQ       $0x18, Z28, Z28
+	MOVQ         R12, BX
 	VPORQ        Z14, Z28, Z25
+	SHLQ         $0x16, BX
 	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z27
+	SHRQ         $0x16, BX
 	VPXORQ       Z30, Z30, Z28
+	SHRQ         $0x2a, R13, R12
 	VPMADD52LUQ  Z3, Z22, Z23
+	LEAQ         (R12)(R12*4), R14
 	VPMADD52HUQ  Z3, Z22, Z26
+	ADDQ         R14, CX
 	VPMADD52LUQ  Z4, Z22, Z24
 	VPMADD52HUQ  Z4, Z22, Z27
+	MOVQ         CX, R14
 	VPMADD52LUQ  Z0, Z22, Z25
+	SHRQ         $0x2c, R14
 	VPMADD52HUQ  Z0, Z22, Z28
+	ANDQ         DX, CX
 	VPMADD52LUQ  Z0, Z20, Z23
 	VPMADD52HUQ  Z0, Z20, Z26
+	ADDQ         R14, AX
 	VPMADD52LUQ  Z1, Z20, Z24
+	MOVQ         AX, R14
 	VPMADD52HUQ  Z1, Z20, Z27
+	SHRQ         $0x2c, R14
 	VPMADD52LUQ  Z2, Z20, Z25
 	VPMADD52HUQ  Z2, Z20, Z28
+	ANDQ         DX, AX
 	VPMADD52LUQ  Z4, Z21, Z23
+	ADDQ         R14, BX
 	VPMADD52HUQ  Z4, Z21, Z26
+	MOVQ         BX, R14
 	VPMADD52LUQ  Z0, Z21, Z24
 	VPMADD52HUQ  Z0, Z21, Z27
+	SHRQ         $0x2a, R14
 	VPMADD52LUQ  Z1, Z21, Z25
+	SHLQ         $0x16, BX
 	VPMADD52HUQ  Z1, Z21, Z28
+	SHRQ         $0x16, BX
 	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
+	LEAQ         (R14)(R14*4), R14
 	VPSRLQ       $0x2c, Z23, Z29
+	ADDQ         R14, CX
 	VPANDQ       Z30, Z23, Z20
+	MOVQ         CX, R14
 	VPMADD52LUQ  Z13, Z28, Z20
+	SHRQ         $0x2c, R14
 	VPADDQ       Z29, Z24, Z24
 	VPSRLQ       $0x2c, Z24, Z29
+	ANDQ         DX, CX
 	VPANDQ       Z30, Z24, Z21
+	ADDQ         R14, AX
 	VPADDQ       Z29, Z25, Z25
+	MOVQ         CX, 872(SP)
 	VPSRLQ       $0x2a, Z25, Z29
 	VPANDQ       Z10, Z25, Z22
+	MOVQ         AX, 880(SP)
 	VPMADD52LUQ  Z12, Z29, Z20
+	MOVQ         BX, 888(SP)
 	VPSRLQ       $0x2c, Z20, Z29
+	LEAQ         (AX)(AX*4), R14
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    256(AX), Z26
-	VPUNPCKLQDQ  320(AX), Z26, Z27
-	VPUNPCKHQDQ  320(AX), Z26, Z28
+	SHLQ         $0x02, R14
+	VMOVDQU64    256(SI), Z26
+	MOVQ         R14, 896(SP)
+	VPUNPCKLQDQ  320(SI), Z26, Z27
+	LEAQ         (BX)(BX*4), R14
+	VPUNPCKHQDQ  320(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
+	SHLQ         $0x02, R14
 	VPSRLQ       $0x2c, Z27, Z24
+	MOVQ         R14, 904(SP)
 	VPSLLQ       $0x14, Z28, Z26
+	MOVQ         768(SI), R9
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	VPSRLQ       $0x18, Z28, Z28
+	MOVQ         776(SI), R10
 	VPORQ        Z14, Z28, Z25
+	MOVL         $0x00000001, R11
 	VPXORQ       Z30, Z30, Z26
+	MOVQ         R9, DX
 	VPXORQ       Z30, Z30, Z27
+	MULXQ        840(SP), R12, R14
 	VPXORQ       Z30, Z30, Z28
 	VPMADD52LUQ  Z3, Z22, Z23
+	MULXQ        848(SP), R13, R15
 	VPMADD52HUQ  Z3, Z22, Z26
+	MOVQ         R10, DX
 	VPMADD52LUQ  Z4, Z22, Z24
+	MULXQ        856(SP), R9, R10
 	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
+	ADDQ         R9, R12
+	ADCQ         R10, R14
 	VPMADD52HUQ  Z0, Z22, Z28
+	MULXQ        840(SP), R9, R10
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         R9, R13
+	ADCQ         R10, R15
 	VPMADD52HUQ  Z0, Z20, Z26
 	VPMADD52LUQ  Z1, Z20, Z24
+	MOVQ         856(SP), R9
 	VPMADD52HUQ  Z1, Z20, Z27
+	IMULQ        R11, R9
 	VPMADD52LUQ  Z2, Z20, Z25
+	ADDQ         R9, R13
+	ADCQ         $0x00, R15
 	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
+	IMULQ        840(SP), R11
 	VPMADD52HUQ  Z4, Z21, Z26
+	ADDQ         R14, R13
+	ADCQ         R11, R15
 	VPMADD52LUQ  Z0, Z21, Z24
+	MOVQ         R15, R11
 	VPMADD52HUQ  Z0, Z21, Z27
 	VPMADD52LUQ  Z1, Z21, Z25
+	ANDQ         $0x03, R11
 	VPMADD52HUQ  Z1, Z21, Z28
+	MOVQ         R15, R10
 	VPMADD52LUQ  Z11, Z26, Z24
+	SHRQ         $0x02, R10
 	VPMADD52LUQ  Z11, Z27, Z25
+	ANDQ         $-4, R15
 	VPSRLQ       $0x2c, Z23, Z29
 	VPANDQ       Z30, Z23, Z20
+	ADDQ         R10, R15
 	VPMADD52LUQ  Z13, Z28, Z20
+	ADDQ         R15, R12
+	ADCQ         $0x00, R13
+	ADCQ         $0x00, R11
 	VPADDQ       Z29, Z24, Z24
+	ADDQ         784(SI), R12
+	ADCQ         792(SI), R13
+	ADCQ         $0x01, R11
 	VPSRLQ       $0x2c, Z24, Z29
 	VPANDQ       Z30, Z24, Z21
+	MOVQ         R12, DX
 	VPADDQ       Z29, Z25, Z25
+	MULXQ        840(SP), R9, R10
 	VPSRLQ       $0x2a, Z25, Z29
+	MULXQ        848(SP), R14, R15
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
+	MOVQ         R13, DX
 	VPSRLQ       $0x2c, Z20, Z29
+	MULXQ        856(SP), R12, R13
 	VPANDQ       Z30, Z20, Z20
+	ADDQ         R12, R9
+	ADCQ         R13, R10
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    384(AX), Z26
-	VPUNPCKLQDQ  448(AX), Z26, Z27
-	VPUNPCKHQDQ  448(AX), Z26, Z28
+	VMOVDQU64    384(SI), Z26
+	MULXQ        840(SP), R12, R13
+	VPUNPCKLQDQ  448(SI), Z26, Z27
+	ADDQ         R12, R14
+	ADCQ         R13, R15
+	VPUNPCKHQDQ  448(SI), Z26, Z28
+	MOVQ         856(SP), R12
 	VPANDQ       Z30, Z27, Z23
+	IMULQ        R11, R12
 	VPSRLQ       $0x2c, Z27, Z24
 	VPSLLQ       $0x14, Z28, Z26
+	ADDQ         R12, R14
+	ADCQ         $0x00, R15
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	IMULQ        840(SP), R11
 	VPSRLQ       $0x18, Z28, Z28
+	ADDQ         R10, R14
+	ADCQ         R11, R15
 	VPORQ        Z14, Z28, Z25
 	VPXORQ       Z30, Z30, Z26
+	MOVQ         R15, R11
 	VPXORQ       Z30, Z30, Z27
+	ANDQ         $0x03, R11
 	VPXORQ       Z30, Z30, Z28
+	MOVQ         R15, R13
 	VPMADD52LUQ  Z3, Z22, Z23
 	VPMADD52HUQ  Z3, Z22, Z26
+	SHRQ         $0x02, R13
 	VPMADD52LUQ  Z4, Z22, Z24
+	ANDQ         $-4, R15
 	VPMADD52HUQ  Z4, Z22, Z27
+	ADDQ         R13, R15
 	VPMADD52LUQ  Z0, Z22, Z25
 	VPMADD52HUQ  Z0, Z22, Z28
+	ADDQ         R15, R9
+	ADCQ         $0x00, R14
+	ADCQ         $0x00, R11
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         800(SI), R9
+	ADCQ         808(SI), R14
+	ADCQ         $0x01, R11
 	VPMADD52HUQ  Z0, Z20, Z26
+	MOVQ         R9, DX
 	VPMADD52LUQ  Z1, Z20, Z24
 	VPMADD52HUQ  Z1, Z20, Z27
+	MULXQ        840(SP), R12, R13
 	VPMADD52LUQ  Z2, Z20, Z25
+	MULXQ        848(SP), R10, R15
 	VPMADD52HUQ  Z2, Z20, Z28
+	MOVQ         R14, DX
 	VPMADD52LUQ  Z4, Z21, Z23
+	MULXQ        856(SP), R9, R14
 	VPMADD52HUQ  Z4, Z21, Z26
 	VPMADD52LUQ  Z0, Z21, Z24
+	ADDQ         R9, R12
+	ADCQ         R14, R13
 	VPMADD52HUQ  Z0, Z21, Z27
+	MULXQ        840(SP), R9, R14
 	VPMADD52LUQ  Z1, Z21, Z25
+	ADDQ         R9, R10
+	ADCQ         R14, R15
 	VPMADD52HUQ  Z1, Z21, Z28
 	VPMADD52LUQ  Z11, Z26, Z24
+	MOVQ         856(SP), R9
 	VPMADD52LUQ  Z11, Z27, Z25
+	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z23, Z29
+	ADDQ         R9, R10
+	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z23, Z20
 	VPMADD52LUQ  Z13, Z28, Z20
+	IMULQ        840(SP), R11
 	VPADDQ       Z29, Z24, Z24
+	ADDQ         R13, R10
+	ADCQ         R11, R15
 	VPSRLQ       $0x2c, Z24, Z29
+	MOVQ         R15, R11
 	VPANDQ       Z30, Z24, Z21
 	VPADDQ       Z29, Z25, Z25
+	ANDQ         $0x03, R11
 	VPSRLQ       $0x2a, Z25, Z29
+	MOVQ         R15, R14
 	VPANDQ       Z10, Z25, Z22
+	SHRQ         $0x02, R14
 	VPMADD52LUQ  Z12, Z29, Z20
 	VPSRLQ       $0x2c, Z20, Z29
+	ANDQ         $-4, R15
 	VPANDQ       Z30, Z20, Z20
+	ADDQ         R14, R15
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    512(AX), Z26
-	VPUNPCKLQDQ  576(AX), Z26, Z27
-	VPUNPCKHQDQ  576(AX), Z26, Z28
+	ADDQ         R15, R12
+	ADCQ         $0x00, R10
+	ADCQ         $0x00, R11
+	VMOVDQU64    512(SI), Z26
+	ADDQ         816(SI), R12
+	ADCQ         824(SI), R10
+	ADCQ         $0x01, R11
+	VPUNPCKLQDQ  576(SI), Z26, Z27
+	VPUNPCKHQDQ  576(SI), Z26, Z28
+	MOVQ         R12, DX
 	VPANDQ       Z30, Z27, Z23
+	MULXQ        840(SP), R9, R14
 	VPSRLQ       $0x2c, Z27, Z24
+	MULXQ        848(SP), R13, R15
 	VPSLLQ       $0x14, Z28, Z26
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	MOVQ         R10, DX
 	VPSRLQ       $0x18, Z28, Z28
+	MULXQ        856(SP), R12, R10
 	VPORQ        Z14, Z28, Z25
+	ADDQ         R12, R9
+	ADCQ         R10, R14
 	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z27
+	MULXQ        840(SP), R12, R10
 	VPXORQ       Z30, Z30, Z28
+	ADDQ         R12, R13
+	ADCQ         R10, R15
 	VPMADD52LUQ  Z3, Z22, Z23
+	MOVQ         856(SP), R12
 	VPMADD52HUQ  Z3, Z22, Z26
 	VPMADD52LUQ  Z4, Z22, Z24
+	IMULQ        R11, R12
 	VPMADD52HUQ  Z4, Z22, Z27
+	ADDQ         R12, R13
+	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z0, Z22, Z25
+	IMULQ        840(SP), R11
 	VPMADD52HUQ  Z0, Z22, Z28
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         R14, R13
+	ADCQ         R11, R15
 	VPMADD52HUQ  Z0, Z20, Z26
+	MOVQ         R15, R11
 	VPMADD52LUQ  Z1, Z20, Z24
+	ANDQ         $0x03, R11
 	VPMADD52HUQ  Z1, Z20, Z27
+	MOVQ         R15, R10
 	VPMADD52LUQ  Z2, Z20, Z25
 	VPMADD52HUQ  Z2, Z20, Z28
+	SHRQ         $0x02, R10
 	VPMADD52LUQ  Z4, Z21, Z23
+	ANDQ         $-4, R15
 	VPMADD52HUQ  Z4, Z21, Z26
+	ADDQ         R10, R15
 	VPMADD52LUQ  Z0, Z21, Z24
 	VPMADD52HUQ  Z0, Z21, Z27
+	ADDQ         R15, R9
+	ADCQ         $0x00, R13
+	ADCQ         $0x00, R11
 	VPMADD52LUQ  Z1, Z21, Z25
+	ADDQ         832(SI), R9
+	ADCQ         840(SI), R13
+	ADCQ         $0x01, R11
 	VPMADD52HUQ  Z1, Z21, Z28
+	MOVQ         R9, DX
 	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
+	MULXQ        840(SP), R12, R10
 	VPSRLQ       $0x2c, Z23, Z29
+	MULXQ        848(SP), R14, R15
 	VPANDQ       Z30, Z23, Z20
+	MOVQ         R13, DX
 	VPMADD52LUQ  Z13, Z28, Z20
 	VPADDQ       Z29, Z24, Z24
+	MULXQ        856(SP), R9, R13
 	VPSRLQ       $0x2c, Z24, Z29
+	ADDQ         R9, R12
+	ADCQ         R13, R10
 	VPANDQ       Z30, Z24, Z21
+	MULXQ        840(SP), R9, R13
 	VPADDQ       Z29, Z25, Z25
 	VPSRLQ       $0x2a, Z25, Z29
+	ADDQ         R9, R14
+	ADCQ         R13, R15
 	VPANDQ       Z10, Z25, Z22
+	MOVQ         856(SP), R9
 	VPMADD52LUQ  Z12, Z29, Z20
+	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z20, Z29
+	ADDQ         R9, R14
+	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    640(AX), Z26
-	VPUNPCKLQDQ  704(AX), Z26, Z27
-	VPUNPCKHQDQ  704(AX), Z26, Z28
+	IMULQ        840(SP), R11
+	VMOVDQU64    640(SI), Z26
+	ADDQ         R10, R14
+	ADCQ         R11, R15
+	VPUNPCKLQDQ  704(SI), Z26, Z27
+	MOVQ         R15, R11
+	VPUNPCKHQDQ  704(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
+	ANDQ         $0x03, R11
 	VPSRLQ       $0x2c, Z27, Z24
+	MOVQ         R15, R13
 	VPSLLQ       $0x14, Z28, Z26
+	SHRQ         $0x02, R13
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	VPSRLQ       $0x18, Z28, Z28
+	ANDQ         $-4, R15
 	VPORQ        Z14, Z28, Z25
+	ADDQ         R13, R15
 	VPXORQ       Z30, Z30, Z26
+	ADDQ         R15, R12
+	ADCQ         $0x00, R14
+	ADCQ         $0x00, R11
 	VPXORQ       Z30, Z30, Z27
 	VPXORQ       Z30, Z30, Z28
+	ADDQ         848(SI), R12
+	ADCQ         856(SI), R14
+	ADCQ         $0x01, R11
 	VPMADD52LUQ  Z3, Z22, Z23
+	MOVQ         R12, DX
 	VPMADD52HUQ  Z3, Z22, Z26
+	MULXQ        840(SP), R9, R13
 	VPMADD52LUQ  Z4, Z22, Z24
+	MULXQ        848(SP), R10, R15
 	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
+	MOVQ         R14, DX
 	VPMADD52HUQ  Z0, Z22, Z28
+	MULXQ        856(SP), R12, R14
 	VPMADD52LUQ  Z0, Z20, Z23
+	ADDQ         R12, R9
+	ADCQ         R14, R13
 	VPMADD52HUQ  Z0, Z20, Z26
 	VPMADD52LUQ  Z1, Z20, Z24
+	MULXQ        840(SP), R12, R14
 	VPMADD52HUQ  Z1, Z20, Z27
+	ADDQ         R12, R10
+	ADCQ         R14, R15
 	VPMADD52LUQ  Z2, Z20, Z25
+	MOVQ         856(SP), R12
 	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
+	IMULQ        R11, R12
 	VPMADD52HUQ  Z4, Z21, Z26
+	ADDQ         R12, R10
+	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z0, Z21, Z24
+	IMULQ        840(SP), R11
 	VPMADD52HUQ  Z0, Z21, Z27
 	VPMADD52LUQ  Z1, Z21, Z25
+	ADDQ         R13, R10
+	ADCQ         R11, R15
 	VPMADD52HUQ  Z1, Z21, Z28
+	MOVQ         R15, R11
 	VPMADD52LUQ  Z11, Z26, Z24
+	ANDQ         $0x03, R11
 	VPMADD52LUQ  Z11, Z27, Z25
 	VPSRLQ       $0x2c, Z23, Z29
+	MOVQ         R15, R14
 	VPANDQ       Z30, Z23, Z20
+	SHRQ         $0x02, R14
 	VPMADD52LUQ  Z13, Z28, Z20
+	ANDQ         $-4, R15
 	VPADDQ       Z29, Z24, Z24
+	ADDQ         R14, R15
 	VPSRLQ       $0x2c, Z24, Z29
 	VPANDQ       Z30, Z24, Z21
+	ADDQ         R15, R9
+	ADCQ         $0x00, R10
+	ADCQ         $0x00, R11
 	VPADDQ       Z29, Z25, Z25
+	ADDQ         864(SI), R9
+	ADCQ         872(SI), R10
+	ADCQ         $0x01, R11
 	VPSRLQ       $0x2a, Z25, Z29
+	MOVQ         R9, DX
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
+	MULXQ        840(SP), R12, R14
 	VPSRLQ       $0x2c, Z20, Z29
+	MULXQ        848(SP), R13, R15
 	VPANDQ       Z30, Z20, Z20
+	MOVQ         R10, DX
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    768(AX), Z26
-	VPUNPCKLQDQ  832(AX), Z26, Z27
-	VPUNPCKHQDQ  832(AX), Z26, Z28
+	VPBROADCASTQ 872(SP), Z15
+	MULXQ        856(SP), R9, R10
+	VPBROADCASTQ 880(SP), Z16
+	ADDQ         R9, R12
+	ADCQ         R10, R14
+	VPBROADCASTQ 888(SP), Z17
+	MULXQ        840(SP), R9, R10
+	VPBROADCASTQ 896(SP), Z18
+	VPBROADCASTQ 904(SP), Z19
+	ADDQ         R9, R13
+	ADCQ         R10, R15
+	VMOVDQU64    896(SI), Z26
+	MOVQ         856(SP), R9
+	VPUNPCKLQDQ  960(SI), Z26, Z27
+	IMULQ        R11, R9
+	VPUNPCKHQDQ  960(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
+	ADDQ         R9, R13
+	ADCQ         $0x00, R15
 	VPSRLQ       $0x2c, Z27, Z24
+	IMULQ        840(SP), R11
 	VPSLLQ       $0x14, Z28, Z26
+	ADDQ         R14, R13
+	ADCQ         R11, R15
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	MOVQ         R15, R11
 	VPSRLQ       $0x18, Z28, Z28
 	VPORQ        Z14, Z28, Z25
+	ANDQ         $0x03, R11
 	VPXORQ       Z30, Z30, Z26
+	MOVQ         R15, R10
 	VPXORQ       Z30, Z30, Z27
+	SHRQ         $0x02, R10
 	VPXORQ       Z30, Z30, Z28
-	VPMADD52LUQ  Z3, Z22, Z23
-	VPMADD52HUQ  Z3, Z22, Z26
-	VPMADD52LUQ  Z4, Z22, Z24
-	VPMADD52HUQ  Z4, Z22, Z27
-	VPMADD52LUQ  Z0, Z22, Z25
-	VPMADD52HUQ  Z0, Z22, Z28
-	VPMADD52LUQ  Z0, Z20, Z23
-	VPMADD52HUQ  Z0, Z20, Z26
-	VPMADD52LUQ  Z1, Z20, Z24
-	VPMADD52HUQ  Z1, Z20, Z27
-	VPMADD52LUQ  Z2, Z20, Z25
-	VPMADD52HUQ  Z2, Z20, Z28
-	VPMADD52LUQ  Z4, Z21, Z23
-	VPMADD52HUQ  Z4, Z21, Z26
-	VPMADD52LUQ  Z0, Z21, Z24
-	VPMADD52HUQ  Z0, Z21, Z27
-	VPMADD52LUQ  Z1, Z21, Z25
-	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z18, Z22, Z23
+	ANDQ         $-4, R15
+	VPMADD52HUQ  Z18, Z22, Z26
+	ADDQ         R10, R15
+	VPMADD52LUQ  Z19, Z22, Z24
+	ADDQ         R15, R12
+	ADCQ         $0x00, R13
+	ADCQ         $0x00, R11
+	VPMADD52HUQ  Z19, Z22, Z27
+	VPMADD52LUQ  Z15, Z22, Z25
+	ADDQ         880(SI), R12
+	ADCQ         888(SI), R13
+	ADCQ         $0x01, R11
+	VPMADD52HUQ  Z15, Z22, Z28
+	MOVQ         R12, DX
+	VPMADD52LUQ  Z15, Z20, Z23
+	MULXQ        840(SP), R9, R10
+	VPMADD52HUQ  Z15, Z20, Z26
+	VPMADD52LUQ  Z16, Z20, Z24
+	MULXQ        848(SP), R14, R15
+	VPMADD52HUQ  Z16, Z20, Z27
+	MOVQ         R13, DX
+	VPMADD52LUQ  Z17, Z20, Z25
+	MULXQ        856(SP), R12, R13
+	VPMADD52HUQ  Z17, Z20, Z28
+	VPMADD52LUQ  Z19, Z21, Z23
+	ADDQ         R12, R9
+	ADCQ         R13, R10
+	VPMADD52HUQ  Z19, Z21, Z26
+	MULXQ        840(SP), R12, R13
+	VPMADD52LUQ  Z15, Z21, Z24
+	ADDQ         R12, R14
+	ADCQ         R13, R15
+	VPMADD52HUQ  Z15, Z21, Z27
+	MOVQ         856(SP), R12
+	VPMADD52LUQ  Z16, Z21, Z25
+	VPMADD52HUQ  Z16, Z21, Z28
+	IMULQ        R11, R12
 	VPMADD52LUQ  Z11, Z26, Z24
+	ADDQ         R12, R14
+	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z11, Z27, Z25
+	IMULQ        840(SP), R11
 	VPSRLQ       $0x2c, Z23, Z29
 	VPANDQ       Z30, Z23, Z20
+	ADDQ         R10, R14
+	ADCQ         R11, R15
 	VPMADD52LUQ  Z13, Z28, Z20
+	MOVQ         R15, R11
 	VPADDQ       Z29, Z24, Z24
+	ANDQ         $0x03, R11
 	VPSRLQ       $0x2c, Z24, Z29
 	VPANDQ       Z30, Z24, Z21
+	MOVQ         R15, R13
 	VPADDQ       Z29, Z25, Z25
+	SHRQ         $0x02, R13
 	VPSRLQ       $0x2a, Z25, Z29
+	ANDQ         $-4, R15
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
+	ADDQ         R13, R15
 	VPSRLQ       $0x2c, Z20, Z29
+	ADDQ         R15, R9
+	ADCQ         $0x00, R14
+	ADCQ         $0x00, R11
 	VPANDQ       Z30, Z20, Z20
+	MOVQ         R14, R10
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    896(AX), Z26
-	VPUNPCKLQDQ  960(AX), Z26, Z27
-	VPUNPCKHQDQ  960(AX), Z26, Z28
-	VPANDQ       Z30, Z27, Z23
-	VPSRLQ       $0x2c, Z27, Z24
-	VPSLLQ       $0x14, Z28, Z26
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
-	VPSRLQ       $0x18, Z28, Z28
-	VPORQ        Z14, Z28, Z25
-	VPXORQ       Z30, Z30, Z26
-	VPXORQ       Z30, Z30, Z27
-	VPXORQ       Z30, Z30, Z28
-	VPMADD52LUQ  Z3, Z22, Z23
-	VPMADD52HUQ  Z3, Z22, Z26
-	VPMADD52LUQ  Z4, Z22, Z24
-	VPMADD52HUQ  Z4, Z22, Z27
-	VPMADD52LUQ  Z0, Z22, Z25
-	VPMADD52HUQ  Z0, Z22, Z28
-	VPMADD52LUQ  Z0, Z20, Z23
-	VPMADD52HUQ  Z0, Z20, Z26
-	VPMADD52LUQ  Z1, Z20, Z24
-	VPMADD52HUQ  Z1, Z20, Z27
-	VPMADD52LUQ  Z2, Z20, Z25
-	VPMADD52HUQ  Z2, Z20, Z28
-	VPMADD52LUQ  Z4, Z21, Z23
-	VPMADD52HUQ  Z4, Z21, Z26
-	VPMADD52LUQ  Z0, Z21, Z24
-	VPMADD52HUQ  Z0, Z21, Z27
-	VPMADD52LUQ  Z1, Z21, Z25
-	VPMADD52HUQ  Z1, Z21, Z28
-	VPMADD52LUQ  Z11, Z26, Z24
-	VPMADD52LUQ  Z11, Z27, Z25
-	VPSRLQ       $0x2c, Z23, Z29
-	VPANDQ       Z30, Z23, Z20
-	VPMADD52LUQ  Z13, Z28, Z20
-	VPADDQ       Z29, Z24, Z24
-	VPSRLQ       $0x2c, Z24, Z29
-	VPANDQ       Z30, Z24, Z21
-	VPADDQ       Z29, Z25, Z25
-	VPSRLQ       $0x2a, Z25, Z29
-	VPANDQ       Z10, Z25, Z22
-	VPMADD52LUQ  Z12, Z29, Z20
-	VPSRLQ       $0x2c, Z20, Z29
-	VPANDQ       Z30, Z20, Z20
+	MOVQ         R9, R12
+	ANDQ         chachaPolyStitch<>+112(SB), R12
+	SHRQ         $0x2c, R10, R9
+	ANDQ         chachaPolyStitch<>+112(SB), R9
+	SHRQ         $0x18, R11, R10
+	VMOVQ        R12, X29
+	VPADDQ       Z29, Z20, Z20
+	VMOVQ        R9, X29
 	VPADDQ       Z29, Z21, Z21
+	VMOVQ        R10, X29
+	VPADDQ       Z29, Z22, Z22
 	VPXORQ       Z30, Z30, Z23
 	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z24
@@ -15417,7 +15966,7 @@ whole_last:
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
 
-	// Clear r⁸ and the lane powers from Z0–Z9.
+	// Clear r⁸, the lane powers and r¹⁶ from Z0–Z9 and Z15–Z19.
 	VPXORQ Z0, Z0, Z0
 	VPXORQ Z1, Z1, Z1
 	VPXORQ Z2, Z2, Z2
@@ -15428,6 +15977,11 @@ whole_last:
 	VPXORQ Z7, Z7, Z7
 	VPXORQ Z8, Z8, Z8
 	VPXORQ Z9, Z9, Z9
+	VPXORQ Z15, Z15, Z15
+	VPXORQ Z16, Z16, Z16
+	VPXORQ Z17, Z17, Z17
+	VPXORQ Z18, Z18, Z18
+	VPXORQ Z19, Z19, Z19
 	LEAQ   112(SP), AX
 
 	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.

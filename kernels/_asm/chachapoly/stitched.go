@@ -236,6 +236,56 @@ func stitchedBody(seal bool, in stitchIn) {
 		VPADDD_BCST(stitchConsts.Offset(stitchSixteen), zCounter, zCounter)
 	}
 
+	// tail appends to v, which loaded the multipliers, the seal's last
+	// group at msg in 7 IFMA steps, with blocks 49…56 (msg+768) in gp,
+	// where the general-purpose registers idle otherwise. The steps take
+	// blocks 1…48 and then 57…64; the one before the last multiplies by
+	// r¹⁶ instead of r⁸, which puts everything before it 8 blocks further
+	// from the end. gp, from 0 over blocks 49…56 by Horner's rule, holds
+	// Σ m_i·r^(57−i); added to lane 0 before the last step, whose power
+	// there is r⁸ (lane 0 takes a step's first block), it gets the power
+	// each block needs. The lanes then hold what 8 steps would leave.
+	//
+	// The general-purpose stream computes r¹⁶ = r⁸·r⁸ first (gprMul44, into
+	// the frame's rows for r^(8+8·scalarSteps), unused in the last group),
+	// then the 8 blocks, a chain of some 110 cycles, both well before the
+	// steps need them; Z15–Z19 take r¹⁶ broadcast before its step.
+	//
+	// Bounds. r⁸ (the table's, from powersGPR or mulReduce) has l0 < 2⁴⁴,
+	// l1 < 2⁴⁴+2⁷, l2 < 2⁴²: gprMul44's argument but l1's 2⁷, which grows
+	// its columns by less than 2⁻³⁰ of themselves and leaves its bounds and
+	// outputs as they are; those are within mulReduce's multipliers. Lane 0
+	// before the last step is what the steps' handoff leaves at a group's
+	// start: a step's output, 8 blocks and gp.
+	tail := func(v stream, msg Register, r8, last mulr, c consts, hibit Op) stream {
+		r16 := func(i int) Mem { return frame.Offset(32 + 8*i) }
+		var g stream
+		rowR8 := func(i int) Mem { return Mem{Base: a.tbl, Disp: tblR8 + 64*i} }
+		gprMul44(&g, rowR8, rowR8, r16)
+		for b := 0; b < 8; b++ {
+			gp.block(&g, Mem{Base: msg, Disp: 768 + 16*b}, b == 0)
+		}
+		gp.toCanon(&g)
+
+		zr16 := [5]VecPhysical{Z15, Z16, Z17, Z18, Z19}
+		absorb(&v, zAcc, Mem{Base: msg}, c, hibit, zScratch)
+		for k := 0; k < 6; k++ {
+			off, mul := 128*(k+1), r8
+			if k == 5 {
+				for i, z := range zr16 {
+					v.op(VPBROADCASTQ, r16(i), z)
+				}
+				off, mul = 896, mulr{zr16[0], zr16[1], zr16[2], zr16[3], zr16[4]}
+			}
+			next := blocks{Mem{Base: msg, Disp: off}, hibit}
+			mulReduceNext(&v, zAcc, mul, c, zScratch, &next)
+		}
+		s := mergeStreams(v, g)
+		s.do(gp.handoff(zAcc, zScratch.t.(VecPhysical), m44))
+		mulReduce(&s, zAcc, last, c, zScratch)
+		return s
+	}
+
 	// steps returns Poly1305 over the group at msg: the scalar accumulator
 	// of the group before handed off to lane 0, then, with scalar,
 	// ifmaSteps IFMA steps, the last one multiplying by r^(8+8·scalarSteps),
@@ -272,6 +322,11 @@ func stitchedBody(seal bool, in stitchIn) {
 			}
 			c.m42, c.k256, c.k5, c.k5120 = bc(c.m42, Z10), bc(c.k256, Z11), bc(c.k5, Z12), bc(c.k5120, Z13)
 			hibit = bc(hibit, Z14)
+		}
+		if alone {
+			// Before the general-purpose stream below reuses gp's registers.
+			gp.handoff(zAcc, zScratch.t.(VecPhysical), m44)()
+			return tail(v, msg, r8, last, c, hibit)
 		}
 		v.do(gp.handoff(zAcc, zScratch.t.(VecPhysical), m44))
 		absorb(&v, zAcc, Mem{Base: msg}, c, hibit, zScratch)
@@ -310,8 +365,8 @@ func stitchedBody(seal bool, in stitchIn) {
 		Comment("Poly1305 over the last group's ciphertext, all of it with IFMA:",
 			"with no ChaCha20 to hide among, the shorter chain is the faster.")
 		steps(mac, false, true).emit()
-		Comment("Clear r⁸ and the lane powers from Z0–Z9.")
-		for _, z := range []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9} {
+		Comment("Clear r⁸, the lane powers and r¹⁶ from Z0–Z9 and Z15–Z19.")
+		for _, z := range []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z15, Z16, Z17, Z18, Z19} {
 			VPXORQ(z, z, z)
 		}
 	} else {
