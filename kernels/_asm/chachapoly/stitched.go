@@ -262,6 +262,11 @@ func stitchedBody(seal bool, in stitchIn) {
 		var g stream
 		rowR8 := func(i int) Mem { return Mem{Base: a.tbl, Disp: tblR8 + 64*i} }
 		gprMul44(&g, rowR8, rowR8, r16)
+		// The broadcasts below read r¹⁶ from the frame: merge must place
+		// them after its stores, as it does with the steps spread over
+		// the blocks' stream; the generator checks.
+		stored, store := false, g[len(g)-1]
+		g[len(g)-1] = func() { store(); stored = true }
 		for b := 0; b < 8; b++ {
 			gp.block(&g, Mem{Base: msg, Disp: 768 + 16*b}, b == 0)
 		}
@@ -273,7 +278,12 @@ func stitchedBody(seal bool, in stitchIn) {
 			off, mul := 128*(k+1), r8
 			if k == 5 {
 				for i, z := range zr16 {
-					v.op(VPBROADCASTQ, r16(i), z)
+					v.do(func() {
+						if !stored {
+							panic("r¹⁶ read before it is stored")
+						}
+						VPBROADCASTQ(r16(i), z)
+					})
 				}
 				off, mul = 896, mulr{zr16[0], zr16[1], zr16[2], zr16[3], zr16[4]}
 			}
