@@ -6066,8 +6066,8 @@ seal_loop:
 	JNZ         seal_loop
 
 seal_last:
-	// Poly1305 over the last group's ciphertext, all of it with IFMA:
-	// with no ChaCha20 to hide among, the shorter chain is the faster.
+	// Poly1305 over the last group's ciphertext: with no ChaCha20 to
+	// hide among, 7 IFMA steps, the shorter chain, and 8 blocks with MULX.
 	MOVQ         R9, R12
 	ANDQ         chachaPolyStitch<>+112(SB), R12
 	SHRQ         $0x2c, R10, R9
@@ -15298,8 +15298,8 @@ whole_loop:
 	JNZ         whole_loop
 
 whole_last:
-	// Poly1305 over the last group's ciphertext, all of it with IFMA:
-	// with no ChaCha20 to hide among, the shorter chain is the faster.
+	// Poly1305 over the last group's ciphertext: with no ChaCha20 to
+	// hide among, 7 IFMA steps, the shorter chain, and 8 blocks with MULX.
 	MOVQ         R9, R12
 	ANDQ         chachaPolyStitch<>+112(SB), R12
 	SHRQ         $0x2c, R10, R9
