@@ -146,12 +146,20 @@ func (d *DecryptWriter) Close() error {
 		return d.err
 	}
 	if d.keys == nil {
-		if _, _, err := ParseHeader(d.buf[:d.have]); err != nil {
+		h, _, err := ParseHeader(d.buf[:d.have])
+		if err != nil {
 			d.err = err
 			return err
 		}
-		d.err = ErrTruncated // the header, but not all of the commitment
-		return d.err
+		// The header, but not all of the commitment: the key it names is
+		// looked up first, as DecryptReader does, so that a message both
+		// cut short and under an unknown key fails the same way on every
+		// path.
+		if _, err = d.svc.openStart(d.ctx, d.name, &h, d.context, func([]byte) error { return ErrTruncated }); err == nil {
+			err = ErrTruncated
+		}
+		d.err = err
+		return err
 	}
 	plain, err := d.openFinal()
 	if err == nil {
