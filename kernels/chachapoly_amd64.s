@@ -11414,1015 +11414,1083 @@ head_doubleround:
 	// blocks' last double rounds.
 	VPADDD       Z4, Z0, Z0
 	MOVL         R15, 40(SP)
-	VPADDD       Z5, Z1, Z1
 	LEAQ         64(SP), R15
-	VPADDD       Z6, Z2, Z2
+	VPADDD       Z5, Z1, Z1
 	ADDL         chachaPolySigma<>+0(SB), AX
-	VPADDD       Z7, Z3, Z3
+	VPADDD       Z6, Z2, Z2
 	ADDL         chachaPolySigma<>+4(SB), BX
-	VPXORD       Z0, Z12, Z12
+	VPADDD       Z7, Z3, Z3
 	ADDL         chachaPolySigma<>+8(SB), R14
-	VPXORD       Z1, Z13, Z13
+	VPXORD       Z0, Z12, Z12
 	ADDL         (R15), SI
-	VPXORD       Z2, Z14, Z14
+	VPXORD       Z1, Z13, Z13
 	ADDL         4(R15), DI
-	VPXORD       Z3, Z15, Z15
+	VPXORD       Z2, Z14, Z14
 	ADDL         8(R15), R8
-	VPROLD       $0x10, Z12, Z12
+	VPXORD       Z3, Z15, Z15
 	ADDL         12(R15), R9
-	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x10, Z12, Z12
 	MOVL         40(SP), DX
-	VPROLD       $0x10, Z14, Z14
 	ADDL         chachaPolySigma<>+12(SB), DX
-	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z13, Z13
 	SHLQ         $0x20, BX
-	VPADDD       Z12, Z8, Z8
+	VPROLD       $0x10, Z14, Z14
 	ORQ          BX, AX
-	VPADDD       Z13, Z9, Z9
+	VPROLD       $0x10, Z15, Z15
 	SHLQ         $0x20, DX
-	VPADDD       Z14, Z10, Z10
+	VPADDD       Z12, Z8, Z8
 	ORQ          DX, R14
-	VPADDD       Z15, Z11, Z11
+	VPADDD       Z13, Z9, Z9
 	SHLQ         $0x20, DI
-	VPXORD       Z8, Z4, Z4
+	VPADDD       Z14, Z10, Z10
 	ORQ          DI, SI
-	VPXORD       Z9, Z5, Z5
+	VPADDD       Z15, Z11, Z11
 	SHLQ         $0x20, R9
-	VPXORD       Z10, Z6, Z6
+	VPXORD       Z8, Z4, Z4
 	ORQ          R9, R8
-	VPXORD       Z11, Z7, Z7
+	VPXORD       Z9, Z5, Z5
 	LEAQ         152(SP), CX
-	VPROLD       $0x0c, Z4, Z4
 	MOVQ         AX, (CX)
-	VPROLD       $0x0c, Z5, Z5
+	VPXORD       Z10, Z6, Z6
 	MOVQ         R14, 8(CX)
-	VPROLD       $0x0c, Z6, Z6
+	VPXORD       Z11, Z7, Z7
 	MOVQ         SI, 16(CX)
-	VPROLD       $0x0c, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
 	MOVQ         R8, 24(CX)
-	VPADDD       Z4, Z0, Z0
-	LEAQ         200(SP), DI
-	VPADDD       Z5, Z1, Z1
+	VPROLD       $0x0c, Z5, Z5
+	LEAQ         224(SP), DI
+	VPROLD       $0x0c, Z6, Z6
 	MOVQ         R14, BX
-	VPADDD       Z6, Z2, Z2
+	VPROLD       $0x0c, Z7, Z7
 	MOVQ         $0x0ffffffc0fffffff, DX
-	VPADDD       Z7, Z3, Z3
+	VPADDD       Z4, Z0, Z0
 	ANDQ         DX, AX
-	VPXORD       Z0, Z12, Z12
+	VPADDD       Z5, Z1, Z1
 	MOVQ         $0x0ffffffc0ffffffc, DX
-	VPXORD       Z1, Z13, Z13
+	VPADDD       Z6, Z2, Z2
 	ANDQ         DX, BX
-	VPXORD       Z2, Z14, Z14
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z3, Z15, Z15
+	VPADDD       Z7, Z3, Z3
 	MOVQ         AX, CX
-	VPROLD       $0x08, Z12, Z12
+	VPXORD       Z0, Z12, Z12
 	ANDQ         DX, CX
-	VPROLD       $0x08, Z13, Z13
-	MOVQ         CX, 56(DI)
-	VPROLD       $0x08, Z14, Z14
+	VPXORD       Z1, Z13, Z13
+	MOVQ         CX, 320(DI)
+	VPXORD       Z2, Z14, Z14
 	SHRQ         $0x2c, BX, AX
-	VPROLD       $0x08, Z15, Z15
+	VPXORD       Z3, Z15, Z15
 	ANDQ         DX, AX
-	VPADDD       Z12, Z8, Z8
-	MOVQ         AX, 120(DI)
-	VPADDD       Z13, Z9, Z9
+	VPROLD       $0x08, Z12, Z12
+	MOVQ         AX, 384(DI)
+	VPROLD       $0x08, Z13, Z13
 	SHRQ         $0x18, BX
-	VPADDD       Z14, Z10, Z10
-	MOVQ         BX, 184(DI)
-	VPADDD       Z15, Z11, Z11
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         BX, 448(DI)
 	LEAQ         (AX)(AX*4), CX
-	VPXORD       Z8, Z4, Z4
+	VPROLD       $0x08, Z15, Z15
 	SHLQ         $0x02, CX
-	VPXORD       Z9, Z5, Z5
-	MOVQ         CX, 248(DI)
-	VPXORD       Z10, Z6, Z6
+	VPADDD       Z12, Z8, Z8
+	MOVQ         CX, 512(DI)
+	VPADDD       Z13, Z9, Z9
 	LEAQ         (BX)(BX*4), CX
-	VPXORD       Z11, Z7, Z7
+	VPADDD       Z14, Z10, Z10
 	SHLQ         $0x02, CX
+	VPADDD       Z15, Z11, Z11
+	MOVQ         CX, 576(DI)
+	VPXORD       Z8, Z4, Z4
+	MOVQ         320(DI), DX
+	VPXORD       Z9, Z5, Z5
+	MULXQ        320(DI), R8, R9
+	VPXORD       Z10, Z6, Z6
+	MULXQ        384(DI), R10, R11
+	VPXORD       Z11, Z7, Z7
+	MULXQ        448(DI), R12, R13
+	MOVQ         384(DI), DX
 	VPROLD       $0x07, Z4, Z4
-	MOVQ         CX, 312(DI)
+	MULXQ        576(DI), AX, BX
 	VPROLD       $0x07, Z5, Z5
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPROLD       $0x07, Z6, Z6
+	MULXQ        320(DI), AX, BX
+	VPROLD       $0x07, Z7, Z7
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPADDD       Z5, Z0, Z0
+	MULXQ        384(DI), AX, BX
+	VPADDD       Z6, Z1, Z1
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z7, Z2, Z2
+	MOVQ         448(DI), DX
+	VPADDD       Z4, Z3, Z3
+	MULXQ        512(DI), AX, BX
+	VPXORD       Z0, Z15, Z15
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	MULXQ        576(DI), AX, BX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z2, Z13, Z13
+	MULXQ        320(DI), AX, BX
+	VPXORD       Z3, Z14, Z14
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPROLD       $0x10, Z15, Z15
+	MOVQ         $0x00000fffffffffff, DX
+	VPROLD       $0x10, Z12, Z12
+	MOVQ         R8, CX
+	VPROLD       $0x10, Z13, Z13
+	ANDQ         DX, CX
+	VPROLD       $0x10, Z14, Z14
+	SHRQ         $0x2c, R9, R8
+	VPADDD       Z15, Z10, Z10
+	ADDQ         R8, R10
+	ADCQ         $0x00, R11
+	VPADDD       Z12, Z11, Z11
+	MOVQ         R10, AX
+	ANDQ         DX, AX
+	VPADDD       Z13, Z8, Z8
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z14, Z9, Z9
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
+	VPXORD       Z10, Z5, Z5
+	MOVQ         R12, BX
+	VPXORD       Z11, Z6, Z6
+	SHLQ         $0x16, BX
+	VPXORD       Z8, Z7, Z7
+	SHRQ         $0x16, BX
+	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x2a, R13, R12
+	VPROLD       $0x0c, Z5, Z5
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x0c, Z6, Z6
+	ADDQ         R14, CX
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2c, R14
+	VPROLD       $0x0c, Z4, Z4
+	ANDQ         DX, CX
+	VPADDD       Z5, Z0, Z0
+	ADDQ         R14, AX
+	VPADDD       Z6, Z1, Z1
+	MOVQ         AX, R14
+	VPADDD       Z7, Z2, Z2
+	SHRQ         $0x2c, R14
+	VPADDD       Z4, Z3, Z3
+	ANDQ         DX, AX
+	VPXORD       Z0, Z15, Z15
+	ADDQ         R14, BX
+	VPXORD       Z1, Z12, Z12
+	MOVQ         BX, R14
+	VPXORD       Z2, Z13, Z13
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x16, BX
+	VPROLD       $0x08, Z15, Z15
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x08, Z12, Z12
+	ADDQ         R14, CX
+	VPROLD       $0x08, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x08, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPADDD       Z15, Z10, Z10
+	ANDQ         DX, CX
+	VPADDD       Z12, Z11, Z11
+	ADDQ         R14, AX
+	VPADDD       Z13, Z8, Z8
+	MOVQ         CX, 56(DI)
+	VPADDD       Z14, Z9, Z9
+	MOVQ         AX, 120(DI)
+	MOVQ         BX, 184(DI)
+	VPXORD       Z10, Z5, Z5
+	LEAQ         (AX)(AX*4), R14
+	VPXORD       Z11, Z6, Z6
+	SHLQ         $0x02, R14
+	VPXORD       Z8, Z7, Z7
+	MOVQ         R14, 248(DI)
+	VPXORD       Z9, Z4, Z4
+	LEAQ         (BX)(BX*4), R14
+	VPROLD       $0x07, Z5, Z5
+	SHLQ         $0x02, R14
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         R14, 312(DI)
+	VPROLD       $0x07, Z7, Z7
 	MOVQ         56(DI), DX
-	VPROLD       $0x07, Z6, Z6
-	MULXQ        56(DI), R8, R9
-	VPROLD       $0x07, Z7, Z7
-	MULXQ        120(DI), R10, R11
-	VPADDD       Z5, Z0, Z0
-	MULXQ        184(DI), R12, R13
-	VPADDD       Z6, Z1, Z1
+	VPROLD       $0x07, Z4, Z4
+	MULXQ        320(DI), R8, R9
+	VPADDD       Z4, Z0, Z0
+	MULXQ        384(DI), R10, R11
+	MULXQ        448(DI), R12, R13
+	VPADDD       Z5, Z1, Z1
 	MOVQ         120(DI), DX
-	VPADDD       Z7, Z2, Z2
-	MULXQ        312(DI), AX, BX
-	VPADDD       Z4, Z3, Z3
+	VPADDD       Z6, Z2, Z2
+	MULXQ        576(DI), AX, BX
+	VPADDD       Z7, Z3, Z3
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z0, Z15, Z15
-	MULXQ        56(DI), AX, BX
-	VPXORD       Z1, Z12, Z12
+	VPXORD       Z0, Z12, Z12
+	MULXQ        320(DI), AX, BX
+	VPXORD       Z1, Z13, Z13
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z2, Z13, Z13
-	MULXQ        120(DI), AX, BX
-	VPXORD       Z3, Z14, Z14
+	VPXORD       Z2, Z14, Z14
+	MULXQ        384(DI), AX, BX
+	VPXORD       Z3, Z15, Z15
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x10, Z12, Z12
 	MOVQ         184(DI), DX
-	VPROLD       $0x10, Z12, Z12
-	MULXQ        248(DI), AX, BX
+	MULXQ        512(DI), AX, BX
 	VPROLD       $0x10, Z13, Z13
 	ADDQ         AX, R8
 	ADCQ         BX, R9
 	VPROLD       $0x10, Z14, Z14
-	MULXQ        312(DI), AX, BX
-	VPADDD       Z15, Z10, Z10
+	MULXQ        576(DI), AX, BX
+	VPROLD       $0x10, Z15, Z15
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPADDD       Z12, Z11, Z11
-	MULXQ        56(DI), AX, BX
-	VPADDD       Z13, Z8, Z8
+	VPADDD       Z12, Z8, Z8
+	MULXQ        320(DI), AX, BX
+	VPADDD       Z13, Z9, Z9
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPADDD       Z14, Z9, Z9
+	VPADDD       Z14, Z10, Z10
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z10, Z5, Z5
+	VPADDD       Z15, Z11, Z11
 	MOVQ         R8, CX
-	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z4, Z4
 	ANDQ         DX, CX
-	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z5, Z5
 	SHRQ         $0x2c, R9, R8
-	VPXORD       Z9, Z4, Z4
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x0c, Z5, Z5
+	VPXORD       Z10, Z6, Z6
 	MOVQ         R10, AX
-	VPROLD       $0x0c, Z6, Z6
+	VPXORD       Z11, Z7, Z7
 	ANDQ         DX, AX
-	VPROLD       $0x0c, Z7, Z7
-	SHRQ         $0x2c, R11, R10
 	VPROLD       $0x0c, Z4, Z4
+	SHRQ         $0x2c, R11, R10
+	VPROLD       $0x0c, Z5, Z5
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPADDD       Z5, Z0, Z0
+	VPROLD       $0x0c, Z6, Z6
 	MOVQ         R12, BX
-	VPADDD       Z6, Z1, Z1
+	VPROLD       $0x0c, Z7, Z7
 	SHLQ         $0x16, BX
-	VPADDD       Z7, Z2, Z2
-	SHRQ         $0x16, BX
-	VPADDD       Z4, Z3, Z3
-	SHRQ         $0x2a, R13, R12
-	VPXORD       Z0, Z15, Z15
-	LEAQ         (R12)(R12*4), R14
-	VPXORD       Z1, Z12, Z12
-	ADDQ         R14, CX
-	VPXORD       Z2, Z13, Z13
-	MOVQ         CX, R14
-	VPXORD       Z3, Z14, Z14
-	SHRQ         $0x2c, R14
-	VPROLD       $0x08, Z15, Z15
-	ANDQ         DX, CX
-	VPROLD       $0x08, Z12, Z12
-	ADDQ         R14, AX
-	VPROLD       $0x08, Z13, Z13
-	MOVQ         AX, R14
-	VPROLD       $0x08, Z14, Z14
-	SHRQ         $0x2c, R14
-	VPADDD       Z15, Z10, Z10
-	ANDQ         DX, AX
-	VPADDD       Z12, Z11, Z11
-	ADDQ         R14, BX
-	VPADDD       Z13, Z8, Z8
-	MOVQ         BX, R14
-	VPADDD       Z14, Z9, Z9
-	SHRQ         $0x2a, R14
-	VPXORD       Z10, Z5, Z5
-	SHLQ         $0x16, BX
-	VPXORD       Z11, Z6, Z6
-	SHRQ         $0x16, BX
-	VPXORD       Z8, Z7, Z7
-	LEAQ         (R14)(R14*4), R14
-	VPXORD       Z9, Z4, Z4
-	ADDQ         R14, CX
-	VPROLD       $0x07, Z5, Z5
-	MOVQ         CX, R14
-	VPROLD       $0x07, Z6, Z6
-	SHRQ         $0x2c, R14
-	VPROLD       $0x07, Z7, Z7
-	ANDQ         DX, CX
-	VPROLD       $0x07, Z4, Z4
 	VPADDD       Z4, Z0, Z0
-	ADDQ         R14, AX
+	SHRQ         $0x16, BX
 	VPADDD       Z5, Z1, Z1
+	SHRQ         $0x2a, R13, R12
+	VPADDD       Z6, Z2, Z2
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
+	VPADDD       Z7, Z3, Z3
+	MOVQ         CX, R14
+	VPXORD       Z0, Z12, Z12
+	SHRQ         $0x2c, R14
+	VPXORD       Z1, Z13, Z13
+	ANDQ         DX, CX
+	VPXORD       Z2, Z14, Z14
+	ADDQ         R14, AX
+	VPXORD       Z3, Z15, Z15
+	MOVQ         AX, R14
+	VPROLD       $0x08, Z12, Z12
+	SHRQ         $0x2c, R14
+	VPROLD       $0x08, Z13, Z13
+	ANDQ         DX, AX
+	VPROLD       $0x08, Z14, Z14
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	VPROLD       $0x08, Z15, Z15
+	SHRQ         $0x2a, R14
+	VPADDD       Z12, Z8, Z8
+	SHLQ         $0x16, BX
+	VPADDD       Z13, Z9, Z9
+	SHRQ         $0x16, BX
+	VPADDD       Z14, Z10, Z10
+	LEAQ         (R14)(R14*4), R14
+	VPADDD       Z15, Z11, Z11
+	ADDQ         R14, CX
+	VPXORD       Z8, Z4, Z4
+	MOVQ         CX, R14
+	VPXORD       Z9, Z5, Z5
+	SHRQ         $0x2c, R14
+	VPXORD       Z10, Z6, Z6
+	ANDQ         DX, CX
+	VPXORD       Z11, Z7, Z7
+	ADDQ         R14, AX
 	MOVQ         CX, 40(DI)
-	VPADDD       Z6, Z2, Z2
+	VPROLD       $0x07, Z4, Z4
 	MOVQ         AX, 104(DI)
-	VPADDD       Z7, Z3, Z3
+	VPROLD       $0x07, Z5, Z5
 	MOVQ         BX, 168(DI)
-	VPXORD       Z0, Z12, Z12
+	VPROLD       $0x07, Z6, Z6
 	LEAQ         (AX)(AX*4), R14
-	VPXORD       Z1, Z13, Z13
+	VPROLD       $0x07, Z7, Z7
 	SHLQ         $0x02, R14
-	VPXORD       Z2, Z14, Z14
+	VPADDD       Z5, Z0, Z0
 	MOVQ         R14, 232(DI)
-	VPXORD       Z3, Z15, Z15
+	VPADDD       Z6, Z1, Z1
 	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x10, Z12, Z12
+	VPADDD       Z7, Z2, Z2
 	SHLQ         $0x02, R14
-	VPROLD       $0x10, Z13, Z13
+	VPADDD       Z4, Z3, Z3
 	MOVQ         R14, 296(DI)
-	VPROLD       $0x10, Z14, Z14
-	MOVQ         40(DI), DX
-	VPROLD       $0x10, Z15, Z15
+	VPXORD       Z0, Z15, Z15
+	MOVQ         56(DI), DX
 	MULXQ        56(DI), R8, R9
-	VPADDD       Z12, Z8, Z8
+	VPXORD       Z1, Z12, Z12
 	MULXQ        120(DI), R10, R11
-	VPADDD       Z13, Z9, Z9
+	VPXORD       Z2, Z13, Z13
 	MULXQ        184(DI), R12, R13
-	VPADDD       Z14, Z10, Z10
-	MOVQ         104(DI), DX
-	VPADDD       Z15, Z11, Z11
+	VPXORD       Z3, Z14, Z14
+	MOVQ         120(DI), DX
+	VPROLD       $0x10, Z15, Z15
 	MULXQ        312(DI), AX, BX
-	VPXORD       Z8, Z4, Z4
+	VPROLD       $0x10, Z12, Z12
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z9, Z5, Z5
+	VPROLD       $0x10, Z13, Z13
 	MULXQ        56(DI), AX, BX
-	VPXORD       Z10, Z6, Z6
+	VPROLD       $0x10, Z14, Z14
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z11, Z7, Z7
+	VPADDD       Z15, Z10, Z10
 	MULXQ        120(DI), AX, BX
-	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z12, Z11, Z11
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	MOVQ         184(DI), DX
+	VPADDD       Z13, Z8, Z8
+	MULXQ        248(DI), AX, BX
+	VPADDD       Z14, Z9, Z9
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z10, Z5, Z5
+	MULXQ        312(DI), AX, BX
+	VPXORD       Z11, Z6, Z6
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	VPXORD       Z8, Z7, Z7
+	MULXQ        56(DI), AX, BX
+	VPXORD       Z9, Z4, Z4
 	ADDQ         AX, R12
 	ADCQ         BX, R13
 	VPROLD       $0x0c, Z5, Z5
-	MOVQ         168(DI), DX
-	VPROLD       $0x0c, Z6, Z6
-	MULXQ        248(DI), AX, BX
-	VPROLD       $0x0c, Z7, Z7
-	ADDQ         AX, R8
-	ADCQ         BX, R9
-	VPADDD       Z4, Z0, Z0
-	MULXQ        312(DI), AX, BX
-	VPADDD       Z5, Z1, Z1
-	ADDQ         AX, R10
-	ADCQ         BX, R11
-	VPADDD       Z6, Z2, Z2
-	MULXQ        56(DI), AX, BX
-	VPADDD       Z7, Z3, Z3
-	ADDQ         AX, R12
-	ADCQ         BX, R13
-	VPXORD       Z0, Z12, Z12
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z1, Z13, Z13
+	VPROLD       $0x0c, Z6, Z6
 	MOVQ         R8, CX
-	VPXORD       Z2, Z14, Z14
 	ANDQ         DX, CX
-	VPXORD       Z3, Z15, Z15
+	VPROLD       $0x0c, Z7, Z7
 	SHRQ         $0x2c, R9, R8
-	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x0c, Z4, Z4
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x08, Z13, Z13
-	MOVQ         R10, AX
-	VPROLD       $0x08, Z14, Z14
-	ANDQ         DX, AX
-	VPROLD       $0x08, Z15, Z15
-	SHRQ         $0x2c, R11, R10
-	VPADDD       Z12, Z8, Z8
-	ADDQ         R10, R12
-	ADCQ         $0x00, R13
-	VPADDD       Z13, Z9, Z9
-	MOVQ         R12, BX
-	VPADDD       Z14, Z10, Z10
-	SHLQ         $0x16, BX
-	VPADDD       Z15, Z11, Z11
-	SHRQ         $0x16, BX
-	VPXORD       Z8, Z4, Z4
-	SHRQ         $0x2a, R13, R12
-	VPXORD       Z9, Z5, Z5
-	LEAQ         (R12)(R12*4), R14
-	VPXORD       Z10, Z6, Z6
-	ADDQ         R14, CX
-	VPXORD       Z11, Z7, Z7
-	MOVQ         CX, R14
-	VPROLD       $0x07, Z4, Z4
-	SHRQ         $0x2c, R14
-	VPROLD       $0x07, Z5, Z5
-	ANDQ         DX, CX
-	VPROLD       $0x07, Z6, Z6
-	ADDQ         R14, AX
-	VPROLD       $0x07, Z7, Z7
-	MOVQ         AX, R14
 	VPADDD       Z5, Z0, Z0
-	SHRQ         $0x2c, R14
+	MOVQ         R10, AX
 	VPADDD       Z6, Z1, Z1
 	ANDQ         DX, AX
 	VPADDD       Z7, Z2, Z2
-	ADDQ         R14, BX
+	SHRQ         $0x2c, R11, R10
 	VPADDD       Z4, Z3, Z3
-	MOVQ         BX, R14
+	ADDQ         R10, R12
+	ADCQ         $0x00, R13
 	VPXORD       Z0, Z15, Z15
-	SHRQ         $0x2a, R14
+	MOVQ         R12, BX
 	VPXORD       Z1, Z12, Z12
 	SHLQ         $0x16, BX
 	VPXORD       Z2, Z13, Z13
 	SHRQ         $0x16, BX
+	SHRQ         $0x2a, R13, R12
 	VPXORD       Z3, Z14, Z14
-	LEAQ         (R14)(R14*4), R14
-	VPROLD       $0x10, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x08, Z15, Z15
 	ADDQ         R14, CX
-	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x08, Z12, Z12
 	MOVQ         CX, R14
-	VPROLD       $0x10, Z13, Z13
+	VPROLD       $0x08, Z13, Z13
 	SHRQ         $0x2c, R14
-	VPROLD       $0x10, Z14, Z14
+	VPROLD       $0x08, Z14, Z14
 	ANDQ         DX, CX
 	VPADDD       Z15, Z10, Z10
 	ADDQ         R14, AX
 	VPADDD       Z12, Z11, Z11
+	MOVQ         AX, R14
+	VPADDD       Z13, Z8, Z8
+	SHRQ         $0x2c, R14
+	VPADDD       Z14, Z9, Z9
+	ANDQ         DX, AX
+	ADDQ         R14, BX
+	VPXORD       Z10, Z5, Z5
+	MOVQ         BX, R14
+	VPXORD       Z11, Z6, Z6
+	SHRQ         $0x2a, R14
+	VPXORD       Z8, Z7, Z7
+	SHLQ         $0x16, BX
+	VPXORD       Z9, Z4, Z4
+	SHRQ         $0x16, BX
+	VPROLD       $0x07, Z5, Z5
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x07, Z6, Z6
+	ADDQ         R14, CX
+	VPROLD       $0x07, Z7, Z7
+	MOVQ         CX, R14
+	VPROLD       $0x07, Z4, Z4
+	SHRQ         $0x2c, R14
+	VPADDD       Z4, Z0, Z0
+	ANDQ         DX, CX
+	ADDQ         R14, AX
+	VPADDD       Z5, Z1, Z1
 	MOVQ         CX, 24(DI)
-	VPADDD       Z13, Z8, Z8
+	VPADDD       Z6, Z2, Z2
 	MOVQ         AX, 88(DI)
-	VPADDD       Z14, Z9, Z9
+	VPADDD       Z7, Z3, Z3
 	MOVQ         BX, 152(DI)
-	VPXORD       Z10, Z5, Z5
+	VPXORD       Z0, Z12, Z12
 	LEAQ         (AX)(AX*4), R14
-	VPXORD       Z11, Z6, Z6
+	VPXORD       Z1, Z13, Z13
 	SHLQ         $0x02, R14
-	VPXORD       Z8, Z7, Z7
+	VPXORD       Z2, Z14, Z14
 	MOVQ         R14, 216(DI)
-	VPXORD       Z9, Z4, Z4
+	VPXORD       Z3, Z15, Z15
 	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x10, Z12, Z12
 	SHLQ         $0x02, R14
-	VPROLD       $0x0c, Z6, Z6
 	MOVQ         R14, 280(DI)
-	VPROLD       $0x0c, Z7, Z7
-	MOVQ         40(DI), DX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         24(DI), DX
+	VPROLD       $0x10, Z14, Z14
+	MULXQ        320(DI), R8, R9
+	VPROLD       $0x10, Z15, Z15
+	MULXQ        384(DI), R10, R11
+	VPADDD       Z12, Z8, Z8
+	MULXQ        448(DI), R12, R13
+	VPADDD       Z13, Z9, Z9
+	MOVQ         88(DI), DX
+	VPADDD       Z14, Z10, Z10
+	MULXQ        576(DI), AX, BX
+	VPADDD       Z15, Z11, Z11
+	ADDQ         AX, R8
+	ADCQ         BX, R9
+	VPXORD       Z8, Z4, Z4
+	MULXQ        320(DI), AX, BX
+	VPXORD       Z9, Z5, Z5
+	ADDQ         AX, R10
+	ADCQ         BX, R11
+	MULXQ        384(DI), AX, BX
+	VPXORD       Z10, Z6, Z6
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPXORD       Z11, Z7, Z7
+	MOVQ         152(DI), DX
 	VPROLD       $0x0c, Z4, Z4
-	MULXQ        40(DI), R8, R9
-	VPADDD       Z5, Z0, Z0
-	MULXQ        104(DI), R10, R11
-	VPADDD       Z6, Z1, Z1
-	MULXQ        168(DI), R12, R13
-	VPADDD       Z7, Z2, Z2
-	MOVQ         104(DI), DX
-	VPADDD       Z4, Z3, Z3
-	MULXQ        296(DI), AX, BX
-	VPXORD       Z0, Z15, Z15
+	MULXQ        512(DI), AX, BX
+	VPROLD       $0x0c, Z5, Z5
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z1, Z12, Z12
-	MULXQ        40(DI), AX, BX
-	VPXORD       Z2, Z13, Z13
+	VPROLD       $0x0c, Z6, Z6
+	MULXQ        576(DI), AX, BX
+	VPROLD       $0x0c, Z7, Z7
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z3, Z14, Z14
-	MULXQ        104(DI), AX, BX
-	VPROLD       $0x08, Z15, Z15
+	VPADDD       Z4, Z0, Z0
+	MULXQ        320(DI), AX, BX
+	VPADDD       Z5, Z1, Z1
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x08, Z12, Z12
-	MOVQ         168(DI), DX
-	VPROLD       $0x08, Z13, Z13
-	MULXQ        232(DI), AX, BX
-	VPROLD       $0x08, Z14, Z14
-	ADDQ         AX, R8
-	ADCQ         BX, R9
-	VPADDD       Z15, Z10, Z10
-	MULXQ        296(DI), AX, BX
-	VPADDD       Z12, Z11, Z11
-	ADDQ         AX, R10
-	ADCQ         BX, R11
-	VPADDD       Z13, Z8, Z8
-	MULXQ        40(DI), AX, BX
-	VPADDD       Z14, Z9, Z9
-	ADDQ         AX, R12
-	ADCQ         BX, R13
-	VPXORD       Z10, Z5, Z5
+	VPADDD       Z6, Z2, Z2
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z11, Z6, Z6
 	MOVQ         R8, CX
-	VPXORD       Z8, Z7, Z7
+	VPADDD       Z7, Z3, Z3
 	ANDQ         DX, CX
-	VPXORD       Z9, Z4, Z4
+	VPXORD       Z0, Z12, Z12
 	SHRQ         $0x2c, R9, R8
-	VPROLD       $0x07, Z5, Z5
+	VPXORD       Z1, Z13, Z13
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x07, Z6, Z6
+	VPXORD       Z2, Z14, Z14
 	MOVQ         R10, AX
-	VPROLD       $0x07, Z7, Z7
+	VPXORD       Z3, Z15, Z15
 	ANDQ         DX, AX
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
+	VPROLD       $0x08, Z12, Z12
 	SHRQ         $0x2c, R11, R10
-	VPADDD       Z5, Z1, Z1
+	VPROLD       $0x08, Z13, Z13
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPADDD       Z6, Z2, Z2
+	VPROLD       $0x08, Z14, Z14
 	MOVQ         R12, BX
-	VPADDD       Z7, Z3, Z3
 	SHLQ         $0x16, BX
-	VPXORD       Z0, Z12, Z12
+	VPROLD       $0x08, Z15, Z15
 	SHRQ         $0x16, BX
-	VPXORD       Z1, Z13, Z13
-	SHRQ         $0x2a, R13, R12
-	VPXORD       Z2, Z14, Z14
-	LEAQ         (R12)(R12*4), R14
-	VPXORD       Z3, Z15, Z15
-	ADDQ         R14, CX
-	VPROLD       $0x10, Z12, Z12
-	MOVQ         CX, R14
-	VPROLD       $0x10, Z13, Z13
-	SHRQ         $0x2c, R14
-	VPROLD       $0x10, Z14, Z14
-	ANDQ         DX, CX
-	VPROLD       $0x10, Z15, Z15
-	ADDQ         R14, AX
 	VPADDD       Z12, Z8, Z8
-	MOVQ         AX, R14
+	SHRQ         $0x2a, R13, R12
 	VPADDD       Z13, Z9, Z9
-	SHRQ         $0x2c, R14
+	LEAQ         (R12)(R12*4), R14
 	VPADDD       Z14, Z10, Z10
-	ANDQ         DX, AX
-	VPADDD       Z15, Z11, Z11
-	ADDQ         R14, BX
-	VPXORD       Z8, Z4, Z4
-	MOVQ         BX, R14
-	VPXORD       Z9, Z5, Z5
-	SHRQ         $0x2a, R14
-	VPXORD       Z10, Z6, Z6
-	SHLQ         $0x16, BX
-	VPXORD       Z11, Z7, Z7
-	SHRQ         $0x16, BX
-	VPROLD       $0x0c, Z4, Z4
-	LEAQ         (R14)(R14*4), R14
-	VPROLD       $0x0c, Z5, Z5
 	ADDQ         R14, CX
-	VPROLD       $0x0c, Z6, Z6
+	VPADDD       Z15, Z11, Z11
 	MOVQ         CX, R14
-	VPROLD       $0x0c, Z7, Z7
+	VPXORD       Z8, Z4, Z4
 	SHRQ         $0x2c, R14
-	VPADDD       Z4, Z0, Z0
+	VPXORD       Z9, Z5, Z5
 	ANDQ         DX, CX
-	VPADDD       Z5, Z1, Z1
+	VPXORD       Z10, Z6, Z6
 	ADDQ         R14, AX
-	VPADDD       Z6, Z2, Z2
+	VPXORD       Z11, Z7, Z7
+	MOVQ         AX, R14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x07, Z4, Z4
+	ANDQ         DX, AX
+	VPROLD       $0x07, Z5, Z5
+	ADDQ         R14, BX
+	VPROLD       $0x07, Z6, Z6
+	MOVQ         BX, R14
+	VPROLD       $0x07, Z7, Z7
+	SHRQ         $0x2a, R14
+	VPADDD       Z5, Z0, Z0
+	SHLQ         $0x16, BX
+	VPADDD       Z6, Z1, Z1
+	SHRQ         $0x16, BX
+	VPADDD       Z7, Z2, Z2
+	LEAQ         (R14)(R14*4), R14
+	VPADDD       Z4, Z3, Z3
+	ADDQ         R14, CX
+	VPXORD       Z0, Z15, Z15
+	MOVQ         CX, R14
+	SHRQ         $0x2c, R14
+	VPXORD       Z1, Z12, Z12
+	ANDQ         DX, CX
+	VPXORD       Z2, Z13, Z13
+	ADDQ         R14, AX
+	VPXORD       Z3, Z14, Z14
 	MOVQ         CX, 8(DI)
-	VPADDD       Z7, Z3, Z3
+	VPROLD       $0x10, Z15, Z15
 	MOVQ         AX, 72(DI)
-	VPXORD       Z0, Z12, Z12
+	VPROLD       $0x10, Z12, Z12
 	MOVQ         BX, 136(DI)
-	VPXORD       Z1, Z13, Z13
+	VPROLD       $0x10, Z13, Z13
 	LEAQ         (AX)(AX*4), R14
-	VPXORD       Z2, Z14, Z14
+	VPROLD       $0x10, Z14, Z14
 	SHLQ         $0x02, R14
-	VPXORD       Z3, Z15, Z15
+	VPADDD       Z15, Z10, Z10
 	MOVQ         R14, 200(DI)
-	VPROLD       $0x08, Z12, Z12
+	VPADDD       Z12, Z11, Z11
 	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x08, Z13, Z13
 	SHLQ         $0x02, R14
-	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z13, Z8, Z8
 	MOVQ         R14, 264(DI)
-	VPROLD       $0x08, Z15, Z15
-	MOVQ         8(DI), DX
-	VPADDD       Z12, Z8, Z8
+	VPADDD       Z14, Z9, Z9
+	MOVQ         24(DI), DX
+	VPXORD       Z10, Z5, Z5
 	MULXQ        56(DI), R8, R9
-	VPADDD       Z13, Z9, Z9
+	VPXORD       Z11, Z6, Z6
 	MULXQ        120(DI), R10, R11
-	VPADDD       Z14, Z10, Z10
+	VPXORD       Z8, Z7, Z7
 	MULXQ        184(DI), R12, R13
-	VPADDD       Z15, Z11, Z11
-	MOVQ         72(DI), DX
-	VPXORD       Z8, Z4, Z4
+	VPXORD       Z9, Z4, Z4
+	MOVQ         88(DI), DX
+	VPROLD       $0x0c, Z5, Z5
 	MULXQ        312(DI), AX, BX
-	VPXORD       Z9, Z5, Z5
+	VPROLD       $0x0c, Z6, Z6
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z10, Z6, Z6
 	MULXQ        56(DI), AX, BX
-	VPXORD       Z11, Z7, Z7
+	VPROLD       $0x0c, Z7, Z7
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPROLD       $0x07, Z4, Z4
+	VPROLD       $0x0c, Z4, Z4
 	MULXQ        120(DI), AX, BX
-	VPROLD       $0x07, Z5, Z5
+	VPADDD       Z5, Z0, Z0
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x07, Z6, Z6
-	MOVQ         136(DI), DX
-	VPROLD       $0x07, Z7, Z7
+	VPADDD       Z6, Z1, Z1
+	MOVQ         152(DI), DX
+	VPADDD       Z7, Z2, Z2
 	MULXQ        248(DI), AX, BX
-	VPADDD       Z5, Z0, Z0
+	VPADDD       Z4, Z3, Z3
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPADDD       Z6, Z1, Z1
+	VPXORD       Z0, Z15, Z15
 	MULXQ        312(DI), AX, BX
-	VPADDD       Z7, Z2, Z2
+	VPXORD       Z1, Z12, Z12
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPADDD       Z4, Z3, Z3
+	VPXORD       Z2, Z13, Z13
 	MULXQ        56(DI), AX, BX
-	VPXORD       Z0, Z15, Z15
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPXORD       Z1, Z12, Z12
-	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z2, Z13, Z13
-	MOVQ         R8, CX
 	VPXORD       Z3, Z14, Z14
+	MOVQ         $0x00000fffffffffff, DX
+	VPROLD       $0x08, Z15, Z15
+	MOVQ         R8, CX
+	VPROLD       $0x08, Z12, Z12
 	ANDQ         DX, CX
-	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x08, Z13, Z13
 	SHRQ         $0x2c, R9, R8
-	VPROLD       $0x10, Z12, Z12
+	VPROLD       $0x08, Z14, Z14
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x10, Z13, Z13
-	MOVQ         R10, AX
-	VPROLD       $0x10, Z14, Z14
-	ANDQ         DX, AX
 	VPADDD       Z15, Z10, Z10
-	SHRQ         $0x2c, R11, R10
+	MOVQ         R10, AX
 	VPADDD       Z12, Z11, Z11
+	ANDQ         DX, AX
+	VPADDD       Z13, Z8, Z8
+	SHRQ         $0x2c, R11, R10
+	VPADDD       Z14, Z9, Z9
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPADDD       Z13, Z8, Z8
 	MOVQ         R12, BX
-	VPADDD       Z14, Z9, Z9
-	SHLQ         $0x16, BX
 	VPXORD       Z10, Z5, Z5
-	SHRQ         $0x16, BX
-	VPXORD       Z11, Z6, Z6
-	SHRQ         $0x2a, R13, R12
-	VPXORD       Z8, Z7, Z7
-	LEAQ         (R12)(R12*4), R14
-	VPXORD       Z9, Z4, Z4
-	ADDQ         R14, CX
-	VPROLD       $0x0c, Z5, Z5
-	MOVQ         CX, R14
-	VPROLD       $0x0c, Z6, Z6
-	SHRQ         $0x2c, R14
-	VPROLD       $0x0c, Z7, Z7
-	ANDQ         DX, CX
-	VPROLD       $0x0c, Z4, Z4
-	ADDQ         R14, AX
-	VPADDD       Z5, Z0, Z0
-	MOVQ         AX, R14
-	VPADDD       Z6, Z1, Z1
-	SHRQ         $0x2c, R14
-	VPADDD       Z7, Z2, Z2
-	ANDQ         DX, AX
-	VPADDD       Z4, Z3, Z3
-	ADDQ         R14, BX
-	VPXORD       Z0, Z15, Z15
-	MOVQ         BX, R14
-	VPXORD       Z1, Z12, Z12
-	SHRQ         $0x2a, R14
-	VPXORD       Z2, Z13, Z13
 	SHLQ         $0x16, BX
-	VPXORD       Z3, Z14, Z14
+	VPXORD       Z11, Z6, Z6
 	SHRQ         $0x16, BX
-	VPROLD       $0x08, Z15, Z15
-	LEAQ         (R14)(R14*4), R14
-	VPROLD       $0x08, Z12, Z12
+	VPXORD       Z8, Z7, Z7
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z9, Z4, Z4
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x07, Z5, Z5
 	ADDQ         R14, CX
-	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x07, Z6, Z6
 	MOVQ         CX, R14
-	VPROLD       $0x08, Z14, Z14
+	VPROLD       $0x07, Z7, Z7
 	SHRQ         $0x2c, R14
-	VPADDD       Z15, Z10, Z10
+	VPROLD       $0x07, Z4, Z4
 	ANDQ         DX, CX
-	VPADDD       Z12, Z11, Z11
+	VPADDD       Z4, Z0, Z0
 	ADDQ         R14, AX
-	VPADDD       Z13, Z8, Z8
+	MOVQ         AX, R14
+	VPADDD       Z5, Z1, Z1
+	SHRQ         $0x2c, R14
+	VPADDD       Z6, Z2, Z2
+	ANDQ         DX, AX
+	VPADDD       Z7, Z3, Z3
+	ADDQ         R14, BX
+	VPXORD       Z0, Z12, Z12
+	MOVQ         BX, R14
+	VPXORD       Z1, Z13, Z13
+	SHRQ         $0x2a, R14
+	VPXORD       Z2, Z14, Z14
+	SHLQ         $0x16, BX
+	VPXORD       Z3, Z15, Z15
+	SHRQ         $0x16, BX
+	VPROLD       $0x10, Z12, Z12
+	LEAQ         (R14)(R14*4), R14
+	ADDQ         R14, CX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         CX, R14
+	VPROLD       $0x10, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z15, Z15
+	ANDQ         DX, CX
+	VPADDD       Z12, Z8, Z8
+	ADDQ         R14, AX
+	VPADDD       Z13, Z9, Z9
 	MOVQ         CX, 48(DI)
-	VPADDD       Z14, Z9, Z9
+	VPADDD       Z14, Z10, Z10
 	MOVQ         AX, 112(DI)
-	VPXORD       Z10, Z5, Z5
+	VPADDD       Z15, Z11, Z11
 	MOVQ         BX, 176(DI)
-	VPXORD       Z11, Z6, Z6
+	VPXORD       Z8, Z4, Z4
 	LEAQ         (AX)(AX*4), R14
-	VPXORD       Z8, Z7, Z7
+	VPXORD       Z9, Z5, Z5
 	SHLQ         $0x02, R14
-	VPXORD       Z9, Z4, Z4
 	MOVQ         R14, 240(DI)
-	VPROLD       $0x07, Z5, Z5
+	VPXORD       Z10, Z6, Z6
 	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x07, Z6, Z6
+	VPXORD       Z11, Z7, Z7
 	SHLQ         $0x02, R14
-	VPROLD       $0x07, Z7, Z7
+	VPROLD       $0x0c, Z4, Z4
 	MOVQ         R14, 304(DI)
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	MOVQ         8(DI), DX
-	VPADDD       Z5, Z1, Z1
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         24(DI), DX
+	VPROLD       $0x0c, Z6, Z6
 	MULXQ        40(DI), R8, R9
-	VPADDD       Z6, Z2, Z2
+	VPROLD       $0x0c, Z7, Z7
 	MULXQ        104(DI), R10, R11
-	VPADDD       Z7, Z3, Z3
+	VPADDD       Z4, Z0, Z0
 	MULXQ        168(DI), R12, R13
-	VPXORD       Z0, Z12, Z12
-	MOVQ         72(DI), DX
-	VPXORD       Z1, Z13, Z13
+	VPADDD       Z5, Z1, Z1
+	MOVQ         88(DI), DX
+	VPADDD       Z6, Z2, Z2
 	MULXQ        296(DI), AX, BX
-	VPXORD       Z2, Z14, Z14
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z3, Z15, Z15
+	VPADDD       Z7, Z3, Z3
 	MULXQ        40(DI), AX, BX
-	VPROLD       $0x10, Z12, Z12
+	VPXORD       Z0, Z12, Z12
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPROLD       $0x10, Z13, Z13
+	VPXORD       Z1, Z13, Z13
 	MULXQ        104(DI), AX, BX
-	VPROLD       $0x10, Z14, Z14
+	VPXORD       Z2, Z14, Z14
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x10, Z15, Z15
-	MOVQ         136(DI), DX
-	VPADDD       Z12, Z8, Z8
+	VPXORD       Z3, Z15, Z15
+	MOVQ         152(DI), DX
+	VPROLD       $0x08, Z12, Z12
 	MULXQ        232(DI), AX, BX
-	VPADDD       Z13, Z9, Z9
+	VPROLD       $0x08, Z13, Z13
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPADDD       Z14, Z10, Z10
+	VPROLD       $0x08, Z14, Z14
 	MULXQ        296(DI), AX, BX
-	VPADDD       Z15, Z11, Z11
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z8, Z4, Z4
+	VPROLD       $0x08, Z15, Z15
 	MULXQ        40(DI), AX, BX
-	VPXORD       Z9, Z5, Z5
+	VPADDD       Z12, Z8, Z8
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPXORD       Z10, Z6, Z6
+	VPADDD       Z13, Z9, Z9
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z11, Z7, Z7
+	VPADDD       Z14, Z10, Z10
 	MOVQ         R8, CX
-	VPROLD       $0x0c, Z4, Z4
+	VPADDD       Z15, Z11, Z11
 	ANDQ         DX, CX
-	VPROLD       $0x0c, Z5, Z5
+	VPXORD       Z8, Z4, Z4
 	SHRQ         $0x2c, R9, R8
-	VPROLD       $0x0c, Z6, Z6
+	VPXORD       Z9, Z5, Z5
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x0c, Z7, Z7
+	VPXORD       Z10, Z6, Z6
 	MOVQ         R10, AX
-	VPADDD       Z4, Z0, Z0
+	VPXORD       Z11, Z7, Z7
 	ANDQ         DX, AX
-	VPADDD       Z5, Z1, Z1
 	SHRQ         $0x2c, R11, R10
-	VPADDD       Z6, Z2, Z2
+	VPROLD       $0x07, Z4, Z4
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPADDD       Z7, Z3, Z3
-	MOVQ         R12, BX
-	VPXORD       Z0, Z12, Z12
-	SHLQ         $0x16, BX
-	VPXORD       Z1, Z13, Z13
-	SHRQ         $0x16, BX
-	VPXORD       Z2, Z14, Z14
-	SHRQ         $0x2a, R13, R12
-	VPXORD       Z3, Z15, Z15
-	LEAQ         (R12)(R12*4), R14
-	VPROLD       $0x08, Z12, Z12
-	ADDQ         R14, CX
-	VPROLD       $0x08, Z13, Z13
-	MOVQ         CX, R14
-	VPROLD       $0x08, Z14, Z14
-	SHRQ         $0x2c, R14
-	VPROLD       $0x08, Z15, Z15
-	ANDQ         DX, CX
-	VPADDD       Z12, Z8, Z8
-	ADDQ         R14, AX
-	VPADDD       Z13, Z9, Z9
-	MOVQ         AX, R14
-	VPADDD       Z14, Z10, Z10
-	SHRQ         $0x2c, R14
-	VPADDD       Z15, Z11, Z11
-	ANDQ         DX, AX
-	VPXORD       Z8, Z4, Z4
-	ADDQ         R14, BX
-	VPXORD       Z9, Z5, Z5
-	MOVQ         BX, R14
-	VPXORD       Z10, Z6, Z6
-	SHRQ         $0x2a, R14
-	VPXORD       Z11, Z7, Z7
-	SHLQ         $0x16, BX
-	VPROLD       $0x07, Z4, Z4
-	SHRQ         $0x16, BX
 	VPROLD       $0x07, Z5, Z5
-	LEAQ         (R14)(R14*4), R14
+	MOVQ         R12, BX
 	VPROLD       $0x07, Z6, Z6
-	ADDQ         R14, CX
+	SHLQ         $0x16, BX
 	VPROLD       $0x07, Z7, Z7
-	MOVQ         CX, R14
+	SHRQ         $0x16, BX
 	VPADDD       Z5, Z0, Z0
-	SHRQ         $0x2c, R14
+	SHRQ         $0x2a, R13, R12
 	VPADDD       Z6, Z1, Z1
-	ANDQ         DX, CX
+	LEAQ         (R12)(R12*4), R14
 	VPADDD       Z7, Z2, Z2
-	ADDQ         R14, AX
+	ADDQ         R14, CX
 	VPADDD       Z4, Z3, Z3
+	MOVQ         CX, R14
+	VPXORD       Z0, Z15, Z15
+	SHRQ         $0x2c, R14
+	ANDQ         DX, CX
+	VPXORD       Z1, Z12, Z12
+	ADDQ         R14, AX
+	VPXORD       Z2, Z13, Z13
+	MOVQ         AX, R14
+	VPXORD       Z3, Z14, Z14
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z15, Z15
+	ANDQ         DX, AX
+	VPROLD       $0x10, Z12, Z12
+	ADDQ         R14, BX
+	VPROLD       $0x10, Z13, Z13
+	MOVQ         BX, R14
+	VPROLD       $0x10, Z14, Z14
+	SHRQ         $0x2a, R14
+	VPADDD       Z15, Z10, Z10
+	SHLQ         $0x16, BX
+	VPADDD       Z12, Z11, Z11
+	SHRQ         $0x16, BX
+	LEAQ         (R14)(R14*4), R14
+	VPADDD       Z13, Z8, Z8
+	ADDQ         R14, CX
+	VPADDD       Z14, Z9, Z9
+	MOVQ         CX, R14
+	VPXORD       Z10, Z5, Z5
+	SHRQ         $0x2c, R14
+	VPXORD       Z11, Z6, Z6
+	ANDQ         DX, CX
+	VPXORD       Z8, Z7, Z7
+	ADDQ         R14, AX
+	VPXORD       Z9, Z4, Z4
 	MOVQ         CX, 32(DI)
-	VPXORD       Z0, Z15, Z15
+	VPROLD       $0x0c, Z5, Z5
 	MOVQ         AX, 96(DI)
-	VPXORD       Z1, Z12, Z12
+	VPROLD       $0x0c, Z6, Z6
 	MOVQ         BX, 160(DI)
-	VPXORD       Z2, Z13, Z13
 	LEAQ         (AX)(AX*4), R14
-	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x0c, Z7, Z7
 	SHLQ         $0x02, R14
-	VPROLD       $0x10, Z15, Z15
+	VPROLD       $0x0c, Z4, Z4
 	MOVQ         R14, 224(DI)
-	VPROLD       $0x10, Z12, Z12
+	VPADDD       Z5, Z0, Z0
 	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x10, Z13, Z13
+	VPADDD       Z6, Z1, Z1
 	SHLQ         $0x02, R14
-	VPROLD       $0x10, Z14, Z14
+	VPADDD       Z7, Z2, Z2
 	MOVQ         R14, 288(DI)
-	VPADDD       Z15, Z10, Z10
-	MOVQ         8(DI), DX
-	VPADDD       Z12, Z11, Z11
+	VPADDD       Z4, Z3, Z3
+	MOVQ         24(DI), DX
+	VPXORD       Z0, Z15, Z15
 	MULXQ        24(DI), R8, R9
-	VPADDD       Z13, Z8, Z8
+	VPXORD       Z1, Z12, Z12
 	MULXQ        88(DI), R10, R11
-	VPADDD       Z14, Z9, Z9
+	VPXORD       Z2, Z13, Z13
 	MULXQ        152(DI), R12, R13
-	VPXORD       Z10, Z5, Z5
-	MOVQ         72(DI), DX
-	VPXORD       Z11, Z6, Z6
+	MOVQ         88(DI), DX
+	VPXORD       Z3, Z14, Z14
 	MULXQ        280(DI), AX, BX
-	VPXORD       Z8, Z7, Z7
+	VPROLD       $0x08, Z15, Z15
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPXORD       Z9, Z4, Z4
+	VPROLD       $0x08, Z12, Z12
 	MULXQ        24(DI), AX, BX
-	VPROLD       $0x0c, Z5, Z5
+	VPROLD       $0x08, Z13, Z13
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x08, Z14, Z14
 	MULXQ        88(DI), AX, BX
-	VPROLD       $0x0c, Z7, Z7
+	VPADDD       Z15, Z10, Z10
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPROLD       $0x0c, Z4, Z4
-	MOVQ         136(DI), DX
-	VPADDD       Z5, Z0, Z0
+	VPADDD       Z12, Z11, Z11
+	MOVQ         152(DI), DX
+	VPADDD       Z13, Z8, Z8
 	MULXQ        216(DI), AX, BX
-	VPADDD       Z6, Z1, Z1
+	VPADDD       Z14, Z9, Z9
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPADDD       Z7, Z2, Z2
 	MULXQ        280(DI), AX, BX
-	VPADDD       Z4, Z3, Z3
+	VPXORD       Z10, Z5, Z5
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPXORD       Z0, Z15, Z15
+	VPXORD       Z11, Z6, Z6
 	MULXQ        24(DI), AX, BX
-	VPXORD       Z1, Z12, Z12
+	VPXORD       Z8, Z7, Z7
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPXORD       Z2, Z13, Z13
+	VPXORD       Z9, Z4, Z4
 	MOVQ         $0x00000fffffffffff, DX
-	VPXORD       Z3, Z14, Z14
+	VPROLD       $0x07, Z5, Z5
 	MOVQ         R8, CX
-	VPROLD       $0x08, Z15, Z15
+	VPROLD       $0x07, Z6, Z6
 	ANDQ         DX, CX
-	VPROLD       $0x08, Z12, Z12
+	VPROLD       $0x07, Z7, Z7
 	SHRQ         $0x2c, R9, R8
-	VPROLD       $0x08, Z13, Z13
+	VPROLD       $0x07, Z4, Z4
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPROLD       $0x08, Z14, Z14
+	VPADDD       Z4, Z0, Z0
 	MOVQ         R10, AX
-	VPADDD       Z15, Z10, Z10
 	ANDQ         DX, AX
-	VPADDD       Z12, Z11, Z11
+	VPADDD       Z5, Z1, Z1
 	SHRQ         $0x2c, R11, R10
-	VPADDD       Z13, Z8, Z8
+	VPADDD       Z6, Z2, Z2
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPADDD       Z14, Z9, Z9
-	MOVQ         R12, BX
-	VPXORD       Z10, Z5, Z5
-	SHLQ         $0x16, BX
-	VPXORD       Z11, Z6, Z6
-	SHRQ         $0x16, BX
-	VPXORD       Z8, Z7, Z7
-	SHRQ         $0x2a, R13, R12
-	VPXORD       Z9, Z4, Z4
-	LEAQ         (R12)(R12*4), R14
-	VPROLD       $0x07, Z5, Z5
-	ADDQ         R14, CX
-	VPROLD       $0x07, Z6, Z6
-	MOVQ         CX, R14
-	VPROLD       $0x07, Z7, Z7
-	SHRQ         $0x2c, R14
-	VPROLD       $0x07, Z4, Z4
-	VPADDD       Z4, Z0, Z0
-	ANDQ         DX, CX
-	VPADDD       Z5, Z1, Z1
-	ADDQ         R14, AX
-	VPADDD       Z6, Z2, Z2
-	MOVQ         AX, R14
 	VPADDD       Z7, Z3, Z3
-	SHRQ         $0x2c, R14
+	MOVQ         R12, BX
 	VPXORD       Z0, Z12, Z12
-	ANDQ         DX, AX
-	VPXORD       Z1, Z13, Z13
-	ADDQ         R14, BX
-	VPXORD       Z2, Z14, Z14
-	MOVQ         BX, R14
-	VPXORD       Z3, Z15, Z15
-	SHRQ         $0x2a, R14
-	VPROLD       $0x10, Z12, Z12
 	SHLQ         $0x16, BX
-	VPROLD       $0x10, Z13, Z13
+	VPXORD       Z1, Z13, Z13
 	SHRQ         $0x16, BX
-	VPROLD       $0x10, Z14, Z14
-	LEAQ         (R14)(R14*4), R14
-	VPROLD       $0x10, Z15, Z15
+	VPXORD       Z2, Z14, Z14
+	SHRQ         $0x2a, R13, R12
+	VPXORD       Z3, Z15, Z15
+	LEAQ         (R12)(R12*4), R14
+	VPROLD       $0x10, Z12, Z12
 	ADDQ         R14, CX
-	VPADDD       Z12, Z8, Z8
 	MOVQ         CX, R14
+	VPROLD       $0x10, Z13, Z13
+	SHRQ         $0x2c, R14
+	VPROLD       $0x10, Z14, Z14
+	ANDQ         DX, CX
+	VPROLD       $0x10, Z15, Z15
+	ADDQ         R14, AX
+	VPADDD       Z12, Z8, Z8
+	MOVQ         AX, R14
 	VPADDD       Z13, Z9, Z9
 	SHRQ         $0x2c, R14
 	VPADDD       Z14, Z10, Z10
-	ANDQ         DX, CX
+	ANDQ         DX, AX
 	VPADDD       Z15, Z11, Z11
-	ADDQ         R14, AX
+	ADDQ         R14, BX
 	VPXORD       Z8, Z4, Z4
+	MOVQ         BX, R14
+	VPXORD       Z9, Z5, Z5
+	SHRQ         $0x2a, R14
+	SHLQ         $0x16, BX
+	VPXORD       Z10, Z6, Z6
+	SHRQ         $0x16, BX
+	VPXORD       Z11, Z7, Z7
+	LEAQ         (R14)(R14*4), R14
+	VPROLD       $0x0c, Z4, Z4
+	ADDQ         R14, CX
+	VPROLD       $0x0c, Z5, Z5
+	MOVQ         CX, R14
+	VPROLD       $0x0c, Z6, Z6
+	SHRQ         $0x2c, R14
+	VPROLD       $0x0c, Z7, Z7
+	ANDQ         DX, CX
+	VPADDD       Z4, Z0, Z0
+	ADDQ         R14, AX
+	VPADDD       Z5, Z1, Z1
 	MOVQ         CX, 16(DI)
-	VPXORD       Z9, Z5, Z5
-	MOVQ         AX, 80(DI)
-	VPXORD       Z10, Z6, Z6
-	MOVQ         BX, 144(DI)
-	VPXORD       Z11, Z7, Z7
-	LEAQ         (AX)(AX*4), R14
-	VPROLD       $0x0c, Z4, Z4
-	SHLQ         $0x02, R14
-	VPROLD       $0x0c, Z5, Z5
-	MOVQ         R14, 208(DI)
-	VPROLD       $0x0c, Z6, Z6
-	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x0c, Z7, Z7
-	SHLQ         $0x02, R14
-	VPADDD       Z4, Z0, Z0
-	MOVQ         R14, 272(DI)
-	VPADDD       Z5, Z1, Z1
-	MOVQ         8(DI), DX
 	VPADDD       Z6, Z2, Z2
-	MULXQ        8(DI), R8, R9
+	MOVQ         AX, 80(DI)
+	MOVQ         BX, 144(DI)
 	VPADDD       Z7, Z3, Z3
-	MULXQ        72(DI), R10, R11
+	LEAQ         (AX)(AX*4), R14
 	VPXORD       Z0, Z12, Z12
-	MULXQ        136(DI), R12, R13
+	SHLQ         $0x02, R14
 	VPXORD       Z1, Z13, Z13
-	MOVQ         72(DI), DX
+	MOVQ         R14, 208(DI)
 	VPXORD       Z2, Z14, Z14
-	MULXQ        264(DI), AX, BX
+	LEAQ         (BX)(BX*4), R14
 	VPXORD       Z3, Z15, Z15
-	ADDQ         AX, R8
-	ADCQ         BX, R9
+	SHLQ         $0x02, R14
 	VPROLD       $0x08, Z12, Z12
-	MULXQ        8(DI), AX, BX
+	MOVQ         R14, 272(DI)
 	VPROLD       $0x08, Z13, Z13
-	ADDQ         AX, R10
-	ADCQ         BX, R11
+	MOVQ         8(DI), DX
 	VPROLD       $0x08, Z14, Z14
-	MULXQ        72(DI), AX, BX
+	MULXQ        24(DI), R8, R9
+	MULXQ        88(DI), R10, R11
 	VPROLD       $0x08, Z15, Z15
-	ADDQ         AX, R12
-	ADCQ         BX, R13
+	MULXQ        152(DI), R12, R13
 	VPADDD       Z12, Z8, Z8
-	MOVQ         136(DI), DX
+	MOVQ         72(DI), DX
 	VPADDD       Z13, Z9, Z9
-	MULXQ        200(DI), AX, BX
+	MULXQ        280(DI), AX, BX
 	VPADDD       Z14, Z10, Z10
 	ADDQ         AX, R8
 	ADCQ         BX, R9
 	VPADDD       Z15, Z11, Z11
-	MULXQ        264(DI), AX, BX
+	MULXQ        24(DI), AX, BX
 	VPXORD       Z8, Z4, Z4
 	ADDQ         AX, R10
 	ADCQ         BX, R11
 	VPXORD       Z9, Z5, Z5
-	MULXQ        8(DI), AX, BX
+	MULXQ        88(DI), AX, BX
 	VPXORD       Z10, Z6, Z6
 	ADDQ         AX, R12
 	ADCQ         BX, R13
 	VPXORD       Z11, Z7, Z7
-	MOVQ         $0x00000fffffffffff, DX
+	MOVQ         136(DI), DX
+	MULXQ        216(DI), AX, BX
 	VPROLD       $0x07, Z4, Z4
-	MOVQ         R8, CX
+	ADDQ         AX, R8
+	ADCQ         BX, R9
 	VPROLD       $0x07, Z5, Z5
-	ANDQ         DX, CX
+	MULXQ        280(DI), AX, BX
 	VPROLD       $0x07, Z6, Z6
-	SHRQ         $0x2c, R9, R8
+	ADDQ         AX, R10
+	ADCQ         BX, R11
 	VPROLD       $0x07, Z7, Z7
+	MULXQ        24(DI), AX, BX
+	VPADDD       Z5, Z0, Z0
+	ADDQ         AX, R12
+	ADCQ         BX, R13
+	VPADDD       Z6, Z1, Z1
+	MOVQ         $0x00000fffffffffff, DX
+	VPADDD       Z7, Z2, Z2
+	MOVQ         R8, CX
+	VPADDD       Z4, Z3, Z3
+	ANDQ         DX, CX
+	VPXORD       Z0, Z15, Z15
+	SHRQ         $0x2c, R9, R8
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
-	VPADDD       Z5, Z0, Z0
+	VPXORD       Z1, Z12, Z12
 	MOVQ         R10, AX
-	VPADDD       Z6, Z1, Z1
+	VPXORD       Z2, Z13, Z13
 	ANDQ         DX, AX
-	VPADDD       Z7, Z2, Z2
+	VPXORD       Z3, Z14, Z14
 	SHRQ         $0x2c, R11, R10
-	VPADDD       Z4, Z3, Z3
+	VPROLD       $0x10, Z15, Z15
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPXORD       Z0, Z15, Z15
-	MOVQ         R12, BX
-	VPXORD       Z1, Z12, Z12
-	SHLQ         $0x16, BX
-	VPXORD       Z2, Z13, Z13
-	SHRQ         $0x16, BX
-	VPXORD       Z3, Z14, Z14
-	SHRQ         $0x2a, R13, R12
-	VPROLD       $0x10, Z15, Z15
-	LEAQ         (R12)(R12*4), R14
 	VPROLD       $0x10, Z12, Z12
-	ADDQ         R14, CX
+	MOVQ         R12, BX
 	VPROLD       $0x10, Z13, Z13
-	MOVQ         CX, R14
-	VPROLD       $0x10, Z14, Z14
-	SHRQ         $0x2c, R14
-	VPADDD       Z15, Z10, Z10
-	ANDQ         DX, CX
-	VPADDD       Z12, Z11, Z11
-	ADDQ         R14, AX
-	VPADDD       Z13, Z8, Z8
-	MOVQ         AX, R14
-	VPADDD       Z14, Z9, Z9
-	SHRQ         $0x2c, R14
-	VPXORD       Z10, Z5, Z5
-	ANDQ         DX, AX
-	VPXORD       Z11, Z6, Z6
-	ADDQ         R14, BX
-	VPXORD       Z8, Z7, Z7
-	MOVQ         BX, R14
-	VPXORD       Z9, Z4, Z4
-	SHRQ         $0x2a, R14
-	VPROLD       $0x0c, Z5, Z5
 	SHLQ         $0x16, BX
-	VPROLD       $0x0c, Z6, Z6
+	VPROLD       $0x10, Z14, Z14
 	SHRQ         $0x16, BX
-	VPROLD       $0x0c, Z7, Z7
-	LEAQ         (R14)(R14*4), R14
-	VPROLD       $0x0c, Z4, Z4
-	ADDQ         R14, CX
-	VPADDD       Z5, Z0, Z0
-	MOVQ         CX, R14
-	VPADDD       Z6, Z1, Z1
-	SHRQ         $0x2c, R14
-	VPADDD       Z7, Z2, Z2
-	ANDQ         DX, CX
-	VPADDD       Z4, Z3, Z3
-	ADDQ         R14, AX
-	VPXORD       Z0, Z15, Z15
-	MOVQ         CX, (DI)
-	VPXORD       Z1, Z12, Z12
-	MOVQ         AX, 64(DI)
-	VPXORD       Z2, Z13, Z13
-	MOVQ         BX, 128(DI)
-	VPXORD       Z3, Z14, Z14
-	LEAQ         (AX)(AX*4), R14
-	VPROLD       $0x08, Z15, Z15
-	SHLQ         $0x02, R14
-	VPROLD       $0x08, Z12, Z12
-	MOVQ         R14, 192(DI)
-	VPROLD       $0x08, Z13, Z13
-	LEAQ         (BX)(BX*4), R14
-	VPROLD       $0x08, Z14, Z14
-	SHLQ         $0x02, R14
 	VPADDD       Z15, Z10, Z10
-	MOVQ         R14, 256(DI)
+	SHRQ         $0x2a, R13, R12
 	VPADDD       Z12, Z11, Z11
-	VPBROADCASTQ (DI), Z16
+	LEAQ         (R12)(R12*4), R14
+	ADDQ         R14, CX
 	VPADDD       Z13, Z8, Z8
-	VMOVDQU64    Z16, 320(DI)
+	MOVQ         CX, R14
 	VPADDD       Z14, Z9, Z9
-	VPBROADCASTQ 64(DI), Z16
+	SHRQ         $0x2c, R14
 	VPXORD       Z10, Z5, Z5
-	VMOVDQU64    Z16, 384(DI)
+	ANDQ         DX, CX
 	VPXORD       Z11, Z6, Z6
-	VPBROADCASTQ 128(DI), Z16
+	ADDQ         R14, AX
 	VPXORD       Z8, Z7, Z7
-	VMOVDQU64    Z16, 448(DI)
+	MOVQ         AX, R14
 	VPXORD       Z9, Z4, Z4
-	VPBROADCASTQ 192(DI), Z16
+	SHRQ         $0x2c, R14
+	VPROLD       $0x0c, Z5, Z5
+	ANDQ         DX, AX
+	VPROLD       $0x0c, Z6, Z6
+	ADDQ         R14, BX
+	MOVQ         BX, R14
+	VPROLD       $0x0c, Z7, Z7
+	SHRQ         $0x2a, R14
+	VPROLD       $0x0c, Z4, Z4
+	SHLQ         $0x16, BX
+	VPADDD       Z5, Z0, Z0
+	SHRQ         $0x16, BX
+	VPADDD       Z6, Z1, Z1
+	LEAQ         (R14)(R14*4), R14
+	VPADDD       Z7, Z2, Z2
+	ADDQ         R14, CX
+	VPADDD       Z4, Z3, Z3
+	MOVQ         CX, R14
+	VPXORD       Z0, Z15, Z15
+	SHRQ         $0x2c, R14
+	VPXORD       Z1, Z12, Z12
+	ANDQ         DX, CX
+	VPXORD       Z2, Z13, Z13
+	ADDQ         R14, AX
+	MOVQ         CX, (DI)
+	VPXORD       Z3, Z14, Z14
+	MOVQ         AX, 64(DI)
+	VPROLD       $0x08, Z15, Z15
+	MOVQ         BX, 128(DI)
+	VPROLD       $0x08, Z12, Z12
+	LEAQ         (AX)(AX*4), R14
+	VPROLD       $0x08, Z13, Z13
+	SHLQ         $0x02, R14
+	VPROLD       $0x08, Z14, Z14
+	MOVQ         R14, 192(DI)
+	VPADDD       Z15, Z10, Z10
+	LEAQ         (BX)(BX*4), R14
+	VPADDD       Z12, Z11, Z11
+	SHLQ         $0x02, R14
+	VPADDD       Z13, Z8, Z8
+	MOVQ         R14, 256(DI)
+	VPADDD       Z14, Z9, Z9
+	VPBROADCASTQ 16(DI), Z16
+	VMOVDQU64    Z16, 320(DI)
+	VPXORD       Z10, Z5, Z5
+	VPBROADCASTQ 80(DI), Z16
+	VPXORD       Z11, Z6, Z6
+	VMOVDQU64    Z16, 384(DI)
+	VPXORD       Z8, Z7, Z7
+	VPBROADCASTQ 144(DI), Z16
+	VPXORD       Z9, Z4, Z4
+	VMOVDQU64    Z16, 448(DI)
 	VPROLD       $0x07, Z5, Z5
-	VMOVDQU64    Z16, 512(DI)
+	VPBROADCASTQ 208(DI), Z16
 	VPROLD       $0x07, Z6, Z6
-	VPBROADCASTQ 256(DI), Z16
+	VMOVDQU64    Z16, 512(DI)
 	VPROLD       $0x07, Z7, Z7
-	VMOVDQU64    Z16, 576(DI)
+	VPBROADCASTQ 272(DI), Z16
 	VPROLD       $0x07, Z4, Z4
+	VMOVDQU64    Z16, 576(DI)
 
 	// Add the input state to the 16 zmm blocks, transpose, XOR, store.
 	LEAQ        64(SP), R15
@@ -12632,6 +12700,53 @@ whole_aad_tail:
 	// d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.
 	// r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.
 	MULXQ AX, R8, R9
+	MULXQ CX, R10, R11
+	MOVQ  SI, DX
+	MULXQ BX, R12, R13
+	MULXQ AX, DX, SI
+	MOVQ  DI, R14
+	IMULQ BX, R14
+	IMULQ AX, DI
+	ADDQ  R12, R8
+	ADCQ  R13, R9
+	ADDQ  DX, R10
+	ADCQ  SI, R11
+	ADDQ  R14, R10
+	ADCQ  $0x00, R11
+	ADDQ  R9, R10
+	ADCQ  $0x00, R11
+	ADDQ  DI, R11
+
+	// Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.
+	MOVQ R11, DI
+	ANDQ $0x03, DI
+	MOVQ R11, DX
+	SHRQ $0x02, DX
+	ANDQ $-4, R11
+	ADDQ DX, R11
+	MOVQ R8, DX
+	MOVQ R10, SI
+	ADDQ R11, DX
+	ADCQ $0x00, SI
+	ADCQ $0x00, DI
+
+whole_aad_done:
+	MOVQ DX, 112(SP)
+	MOVQ SI, 120(SP)
+	MOVQ DI, 128(SP)
+
+	// L·r, L the block of lengths: aadLen, and 1024·groups bytes of
+	// ciphertext; in radix 2⁴⁴ (l2 < 2^42.33, as mulxMulR leaves the top
+	// word at most 4).
+	MOVQ aadLen+56(FP), DX
+	MOVQ groups+24(FP), SI
+	SHLQ $0x0a, SI
+	MOVL $0x00000001, DI
+
+	// h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with
+	// d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.
+	// r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.
+	MULXQ AX, R8, R9
 	MULXQ CX, CX, R10
 	MOVQ  SI, DX
 	MULXQ BX, R11, R12
@@ -12650,28 +12765,34 @@ whole_aad_tail:
 	ADDQ  DI, R10
 
 	// Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.
-	MOVQ R10, DI
-	ANDQ $0x03, DI
-	MOVQ R10, AX
-	SHRQ $0x02, AX
-	ANDQ $-4, R10
-	ADDQ AX, R10
-	MOVQ R8, DX
-	MOVQ CX, SI
-	ADDQ R10, DX
-	ADCQ $0x00, SI
-	ADCQ $0x00, DI
-
-whole_aad_done:
-	MOVQ         DX, 112(SP)
-	MOVQ         SI, 120(SP)
-	MOVQ         DI, 128(SP)
+	MOVQ         R10, DI
+	ANDQ         $0x03, DI
+	MOVQ         R10, AX
+	SHRQ         $0x02, AX
+	ANDQ         $-4, R10
+	ADDQ         AX, R10
+	MOVQ         R8, DX
+	MOVQ         CX, SI
+	ADDQ         R10, DX
+	ADCQ         $0x00, SI
+	ADCQ         $0x00, DI
+	MOVQ         $0x00000fffffffffff, AX
+	MOVQ         DX, CX
+	ANDQ         AX, CX
+	MOVQ         CX, 200(SP)
+	SHRQ         $0x2c, SI, DX
+	ANDQ         AX, DX
+	MOVQ         DX, 208(SP)
+	SHRQ         $0x18, SI
+	SHLQ         $0x28, DI
+	ORQ          SI, DI
+	MOVQ         DI, 216(SP)
 	MOVQ         mac+16(FP), SI
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), BX
 	MOVQ         groups+24(FP), DI
 	LEAQ         48(SP), R8
-	LEAQ         200(SP), CX
+	LEAQ         224(SP), CX
 	MOVQ         $0x00000fffffffffff, DX
 	VPBROADCASTQ DX, Z30
 
@@ -12828,11 +12949,11 @@ whole_aad_done:
 	VPSLLQ           $0x02, Z4, Z1
 	VPADDQ           Z4, Z1, Z1
 	VPSLLQ           $0x02, Z1, Z1
-	VMOVDQU64        Z2, 872(SP)
-	VMOVDQU64        Z3, 936(SP)
-	VMOVDQU64        Z4, 1000(SP)
-	VMOVDQU64        Z0, 1064(SP)
-	VMOVDQU64        Z1, 1128(SP)
+	VMOVDQU64        Z2, 896(SP)
+	VMOVDQU64        Z3, 960(SP)
+	VMOVDQU64        Z4, 1024(SP)
+	VMOVDQU64        Z0, 1088(SP)
+	VMOVDQU64        Z1, 1152(SP)
 
 whole_nojump:
 	// Counter words of the first 16 blocks; the accumulator in lane 0
@@ -12860,13 +12981,13 @@ whole_nojump:
 
 	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
 	MOVQ 24(R9), DX
-	MOVQ DX, 840(SP)
+	MOVQ DX, 864(SP)
 	MOVQ 32(R9), DX
-	MOVQ DX, 848(SP)
+	MOVQ DX, 872(SP)
 	MOVQ DX, R9
 	SHRQ $0x02, R9
 	ADDQ DX, R9
-	MOVQ R9, 856(SP)
+	MOVQ R9, 880(SP)
 	XORL R9, R9
 	XORL R10, R10
 	XORL R11, R11
@@ -12916,25 +13037,25 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPXORD           Z1, Z13, Z13
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
 	VMOVDQU64        (SI), Z23
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R10, DX
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            856(SP), R9, R10
+	MULXQ            880(SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z14, Z14
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z13, Z9, Z9
 	VMOVDQU64        64(SI), Z24
 	VPADDD           Z14, Z10, Z10
@@ -12943,7 +13064,7 @@ whole_loop:
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPXORD           Z8, Z4, Z4
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -12974,31 +13095,31 @@ whole_loop:
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R12, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPXORD           Z2, Z14, Z14
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R14, DX
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            856(SP), R12, R14
+	MULXQ            880(SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z14, Z14
 	VPSRLQ           $0x2c, Z25, Z27
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R13
 	ADCQ             R14, R15
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z8, Z4, Z4
 	VPANDQ           Z30, Z25, Z25
 	VPXORD           Z9, Z5, Z5
@@ -13029,25 +13150,25 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPXORD           Z1, Z12, Z12
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
 	VPSLLQ           $0x14, Z26, Z23
 	VPXORD           Z3, Z14, Z14
 	MOVQ             R13, DX
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            856(SP), R9, R13
+	MULXQ            880(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z12, Z11, Z11
 	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
 	VPADDD           Z13, Z8, Z8
@@ -13056,7 +13177,7 @@ whole_loop:
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPXORD           Z10, Z5, Z5
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13086,25 +13207,25 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPXORD           Z1, Z12, Z12
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            856(SP), R12, R10
+	MULXQ            880(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
@@ -13113,7 +13234,7 @@ whole_loop:
 	VPADDD           Z14, Z9, Z9
 	VPADDQ           Z26, Z22, Z22
 	VPXORD           Z10, Z5, Z5
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13142,33 +13263,33 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPXORD           Z1, Z13, Z13
 	VPUNPCKLQDQ      192(SI), Z26, Z27
 	VPXORD           Z2, Z14, Z14
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R14, DX
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            856(SP), R9, R14
+	MULXQ            880(SP), R9, R14
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z14, Z14
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPADDD           Z12, Z8, Z8
 	VPUNPCKHQDQ      192(SI), Z26, Z28
 	VPADDD           Z13, Z9, Z9
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z14, Z10, Z10
 	IMULQ            R11, R9
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13199,25 +13320,25 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            856(SP), R12, R13
+	MULXQ            880(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	VPSLLQ           $0x14, Z28, Z26
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z14, Z14
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -13226,7 +13347,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPXORD           Z8, Z4, Z4
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13256,32 +13377,32 @@ whole_loop:
 	MOVQ             R9, DX
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z0, Z15, Z15
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPXORD           Z1, Z12, Z12
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            856(SP), R9, R10
+	MULXQ            880(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R9
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13312,25 +13433,25 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPXORD           Z1, Z12, Z12
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
 	VPMADD52LUQ      512(CX), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            856(SP), R12, R14
+	MULXQ            880(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
@@ -13339,7 +13460,7 @@ whole_loop:
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPXORD           Z10, Z5, Z5
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z11, Z6, Z6
@@ -13369,32 +13490,32 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPXORD           Z1, Z13, Z13
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            856(SP), R9, R13
+	MULXQ            880(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
 	VPMADD52LUQ      320(CX), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R9
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z8, Z4, Z4
 	VPMADD52HUQ      320(CX), Z22, Z28
 	VPXORD           Z9, Z5, Z5
@@ -13425,24 +13546,24 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPXORD           Z1, Z13, Z13
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPMADD52HUQ      320(CX), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            856(SP), R12, R10
+	MULXQ            880(SP), R12, R10
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z12, Z8, Z8
 	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z13, Z9, Z9
@@ -13451,7 +13572,7 @@ whole_loop:
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13482,32 +13603,32 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPXORD           Z1, Z12, Z12
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            856(SP), R9, R14
+	MULXQ            880(SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52HUQ      448(CX), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R9
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z10, Z5, Z5
 	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z11, Z6, Z6
@@ -13537,34 +13658,34 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
 	VPMADD52LUQ      320(CX), Z21, Z24
 	VPXORD           Z1, Z12, Z12
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            856(SP), R12, R13
+	MULXQ            880(SP), R12, R13
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52HUQ      320(CX), Z21, Z27
 	VPADDD           Z15, Z10, Z10
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13595,24 +13716,24 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPXORD           Z1, Z13, Z13
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            856(SP), R9, R10
+	MULXQ            880(SP), R9, R10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
@@ -13621,7 +13742,7 @@ whole_loop:
 	VPADDD           Z14, Z10, Z10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z15, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13650,34 +13771,34 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPXORD           Z0, Z12, Z12
 	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z1, Z13, Z13
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R14, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            856(SP), R12, R14
+	MULXQ            880(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13707,25 +13828,25 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPXORD           Z0, Z15, Z15
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R13, DX
 	VPXORD           Z2, Z13, Z13
 	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z3, Z14, Z14
-	MULXQ            856(SP), R9, R13
+	MULXQ            880(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R9
 	VPADDD           Z12, Z11, Z11
@@ -13734,7 +13855,7 @@ whole_loop:
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13765,31 +13886,31 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPXORD           Z0, Z15, Z15
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPXORD           Z1, Z12, Z12
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            856(SP), R12, R10
+	MULXQ            880(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13820,25 +13941,25 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPXORD           Z0, Z12, Z12
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z21, Z21
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R14, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            856(SP), R9, R14
+	MULXQ            880(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z12, Z8, Z8
 	VMOVDQU64        256(SI), Z26
 	VPADDD           Z13, Z9, Z9
@@ -13847,7 +13968,7 @@ whole_loop:
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13877,32 +13998,32 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPXORD           Z0, Z12, Z12
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            856(SP), R12, R13
+	MULXQ            880(SP), R12, R13
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z12, Z12
 	VPANDQ           Z30, Z27, Z23
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z15, Z11, Z11
 	VPSRLQ           $0x2c, Z27, Z24
 	VPXORD           Z8, Z4, Z4
@@ -13933,25 +14054,25 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPXORD           Z0, Z15, Z15
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z1, Z12, Z12
 	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            856(SP), R9, R10
+	MULXQ            880(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPSRLQ           $0x18, Z28, Z28
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R9
@@ -13959,7 +14080,7 @@ whole_loop:
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13990,25 +14111,25 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPXORD           Z0, Z15, Z15
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R14, DX
 	VPXORD           Z2, Z13, Z13
-	MULXQ            856(SP), R12, R14
+	MULXQ            880(SP), R12, R14
 	VPXORD           Z3, Z14, Z14
 	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
@@ -14017,7 +14138,7 @@ whole_loop:
 	VPADDD           Z13, Z8, Z8
 	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z14, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14045,34 +14166,34 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPADDD           Z7, Z3, Z3
 	VPMADD52HUQ      512(CX), Z22, Z26
 	VPXORD           Z0, Z12, Z12
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            856(SP), R9, R13
+	MULXQ            880(SP), R9, R13
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
 	VPMADD52LUQ      576(CX), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14103,25 +14224,25 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPXORD           Z0, Z12, Z12
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            856(SP), R12, R10
+	MULXQ            880(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
 	VPMADD52HUQ      320(CX), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
 	VPMADD52LUQ      320(CX), Z20, Z23
@@ -14129,7 +14250,7 @@ whole_loop:
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14160,32 +14281,32 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z4, Z3, Z3
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPXORD           Z0, Z15, Z15
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R14, DX
 	VPXORD           Z2, Z13, Z13
-	MULXQ            856(SP), R9, R14
+	MULXQ            880(SP), R9, R14
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52HUQ      384(CX), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R9
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14215,25 +14336,25 @@ whole_loop:
 	ADCQ             $0x01, R11
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPADDD           Z4, Z3, Z3
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
 	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z2, Z13, Z13
-	MULXQ            856(SP), R12, R13
+	MULXQ            880(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z13, Z13
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
@@ -14242,7 +14363,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14273,32 +14394,32 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPXORD           Z0, Z12, Z12
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            856(SP), R9, R10
+	MULXQ            880(SP), R9, R10
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52LUQ      384(CX), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPMADD52HUQ      384(CX), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
@@ -14328,25 +14449,25 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPADDD           Z7, Z3, Z3
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            856(SP), R12, R14
+	MULXQ            880(SP), R12, R14
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z23, Z29
 	VPADDD           Z12, Z8, Z8
@@ -14355,7 +14476,7 @@ whole_loop:
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14386,31 +14507,31 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            840(SP), R12, R14
-	MULXQ            848(SP), R10, R15
+	MULXQ            864(SP), R12, R14
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            856(SP), R9, R13
+	MULXQ            880(SP), R9, R13
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPXORD           Z3, Z14, Z14
 	VPADDQ           Z29, Z24, Z24
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z13, Z8, Z8
 	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z14, Z9, Z9
@@ -14441,34 +14562,34 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPADDD           Z4, Z3, Z3
 	VPADDQ           Z29, Z25, Z25
 	VPXORD           Z0, Z15, Z15
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R10, DX
 	VPXORD           Z2, Z13, Z13
-	MULXQ            856(SP), R12, R10
+	MULXQ            880(SP), R12, R10
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z13, Z13
 	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14498,25 +14619,25 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPADDD           Z7, Z3, Z3
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R14, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            856(SP), R9, R14
+	MULXQ            880(SP), R9, R14
 	VPXORD           Z2, Z14, Z14
 	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
@@ -14525,7 +14646,7 @@ whole_loop:
 	VPADDD           Z13, Z9, Z9
 	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z14, Z10, Z10
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14554,33 +14675,33 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPADDD           Z7, Z3, Z3
 	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z0, Z12, Z12
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
-	MULXQ            856(SP), R12, R13
+	MULXQ            880(SP), R12, R13
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPXORD           Z3, Z15, Z15
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R11, R12
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14611,25 +14732,25 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPADDD           Z4, Z3, Z3
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R10, DX
 	VPXORD           Z1, Z12, Z12
 	VPXORQ           Z30, Z30, Z25
 	VPXORD           Z2, Z13, Z13
-	MULXQ            856(SP), R9, R10
+	MULXQ            880(SP), R9, R10
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
@@ -14638,7 +14759,7 @@ whole_loop:
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14648,7 +14769,7 @@ whole_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	VPMADD52LUQ      1064(SP), Z22, Z23
+	VPMADD52LUQ      1088(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
@@ -14666,39 +14787,39 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      1064(SP), Z22, Z26
+	VPMADD52HUQ      1088(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPADDD           Z4, Z3, Z3
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            856(SP), R12, R14
+	MULXQ            880(SP), R12, R14
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPXORD           Z3, Z14, Z14
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      1128(SP), Z22, Z24
+	VPMADD52LUQ      1152(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z13, Z13
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      1128(SP), Z22, Z27
+	VPMADD52HUQ      1152(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
@@ -14712,7 +14833,7 @@ whole_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      872(SP), Z22, Z25
+	VPMADD52LUQ      896(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
@@ -14724,33 +14845,33 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      872(SP), Z22, Z28
+	VPMADD52HUQ      896(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            856(SP), R9, R13
+	MULXQ            880(SP), R9, R13
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R13, R14
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      872(SP), Z20, Z23
+	VPMADD52LUQ      896(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14759,7 +14880,7 @@ whole_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      872(SP), Z20, Z26
+	VPMADD52HUQ      896(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z11, Z7, Z7
@@ -14777,38 +14898,38 @@ whole_loop:
 	ADCQ             920(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      936(SP), Z20, Z24
+	VPMADD52LUQ      960(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPADDD           Z7, Z3, Z3
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R10, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            856(SP), R12, R10
+	MULXQ            880(SP), R12, R10
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      936(SP), Z20, Z27
+	VPMADD52HUQ      960(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R11, R12
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      1000(SP), Z20, Z25
+	VPMADD52LUQ      1024(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14822,7 +14943,7 @@ whole_loop:
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
-	VPMADD52HUQ      1000(SP), Z20, Z28
+	VPMADD52HUQ      1024(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
@@ -14836,41 +14957,41 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R9, DX
 	VPADDD           Z6, Z1, Z1
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPADDD           Z7, Z2, Z2
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      1128(SP), Z21, Z23
+	VPMADD52LUQ      1152(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            856(SP), R9, R14
+	MULXQ            880(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPXORD           Z3, Z14, Z14
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z12, Z12
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      1128(SP), Z21, Z26
+	VPMADD52HUQ      1152(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      872(SP), Z21, Z24
+	VPMADD52LUQ      896(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
@@ -14886,7 +15007,7 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      872(SP), Z21, Z27
+	VPMADD52HUQ      896(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(SI), R12
 	ADCQ             952(SI), R13
@@ -14894,33 +15015,33 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            840(SP), R9, R14
+	MULXQ            864(SP), R9, R14
 	VPADDD           Z4, Z3, Z3
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            856(SP), R12, R13
+	MULXQ            880(SP), R12, R13
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      936(SP), Z21, Z25
+	VPMADD52LUQ      960(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R10
 	ADCQ             R13, R15
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z13, Z13
 	IMULQ            R11, R12
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      936(SP), Z21, Z28
+	VPMADD52HUQ      960(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14949,34 +15070,34 @@ whole_loop:
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R9, DX
 	VPADDD           Z5, Z1, Z1
-	MULXQ            840(SP), R12, R13
+	MULXQ            864(SP), R12, R13
 	VPADDD           Z6, Z2, Z2
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z7, Z3, Z3
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R10, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            856(SP), R9, R10
+	MULXQ            880(SP), R9, R10
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z13, Z13
 	VPSRLQ           $0x2c, Z23, Z29
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -15006,25 +15127,25 @@ whole_loop:
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z5, Z1, Z1
-	MULXQ            840(SP), R9, R10
+	MULXQ            864(SP), R9, R10
 	VPADDD           Z6, Z2, Z2
-	MULXQ            848(SP), R13, R15
+	MULXQ            872(SP), R13, R15
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R14, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            856(SP), R12, R14
+	MULXQ            880(SP), R12, R14
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z24, Z24
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPXORD           Z3, Z15, Z15
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z13, Z13
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPROLD           $0x08, Z15, Z15
@@ -15033,7 +15154,7 @@ whole_loop:
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -15064,31 +15185,31 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	VPADDQ           Z29, Z25, Z25
 	VPADDD           Z7, Z2, Z2
-	MULXQ            840(SP), R12, R14
+	MULXQ            864(SP), R12, R14
 	VPADDD           Z4, Z3, Z3
-	MULXQ            848(SP), R10, R15
+	MULXQ            872(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            856(SP), R9, R13
+	MULXQ            880(SP), R9, R13
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPXORD           Z3, Z14, Z14
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
 	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             856(SP), R9
+	MOVQ             880(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -15119,25 +15240,25 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	MULXQ            840(SP), R9, R13
+	MULXQ            864(SP), R9, R13
 	VPADDD           Z7, Z2, Z2
-	MULXQ            848(SP), R14, R15
+	MULXQ            872(SP), R14, R15
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R10, DX
 	VPXORD           Z0, Z15, Z15
 	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z1, Z12, Z12
-	MULXQ            856(SP), R12, R10
+	MULXQ            880(SP), R12, R10
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z14, Z14
-	MULXQ            840(SP), R12, R10
+	MULXQ            864(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z12, Z12
-	MOVQ             856(SP), R12
+	MOVQ             880(SP), R12
 	VPROLD           $0x08, Z13, Z13
 	IMULQ            R11, R12
 	VPROLD           $0x08, Z14, Z14
@@ -15146,7 +15267,7 @@ whole_loop:
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            840(SP), R11
+	IMULQ            864(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -15437,26 +15558,26 @@ whole_last:
 	VPANDQ       Z30, Z24, Z21
 	ADDQ         R14, AX
 	VPADDQ       Z29, Z25, Z25
-	MOVQ         CX, 872(SP)
+	MOVQ         CX, 896(SP)
 	VPSRLQ       $0x2a, Z25, Z29
 	VPANDQ       Z10, Z25, Z22
-	MOVQ         AX, 880(SP)
+	MOVQ         AX, 904(SP)
 	VPMADD52LUQ  Z12, Z29, Z20
-	MOVQ         BX, 888(SP)
+	MOVQ         BX, 912(SP)
 	VPSRLQ       $0x2c, Z20, Z29
 	LEAQ         (AX)(AX*4), R14
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
 	SHLQ         $0x02, R14
 	VMOVDQU64    256(SI), Z26
-	MOVQ         R14, 896(SP)
+	MOVQ         R14, 920(SP)
 	VPUNPCKLQDQ  320(SI), Z26, Z27
 	LEAQ         (BX)(BX*4), R14
 	VPUNPCKHQDQ  320(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
 	SHLQ         $0x02, R14
 	VPSRLQ       $0x2c, Z27, Z24
-	MOVQ         R14, 904(SP)
+	MOVQ         R14, 928(SP)
 	VPSLLQ       $0x14, Z28, Z26
 	MOVQ         768(SI), R9
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
@@ -15467,26 +15588,26 @@ whole_last:
 	VPXORQ       Z30, Z30, Z26
 	MOVQ         R9, DX
 	VPXORQ       Z30, Z30, Z27
-	MULXQ        840(SP), R12, R14
+	MULXQ        864(SP), R12, R14
 	VPXORQ       Z30, Z30, Z28
 	VPMADD52LUQ  Z3, Z22, Z23
-	MULXQ        848(SP), R13, R15
+	MULXQ        872(SP), R13, R15
 	VPMADD52HUQ  Z3, Z22, Z26
 	MOVQ         R10, DX
 	VPMADD52LUQ  Z4, Z22, Z24
-	MULXQ        856(SP), R9, R10
+	MULXQ        880(SP), R9, R10
 	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
 	ADDQ         R9, R12
 	ADCQ         R10, R14
 	VPMADD52HUQ  Z0, Z22, Z28
-	MULXQ        840(SP), R9, R10
+	MULXQ        864(SP), R9, R10
 	VPMADD52LUQ  Z0, Z20, Z23
 	ADDQ         R9, R13
 	ADCQ         R10, R15
 	VPMADD52HUQ  Z0, Z20, Z26
 	VPMADD52LUQ  Z1, Z20, Z24
-	MOVQ         856(SP), R9
+	MOVQ         880(SP), R9
 	VPMADD52HUQ  Z1, Z20, Z27
 	IMULQ        R11, R9
 	VPMADD52LUQ  Z2, Z20, Z25
@@ -15494,7 +15615,7 @@ whole_last:
 	ADCQ         $0x00, R15
 	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VPMADD52HUQ  Z4, Z21, Z26
 	ADDQ         R14, R13
 	ADCQ         R11, R15
@@ -15524,25 +15645,25 @@ whole_last:
 	VPANDQ       Z30, Z24, Z21
 	MOVQ         R12, DX
 	VPADDQ       Z29, Z25, Z25
-	MULXQ        840(SP), R9, R10
+	MULXQ        864(SP), R9, R10
 	VPSRLQ       $0x2a, Z25, Z29
-	MULXQ        848(SP), R14, R15
+	MULXQ        872(SP), R14, R15
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
 	MOVQ         R13, DX
 	VPSRLQ       $0x2c, Z20, Z29
-	MULXQ        856(SP), R12, R13
+	MULXQ        880(SP), R12, R13
 	VPANDQ       Z30, Z20, Z20
 	ADDQ         R12, R9
 	ADCQ         R13, R10
 	VPADDQ       Z29, Z21, Z21
 	VMOVDQU64    384(SI), Z26
-	MULXQ        840(SP), R12, R13
+	MULXQ        864(SP), R12, R13
 	VPUNPCKLQDQ  448(SI), Z26, Z27
 	ADDQ         R12, R14
 	ADCQ         R13, R15
 	VPUNPCKHQDQ  448(SI), Z26, Z28
-	MOVQ         856(SP), R12
+	MOVQ         880(SP), R12
 	VPANDQ       Z30, Z27, Z23
 	IMULQ        R11, R12
 	VPSRLQ       $0x2c, Z27, Z24
@@ -15550,7 +15671,7 @@ whole_last:
 	ADDQ         R12, R14
 	ADCQ         $0x00, R15
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VPSRLQ       $0x18, Z28, Z28
 	ADDQ         R10, R14
 	ADCQ         R11, R15
@@ -15581,25 +15702,25 @@ whole_last:
 	MOVQ         R9, DX
 	VPMADD52LUQ  Z1, Z20, Z24
 	VPMADD52HUQ  Z1, Z20, Z27
-	MULXQ        840(SP), R12, R13
+	MULXQ        864(SP), R12, R13
 	VPMADD52LUQ  Z2, Z20, Z25
-	MULXQ        848(SP), R10, R15
+	MULXQ        872(SP), R10, R15
 	VPMADD52HUQ  Z2, Z20, Z28
 	MOVQ         R14, DX
 	VPMADD52LUQ  Z4, Z21, Z23
-	MULXQ        856(SP), R9, R14
+	MULXQ        880(SP), R9, R14
 	VPMADD52HUQ  Z4, Z21, Z26
 	VPMADD52LUQ  Z0, Z21, Z24
 	ADDQ         R9, R12
 	ADCQ         R14, R13
 	VPMADD52HUQ  Z0, Z21, Z27
-	MULXQ        840(SP), R9, R14
+	MULXQ        864(SP), R9, R14
 	VPMADD52LUQ  Z1, Z21, Z25
 	ADDQ         R9, R10
 	ADCQ         R14, R15
 	VPMADD52HUQ  Z1, Z21, Z28
 	VPMADD52LUQ  Z11, Z26, Z24
-	MOVQ         856(SP), R9
+	MOVQ         880(SP), R9
 	VPMADD52LUQ  Z11, Z27, Z25
 	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z23, Z29
@@ -15607,7 +15728,7 @@ whole_last:
 	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z23, Z20
 	VPMADD52LUQ  Z13, Z28, Z20
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VPADDQ       Z29, Z24, Z24
 	ADDQ         R13, R10
 	ADCQ         R11, R15
@@ -15637,25 +15758,25 @@ whole_last:
 	VPUNPCKHQDQ  576(SI), Z26, Z28
 	MOVQ         R12, DX
 	VPANDQ       Z30, Z27, Z23
-	MULXQ        840(SP), R9, R14
+	MULXQ        864(SP), R9, R14
 	VPSRLQ       $0x2c, Z27, Z24
-	MULXQ        848(SP), R13, R15
+	MULXQ        872(SP), R13, R15
 	VPSLLQ       $0x14, Z28, Z26
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	MOVQ         R10, DX
 	VPSRLQ       $0x18, Z28, Z28
-	MULXQ        856(SP), R12, R10
+	MULXQ        880(SP), R12, R10
 	VPORQ        Z14, Z28, Z25
 	ADDQ         R12, R9
 	ADCQ         R10, R14
 	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z27
-	MULXQ        840(SP), R12, R10
+	MULXQ        864(SP), R12, R10
 	VPXORQ       Z30, Z30, Z28
 	ADDQ         R12, R13
 	ADCQ         R10, R15
 	VPMADD52LUQ  Z3, Z22, Z23
-	MOVQ         856(SP), R12
+	MOVQ         880(SP), R12
 	VPMADD52HUQ  Z3, Z22, Z26
 	VPMADD52LUQ  Z4, Z22, Z24
 	IMULQ        R11, R12
@@ -15663,7 +15784,7 @@ whole_last:
 	ADDQ         R12, R13
 	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z0, Z22, Z25
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VPMADD52HUQ  Z0, Z22, Z28
 	VPMADD52LUQ  Z0, Z20, Z23
 	ADDQ         R14, R13
@@ -15694,25 +15815,25 @@ whole_last:
 	MOVQ         R9, DX
 	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
-	MULXQ        840(SP), R12, R10
+	MULXQ        864(SP), R12, R10
 	VPSRLQ       $0x2c, Z23, Z29
-	MULXQ        848(SP), R14, R15
+	MULXQ        872(SP), R14, R15
 	VPANDQ       Z30, Z23, Z20
 	MOVQ         R13, DX
 	VPMADD52LUQ  Z13, Z28, Z20
 	VPADDQ       Z29, Z24, Z24
-	MULXQ        856(SP), R9, R13
+	MULXQ        880(SP), R9, R13
 	VPSRLQ       $0x2c, Z24, Z29
 	ADDQ         R9, R12
 	ADCQ         R13, R10
 	VPANDQ       Z30, Z24, Z21
-	MULXQ        840(SP), R9, R13
+	MULXQ        864(SP), R9, R13
 	VPADDQ       Z29, Z25, Z25
 	VPSRLQ       $0x2a, Z25, Z29
 	ADDQ         R9, R14
 	ADCQ         R13, R15
 	VPANDQ       Z10, Z25, Z22
-	MOVQ         856(SP), R9
+	MOVQ         880(SP), R9
 	VPMADD52LUQ  Z12, Z29, Z20
 	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z20, Z29
@@ -15720,7 +15841,7 @@ whole_last:
 	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VMOVDQU64    640(SI), Z26
 	ADDQ         R10, R14
 	ADCQ         R11, R15
@@ -15750,25 +15871,25 @@ whole_last:
 	VPMADD52LUQ  Z3, Z22, Z23
 	MOVQ         R12, DX
 	VPMADD52HUQ  Z3, Z22, Z26
-	MULXQ        840(SP), R9, R13
+	MULXQ        864(SP), R9, R13
 	VPMADD52LUQ  Z4, Z22, Z24
-	MULXQ        848(SP), R10, R15
+	MULXQ        872(SP), R10, R15
 	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
 	MOVQ         R14, DX
 	VPMADD52HUQ  Z0, Z22, Z28
-	MULXQ        856(SP), R12, R14
+	MULXQ        880(SP), R12, R14
 	VPMADD52LUQ  Z0, Z20, Z23
 	ADDQ         R12, R9
 	ADCQ         R14, R13
 	VPMADD52HUQ  Z0, Z20, Z26
 	VPMADD52LUQ  Z1, Z20, Z24
-	MULXQ        840(SP), R12, R14
+	MULXQ        864(SP), R12, R14
 	VPMADD52HUQ  Z1, Z20, Z27
 	ADDQ         R12, R10
 	ADCQ         R14, R15
 	VPMADD52LUQ  Z2, Z20, Z25
-	MOVQ         856(SP), R12
+	MOVQ         880(SP), R12
 	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
 	IMULQ        R11, R12
@@ -15776,7 +15897,7 @@ whole_last:
 	ADDQ         R12, R10
 	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z0, Z21, Z24
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VPMADD52HUQ  Z0, Z21, Z27
 	VPMADD52LUQ  Z1, Z21, Z25
 	ADDQ         R13, R10
@@ -15807,25 +15928,25 @@ whole_last:
 	MOVQ         R9, DX
 	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
-	MULXQ        840(SP), R12, R14
+	MULXQ        864(SP), R12, R14
 	VPSRLQ       $0x2c, Z20, Z29
-	MULXQ        848(SP), R13, R15
+	MULXQ        872(SP), R13, R15
 	VPANDQ       Z30, Z20, Z20
 	MOVQ         R10, DX
 	VPADDQ       Z29, Z21, Z21
-	VPBROADCASTQ 872(SP), Z15
-	MULXQ        856(SP), R9, R10
-	VPBROADCASTQ 880(SP), Z16
+	VPBROADCASTQ 896(SP), Z15
+	MULXQ        880(SP), R9, R10
+	VPBROADCASTQ 904(SP), Z16
 	ADDQ         R9, R12
 	ADCQ         R10, R14
-	VPBROADCASTQ 888(SP), Z17
-	MULXQ        840(SP), R9, R10
-	VPBROADCASTQ 896(SP), Z18
-	VPBROADCASTQ 904(SP), Z19
+	VPBROADCASTQ 912(SP), Z17
+	MULXQ        864(SP), R9, R10
+	VPBROADCASTQ 920(SP), Z18
+	VPBROADCASTQ 928(SP), Z19
 	ADDQ         R9, R13
 	ADCQ         R10, R15
 	VMOVDQU64    896(SI), Z26
-	MOVQ         856(SP), R9
+	MOVQ         880(SP), R9
 	VPUNPCKLQDQ  960(SI), Z26, Z27
 	IMULQ        R11, R9
 	VPUNPCKHQDQ  960(SI), Z26, Z28
@@ -15833,7 +15954,7 @@ whole_last:
 	ADDQ         R9, R13
 	ADCQ         $0x00, R15
 	VPSRLQ       $0x2c, Z27, Z24
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VPSLLQ       $0x14, Z28, Z26
 	ADDQ         R14, R13
 	ADCQ         R11, R15
@@ -15863,25 +15984,25 @@ whole_last:
 	VPMADD52HUQ  Z15, Z22, Z28
 	MOVQ         R12, DX
 	VPMADD52LUQ  Z15, Z20, Z23
-	MULXQ        840(SP), R9, R10
+	MULXQ        864(SP), R9, R10
 	VPMADD52HUQ  Z15, Z20, Z26
 	VPMADD52LUQ  Z16, Z20, Z24
-	MULXQ        848(SP), R14, R15
+	MULXQ        872(SP), R14, R15
 	VPMADD52HUQ  Z16, Z20, Z27
 	MOVQ         R13, DX
 	VPMADD52LUQ  Z17, Z20, Z25
-	MULXQ        856(SP), R12, R13
+	MULXQ        880(SP), R12, R13
 	VPMADD52HUQ  Z17, Z20, Z28
 	VPMADD52LUQ  Z19, Z21, Z23
 	ADDQ         R12, R9
 	ADCQ         R13, R10
 	VPMADD52HUQ  Z19, Z21, Z26
-	MULXQ        840(SP), R12, R13
+	MULXQ        864(SP), R12, R13
 	VPMADD52LUQ  Z15, Z21, Z24
 	ADDQ         R12, R14
 	ADCQ         R13, R15
 	VPMADD52HUQ  Z15, Z21, Z27
-	MOVQ         856(SP), R12
+	MOVQ         880(SP), R12
 	VPMADD52LUQ  Z16, Z21, Z25
 	VPMADD52HUQ  Z16, Z21, Z28
 	IMULQ        R11, R12
@@ -15889,7 +16010,7 @@ whole_last:
 	ADDQ         R12, R14
 	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z11, Z27, Z25
-	IMULQ        840(SP), R11
+	IMULQ        864(SP), R11
 	VPSRLQ       $0x2c, Z23, Z29
 	VPANDQ       Z30, Z23, Z20
 	ADDQ         R10, R14
@@ -15982,142 +16103,83 @@ whole_last:
 	VPXORQ Z17, Z17, Z17
 	VPXORQ Z18, Z18, Z18
 	VPXORQ Z19, Z19, Z19
-	LEAQ   112(SP), AX
 
-	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
+	// Sum the lanes and the addend: each lane's limbs are below 2⁴⁴+2⁷
+	// (mulReduce), the sums below 2^47.2.
 	VALIGNQ $0x04, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
 	VALIGNQ $0x02, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
 	VALIGNQ $0x01, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
-	VMOVQ   X20, CX
+	VMOVQ   X20, AX
+	ADDQ    200(SP), AX
 	VALIGNQ $0x04, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x02, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
 	VALIGNQ $0x01, Z21, Z21, Z16
 	VPADDQ  Z16, Z21, Z21
-	VMOVQ   X21, DX
+	VMOVQ   X21, CX
+	ADDQ    208(SP), CX
 	VALIGNQ $0x04, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x02, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
 	VALIGNQ $0x01, Z22, Z22, Z16
 	VPADDQ  Z16, Z22, Z22
-	VMOVQ   X22, BX
+	VMOVQ   X22, DX
+	ADDQ    216(SP), DX
 
 	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
-	MOVQ $0x00000fffffffffff, R8
-	MOVQ CX, SI
-	SHRQ $0x2c, SI
-	ANDQ R8, CX
-	ADDQ SI, DX
-	MOVQ DX, SI
-	SHRQ $0x2c, SI
-	ANDQ R8, DX
-	ADDQ SI, BX
-	MOVQ BX, SI
-	SHRQ $0x2a, SI
-	MOVQ $0x000003ffffffffff, DI
-	ANDQ DI, BX
-	LEAQ (SI)(SI*4), SI
-	ADDQ SI, CX
-	MOVQ CX, SI
-	SHRQ $0x2c, SI
-	ANDQ R8, CX
-	ADDQ SI, DX
+	MOVQ $0x00000fffffffffff, DI
+	MOVQ AX, BX
+	SHRQ $0x2c, BX
+	ANDQ DI, AX
+	ADDQ BX, CX
+	MOVQ CX, BX
+	SHRQ $0x2c, BX
+	ANDQ DI, CX
+	ADDQ BX, DX
+	MOVQ DX, BX
+	SHRQ $0x2a, BX
+	MOVQ $0x000003ffffffffff, SI
+	ANDQ SI, DX
+	LEAQ (BX)(BX*4), BX
+	ADDQ BX, AX
+	MOVQ AX, BX
+	SHRQ $0x2c, BX
+	ANDQ DI, AX
+	ADDQ BX, CX
 
 	// Back to radix 2⁶⁴: h = l0 + l1·2⁴⁴ + l2·2⁸⁸, each shifted piece
 	// split at the word boundary, then added with carries.
+	MOVQ CX, BX
+	SHLQ $0x2c, BX
+	SHRQ $0x14, CX
 	MOVQ DX, SI
-	SHLQ $0x2c, SI
-	SHRQ $0x14, DX
-	MOVQ BX, DI
-	SHLQ $0x18, DI
-	SHRQ $0x28, BX
-	ADDQ SI, CX
-	ADCQ DI, DX
-	ADCQ $0x00, BX
-	MOVQ CX, (AX)
-	MOVQ DX, 8(AX)
-	MOVQ BX, 16(AX)
-
-	// Clear the frame: r and its powers.
-	VPXORQ    Z16, Z16, Z16
-	VMOVDQU64 Z16, 872(SP)
-	VMOVDQU64 Z16, 936(SP)
-	VMOVDQU64 Z16, 1000(SP)
-	VMOVDQU64 Z16, 1064(SP)
-	VMOVDQU64 Z16, 1128(SP)
-	VMOVDQU64 Y16, 840(SP)
-
-	// The block of lengths: aadLen, and 1024·groups bytes of ciphertext.
-	MOVQ 112(SP), DX
-	MOVQ 120(SP), AX
-	MOVQ 128(SP), CX
-	MOVQ 136(SP), BX
-	MOVQ 144(SP), SI
-	MOVQ SI, DI
-	SHRQ $0x02, DI
-	ADDQ SI, DI
-	MOVQ groups+24(FP), R8
-	SHLQ $0x0a, R8
-	MOVQ aadLen+56(FP), R9
-	ADDQ R9, DX
-	ADCQ R8, AX
-	ADCQ $0x01, CX
-
-	// h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with
-	// d0 = h0·r0 + h1·s1, d1 = h0·r1 + h1·r0 + h2·s1, d2 = h2·r0.
-	// r0 < 2⁶⁰, s1 < 2⁶¹ and h2 ≤ 7, so the h2 products fit in 64 bits.
-	MULXQ BX, R8, R9
-	MULXQ SI, SI, R10
-	MOVQ  AX, DX
-	MULXQ DI, R11, R12
-	MULXQ BX, DX, AX
-	MOVQ  CX, R13
-	IMULQ DI, R13
-	IMULQ BX, CX
-	ADDQ  R11, R8
-	ADCQ  R12, R9
-	ADDQ  DX, SI
-	ADCQ  AX, R10
-	ADDQ  R13, SI
-	ADCQ  $0x00, R10
-	ADDQ  R9, SI
-	ADCQ  $0x00, R10
-	ADDQ  CX, R10
-
-	// Reduce: b1 = 4q + (b1 & 3) at 2¹²⁸, and q·2¹³⁰ ≡ 5q.
-	MOVQ R10, CX
-	ANDQ $0x03, CX
-	MOVQ R10, AX
-	SHRQ $0x02, AX
-	ANDQ $-4, R10
-	ADDQ AX, R10
-	MOVQ R8, DX
-	MOVQ SI, AX
-	ADDQ R10, DX
-	ADCQ $0x00, AX
-	ADCQ $0x00, CX
+	SHLQ $0x18, SI
+	SHRQ $0x28, DX
+	ADDQ BX, AX
+	ADCQ SI, CX
+	ADCQ $0x00, DX
 
 	// The tag: h mod 2¹³⁰−5, as poly1305MAC.sum reduces it (h < 2p, so
 	// one conditional subtraction of p, taken when h + 5 reaches 2¹³⁰), plus
 	// s mod 2¹²⁸.
-	MOVQ    DX, BX
+	MOVQ    AX, BX
 	ADDQ    $0x05, BX
-	MOVQ    AX, SI
+	MOVQ    CX, SI
 	ADCQ    $0x00, SI
-	ADCQ    $0x00, CX
-	SHRQ    $0x02, CX
-	CMOVQNE BX, DX
-	CMOVQNE SI, AX
-	ADDQ    168(SP), DX
-	ADCQ    176(SP), AX
-	MOVQ    tag+64(FP), CX
-	MOVQ    DX, (CX)
-	MOVQ    AX, 8(CX)
+	ADCQ    $0x00, DX
+	SHRQ    $0x02, DX
+	CMOVQNE BX, AX
+	CMOVQNE SI, CX
+	ADDQ    168(SP), AX
+	ADCQ    176(SP), CX
+	MOVQ    tag+64(FP), DX
+	MOVQ    AX, (DX)
+	MOVQ    CX, 8(DX)
 
 	// Wipe the frame: the key block, r's powers, the state.
 	VPXORQ    Z16, Z16, Z16

@@ -16,16 +16,26 @@ import (
 // it a step in the message's chain. Here the table, the key block and the
 // state live in the frame, which the kernel wipes with a few zmm stores.
 //
+// The block of lengths, L, costs no multiply after the message's last step:
+// the head writes the lane powers times r (powersGPR with shift), so that the
+// lanes sum to h·r where they would sum to h, and L·r, computed beside the
+// additional data, joins that sum: (h + L)·r. Measured on Zen 4, fastest
+// burst of 4 runs alternating with the kernel that multiplied by r at the
+// end: Seal 1 KiB 292–293 -> 287 ns, Open 1 KiB 292–294 -> 286–288, Seal
+// 2 KiB 535–537 -> 523–524; 64, 512 bytes and 16 KiB unchanged.
+//
 // The frame, in order: the head's, the state of block 17 for the stitched
 // kernel, the Poly1305 state (h0 h1 h2 r0 r1), the Poly1305 key, a block of
-// padding for the additional data's last partial block, the powers table and
-// the stitched kernel's frame; rounded up to whole 64-byte rows.
+// padding for the additional data's last partial block, L·r in radix 2⁴⁴,
+// the powers table and the stitched kernel's frame; rounded up to whole
+// 64-byte rows.
 const (
 	fusedState = headFrame
 	fusedSt    = fusedState + 64
 	fusedKey   = fusedSt + 40
 	fusedPad   = fusedKey + 32
-	fusedTbl   = fusedPad + 16
+	fusedLr    = fusedPad + 16
+	fusedTbl   = fusedLr + 24
 	fusedStit  = fusedTbl + 2*rowsPerMul*64
 	fusedFrame = (fusedStit + stitchFrame + 63) &^ 63
 )
@@ -76,7 +86,7 @@ func chachaPolyWhole() {
 	headBody(headIn{key: lea(fusedState + 16), nonce: lea(fusedState + 52),
 		counter: func(r Register) { XORL(r, r) },
 		polyKey: lea(fusedKey), tbl: lea(fusedTbl), src: load("src"), dst: load("dst"),
-		frame: at(0)})
+		frame: at(0), shiftPowers: true})
 
 	Comment("Poly1305's r, clamped, and the additional data, with MULX.")
 	r0, r1, s1 := GP64(), GP64(), GP64()
@@ -130,6 +140,29 @@ func chachaPolyWhole() {
 	MOVQ(h1, at(fusedSt+offH1))
 	MOVQ(h2, at(fusedSt+offH2))
 
+	Comment("L·r, L the block of lengths: aadLen, and 1024·groups bytes of",
+		"ciphertext; in radix 2⁴⁴ (l2 < 2^42.33, as mulxMulR leaves the top",
+		"word at most 4).")
+	l0, l1, l2 := GP64(), GP64(), GP64()
+	Load(Param("aadLen"), l0)
+	Load(Param("groups"), l1)
+	SHLQ(U8(10), l1)
+	MOVL(U32(1), l2.As32())
+	mulxMulR(l0, l1, l2, r0, r1, s1)
+	m44 := GP64()
+	MOVQ(U64(mask44), m44)
+	t := GP64()
+	MOVQ(l0, t)
+	ANDQ(m44, t)
+	MOVQ(t, at(fusedLr))
+	SHRQ(U8(44), l1, l0) // l0 = l0≫44 | l1≪20
+	ANDQ(m44, l0)
+	MOVQ(l0, at(fusedLr+8))
+	SHRQ(U8(24), l1)
+	SHLQ(U8(40), l2)
+	ORQ(l1, l2)
+	MOVQ(l2, at(fusedLr+16))
+
 	param := func(name string) func() Register {
 		return func() Register { return Load(Param(name), GP64()) }
 	}
@@ -140,45 +173,30 @@ func chachaPolyWhole() {
 			return r
 		}
 	}
+	lr := at(fusedLr)
+	finish := func(h [3]Op) {
+		h0, h1, h2 := sumLanes(h, Z16, &lr)
+		Comment("The tag: h mod 2¹³⁰−5, as poly1305MAC.sum reduces it (h < 2p, so",
+			"one conditional subtraction of p, taken when h + 5 reaches 2¹³⁰), plus",
+			"s mod 2¹²⁸.")
+		t0, t1 := GP64(), GP64()
+		MOVQ(h0, t0)
+		ADDQ(U8(5), t0)
+		MOVQ(h1, t1)
+		ADCQ(U8(0), t1)
+		ADCQ(U8(0), h2)
+		SHRQ(U8(2), h2)
+		CMOVQNE(t0, h0)
+		CMOVQNE(t1, h1)
+		ADDQ(at(fusedKey+16), h0)
+		ADCQ(at(fusedKey+24), h1)
+		tag := Load(Param("tag"), GP64())
+		MOVQ(h0, Mem{Base: tag})
+		MOVQ(h1, Mem{Base: tag, Disp: 8})
+	}
 	stitchedBody(true, stitchIn{op: "whole", mac: param("mac"), dst: param("dst"), src: param("src"),
 		groups: param("groups"), state: leaReg(fusedState), st: leaReg(fusedSt), tbl: leaReg(fusedTbl),
-		frame: at(fusedStit)})
-
-	Comment("The block of lengths: aadLen, and 1024·groups bytes of ciphertext.")
-	h0, h1, h2 = GP64(), GP64(), GP64()
-	r0, r1, s1 = GP64(), GP64(), GP64()
-	MOVQ(at(fusedSt+offH0), h0)
-	MOVQ(at(fusedSt+offH1), h1)
-	MOVQ(at(fusedSt+offH2), h2)
-	MOVQ(at(fusedSt+offR0), r0)
-	MOVQ(at(fusedSt+offR1), r1)
-	MOVQ(r1, s1)
-	SHRQ(U8(2), s1)
-	ADDQ(r1, s1)
-	ct := Load(Param("groups"), GP64())
-	SHLQ(U8(10), ct)
-	ADDQ(Load(Param("aadLen"), GP64()), h0)
-	ADCQ(ct, h1)
-	ADCQ(U8(1), h2)
-	mulxMulR(h0, h1, h2, r0, r1, s1)
-
-	Comment("The tag: h mod 2¹³⁰−5, as poly1305MAC.sum reduces it (h < 2p, so",
-		"one conditional subtraction of p, taken when h + 5 reaches 2¹³⁰), plus",
-		"s mod 2¹²⁸.")
-	t0, t1 := GP64(), GP64()
-	MOVQ(h0, t0)
-	ADDQ(U8(5), t0)
-	MOVQ(h1, t1)
-	ADCQ(U8(0), t1)
-	ADCQ(U8(0), h2)
-	SHRQ(U8(2), h2)
-	CMOVQNE(t0, h0)
-	CMOVQNE(t1, h1)
-	ADDQ(at(fusedKey+16), h0)
-	ADCQ(at(fusedKey+24), h1)
-	tag := Load(Param("tag"), GP64())
-	MOVQ(h0, Mem{Base: tag})
-	MOVQ(h1, Mem{Base: tag, Disp: 8})
+		frame: at(fusedStit), finish: finish})
 
 	Comment("Wipe the frame: the key block, r's powers, the state.")
 	VPXORQ(Z16, Z16, Z16)

@@ -46,6 +46,8 @@ func chachaPolyHead() {
 type headIn struct {
 	key, nonce, counter, polyKey, tbl, src, dst func(Register)
 	frame                                       Mem
+	// shiftPowers has the B rows hold r² … r⁹ instead of r¹ … r⁸ (powersGPR).
+	shiftPowers bool
 }
 
 const headFrame = 48
@@ -142,7 +144,7 @@ func headBody(in headIn) {
 	for i, r := range []Register{RAX, R14, RSI, R8} {
 		g.op2(MOVQ, r, Mem{Base: RCX, Disp: 8 * i})
 	}
-	powersGPR(&g, RAX, R14, in.tbl)
+	powersGPR(&g, RAX, R14, in.tbl, in.shiftPowers)
 	merge(v, g)
 
 	Comment("Add the input state to the 16 zmm blocks, transpose, XOR, store.")
@@ -207,10 +209,22 @@ func laneOf(k int) int {
 // power's five limbs (l0, l1, l2, 20·l1, 20·l2) to its lane of the B
 // rows, and r⁸ to every lane of the r⁸ rows. It uses Z16 and the
 // general-purpose registers RAX, RBX, RCX, RDX, RDI, R8–R14 and r0 and r1.
-func powersGPR(s *stream, r0in, r1in Register, loadTbl func(Register)) {
+//
+// With shift, it also computes r⁹, and the B rows hold r^(k+1) where they
+// would hold r^k: a last step that multiplies by them leaves h·r, as if
+// the block of lengths, L, had been absorbed too but for L·r, which the
+// caller adds (chachaPolyWhole). r¹ then waits in lane 0 of the r⁸ rows
+// until r⁸ replaces it.
+func powersGPR(s *stream, r0in, r1in Register, loadTbl func(Register), shift bool) {
 	tbl := RDI
 	s.do(func() { loadTbl(tbl) })
 	at := func(k int) func(i int) Mem {
+		if shift && k == 1 {
+			return func(i int) Mem { return Mem{Base: tbl, Disp: tblR8 + 64*i} }
+		}
+		if shift {
+			k--
+		}
 		return func(i int) Mem { return Mem{Base: tbl, Disp: tblB + 64*i + 8*laneOf(k)} }
 	}
 	// r = key[0:16] & 0x0ffffffc0ffffffc0ffffffc0fffffff, in radix 2⁴⁴:
@@ -246,6 +260,9 @@ func powersGPR(s *stream, r0in, r1in Register, loadTbl func(Register)) {
 	gprMul44(s, at(4), at(2), at(6))
 	gprMul44(s, at(4), at(3), at(7))
 	gprMul44(s, at(4), at(4), at(8))
+	if shift {
+		gprMul44(s, at(5), at(4), at(9))
+	}
 	for i := 0; i < rowsPerMul; i++ {
 		s.op(VPBROADCASTQ, at(8)(i), Z16)
 		s.op(VMOVDQU64, Z16, Mem{Base: tbl, Disp: tblR8 + 64*i})
@@ -265,7 +282,7 @@ func powersMULX() {
 	MOVQ(Mem{Base: st, Disp: offR0}, RAX)
 	MOVQ(Mem{Base: st, Disp: offR1}, RBX)
 	var s stream
-	powersGPR(&s, RAX, RBX, func(r Register) { Load(Param("tbl"), r) })
+	powersGPR(&s, RAX, RBX, func(r Register) { Load(Param("tbl"), r) }, false)
 	s.emit()
 	VZEROUPPER()
 	RET()

@@ -471,8 +471,24 @@ func loadH(st Register, h [3]Op) {
 // storeH sums the lanes of h and stores the sum to st's accumulator in
 // radix 2⁶⁴, partially reduced. s is a scratch vector register.
 func storeH(h [3]Op, st Register, s Op) {
-	Comment("Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.")
-	h0, h1, h2, t, u, m44 := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	h0, h1, h2 := sumLanes(h, s, nil)
+	MOVQ(h0, Mem{Base: st, Disp: offH0})
+	MOVQ(h1, Mem{Base: st, Disp: offH1})
+	MOVQ(h2, Mem{Base: st, Disp: offH2})
+}
+
+// sumLanes returns the sum of h's lanes, plus the value in radix 2⁴⁴ at
+// add's three words if add is not nil (limbs below 2⁴⁴, 2⁴⁴ and 2⁴³), in
+// radix 2⁶⁴, below 2¹³⁰ + 2⁸⁹. s is a scratch vector register.
+func sumLanes(h [3]Op, s Op, add *Mem) (h0, h1, h2 GPVirtual) {
+	if add == nil {
+		Comment("Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.")
+	} else {
+		Comment("Sum the lanes and the addend: each lane's limbs are below 2⁴⁴+2⁷",
+			"(mulReduce), the sums below 2^47.2.")
+	}
+	h0, h1, h2 = GP64(), GP64(), GP64()
+	t, u, m44 := GP64(), GP64(), GP64()
 	out := [3]GPVirtual{h0, h1, h2}
 	for i := range h {
 		VALIGNQ(U8(4), h[i], h[i], s)
@@ -482,6 +498,9 @@ func storeH(h [3]Op, st Register, s Op) {
 		VALIGNQ(U8(1), h[i], h[i], s)
 		VPADDQ(s, h[i], h[i])
 		VMOVQ(h[i].(Vec).AsX(), out[i])
+		if add != nil {
+			ADDQ(add.Offset(8*i), out[i])
+		}
 	}
 
 	Comment("Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.")
@@ -516,9 +535,7 @@ func storeH(h [3]Op, st Register, s Op) {
 	ADDQ(t, h0)
 	ADCQ(u, h1)
 	ADCQ(U8(0), h2)
-	MOVQ(h0, Mem{Base: st, Disp: offH0})
-	MOVQ(h1, Mem{Base: st, Disp: offH1})
-	MOVQ(h2, Mem{Base: st, Disp: offH2})
+	return h0, h1, h2
 }
 
 func blocksIFMA() {

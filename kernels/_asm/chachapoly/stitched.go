@@ -149,6 +149,9 @@ type stitchIn struct {
 	op                                    string
 	mac, dst, src, groups, state, st, tbl func() Register
 	frame                                 Mem
+	// finish, if not nil, takes the accumulator's lanes at the end instead
+	// of storeH, and the caller clears the frame.
+	finish func(h [3]Op)
 }
 
 // stitchFrame is the frame stitchedBody needs: r0, r1 and s1 for the
@@ -398,6 +401,10 @@ func stitchedBody(seal bool, in stitchIn) {
 		Comment("The last group, with Poly1305 over its input all with IFMA, the",
 			"last step multiplying by the lane powers.")
 		group(steps(a.src, false, false))
+	}
+	if in.finish != nil {
+		in.finish(zAcc)
+		return
 	}
 	storeH(zAcc, in.st(), Z16)
 	Comment("Clear the frame: r and its powers.")
