@@ -6109,290 +6109,290 @@ seal_last:
 	ADCQ         BX, R13
 	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
 	MOVQ         448(CX), DX
-	VMOVDQU64    (SI), Z23
 	MULXQ        512(CX), AX, BX
+	VMOVDQU64    (SI), Z23
 	VMOVDQU64    64(SI), Z24
-	VPUNPCKLQDQ  Z24, Z23, Z25
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPUNPCKHQDQ  Z24, Z23, Z26
+	VPUNPCKLQDQ  Z24, Z23, Z25
 	MULXQ        576(CX), AX, BX
-	VPSRLQ       $0x2c, Z25, Z27
+	VPUNPCKHQDQ  Z24, Z23, Z26
 	ADDQ         AX, R10
 	ADCQ         BX, R11
+	VPSRLQ       $0x2c, Z25, Z27
 	VPANDQ       Z30, Z25, Z25
 	MULXQ        320(CX), AX, BX
 	VPADDQ       Z25, Z20, Z20
-	VPSLLQ       $0x14, Z26, Z23
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPSLLQ       $0x14, Z26, Z23
 	MOVQ         $0x00000fffffffffff, DX
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
 	VPADDQ       Z27, Z21, Z21
 	MOVQ         R8, CX
 	VPSRLQ       $0x18, Z26, Z26
-	VPORQ        Z14, Z26, Z26
 	ANDQ         DX, CX
-	VPADDQ       Z26, Z22, Z22
+	VPORQ        Z14, Z26, Z26
 	SHRQ         $0x2c, R9, R8
-	VMOVDQU64    128(SI), Z26
+	VPADDQ       Z26, Z22, Z22
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
+	VMOVDQU64    128(SI), Z26
 	VPUNPCKLQDQ  192(SI), Z26, Z27
-	VPUNPCKHQDQ  192(SI), Z26, Z28
 	MOVQ         R10, AX
-	VPANDQ       Z30, Z27, Z23
+	VPUNPCKHQDQ  192(SI), Z26, Z28
 	ANDQ         DX, AX
-	VPSRLQ       $0x2c, Z27, Z24
+	VPANDQ       Z30, Z27, Z23
 	SHRQ         $0x2c, R11, R10
+	VPSRLQ       $0x2c, Z27, Z24
 	VPSLLQ       $0x14, Z28, Z26
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPSRLQ       $0x18, Z28, Z28
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	MOVQ         R12, BX
-	VPORQ        Z14, Z28, Z25
+	VPSRLQ       $0x18, Z28, Z28
 	SHLQ         $0x16, BX
+	VPORQ        Z14, Z28, Z25
 	VPXORQ       Z30, Z30, Z26
-	VPXORQ       Z30, Z30, Z27
 	SHRQ         $0x16, BX
-	VPXORQ       Z30, Z30, Z28
+	VPXORQ       Z30, Z30, Z27
 	SHRQ         $0x2a, R13, R12
-	VPMADD52LUQ  Z3, Z22, Z23
+	VPXORQ       Z30, Z30, Z28
 	LEAQ         (R12)(R12*4), R14
+	VPMADD52LUQ  Z3, Z22, Z23
 	VPMADD52HUQ  Z3, Z22, Z26
 	ADDQ         R14, CX
 	VPMADD52LUQ  Z4, Z22, Z24
-	VPMADD52HUQ  Z4, Z22, Z27
 	MOVQ         CX, R14
-	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z4, Z22, Z27
 	SHRQ         $0x2c, R14
+	VPMADD52LUQ  Z0, Z22, Z25
 	VPMADD52HUQ  Z0, Z22, Z28
 	ANDQ         DX, CX
 	VPMADD52LUQ  Z0, Z20, Z23
-	VPMADD52HUQ  Z0, Z20, Z26
 	ADDQ         R14, AX
-	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z0, Z20, Z26
 	MOVQ         AX, R14
+	VPMADD52LUQ  Z1, Z20, Z24
 	VPMADD52HUQ  Z1, Z20, Z27
 	SHRQ         $0x2c, R14
 	VPMADD52LUQ  Z2, Z20, Z25
-	VPMADD52HUQ  Z2, Z20, Z28
 	ANDQ         DX, AX
-	VPMADD52LUQ  Z4, Z21, Z23
+	VPMADD52HUQ  Z2, Z20, Z28
 	ADDQ         R14, BX
-	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z4, Z21, Z23
 	MOVQ         BX, R14
+	VPMADD52HUQ  Z4, Z21, Z26
 	VPMADD52LUQ  Z0, Z21, Z24
-	VPMADD52HUQ  Z0, Z21, Z27
 	SHRQ         $0x2a, R14
-	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z0, Z21, Z27
 	SHLQ         $0x16, BX
-	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z1, Z21, Z25
 	SHRQ         $0x16, BX
+	VPMADD52HUQ  Z1, Z21, Z28
 	VPMADD52LUQ  Z11, Z26, Z24
-	VPMADD52LUQ  Z11, Z27, Z25
 	LEAQ         (R14)(R14*4), R14
-	VPSRLQ       $0x2c, Z23, Z29
+	VPMADD52LUQ  Z11, Z27, Z25
 	ADDQ         R14, CX
-	VPANDQ       Z30, Z23, Z20
+	VPSRLQ       $0x2c, Z23, Z29
 	MOVQ         CX, R14
+	VPANDQ       Z30, Z23, Z20
 	VPMADD52LUQ  Z13, Z28, Z20
 	SHRQ         $0x2c, R14
 	VPADDQ       Z29, Z24, Z24
-	VPSRLQ       $0x2c, Z24, Z29
 	ANDQ         DX, CX
-	VPANDQ       Z30, Z24, Z21
+	VPSRLQ       $0x2c, Z24, Z29
 	ADDQ         R14, AX
+	VPANDQ       Z30, Z24, Z21
 	VPADDQ       Z29, Z25, Z25
 	MOVQ         CX, 32(SP)
 	VPSRLQ       $0x2a, Z25, Z29
-	VPANDQ       Z10, Z25, Z22
 	MOVQ         AX, 40(SP)
-	VPMADD52LUQ  Z12, Z29, Z20
+	VPANDQ       Z10, Z25, Z22
 	MOVQ         BX, 48(SP)
+	VPMADD52LUQ  Z12, Z29, Z20
 	VPSRLQ       $0x2c, Z20, Z29
 	LEAQ         (AX)(AX*4), R14
 	VPANDQ       Z30, Z20, Z20
-	VPADDQ       Z29, Z21, Z21
 	SHLQ         $0x02, R14
-	VMOVDQU64    256(SI), Z26
+	VPADDQ       Z29, Z21, Z21
 	MOVQ         R14, 56(SP)
+	VMOVDQU64    256(SI), Z26
 	VPUNPCKLQDQ  320(SI), Z26, Z27
 	LEAQ         (BX)(BX*4), R14
 	VPUNPCKHQDQ  320(SI), Z26, Z28
-	VPANDQ       Z30, Z27, Z23
 	SHLQ         $0x02, R14
-	VPSRLQ       $0x2c, Z27, Z24
+	VPANDQ       Z30, Z27, Z23
 	MOVQ         R14, 64(SP)
-	VPSLLQ       $0x14, Z28, Z26
+	VPSRLQ       $0x2c, Z27, Z24
 	MOVQ         768(SI), R9
+	VPSLLQ       $0x14, Z28, Z26
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
-	VPSRLQ       $0x18, Z28, Z28
 	MOVQ         776(SI), R10
-	VPORQ        Z14, Z28, Z25
+	VPSRLQ       $0x18, Z28, Z28
 	MOVL         $0x00000001, R11
-	VPXORQ       Z30, Z30, Z26
+	VPORQ        Z14, Z28, Z25
 	MOVQ         R9, DX
+	VPXORQ       Z30, Z30, Z26
 	VPXORQ       Z30, Z30, Z27
 	MULXQ        (SP), R12, R14
 	VPXORQ       Z30, Z30, Z28
-	VPMADD52LUQ  Z3, Z22, Z23
 	MULXQ        8(SP), R13, R15
-	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z3, Z22, Z23
 	MOVQ         R10, DX
+	VPMADD52HUQ  Z3, Z22, Z26
 	VPMADD52LUQ  Z4, Z22, Z24
 	MULXQ        16(SP), R9, R10
 	VPMADD52HUQ  Z4, Z22, Z27
-	VPMADD52LUQ  Z0, Z22, Z25
 	ADDQ         R9, R12
 	ADCQ         R10, R14
-	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z22, Z25
 	MULXQ        (SP), R9, R10
+	VPMADD52HUQ  Z0, Z22, Z28
 	VPMADD52LUQ  Z0, Z20, Z23
 	ADDQ         R9, R13
 	ADCQ         R10, R15
 	VPMADD52HUQ  Z0, Z20, Z26
-	VPMADD52LUQ  Z1, Z20, Z24
 	MOVQ         16(SP), R9
-	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z1, Z20, Z24
 	IMULQ        R11, R9
+	VPMADD52HUQ  Z1, Z20, Z27
 	VPMADD52LUQ  Z2, Z20, Z25
 	ADDQ         R9, R13
 	ADCQ         $0x00, R15
 	VPMADD52HUQ  Z2, Z20, Z28
-	VPMADD52LUQ  Z4, Z21, Z23
 	IMULQ        (SP), R11
-	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z4, Z21, Z23
 	ADDQ         R14, R13
 	ADCQ         R11, R15
+	VPMADD52HUQ  Z4, Z21, Z26
 	VPMADD52LUQ  Z0, Z21, Z24
 	MOVQ         R15, R11
 	VPMADD52HUQ  Z0, Z21, Z27
-	VPMADD52LUQ  Z1, Z21, Z25
 	ANDQ         $0x03, R11
-	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z1, Z21, Z25
 	MOVQ         R15, R10
-	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52HUQ  Z1, Z21, Z28
 	SHRQ         $0x02, R10
+	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
 	ANDQ         $-4, R15
 	VPSRLQ       $0x2c, Z23, Z29
-	VPANDQ       Z30, Z23, Z20
 	ADDQ         R10, R15
-	VPMADD52LUQ  Z13, Z28, Z20
+	VPANDQ       Z30, Z23, Z20
 	ADDQ         R15, R12
 	ADCQ         $0x00, R13
 	ADCQ         $0x00, R11
+	VPMADD52LUQ  Z13, Z28, Z20
 	VPADDQ       Z29, Z24, Z24
 	ADDQ         784(SI), R12
 	ADCQ         792(SI), R13
 	ADCQ         $0x01, R11
 	VPSRLQ       $0x2c, Z24, Z29
-	VPANDQ       Z30, Z24, Z21
 	MOVQ         R12, DX
-	VPADDQ       Z29, Z25, Z25
+	VPANDQ       Z30, Z24, Z21
 	MULXQ        (SP), R9, R10
+	VPADDQ       Z29, Z25, Z25
 	VPSRLQ       $0x2a, Z25, Z29
 	MULXQ        8(SP), R14, R15
 	VPANDQ       Z10, Z25, Z22
-	VPMADD52LUQ  Z12, Z29, Z20
 	MOVQ         R13, DX
-	VPSRLQ       $0x2c, Z20, Z29
+	VPMADD52LUQ  Z12, Z29, Z20
 	MULXQ        16(SP), R12, R13
+	VPSRLQ       $0x2c, Z20, Z29
 	VPANDQ       Z30, Z20, Z20
 	ADDQ         R12, R9
 	ADCQ         R13, R10
 	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    384(SI), Z26
 	MULXQ        (SP), R12, R13
-	VPUNPCKLQDQ  448(SI), Z26, Z27
+	VMOVDQU64    384(SI), Z26
 	ADDQ         R12, R14
 	ADCQ         R13, R15
+	VPUNPCKLQDQ  448(SI), Z26, Z27
 	VPUNPCKHQDQ  448(SI), Z26, Z28
 	MOVQ         16(SP), R12
 	VPANDQ       Z30, Z27, Z23
 	IMULQ        R11, R12
 	VPSRLQ       $0x2c, Z27, Z24
-	VPSLLQ       $0x14, Z28, Z26
 	ADDQ         R12, R14
 	ADCQ         $0x00, R15
+	VPSLLQ       $0x14, Z28, Z26
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	IMULQ        (SP), R11
 	VPSRLQ       $0x18, Z28, Z28
 	ADDQ         R10, R14
 	ADCQ         R11, R15
 	VPORQ        Z14, Z28, Z25
-	VPXORQ       Z30, Z30, Z26
 	MOVQ         R15, R11
-	VPXORQ       Z30, Z30, Z27
+	VPXORQ       Z30, Z30, Z26
 	ANDQ         $0x03, R11
+	VPXORQ       Z30, Z30, Z27
 	VPXORQ       Z30, Z30, Z28
 	MOVQ         R15, R13
 	VPMADD52LUQ  Z3, Z22, Z23
-	VPMADD52HUQ  Z3, Z22, Z26
 	SHRQ         $0x02, R13
-	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z3, Z22, Z26
 	ANDQ         $-4, R15
+	VPMADD52LUQ  Z4, Z22, Z24
 	VPMADD52HUQ  Z4, Z22, Z27
 	ADDQ         R13, R15
 	VPMADD52LUQ  Z0, Z22, Z25
-	VPMADD52HUQ  Z0, Z22, Z28
 	ADDQ         R15, R9
 	ADCQ         $0x00, R14
 	ADCQ         $0x00, R11
-	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z22, Z28
 	ADDQ         800(SI), R9
 	ADCQ         808(SI), R14
 	ADCQ         $0x01, R11
+	VPMADD52LUQ  Z0, Z20, Z23
 	VPMADD52HUQ  Z0, Z20, Z26
 	MOVQ         R9, DX
 	VPMADD52LUQ  Z1, Z20, Z24
-	VPMADD52HUQ  Z1, Z20, Z27
 	MULXQ        (SP), R12, R13
-	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z1, Z20, Z27
 	MULXQ        8(SP), R10, R15
+	VPMADD52LUQ  Z2, Z20, Z25
 	VPMADD52HUQ  Z2, Z20, Z28
 	MOVQ         R14, DX
 	VPMADD52LUQ  Z4, Z21, Z23
 	MULXQ        16(SP), R9, R14
 	VPMADD52HUQ  Z4, Z21, Z26
-	VPMADD52LUQ  Z0, Z21, Z24
 	ADDQ         R9, R12
 	ADCQ         R14, R13
+	VPMADD52LUQ  Z0, Z21, Z24
 	VPMADD52HUQ  Z0, Z21, Z27
 	MULXQ        (SP), R9, R14
 	VPMADD52LUQ  Z1, Z21, Z25
 	ADDQ         R9, R10
 	ADCQ         R14, R15
 	VPMADD52HUQ  Z1, Z21, Z28
-	VPMADD52LUQ  Z11, Z26, Z24
 	MOVQ         16(SP), R9
+	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
 	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z23, Z29
 	ADDQ         R9, R10
 	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z23, Z20
-	VPMADD52LUQ  Z13, Z28, Z20
 	IMULQ        (SP), R11
-	VPADDQ       Z29, Z24, Z24
+	VPMADD52LUQ  Z13, Z28, Z20
 	ADDQ         R13, R10
 	ADCQ         R11, R15
+	VPADDQ       Z29, Z24, Z24
 	VPSRLQ       $0x2c, Z24, Z29
 	MOVQ         R15, R11
 	VPANDQ       Z30, Z24, Z21
-	VPADDQ       Z29, Z25, Z25
 	ANDQ         $0x03, R11
-	VPSRLQ       $0x2a, Z25, Z29
+	VPADDQ       Z29, Z25, Z25
 	MOVQ         R15, R14
+	VPSRLQ       $0x2a, Z25, Z29
 	VPANDQ       Z10, Z25, Z22
 	SHRQ         $0x02, R14
 	VPMADD52LUQ  Z12, Z29, Z20
-	VPSRLQ       $0x2c, Z20, Z29
 	ANDQ         $-4, R15
-	VPANDQ       Z30, Z20, Z20
+	VPSRLQ       $0x2c, Z20, Z29
 	ADDQ         R14, R15
+	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
 	ADDQ         R15, R12
 	ADCQ         $0x00, R10
@@ -6402,58 +6402,58 @@ seal_last:
 	ADCQ         824(SI), R10
 	ADCQ         $0x01, R11
 	VPUNPCKLQDQ  576(SI), Z26, Z27
-	VPUNPCKHQDQ  576(SI), Z26, Z28
 	MOVQ         R12, DX
+	VPUNPCKHQDQ  576(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
 	MULXQ        (SP), R9, R14
 	VPSRLQ       $0x2c, Z27, Z24
 	MULXQ        8(SP), R13, R15
 	VPSLLQ       $0x14, Z28, Z26
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	MOVQ         R10, DX
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	VPSRLQ       $0x18, Z28, Z28
 	MULXQ        16(SP), R12, R10
 	VPORQ        Z14, Z28, Z25
 	ADDQ         R12, R9
 	ADCQ         R10, R14
 	VPXORQ       Z30, Z30, Z26
-	VPXORQ       Z30, Z30, Z27
 	MULXQ        (SP), R12, R10
+	VPXORQ       Z30, Z30, Z27
 	VPXORQ       Z30, Z30, Z28
 	ADDQ         R12, R13
 	ADCQ         R10, R15
 	VPMADD52LUQ  Z3, Z22, Z23
 	MOVQ         16(SP), R12
 	VPMADD52HUQ  Z3, Z22, Z26
-	VPMADD52LUQ  Z4, Z22, Z24
 	IMULQ        R11, R12
-	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z4, Z22, Z24
 	ADDQ         R12, R13
 	ADCQ         $0x00, R15
+	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
 	IMULQ        (SP), R11
 	VPMADD52HUQ  Z0, Z22, Z28
-	VPMADD52LUQ  Z0, Z20, Z23
 	ADDQ         R14, R13
 	ADCQ         R11, R15
-	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z0, Z20, Z23
 	MOVQ         R15, R11
+	VPMADD52HUQ  Z0, Z20, Z26
 	VPMADD52LUQ  Z1, Z20, Z24
 	ANDQ         $0x03, R11
 	VPMADD52HUQ  Z1, Z20, Z27
 	MOVQ         R15, R10
 	VPMADD52LUQ  Z2, Z20, Z25
-	VPMADD52HUQ  Z2, Z20, Z28
 	SHRQ         $0x02, R10
+	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
 	ANDQ         $-4, R15
 	VPMADD52HUQ  Z4, Z21, Z26
 	ADDQ         R10, R15
 	VPMADD52LUQ  Z0, Z21, Z24
-	VPMADD52HUQ  Z0, Z21, Z27
 	ADDQ         R15, R9
 	ADCQ         $0x00, R13
 	ADCQ         $0x00, R11
+	VPMADD52HUQ  Z0, Z21, Z27
 	VPMADD52LUQ  Z1, Z21, Z25
 	ADDQ         832(SI), R9
 	ADCQ         840(SI), R13
@@ -6461,49 +6461,49 @@ seal_last:
 	VPMADD52HUQ  Z1, Z21, Z28
 	MOVQ         R9, DX
 	VPMADD52LUQ  Z11, Z26, Z24
-	VPMADD52LUQ  Z11, Z27, Z25
 	MULXQ        (SP), R12, R10
+	VPMADD52LUQ  Z11, Z27, Z25
 	VPSRLQ       $0x2c, Z23, Z29
 	MULXQ        8(SP), R14, R15
 	VPANDQ       Z30, Z23, Z20
 	MOVQ         R13, DX
 	VPMADD52LUQ  Z13, Z28, Z20
-	VPADDQ       Z29, Z24, Z24
 	MULXQ        16(SP), R9, R13
+	VPADDQ       Z29, Z24, Z24
 	VPSRLQ       $0x2c, Z24, Z29
 	ADDQ         R9, R12
 	ADCQ         R13, R10
 	VPANDQ       Z30, Z24, Z21
 	MULXQ        (SP), R9, R13
 	VPADDQ       Z29, Z25, Z25
-	VPSRLQ       $0x2a, Z25, Z29
 	ADDQ         R9, R14
 	ADCQ         R13, R15
-	VPANDQ       Z10, Z25, Z22
+	VPSRLQ       $0x2a, Z25, Z29
 	MOVQ         16(SP), R9
+	VPANDQ       Z10, Z25, Z22
 	VPMADD52LUQ  Z12, Z29, Z20
 	IMULQ        R11, R9
 	VPSRLQ       $0x2c, Z20, Z29
 	ADDQ         R9, R14
 	ADCQ         $0x00, R15
 	VPANDQ       Z30, Z20, Z20
-	VPADDQ       Z29, Z21, Z21
 	IMULQ        (SP), R11
+	VPADDQ       Z29, Z21, Z21
 	VMOVDQU64    640(SI), Z26
 	ADDQ         R10, R14
 	ADCQ         R11, R15
 	VPUNPCKLQDQ  704(SI), Z26, Z27
 	MOVQ         R15, R11
 	VPUNPCKHQDQ  704(SI), Z26, Z28
-	VPANDQ       Z30, Z27, Z23
 	ANDQ         $0x03, R11
+	VPANDQ       Z30, Z27, Z23
 	VPSRLQ       $0x2c, Z27, Z24
 	MOVQ         R15, R13
 	VPSLLQ       $0x14, Z28, Z26
 	SHRQ         $0x02, R13
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
-	VPSRLQ       $0x18, Z28, Z28
 	ANDQ         $-4, R15
+	VPSRLQ       $0x18, Z28, Z28
 	VPORQ        Z14, Z28, Z25
 	ADDQ         R13, R15
 	VPXORQ       Z30, Z30, Z26
@@ -6511,10 +6511,10 @@ seal_last:
 	ADCQ         $0x00, R14
 	ADCQ         $0x00, R11
 	VPXORQ       Z30, Z30, Z27
-	VPXORQ       Z30, Z30, Z28
 	ADDQ         848(SI), R12
 	ADCQ         856(SI), R14
 	ADCQ         $0x01, R11
+	VPXORQ       Z30, Z30, Z28
 	VPMADD52LUQ  Z3, Z22, Z23
 	MOVQ         R12, DX
 	VPMADD52HUQ  Z3, Z22, Z26
@@ -6530,32 +6530,32 @@ seal_last:
 	ADDQ         R12, R9
 	ADCQ         R14, R13
 	VPMADD52HUQ  Z0, Z20, Z26
-	VPMADD52LUQ  Z1, Z20, Z24
 	MULXQ        (SP), R12, R14
+	VPMADD52LUQ  Z1, Z20, Z24
 	VPMADD52HUQ  Z1, Z20, Z27
 	ADDQ         R12, R10
 	ADCQ         R14, R15
 	VPMADD52LUQ  Z2, Z20, Z25
 	MOVQ         16(SP), R12
 	VPMADD52HUQ  Z2, Z20, Z28
-	VPMADD52LUQ  Z4, Z21, Z23
 	IMULQ        R11, R12
+	VPMADD52LUQ  Z4, Z21, Z23
 	VPMADD52HUQ  Z4, Z21, Z26
 	ADDQ         R12, R10
 	ADCQ         $0x00, R15
 	VPMADD52LUQ  Z0, Z21, Z24
 	IMULQ        (SP), R11
 	VPMADD52HUQ  Z0, Z21, Z27
-	VPMADD52LUQ  Z1, Z21, Z25
 	ADDQ         R13, R10
 	ADCQ         R11, R15
+	VPMADD52LUQ  Z1, Z21, Z25
 	VPMADD52HUQ  Z1, Z21, Z28
 	MOVQ         R15, R11
 	VPMADD52LUQ  Z11, Z26, Z24
 	ANDQ         $0x03, R11
 	VPMADD52LUQ  Z11, Z27, Z25
-	VPSRLQ       $0x2c, Z23, Z29
 	MOVQ         R15, R14
+	VPSRLQ       $0x2c, Z23, Z29
 	VPANDQ       Z30, Z23, Z20
 	SHRQ         $0x02, R14
 	VPMADD52LUQ  Z13, Z28, Z20
@@ -6581,25 +6581,25 @@ seal_last:
 	VPANDQ       Z30, Z20, Z20
 	MOVQ         R10, DX
 	VPADDQ       Z29, Z21, Z21
-	VPBROADCASTQ 32(SP), Z15
 	MULXQ        16(SP), R9, R10
+	VPBROADCASTQ 32(SP), Z15
 	VPBROADCASTQ 40(SP), Z16
 	ADDQ         R9, R12
 	ADCQ         R10, R14
 	VPBROADCASTQ 48(SP), Z17
 	MULXQ        (SP), R9, R10
 	VPBROADCASTQ 56(SP), Z18
-	VPBROADCASTQ 64(SP), Z19
 	ADDQ         R9, R13
 	ADCQ         R10, R15
+	VPBROADCASTQ 64(SP), Z19
 	VMOVDQU64    896(SI), Z26
 	MOVQ         16(SP), R9
 	VPUNPCKLQDQ  960(SI), Z26, Z27
 	IMULQ        R11, R9
 	VPUNPCKHQDQ  960(SI), Z26, Z28
-	VPANDQ       Z30, Z27, Z23
 	ADDQ         R9, R13
 	ADCQ         $0x00, R15
+	VPANDQ       Z30, Z27, Z23
 	VPSRLQ       $0x2c, Z27, Z24
 	IMULQ        (SP), R11
 	VPSLLQ       $0x14, Z28, Z26
@@ -6633,16 +6633,16 @@ seal_last:
 	VPMADD52LUQ  Z15, Z20, Z23
 	MULXQ        (SP), R9, R10
 	VPMADD52HUQ  Z15, Z20, Z26
-	VPMADD52LUQ  Z16, Z20, Z24
 	MULXQ        8(SP), R14, R15
+	VPMADD52LUQ  Z16, Z20, Z24
 	VPMADD52HUQ  Z16, Z20, Z27
 	MOVQ         R13, DX
 	VPMADD52LUQ  Z17, Z20, Z25
 	MULXQ        16(SP), R12, R13
 	VPMADD52HUQ  Z17, Z20, Z28
-	VPMADD52LUQ  Z19, Z21, Z23
 	ADDQ         R12, R9
 	ADCQ         R13, R10
+	VPMADD52LUQ  Z19, Z21, Z23
 	VPMADD52HUQ  Z19, Z21, Z26
 	MULXQ        (SP), R12, R13
 	VPMADD52LUQ  Z15, Z21, Z24
@@ -6720,19 +6720,7 @@ seal_last:
 	VPMADD52HUQ  Z6, Z21, Z28
 	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
-	VPSRLQ       $0x2c, Z23, Z29
-	VPANDQ       Z30, Z23, Z20
-	VPMADD52LUQ  Z13, Z28, Z20
-	VPADDQ       Z29, Z24, Z24
-	VPSRLQ       $0x2c, Z24, Z29
-	VPANDQ       Z30, Z24, Z21
-	VPADDQ       Z29, Z25, Z25
-	VPSRLQ       $0x2a, Z25, Z29
-	VPANDQ       Z10, Z25, Z22
-	VPMADD52LUQ  Z12, Z29, Z20
-	VPSRLQ       $0x2c, Z20, Z29
-	VPANDQ       Z30, Z20, Z20
-	VPADDQ       Z29, Z21, Z21
+	VPMADD52LUQ  Z13, Z28, Z23
 
 	// Clear r⁸, the lane powers and r¹⁶ from Z0–Z9 and Z15–Z19.
 	VPXORQ Z0, Z0, Z0
@@ -6752,28 +6740,29 @@ seal_last:
 	VPXORQ Z19, Z19, Z19
 	MOVQ   st+40(FP), AX
 
-	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
-	VALIGNQ $0x04, Z20, Z20, Z16
-	VPADDQ  Z16, Z20, Z20
-	VALIGNQ $0x02, Z20, Z20, Z16
-	VPADDQ  Z16, Z20, Z20
-	VALIGNQ $0x01, Z20, Z20, Z16
-	VPADDQ  Z16, Z20, Z20
-	VMOVQ   X20, CX
-	VALIGNQ $0x04, Z21, Z21, Z16
-	VPADDQ  Z16, Z21, Z21
-	VALIGNQ $0x02, Z21, Z21, Z16
-	VPADDQ  Z16, Z21, Z21
-	VALIGNQ $0x01, Z21, Z21, Z16
-	VPADDQ  Z16, Z21, Z21
-	VMOVQ   X21, DX
-	VALIGNQ $0x04, Z22, Z22, Z16
-	VPADDQ  Z16, Z22, Z22
-	VALIGNQ $0x02, Z22, Z22, Z16
-	VPADDQ  Z16, Z22, Z22
-	VALIGNQ $0x01, Z22, Z22, Z16
-	VPADDQ  Z16, Z22, Z22
-	VMOVQ   X22, BX
+	// Sum the lanes: each limb is below 2^53.73 (mulFold; mulReduce
+	// leaves less), the sums below 2^56.73.
+	VALIGNQ $0x04, Z23, Z23, Z16
+	VPADDQ  Z16, Z23, Z23
+	VALIGNQ $0x02, Z23, Z23, Z16
+	VPADDQ  Z16, Z23, Z23
+	VALIGNQ $0x01, Z23, Z23, Z16
+	VPADDQ  Z16, Z23, Z23
+	VMOVQ   X23, CX
+	VALIGNQ $0x04, Z24, Z24, Z16
+	VPADDQ  Z16, Z24, Z24
+	VALIGNQ $0x02, Z24, Z24, Z16
+	VPADDQ  Z16, Z24, Z24
+	VALIGNQ $0x01, Z24, Z24, Z16
+	VPADDQ  Z16, Z24, Z24
+	VMOVQ   X24, DX
+	VALIGNQ $0x04, Z25, Z25, Z16
+	VPADDQ  Z16, Z25, Z25
+	VALIGNQ $0x02, Z25, Z25, Z16
+	VPADDQ  Z16, Z25, Z25
+	VALIGNQ $0x01, Z25, Z25, Z16
+	VPADDQ  Z16, Z25, Z25
+	VMOVQ   X25, BX
 
 	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
 	MOVQ $0x00000fffffffffff, R8
@@ -10934,7 +10923,8 @@ open_last:
 	VPADDD.BCST chachaPolyStitch<>+80(SB), Z31, Z31
 	MOVQ        st+32(FP), AX
 
-	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
+	// Sum the lanes: each limb is below 2^53.73 (mulFold; mulReduce
+	// leaves less), the sums below 2^56.73.
 	VALIGNQ $0x04, Z20, Z20, Z16
 	VPADDQ  Z16, Z20, Z20
 	VALIGNQ $0x02, Z20, Z20, Z16
@@ -11006,7 +10996,7 @@ open_last:
 
 // func chachaPolyWholeAVX512IFMA(dst *byte, src *byte, mac *byte, groups int, key *[8]uint32, nonce *[12]byte, aad *byte, aadLen int, tag *[16]byte)
 // Requires: AVX, AVX512BW, AVX512F, AVX512IFMA, AVX512VL, BMI2, CMOV
-TEXT ·chachaPolyWholeAVX512IFMA(SB), $1216-72
+TEXT ·chachaPolyWholeAVX512IFMA(SB), $1280-72
 	// The state of block 17, for the stitched kernel.
 	MOVL $0x61707865, 48(SP)
 	MOVL $0x3320646e, 52(SP)
@@ -11449,7 +11439,7 @@ head_doubleround:
 	VPXORD       Z8, Z4, Z4
 	ORQ          R9, R8
 	VPXORD       Z9, Z5, Z5
-	LEAQ         152(SP), CX
+	LEAQ         832(SP), CX
 	MOVQ         AX, (CX)
 	VPXORD       Z10, Z6, Z6
 	MOVQ         R14, 8(CX)
@@ -11458,7 +11448,7 @@ head_doubleround:
 	VPROLD       $0x0c, Z4, Z4
 	MOVQ         R8, 24(CX)
 	VPROLD       $0x0c, Z5, Z5
-	LEAQ         224(SP), DI
+	LEAQ         168(SP), DI
 	VPROLD       $0x0c, Z6, Z6
 	MOVQ         R14, BX
 	VPROLD       $0x0c, Z7, Z7
@@ -12618,10 +12608,10 @@ head_doubleround:
 	MOVQ $0x00000000, 40(SP)
 
 	// Poly1305's r, clamped, and the additional data, with MULX.
-	MOVQ 152(SP), AX
+	MOVQ 832(SP), AX
 	MOVQ $0x0ffffffc0fffffff, BX
 	ANDQ BX, AX
-	MOVQ 160(SP), CX
+	MOVQ 840(SP), CX
 	MOVQ $0x0ffffffc0ffffffc, BX
 	ANDQ BX, CX
 	MOVQ AX, 136(SP)
@@ -12691,9 +12681,9 @@ whole_aad_tail:
 	DECQ       R10
 	KMOVQ      R10, K1
 	VMOVDQU8.Z (R8), K1, X16
-	VMOVDQU64  X16, 184(SP)
-	ADDQ       184(SP), DX
-	ADCQ       192(SP), SI
+	VMOVDQU64  X16, 152(SP)
+	ADDQ       152(SP), DX
+	ADCQ       160(SP), SI
 	ADCQ       $0x01, DI
 
 	// h·r ≡ d0 + d1·2⁶⁴ + d2·2¹²⁸ with
@@ -12779,20 +12769,20 @@ whole_aad_done:
 	MOVQ         $0x00000fffffffffff, AX
 	MOVQ         DX, CX
 	ANDQ         AX, CX
-	MOVQ         CX, 200(SP)
+	MOVQ         CX, 864(SP)
 	SHRQ         $0x2c, SI, DX
 	ANDQ         AX, DX
-	MOVQ         DX, 208(SP)
+	MOVQ         DX, 872(SP)
 	SHRQ         $0x18, SI
 	SHLQ         $0x28, DI
 	ORQ          SI, DI
-	MOVQ         DI, 216(SP)
+	MOVQ         DI, 880(SP)
 	MOVQ         mac+16(FP), SI
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), BX
 	MOVQ         groups+24(FP), DI
 	LEAQ         48(SP), R8
-	LEAQ         224(SP), CX
+	LEAQ         168(SP), CX
 	MOVQ         $0x00000fffffffffff, DX
 	VPBROADCASTQ DX, Z30
 
@@ -12949,11 +12939,11 @@ whole_aad_done:
 	VPSLLQ           $0x02, Z4, Z1
 	VPADDQ           Z4, Z1, Z1
 	VPSLLQ           $0x02, Z1, Z1
-	VMOVDQU64        Z2, 896(SP)
-	VMOVDQU64        Z3, 960(SP)
-	VMOVDQU64        Z4, 1024(SP)
-	VMOVDQU64        Z0, 1088(SP)
-	VMOVDQU64        Z1, 1152(SP)
+	VMOVDQU64        Z2, 920(SP)
+	VMOVDQU64        Z3, 984(SP)
+	VMOVDQU64        Z4, 1048(SP)
+	VMOVDQU64        Z0, 1112(SP)
+	VMOVDQU64        Z1, 1176(SP)
 
 whole_nojump:
 	// Counter words of the first 16 blocks; the accumulator in lane 0
@@ -12981,13 +12971,13 @@ whole_nojump:
 
 	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
 	MOVQ 24(R9), DX
-	MOVQ DX, 864(SP)
+	MOVQ DX, 888(SP)
 	MOVQ 32(R9), DX
-	MOVQ DX, 872(SP)
+	MOVQ DX, 896(SP)
 	MOVQ DX, R9
 	SHRQ $0x02, R9
 	ADDQ DX, R9
-	MOVQ R9, 880(SP)
+	MOVQ R9, 904(SP)
 	XORL R9, R9
 	XORL R10, R10
 	XORL R11, R11
@@ -13037,25 +13027,25 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPXORD           Z1, Z13, Z13
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
 	VMOVDQU64        (SI), Z23
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R10, DX
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            880(SP), R9, R10
+	MULXQ            904(SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z14, Z14
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z13, Z9, Z9
 	VMOVDQU64        64(SI), Z24
 	VPADDD           Z14, Z10, Z10
@@ -13064,7 +13054,7 @@ whole_loop:
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPXORD           Z8, Z4, Z4
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13095,31 +13085,31 @@ whole_loop:
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R12, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPXORD           Z2, Z14, Z14
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R14, DX
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            880(SP), R12, R14
+	MULXQ            904(SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z14, Z14
 	VPSRLQ           $0x2c, Z25, Z27
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R13
 	ADCQ             R14, R15
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z8, Z4, Z4
 	VPANDQ           Z30, Z25, Z25
 	VPXORD           Z9, Z5, Z5
@@ -13150,25 +13140,25 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPXORD           Z1, Z12, Z12
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
 	VPSLLQ           $0x14, Z26, Z23
 	VPXORD           Z3, Z14, Z14
 	MOVQ             R13, DX
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            880(SP), R9, R13
+	MULXQ            904(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z12, Z11, Z11
 	VPTERNLOGQ       $0xa8, Z30, Z23, Z27
 	VPADDD           Z13, Z8, Z8
@@ -13177,7 +13167,7 @@ whole_loop:
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPXORD           Z10, Z5, Z5
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13207,25 +13197,25 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPXORD           Z1, Z12, Z12
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            880(SP), R12, R10
+	MULXQ            904(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z26, Z26
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
@@ -13234,7 +13224,7 @@ whole_loop:
 	VPADDD           Z14, Z9, Z9
 	VPADDQ           Z26, Z22, Z22
 	VPXORD           Z10, Z5, Z5
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z11, Z6, Z6
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13263,33 +13253,33 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPXORD           Z1, Z13, Z13
 	VPUNPCKLQDQ      192(SI), Z26, Z27
 	VPXORD           Z2, Z14, Z14
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z3, Z15, Z15
 	MOVQ             R14, DX
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            880(SP), R9, R14
+	MULXQ            904(SP), R9, R14
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z14, Z14
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPADDD           Z12, Z8, Z8
 	VPUNPCKHQDQ      192(SI), Z26, Z28
 	VPADDD           Z13, Z9, Z9
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z14, Z10, Z10
 	IMULQ            R11, R9
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13320,25 +13310,25 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPXORD           Z1, Z13, Z13
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            880(SP), R12, R13
+	MULXQ            904(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	VPSLLQ           $0x14, Z28, Z26
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z14, Z14
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
@@ -13347,7 +13337,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPXORD           Z8, Z4, Z4
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z9, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13377,32 +13367,32 @@ whole_loop:
 	MOVQ             R9, DX
 	VPORQ.BCST       chachaPolyStitch<>+72(SB), Z28, Z25
 	VPXORD           Z0, Z15, Z15
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPXORD           Z1, Z12, Z12
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            880(SP), R9, R10
+	MULXQ            904(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
 	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R9
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13433,25 +13423,25 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPXORD           Z1, Z12, Z12
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
 	VPMADD52LUQ      512(CX), Z22, Z23
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            880(SP), R12, R14
+	MULXQ            904(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
@@ -13460,7 +13450,7 @@ whole_loop:
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPXORD           Z10, Z5, Z5
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPXORD           Z11, Z6, Z6
@@ -13490,32 +13480,32 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPXORD           Z1, Z13, Z13
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R13, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            880(SP), R9, R13
+	MULXQ            904(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z13, Z13
 	VPMADD52LUQ      320(CX), Z22, Z25
 	VPROLD           $0x10, Z14, Z14
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R9
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z8, Z4, Z4
 	VPMADD52HUQ      320(CX), Z22, Z28
 	VPXORD           Z9, Z5, Z5
@@ -13546,24 +13536,24 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R12, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPXORD           Z1, Z13, Z13
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPMADD52HUQ      320(CX), Z20, Z26
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            880(SP), R12, R10
+	MULXQ            904(SP), R12, R10
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z12, Z8, Z8
 	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z13, Z9, Z9
@@ -13572,7 +13562,7 @@ whole_loop:
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13603,32 +13593,32 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z15, Z15
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPXORD           Z1, Z12, Z12
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            880(SP), R9, R14
+	MULXQ            904(SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52HUQ      448(CX), Z20, Z28
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPADDD           Z15, Z10, Z10
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R9
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z10, Z5, Z5
 	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z11, Z6, Z6
@@ -13658,34 +13648,34 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPXORD           Z0, Z15, Z15
 	VPMADD52LUQ      320(CX), Z21, Z24
 	VPXORD           Z1, Z12, Z12
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            880(SP), R12, R13
+	MULXQ            904(SP), R12, R13
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52HUQ      320(CX), Z21, Z27
 	VPADDD           Z15, Z10, Z10
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z12, Z11, Z11
 	IMULQ            R11, R12
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13716,24 +13706,24 @@ whole_loop:
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R9, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPXORD           Z1, Z13, Z13
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R10, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            880(SP), R9, R10
+	MULXQ            904(SP), R9, R10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z26, Z24
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
@@ -13742,7 +13732,7 @@ whole_loop:
 	VPADDD           Z14, Z10, Z10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z15, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13771,34 +13761,34 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPXORD           Z0, Z12, Z12
 	VPANDQ           Z30, Z23, Z20
 	VPXORD           Z1, Z13, Z13
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R14, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            880(SP), R12, R14
+	MULXQ            904(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPROLD           $0x08, Z14, Z14
 	VPMADD52LUQ.BCST chachaPolyStitch<>+104(SB), Z28, Z20
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPADDD           Z12, Z8, Z8
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z13, Z9, Z9
 	IMULQ            R11, R12
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13828,25 +13818,25 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPXORD           Z0, Z15, Z15
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R13, DX
 	VPXORD           Z2, Z13, Z13
 	VPANDQ           Z30, Z24, Z21
 	VPXORD           Z3, Z14, Z14
-	MULXQ            880(SP), R9, R13
+	MULXQ            904(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R9
 	VPADDD           Z12, Z11, Z11
@@ -13855,7 +13845,7 @@ whole_loop:
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -13886,31 +13876,31 @@ whole_loop:
 	VPADDD           Z4, Z3, Z3
 	VPANDQ.BCST      chachaPolyStitch<>+64(SB), Z25, Z22
 	VPXORD           Z0, Z15, Z15
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPXORD           Z1, Z12, Z12
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            880(SP), R12, R10
+	MULXQ            904(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPMADD52LUQ.BCST chachaPolyStitch<>+96(SB), Z29, Z20
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -13941,25 +13931,25 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPXORD           Z0, Z12, Z12
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z21, Z21
 	VPXORD           Z2, Z14, Z14
 	MOVQ             R14, DX
 	VPXORD           Z3, Z15, Z15
-	MULXQ            880(SP), R9, R14
+	MULXQ            904(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z12, Z8, Z8
 	VMOVDQU64        256(SI), Z26
 	VPADDD           Z13, Z9, Z9
@@ -13968,7 +13958,7 @@ whole_loop:
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z8, Z4, Z4
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -13998,32 +13988,32 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPXORD           Z0, Z12, Z12
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            880(SP), R12, R13
+	MULXQ            904(SP), R12, R13
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z12, Z12
 	VPANDQ           Z30, Z27, Z23
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z15, Z11, Z11
 	VPSRLQ           $0x2c, Z27, Z24
 	VPXORD           Z8, Z4, Z4
@@ -14054,25 +14044,25 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPXORD           Z0, Z15, Z15
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z1, Z12, Z12
 	VPTERNLOGQ       $0xa8, Z30, Z26, Z24
 	VPXORD           Z2, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z3, Z14, Z14
-	MULXQ            880(SP), R9, R10
+	MULXQ            904(SP), R9, R10
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPSRLQ           $0x18, Z28, Z28
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R9
@@ -14080,7 +14070,7 @@ whole_loop:
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14111,25 +14101,25 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPXORD           Z0, Z15, Z15
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R14, DX
 	VPXORD           Z2, Z13, Z13
-	MULXQ            880(SP), R12, R14
+	MULXQ            904(SP), R12, R14
 	VPXORD           Z3, Z14, Z14
 	VPXORQ           Z30, Z30, Z27
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
@@ -14138,7 +14128,7 @@ whole_loop:
 	VPADDD           Z13, Z8, Z8
 	VPXORQ           Z30, Z30, Z28
 	VPADDD           Z14, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPXORD           Z10, Z5, Z5
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14166,34 +14156,34 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPADDD           Z7, Z3, Z3
 	VPMADD52HUQ      512(CX), Z22, Z26
 	VPXORD           Z0, Z12, Z12
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            880(SP), R9, R13
+	MULXQ            904(SP), R9, R13
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z14, Z14
 	VPMADD52LUQ      576(CX), Z22, Z24
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14224,25 +14214,25 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R12, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPXORD           Z0, Z12, Z12
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            880(SP), R12, R10
+	MULXQ            904(SP), R12, R10
 	VPXORD           Z3, Z15, Z15
 	VPMADD52HUQ      320(CX), Z22, Z28
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z13, Z13
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z15, Z15
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R12
 	VPMADD52LUQ      320(CX), Z20, Z23
@@ -14250,7 +14240,7 @@ whole_loop:
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14281,32 +14271,32 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	VPMADD52LUQ      384(CX), Z20, Z24
 	VPADDD           Z4, Z3, Z3
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPXORD           Z0, Z15, Z15
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R14, DX
 	VPXORD           Z2, Z13, Z13
-	MULXQ            880(SP), R9, R14
+	MULXQ            904(SP), R9, R14
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52HUQ      384(CX), Z20, Z27
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R9
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14336,25 +14326,25 @@ whole_loop:
 	ADCQ             $0x01, R11
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPADDD           Z4, Z3, Z3
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
 	VPMADD52LUQ      576(CX), Z21, Z23
 	VPXORD           Z2, Z13, Z13
-	MULXQ            880(SP), R12, R13
+	MULXQ            904(SP), R12, R13
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z13, Z13
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
@@ -14363,7 +14353,7 @@ whole_loop:
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14394,32 +14384,32 @@ whole_loop:
 	VPADDD           Z6, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z7, Z3, Z3
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPXORD           Z0, Z12, Z12
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R10, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            880(SP), R9, R10
+	MULXQ            904(SP), R9, R10
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z12, Z12
 	VPMADD52LUQ      384(CX), Z21, Z25
 	VPROLD           $0x10, Z13, Z13
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPROLD           $0x10, Z14, Z14
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z15, Z15
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPADDD           Z12, Z8, Z8
 	IMULQ            R11, R9
 	VPADDD           Z13, Z9, Z9
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPMADD52HUQ      384(CX), Z21, Z28
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
@@ -14449,25 +14439,25 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPADDD           Z7, Z3, Z3
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R14, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            880(SP), R12, R14
+	MULXQ            904(SP), R12, R14
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	VPSRLQ           $0x2c, Z23, Z29
 	VPADDD           Z12, Z8, Z8
@@ -14476,7 +14466,7 @@ whole_loop:
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z14, Z10, Z10
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14507,31 +14497,31 @@ whole_loop:
 	VPADDD           Z7, Z2, Z2
 	MOVQ             R9, DX
 	VPADDD           Z4, Z3, Z3
-	MULXQ            864(SP), R12, R14
-	MULXQ            872(SP), R10, R15
+	MULXQ            888(SP), R12, R14
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            880(SP), R9, R13
+	MULXQ            904(SP), R9, R13
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPXORD           Z3, Z14, Z14
 	VPADDQ           Z29, Z24, Z24
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z13, Z8, Z8
 	VPSRLQ           $0x2c, Z24, Z29
 	VPADDD           Z14, Z9, Z9
@@ -14562,34 +14552,34 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPADDD           Z4, Z3, Z3
 	VPADDQ           Z29, Z25, Z25
 	VPXORD           Z0, Z15, Z15
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z1, Z12, Z12
 	MOVQ             R10, DX
 	VPXORD           Z2, Z13, Z13
-	MULXQ            880(SP), R12, R10
+	MULXQ            904(SP), R12, R10
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z13, Z13
 	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPADDD           Z15, Z10, Z10
 	IMULQ            R11, R12
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14619,25 +14609,25 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPADDD           Z7, Z3, Z3
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R14, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            880(SP), R9, R14
+	MULXQ            904(SP), R9, R14
 	VPXORD           Z2, Z14, Z14
 	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPROLD           $0x10, Z12, Z12
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPROLD           $0x10, Z13, Z13
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
@@ -14646,7 +14636,7 @@ whole_loop:
 	VPADDD           Z13, Z9, Z9
 	VPANDQ           Z30, Z20, Z20
 	VPADDD           Z14, Z10, Z10
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -14675,33 +14665,33 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPADDD           Z7, Z3, Z3
 	VPXORQ           Z30, Z30, Z23
 	VPXORD           Z0, Z12, Z12
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
-	MULXQ            880(SP), R12, R13
+	MULXQ            904(SP), R12, R13
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPXORD           Z3, Z15, Z15
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	VPXORQ           Z30, Z30, Z26
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R10
 	ADCQ             R13, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R11, R12
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14732,25 +14722,25 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPADDD           Z4, Z3, Z3
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R10, DX
 	VPXORD           Z1, Z12, Z12
 	VPXORQ           Z30, Z30, Z25
 	VPXORD           Z2, Z13, Z13
-	MULXQ            880(SP), R9, R10
+	MULXQ            904(SP), R9, R10
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPROLD           $0x10, Z15, Z15
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
@@ -14759,7 +14749,7 @@ whole_loop:
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z8, Z8
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z9, Z9
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14769,7 +14759,7 @@ whole_loop:
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
 	MOVQ             R15, R10
-	VPMADD52LUQ      1088(SP), Z22, Z23
+	VPMADD52LUQ      1112(SP), Z22, Z23
 	VPXORD           Z9, Z4, Z4
 	SHRQ             $0x02, R10
 	VPROLD           $0x0c, Z5, Z5
@@ -14787,39 +14777,39 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	VPMADD52HUQ      1088(SP), Z22, Z26
+	VPMADD52HUQ      1112(SP), Z22, Z26
 	VPADDD           Z7, Z2, Z2
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPADDD           Z4, Z3, Z3
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            880(SP), R12, R14
+	MULXQ            904(SP), R12, R14
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPXORD           Z3, Z14, Z14
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPROLD           $0x08, Z15, Z15
-	VPMADD52LUQ      1152(SP), Z22, Z24
+	VPMADD52LUQ      1176(SP), Z22, Z24
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z13, Z13
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
-	VPMADD52HUQ      1152(SP), Z22, Z27
+	VPMADD52HUQ      1176(SP), Z22, Z27
 	VPXORD           Z10, Z5, Z5
 	MOVQ             R15, R11
 	VPXORD           Z11, Z6, Z6
@@ -14833,7 +14823,7 @@ whole_loop:
 	VPROLD           $0x07, Z6, Z6
 	ADDQ             R14, R15
 	VPROLD           $0x07, Z7, Z7
-	VPMADD52LUQ      896(SP), Z22, Z25
+	VPMADD52LUQ      920(SP), Z22, Z25
 	VPROLD           $0x07, Z4, Z4
 	ADDQ             R15, R9
 	ADCQ             $0x00, R13
@@ -14845,33 +14835,33 @@ whole_loop:
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R9, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPADDD           Z7, Z3, Z3
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z0, Z12, Z12
-	VPMADD52HUQ      896(SP), Z22, Z28
+	VPMADD52HUQ      920(SP), Z22, Z28
 	VPXORD           Z1, Z13, Z13
 	MOVQ             R13, DX
 	VPXORD           Z2, Z14, Z14
-	MULXQ            880(SP), R9, R13
+	MULXQ            904(SP), R9, R13
 	VPXORD           Z3, Z15, Z15
 	ADDQ             R9, R12
 	ADCQ             R13, R14
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPROLD           $0x10, Z14, Z14
-	VPMADD52LUQ      896(SP), Z20, Z23
+	VPMADD52LUQ      920(SP), Z20, Z23
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -14880,7 +14870,7 @@ whole_loop:
 	VPXORD           Z8, Z4, Z4
 	ANDQ             $0x03, R11
 	VPXORD           Z9, Z5, Z5
-	VPMADD52HUQ      896(SP), Z20, Z26
+	VPMADD52HUQ      920(SP), Z20, Z26
 	VPXORD           Z10, Z6, Z6
 	MOVQ             R15, R13
 	VPXORD           Z11, Z7, Z7
@@ -14898,38 +14888,38 @@ whole_loop:
 	ADCQ             920(SI), R10
 	ADCQ             $0x01, R11
 	VPADDD           Z4, Z0, Z0
-	VPMADD52LUQ      960(SP), Z20, Z24
+	VPMADD52LUQ      984(SP), Z20, Z24
 	VPADDD           Z5, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z6, Z2, Z2
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPADDD           Z7, Z3, Z3
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R10, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            880(SP), R12, R10
+	MULXQ            904(SP), R12, R10
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	VPMADD52HUQ      960(SP), Z20, Z27
+	VPMADD52HUQ      984(SP), Z20, Z27
 	VPROLD           $0x08, Z12, Z12
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPROLD           $0x08, Z13, Z13
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z14, Z14
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z15, Z15
 	IMULQ            R11, R12
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z10, Z10
-	VPMADD52LUQ      1024(SP), Z20, Z25
+	VPMADD52LUQ      1048(SP), Z20, Z25
 	VPADDD           Z15, Z11, Z11
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -14943,7 +14933,7 @@ whole_loop:
 	SHRQ             $0x02, R10
 	VPROLD           $0x07, Z4, Z4
 	ANDQ             $-4, R15
-	VPMADD52HUQ      1024(SP), Z20, Z28
+	VPMADD52HUQ      1048(SP), Z20, Z28
 	VPROLD           $0x07, Z5, Z5
 	ADDQ             R10, R15
 	VPROLD           $0x07, Z6, Z6
@@ -14957,41 +14947,41 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R9, DX
 	VPADDD           Z6, Z1, Z1
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPADDD           Z7, Z2, Z2
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPADDD           Z4, Z3, Z3
-	VPMADD52LUQ      1152(SP), Z21, Z23
+	VPMADD52LUQ      1176(SP), Z21, Z23
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R14, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            880(SP), R9, R14
+	MULXQ            904(SP), R9, R14
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R14, R10
 	VPXORD           Z3, Z14, Z14
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPROLD           $0x10, Z15, Z15
 	ADDQ             R9, R13
 	ADCQ             R14, R15
 	VPROLD           $0x10, Z12, Z12
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPROLD           $0x10, Z13, Z13
-	VPMADD52HUQ      1152(SP), Z21, Z26
+	VPMADD52HUQ      1176(SP), Z21, Z26
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	VPADDD           Z15, Z10, Z10
 	ADDQ             R9, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R10, R13
 	ADCQ             R11, R15
 	VPADDD           Z14, Z9, Z9
 	MOVQ             R15, R11
 	VPXORD           Z10, Z5, Z5
-	VPMADD52LUQ      896(SP), Z21, Z24
+	VPMADD52LUQ      920(SP), Z21, Z24
 	VPXORD           Z11, Z6, Z6
 	ANDQ             $0x03, R11
 	VPXORD           Z8, Z7, Z7
@@ -15007,7 +14997,7 @@ whole_loop:
 	ADCQ             $0x00, R13
 	ADCQ             $0x00, R11
 	VPROLD           $0x0c, Z4, Z4
-	VPMADD52HUQ      896(SP), Z21, Z27
+	VPMADD52HUQ      920(SP), Z21, Z27
 	VPADDD           Z5, Z0, Z0
 	ADDQ             944(SI), R12
 	ADCQ             952(SI), R13
@@ -15015,33 +15005,33 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	MOVQ             R12, DX
 	VPADDD           Z7, Z2, Z2
-	MULXQ            864(SP), R9, R14
+	MULXQ            888(SP), R9, R14
 	VPADDD           Z4, Z3, Z3
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            880(SP), R12, R13
+	MULXQ            904(SP), R12, R13
 	VPXORD           Z2, Z13, Z13
-	VPMADD52LUQ      960(SP), Z21, Z25
+	VPMADD52LUQ      984(SP), Z21, Z25
 	VPXORD           Z3, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R13, R14
 	VPROLD           $0x08, Z15, Z15
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R10
 	ADCQ             R13, R15
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z13, Z13
 	IMULQ            R11, R12
 	VPROLD           $0x08, Z14, Z14
 	ADDQ             R12, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	VPMADD52HUQ      960(SP), Z21, Z28
+	VPMADD52HUQ      984(SP), Z21, Z28
 	VPADDD           Z12, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -15070,34 +15060,34 @@ whole_loop:
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R9, DX
 	VPADDD           Z5, Z1, Z1
-	MULXQ            864(SP), R12, R13
+	MULXQ            888(SP), R12, R13
 	VPADDD           Z6, Z2, Z2
 	VPMADD52LUQ.BCST chachaPolyStitch<>+88(SB), Z27, Z25
 	VPADDD           Z7, Z3, Z3
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPXORD           Z0, Z12, Z12
 	MOVQ             R10, DX
 	VPXORD           Z1, Z13, Z13
-	MULXQ            880(SP), R9, R10
+	MULXQ            904(SP), R9, R10
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R9, R12
 	ADCQ             R10, R13
 	VPXORD           Z3, Z15, Z15
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R14
 	ADCQ             R10, R15
 	VPROLD           $0x10, Z13, Z13
 	VPSRLQ           $0x2c, Z23, Z29
 	VPROLD           $0x10, Z14, Z14
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPROLD           $0x10, Z15, Z15
 	IMULQ            R11, R9
 	VPADDD           Z12, Z8, Z8
 	ADDQ             R9, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -15127,25 +15117,25 @@ whole_loop:
 	VPADDD           Z4, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z5, Z1, Z1
-	MULXQ            864(SP), R9, R10
+	MULXQ            888(SP), R9, R10
 	VPADDD           Z6, Z2, Z2
-	MULXQ            872(SP), R13, R15
+	MULXQ            896(SP), R13, R15
 	VPADDD           Z7, Z3, Z3
 	MOVQ             R14, DX
 	VPXORD           Z0, Z12, Z12
-	MULXQ            880(SP), R12, R14
+	MULXQ            904(SP), R12, R14
 	VPXORD           Z1, Z13, Z13
 	VPADDQ           Z29, Z24, Z24
 	VPXORD           Z2, Z14, Z14
 	ADDQ             R12, R9
 	ADCQ             R14, R10
 	VPXORD           Z3, Z15, Z15
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPROLD           $0x08, Z12, Z12
 	ADDQ             R12, R13
 	ADCQ             R14, R15
 	VPROLD           $0x08, Z13, Z13
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z14, Z14
 	IMULQ            R11, R12
 	VPROLD           $0x08, Z15, Z15
@@ -15154,7 +15144,7 @@ whole_loop:
 	ADDQ             R12, R13
 	ADCQ             $0x00, R15
 	VPADDD           Z13, Z9, Z9
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z14, Z10, Z10
 	ADDQ             R10, R13
 	ADCQ             R11, R15
@@ -15185,31 +15175,31 @@ whole_loop:
 	VPADDD           Z6, Z1, Z1
 	VPADDQ           Z29, Z25, Z25
 	VPADDD           Z7, Z2, Z2
-	MULXQ            864(SP), R12, R14
+	MULXQ            888(SP), R12, R14
 	VPADDD           Z4, Z3, Z3
-	MULXQ            872(SP), R10, R15
+	MULXQ            896(SP), R10, R15
 	VPXORD           Z0, Z15, Z15
 	MOVQ             R13, DX
 	VPXORD           Z1, Z12, Z12
-	MULXQ            880(SP), R9, R13
+	MULXQ            904(SP), R9, R13
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R9, R12
 	ADCQ             R13, R14
 	VPXORD           Z3, Z14, Z14
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPROLD           $0x10, Z15, Z15
 	VPSRLQ           $0x2a, Z25, Z29
 	VPROLD           $0x10, Z12, Z12
 	ADDQ             R9, R10
 	ADCQ             R13, R15
 	VPROLD           $0x10, Z13, Z13
-	MOVQ             880(SP), R9
+	MOVQ             904(SP), R9
 	VPROLD           $0x10, Z14, Z14
 	IMULQ            R11, R9
 	ADDQ             R9, R10
 	ADCQ             $0x00, R15
 	VPADDD           Z15, Z10, Z10
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z12, Z11, Z11
 	ADDQ             R14, R10
 	ADCQ             R11, R15
@@ -15240,25 +15230,25 @@ whole_loop:
 	VPADDD           Z5, Z0, Z0
 	MOVQ             R12, DX
 	VPADDD           Z6, Z1, Z1
-	MULXQ            864(SP), R9, R13
+	MULXQ            888(SP), R9, R13
 	VPADDD           Z7, Z2, Z2
-	MULXQ            872(SP), R14, R15
+	MULXQ            896(SP), R14, R15
 	VPADDD           Z4, Z3, Z3
 	MOVQ             R10, DX
 	VPXORD           Z0, Z15, Z15
 	VPSRLQ           $0x2c, Z20, Z29
 	VPXORD           Z1, Z12, Z12
-	MULXQ            880(SP), R12, R10
+	MULXQ            904(SP), R12, R10
 	VPXORD           Z2, Z13, Z13
 	ADDQ             R12, R9
 	ADCQ             R10, R13
 	VPXORD           Z3, Z14, Z14
-	MULXQ            864(SP), R12, R10
+	MULXQ            888(SP), R12, R10
 	VPROLD           $0x08, Z15, Z15
 	ADDQ             R12, R14
 	ADCQ             R10, R15
 	VPROLD           $0x08, Z12, Z12
-	MOVQ             880(SP), R12
+	MOVQ             904(SP), R12
 	VPROLD           $0x08, Z13, Z13
 	IMULQ            R11, R12
 	VPROLD           $0x08, Z14, Z14
@@ -15267,7 +15257,7 @@ whole_loop:
 	ADDQ             R12, R14
 	ADCQ             $0x00, R15
 	VPADDD           Z12, Z11, Z11
-	IMULQ            864(SP), R11
+	IMULQ            888(SP), R11
 	VPADDD           Z13, Z8, Z8
 	ADDQ             R13, R14
 	ADCQ             R11, R15
@@ -15441,592 +15431,606 @@ whole_last:
 	VMOVDQU64    512(CX), Z3
 	MULXQ        448(CX), R12, R13
 	VMOVDQU64    576(CX), Z4
-	VMOVDQU64    (CX), Z5
 	MOVQ         384(CX), DX
+	VMOVDQU64    (CX), Z5
 	VMOVDQU64    64(CX), Z6
 	MULXQ        576(CX), AX, BX
 	VMOVDQU64    128(CX), Z7
 	ADDQ         AX, R8
 	ADCQ         BX, R9
 	VMOVDQU64    192(CX), Z8
-	VMOVDQU64    256(CX), Z9
 	MULXQ        320(CX), AX, BX
-	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
+	VMOVDQU64    256(CX), Z9
 	ADDQ         AX, R10
 	ADCQ         BX, R11
+	VPBROADCASTQ chachaPolyStitch<>+64(SB), Z10
 	VPBROADCASTQ chachaPolyStitch<>+88(SB), Z11
 	MULXQ        384(CX), AX, BX
 	VPBROADCASTQ chachaPolyStitch<>+96(SB), Z12
-	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
+	VPBROADCASTQ chachaPolyStitch<>+104(SB), Z13
 	MOVQ         448(CX), DX
-	VMOVDQU64    (SI), Z23
+	VPBROADCASTQ chachaPolyStitch<>+72(SB), Z14
 	MULXQ        512(CX), AX, BX
-	VMOVDQU64    64(SI), Z24
-	VPUNPCKLQDQ  Z24, Z23, Z25
+	VMOVDQU64    (SI), Z23
 	ADDQ         AX, R8
 	ADCQ         BX, R9
-	VPUNPCKHQDQ  Z24, Z23, Z26
+	VMOVDQU64    64(SI), Z24
 	MULXQ        576(CX), AX, BX
-	VPSRLQ       $0x2c, Z25, Z27
+	VPUNPCKLQDQ  Z24, Z23, Z25
 	ADDQ         AX, R10
 	ADCQ         BX, R11
-	VPANDQ       Z30, Z25, Z25
+	VPUNPCKHQDQ  Z24, Z23, Z26
 	MULXQ        320(CX), AX, BX
-	VPADDQ       Z25, Z20, Z20
-	VPSLLQ       $0x14, Z26, Z23
+	VPSRLQ       $0x2c, Z25, Z27
+	VPANDQ       Z30, Z25, Z25
 	ADDQ         AX, R12
 	ADCQ         BX, R13
-	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
+	VPADDQ       Z25, Z20, Z20
 	MOVQ         $0x00000fffffffffff, DX
-	VPADDQ       Z27, Z21, Z21
+	VPSLLQ       $0x14, Z26, Z23
 	MOVQ         R8, CX
-	VPSRLQ       $0x18, Z26, Z26
-	VPORQ        Z14, Z26, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z23, Z27
 	ANDQ         DX, CX
-	VPADDQ       Z26, Z22, Z22
+	VPADDQ       Z27, Z21, Z21
+	VPSRLQ       $0x18, Z26, Z26
 	SHRQ         $0x2c, R9, R8
-	VMOVDQU64    128(SI), Z26
+	VPORQ        Z14, Z26, Z26
 	ADDQ         R8, R10
 	ADCQ         $0x00, R11
+	VPADDQ       Z26, Z22, Z22
+	MOVQ         R10, AX
+	VMOVDQU64    128(SI), Z26
+	ANDQ         DX, AX
 	VPUNPCKLQDQ  192(SI), Z26, Z27
 	VPUNPCKHQDQ  192(SI), Z26, Z28
-	MOVQ         R10, AX
-	VPANDQ       Z30, Z27, Z23
-	ANDQ         DX, AX
-	VPSRLQ       $0x2c, Z27, Z24
 	SHRQ         $0x2c, R11, R10
-	VPSLLQ       $0x14, Z28, Z26
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPANDQ       Z30, Z27, Z23
 	ADDQ         R10, R12
 	ADCQ         $0x00, R13
-	VPSRLQ       $0x18, Z28, Z28
+	VPSRLQ       $0x2c, Z27, Z24
 	MOVQ         R12, BX
-	VPORQ        Z14, Z28, Z25
+	VPSLLQ       $0x14, Z28, Z26
 	SHLQ         $0x16, BX
-	VPXORQ       Z30, Z30, Z26
-	VPXORQ       Z30, Z30, Z27
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
 	SHRQ         $0x16, BX
-	VPXORQ       Z30, Z30, Z28
+	VPSRLQ       $0x18, Z28, Z28
+	VPORQ        Z14, Z28, Z25
 	SHRQ         $0x2a, R13, R12
-	VPMADD52LUQ  Z3, Z22, Z23
+	VPXORQ       Z30, Z30, Z26
 	LEAQ         (R12)(R12*4), R14
-	VPMADD52HUQ  Z3, Z22, Z26
+	VPXORQ       Z30, Z30, Z27
 	ADDQ         R14, CX
-	VPMADD52LUQ  Z4, Z22, Z24
-	VPMADD52HUQ  Z4, Z22, Z27
+	VPXORQ       Z30, Z30, Z28
 	MOVQ         CX, R14
-	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
 	SHRQ         $0x2c, R14
-	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z4, Z22, Z24
 	ANDQ         DX, CX
-	VPMADD52LUQ  Z0, Z20, Z23
-	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52HUQ  Z4, Z22, Z27
 	ADDQ         R14, AX
-	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52LUQ  Z0, Z22, Z25
 	MOVQ         AX, R14
-	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52LUQ  Z0, Z20, Z23
 	SHRQ         $0x2c, R14
+	VPMADD52HUQ  Z0, Z20, Z26
+	ANDQ         DX, AX
+	VPMADD52LUQ  Z1, Z20, Z24
+	ADDQ         R14, BX
+	VPMADD52HUQ  Z1, Z20, Z27
+	MOVQ         BX, R14
 	VPMADD52LUQ  Z2, Z20, Z25
 	VPMADD52HUQ  Z2, Z20, Z28
-	ANDQ         DX, AX
-	VPMADD52LUQ  Z4, Z21, Z23
-	ADDQ         R14, BX
-	VPMADD52HUQ  Z4, Z21, Z26
-	MOVQ         BX, R14
-	VPMADD52LUQ  Z0, Z21, Z24
-	VPMADD52HUQ  Z0, Z21, Z27
 	SHRQ         $0x2a, R14
-	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52LUQ  Z4, Z21, Z23
 	SHLQ         $0x16, BX
-	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52HUQ  Z4, Z21, Z26
 	SHRQ         $0x16, BX
-	VPMADD52LUQ  Z11, Z26, Z24
-	VPMADD52LUQ  Z11, Z27, Z25
+	VPMADD52LUQ  Z0, Z21, Z24
 	LEAQ         (R14)(R14*4), R14
-	VPSRLQ       $0x2c, Z23, Z29
+	VPMADD52HUQ  Z0, Z21, Z27
+	VPMADD52LUQ  Z1, Z21, Z25
 	ADDQ         R14, CX
-	VPANDQ       Z30, Z23, Z20
+	VPMADD52HUQ  Z1, Z21, Z28
 	MOVQ         CX, R14
-	VPMADD52LUQ  Z13, Z28, Z20
+	VPMADD52LUQ  Z11, Z26, Z24
 	SHRQ         $0x2c, R14
-	VPADDQ       Z29, Z24, Z24
-	VPSRLQ       $0x2c, Z24, Z29
+	VPMADD52LUQ  Z11, Z27, Z25
 	ANDQ         DX, CX
-	VPANDQ       Z30, Z24, Z21
+	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z30, Z23, Z20
 	ADDQ         R14, AX
+	VPMADD52LUQ  Z13, Z28, Z20
+	MOVQ         CX, 920(SP)
+	VPADDQ       Z29, Z24, Z24
+	MOVQ         AX, 928(SP)
+	VPSRLQ       $0x2c, Z24, Z29
+	MOVQ         BX, 936(SP)
+	VPANDQ       Z30, Z24, Z21
 	VPADDQ       Z29, Z25, Z25
-	MOVQ         CX, 896(SP)
-	VPSRLQ       $0x2a, Z25, Z29
-	VPANDQ       Z10, Z25, Z22
-	MOVQ         AX, 904(SP)
-	VPMADD52LUQ  Z12, Z29, Z20
-	MOVQ         BX, 912(SP)
-	VPSRLQ       $0x2c, Z20, Z29
 	LEAQ         (AX)(AX*4), R14
+	VPSRLQ       $0x2a, Z25, Z29
+	SHLQ         $0x02, R14
+	VPANDQ       Z10, Z25, Z22
+	MOVQ         R14, 944(SP)
+	VPMADD52LUQ  Z12, Z29, Z20
+	LEAQ         (BX)(BX*4), R14
+	VPSRLQ       $0x2c, Z20, Z29
+	SHLQ         $0x02, R14
 	VPANDQ       Z30, Z20, Z20
 	VPADDQ       Z29, Z21, Z21
-	SHLQ         $0x02, R14
+	MOVQ         R14, 952(SP)
 	VMOVDQU64    256(SI), Z26
-	MOVQ         R14, 920(SP)
+	VPXORQ       Z31, Z31, Z31
 	VPUNPCKLQDQ  320(SI), Z26, Z27
-	LEAQ         (BX)(BX*4), R14
+	VMOVDQU64    Z31, (SP)
 	VPUNPCKHQDQ  320(SI), Z26, Z28
+	VMOVDQU64    Z31, 64(SP)
 	VPANDQ       Z30, Z27, Z23
-	SHLQ         $0x02, R14
 	VPSRLQ       $0x2c, Z27, Z24
-	MOVQ         R14, 928(SP)
+	VMOVDQU64    Z31, 128(SP)
 	VPSLLQ       $0x14, Z28, Z26
-	MOVQ         768(SI), R9
+	VMOVDQU64    Z31, 192(SP)
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VMOVDQU64    Z31, 256(SP)
 	VPSRLQ       $0x18, Z28, Z28
-	MOVQ         776(SI), R10
+	VMOVDQU64    Z31, 320(SP)
 	VPORQ        Z14, Z28, Z25
-	MOVL         $0x00000001, R11
 	VPXORQ       Z30, Z30, Z26
-	MOVQ         R9, DX
+	VMOVDQU64    Z31, 384(SP)
 	VPXORQ       Z30, Z30, Z27
-	MULXQ        864(SP), R12, R14
+	VMOVDQU64    Z31, 448(SP)
 	VPXORQ       Z30, Z30, Z28
+	VMOVDQU64    Z31, 512(SP)
 	VPMADD52LUQ  Z3, Z22, Z23
-	MULXQ        872(SP), R13, R15
+	VMOVDQU64    Z31, 576(SP)
 	VPMADD52HUQ  Z3, Z22, Z26
-	MOVQ         R10, DX
 	VPMADD52LUQ  Z4, Z22, Z24
-	MULXQ        880(SP), R9, R10
+	VMOVDQU64    Z31, 640(SP)
 	VPMADD52HUQ  Z4, Z22, Z27
+	VMOVDQU64    Z31, 704(SP)
 	VPMADD52LUQ  Z0, Z22, Z25
-	ADDQ         R9, R12
-	ADCQ         R10, R14
+	VMOVDQU64    Z31, 768(SP)
 	VPMADD52HUQ  Z0, Z22, Z28
-	MULXQ        864(SP), R9, R10
+	MOVQ         768(SI), R9
 	VPMADD52LUQ  Z0, Z20, Z23
-	ADDQ         R9, R13
-	ADCQ         R10, R15
 	VPMADD52HUQ  Z0, Z20, Z26
+	MOVQ         776(SI), R10
 	VPMADD52LUQ  Z1, Z20, Z24
-	MOVQ         880(SP), R9
+	MOVL         $0x00000001, R11
 	VPMADD52HUQ  Z1, Z20, Z27
-	IMULQ        R11, R9
+	MOVQ         R9, DX
 	VPMADD52LUQ  Z2, Z20, Z25
-	ADDQ         R9, R13
-	ADCQ         $0x00, R15
+	MULXQ        888(SP), R12, R14
 	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
-	IMULQ        864(SP), R11
+	MULXQ        896(SP), R13, R15
 	VPMADD52HUQ  Z4, Z21, Z26
+	MOVQ         R10, DX
+	VPMADD52LUQ  Z0, Z21, Z24
+	MULXQ        904(SP), R9, R10
+	VPMADD52HUQ  Z0, Z21, Z27
+	ADDQ         R9, R12
+	ADCQ         R10, R14
+	VPMADD52LUQ  Z1, Z21, Z25
+	MULXQ        888(SP), R9, R10
+	VPMADD52HUQ  Z1, Z21, Z28
+	VPMADD52LUQ  Z11, Z26, Z24
+	ADDQ         R9, R13
+	ADCQ         R10, R15
+	VPMADD52LUQ  Z11, Z27, Z25
+	MOVQ         904(SP), R9
+	VPSRLQ       $0x2c, Z23, Z29
+	IMULQ        R11, R9
+	VPANDQ       Z30, Z23, Z20
+	ADDQ         R9, R13
+	ADCQ         $0x00, R15
+	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z24, Z24
+	IMULQ        888(SP), R11
+	VPSRLQ       $0x2c, Z24, Z29
 	ADDQ         R14, R13
 	ADCQ         R11, R15
-	VPMADD52LUQ  Z0, Z21, Z24
+	VPANDQ       Z30, Z24, Z21
 	MOVQ         R15, R11
-	VPMADD52HUQ  Z0, Z21, Z27
-	VPMADD52LUQ  Z1, Z21, Z25
+	VPADDQ       Z29, Z25, Z25
 	ANDQ         $0x03, R11
-	VPMADD52HUQ  Z1, Z21, Z28
+	VPSRLQ       $0x2a, Z25, Z29
+	VPANDQ       Z10, Z25, Z22
 	MOVQ         R15, R10
-	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z12, Z29, Z20
 	SHRQ         $0x02, R10
-	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z20, Z29
 	ANDQ         $-4, R15
-	VPSRLQ       $0x2c, Z23, Z29
-	VPANDQ       Z30, Z23, Z20
+	VPANDQ       Z30, Z20, Z20
 	ADDQ         R10, R15
-	VPMADD52LUQ  Z13, Z28, Z20
+	VPADDQ       Z29, Z21, Z21
+	VMOVDQU64    384(SI), Z26
 	ADDQ         R15, R12
 	ADCQ         $0x00, R13
 	ADCQ         $0x00, R11
-	VPADDQ       Z29, Z24, Z24
+	VPUNPCKLQDQ  448(SI), Z26, Z27
 	ADDQ         784(SI), R12
 	ADCQ         792(SI), R13
 	ADCQ         $0x01, R11
-	VPSRLQ       $0x2c, Z24, Z29
-	VPANDQ       Z30, Z24, Z21
-	MOVQ         R12, DX
-	VPADDQ       Z29, Z25, Z25
-	MULXQ        864(SP), R9, R10
-	VPSRLQ       $0x2a, Z25, Z29
-	MULXQ        872(SP), R14, R15
-	VPANDQ       Z10, Z25, Z22
-	VPMADD52LUQ  Z12, Z29, Z20
-	MOVQ         R13, DX
-	VPSRLQ       $0x2c, Z20, Z29
-	MULXQ        880(SP), R12, R13
-	VPANDQ       Z30, Z20, Z20
-	ADDQ         R12, R9
-	ADCQ         R13, R10
-	VPADDQ       Z29, Z21, Z21
-	VMOVDQU64    384(SI), Z26
-	MULXQ        864(SP), R12, R13
-	VPUNPCKLQDQ  448(SI), Z26, Z27
-	ADDQ         R12, R14
-	ADCQ         R13, R15
 	VPUNPCKHQDQ  448(SI), Z26, Z28
-	MOVQ         880(SP), R12
+	MOVQ         R12, DX
 	VPANDQ       Z30, Z27, Z23
-	IMULQ        R11, R12
+	MULXQ        888(SP), R9, R10
 	VPSRLQ       $0x2c, Z27, Z24
 	VPSLLQ       $0x14, Z28, Z26
+	MULXQ        896(SP), R14, R15
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	MOVQ         R13, DX
+	VPSRLQ       $0x18, Z28, Z28
+	MULXQ        904(SP), R12, R13
+	VPORQ        Z14, Z28, Z25
+	ADDQ         R12, R9
+	ADCQ         R13, R10
+	VPXORQ       Z30, Z30, Z26
+	VPXORQ       Z30, Z30, Z27
+	MULXQ        888(SP), R12, R13
+	VPXORQ       Z30, Z30, Z28
+	ADDQ         R12, R14
+	ADCQ         R13, R15
+	VPMADD52LUQ  Z3, Z22, Z23
+	MOVQ         904(SP), R12
+	VPMADD52HUQ  Z3, Z22, Z26
+	IMULQ        R11, R12
+	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z4, Z22, Z27
 	ADDQ         R12, R14
 	ADCQ         $0x00, R15
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
-	IMULQ        864(SP), R11
-	VPSRLQ       $0x18, Z28, Z28
+	VPMADD52LUQ  Z0, Z22, Z25
+	IMULQ        888(SP), R11
+	VPMADD52HUQ  Z0, Z22, Z28
 	ADDQ         R10, R14
 	ADCQ         R11, R15
-	VPORQ        Z14, Z28, Z25
-	VPXORQ       Z30, Z30, Z26
+	VPMADD52LUQ  Z0, Z20, Z23
 	MOVQ         R15, R11
-	VPXORQ       Z30, Z30, Z27
+	VPMADD52HUQ  Z0, Z20, Z26
 	ANDQ         $0x03, R11
-	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z1, Z20, Z24
+	VPMADD52HUQ  Z1, Z20, Z27
 	MOVQ         R15, R13
-	VPMADD52LUQ  Z3, Z22, Z23
-	VPMADD52HUQ  Z3, Z22, Z26
+	VPMADD52LUQ  Z2, Z20, Z25
 	SHRQ         $0x02, R13
-	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z2, Z20, Z28
 	ANDQ         $-4, R15
-	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52LUQ  Z4, Z21, Z23
 	ADDQ         R13, R15
-	VPMADD52LUQ  Z0, Z22, Z25
-	VPMADD52HUQ  Z0, Z22, Z28
+	VPMADD52HUQ  Z4, Z21, Z26
+	VPMADD52LUQ  Z0, Z21, Z24
 	ADDQ         R15, R9
 	ADCQ         $0x00, R14
 	ADCQ         $0x00, R11
-	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z0, Z21, Z27
 	ADDQ         800(SI), R9
 	ADCQ         808(SI), R14
 	ADCQ         $0x01, R11
-	VPMADD52HUQ  Z0, Z20, Z26
+	VPMADD52LUQ  Z1, Z21, Z25
 	MOVQ         R9, DX
-	VPMADD52LUQ  Z1, Z20, Z24
-	VPMADD52HUQ  Z1, Z20, Z27
-	MULXQ        864(SP), R12, R13
-	VPMADD52LUQ  Z2, Z20, Z25
-	MULXQ        872(SP), R10, R15
-	VPMADD52HUQ  Z2, Z20, Z28
+	VPMADD52HUQ  Z1, Z21, Z28
+	MULXQ        888(SP), R12, R13
+	VPMADD52LUQ  Z11, Z26, Z24
+	VPMADD52LUQ  Z11, Z27, Z25
+	MULXQ        896(SP), R10, R15
+	VPSRLQ       $0x2c, Z23, Z29
 	MOVQ         R14, DX
-	VPMADD52LUQ  Z4, Z21, Z23
-	MULXQ        880(SP), R9, R14
-	VPMADD52HUQ  Z4, Z21, Z26
-	VPMADD52LUQ  Z0, Z21, Z24
+	VPANDQ       Z30, Z23, Z20
+	MULXQ        904(SP), R9, R14
+	VPMADD52LUQ  Z13, Z28, Z20
 	ADDQ         R9, R12
 	ADCQ         R14, R13
-	VPMADD52HUQ  Z0, Z21, Z27
-	MULXQ        864(SP), R9, R14
-	VPMADD52LUQ  Z1, Z21, Z25
+	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z24, Z29
+	MULXQ        888(SP), R9, R14
+	VPANDQ       Z30, Z24, Z21
 	ADDQ         R9, R10
 	ADCQ         R14, R15
-	VPMADD52HUQ  Z1, Z21, Z28
-	VPMADD52LUQ  Z11, Z26, Z24
-	MOVQ         880(SP), R9
-	VPMADD52LUQ  Z11, Z27, Z25
+	VPADDQ       Z29, Z25, Z25
+	MOVQ         904(SP), R9
+	VPSRLQ       $0x2a, Z25, Z29
 	IMULQ        R11, R9
-	VPSRLQ       $0x2c, Z23, Z29
+	VPANDQ       Z10, Z25, Z22
+	VPMADD52LUQ  Z12, Z29, Z20
 	ADDQ         R9, R10
 	ADCQ         $0x00, R15
-	VPANDQ       Z30, Z23, Z20
-	VPMADD52LUQ  Z13, Z28, Z20
-	IMULQ        864(SP), R11
-	VPADDQ       Z29, Z24, Z24
+	VPSRLQ       $0x2c, Z20, Z29
+	IMULQ        888(SP), R11
+	VPANDQ       Z30, Z20, Z20
 	ADDQ         R13, R10
 	ADCQ         R11, R15
-	VPSRLQ       $0x2c, Z24, Z29
-	MOVQ         R15, R11
-	VPANDQ       Z30, Z24, Z21
-	VPADDQ       Z29, Z25, Z25
-	ANDQ         $0x03, R11
-	VPSRLQ       $0x2a, Z25, Z29
-	MOVQ         R15, R14
-	VPANDQ       Z10, Z25, Z22
-	SHRQ         $0x02, R14
-	VPMADD52LUQ  Z12, Z29, Z20
-	VPSRLQ       $0x2c, Z20, Z29
-	ANDQ         $-4, R15
-	VPANDQ       Z30, Z20, Z20
-	ADDQ         R14, R15
 	VPADDQ       Z29, Z21, Z21
+	MOVQ         R15, R11
+	VMOVDQU64    512(SI), Z26
+	VPUNPCKLQDQ  576(SI), Z26, Z27
+	ANDQ         $0x03, R11
+	VPUNPCKHQDQ  576(SI), Z26, Z28
+	MOVQ         R15, R14
+	VPANDQ       Z30, Z27, Z23
+	SHRQ         $0x02, R14
+	VPSRLQ       $0x2c, Z27, Z24
+	ANDQ         $-4, R15
+	VPSLLQ       $0x14, Z28, Z26
+	ADDQ         R14, R15
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPSRLQ       $0x18, Z28, Z28
 	ADDQ         R15, R12
 	ADCQ         $0x00, R10
 	ADCQ         $0x00, R11
-	VMOVDQU64    512(SI), Z26
+	VPORQ        Z14, Z28, Z25
 	ADDQ         816(SI), R12
 	ADCQ         824(SI), R10
 	ADCQ         $0x01, R11
-	VPUNPCKLQDQ  576(SI), Z26, Z27
-	VPUNPCKHQDQ  576(SI), Z26, Z28
+	VPXORQ       Z30, Z30, Z26
 	MOVQ         R12, DX
-	VPANDQ       Z30, Z27, Z23
-	MULXQ        864(SP), R9, R14
-	VPSRLQ       $0x2c, Z27, Z24
-	MULXQ        872(SP), R13, R15
-	VPSLLQ       $0x14, Z28, Z26
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	VPXORQ       Z30, Z30, Z27
+	MULXQ        888(SP), R9, R14
+	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z3, Z22, Z23
+	MULXQ        896(SP), R13, R15
+	VPMADD52HUQ  Z3, Z22, Z26
 	MOVQ         R10, DX
-	VPSRLQ       $0x18, Z28, Z28
-	MULXQ        880(SP), R12, R10
-	VPORQ        Z14, Z28, Z25
+	VPMADD52LUQ  Z4, Z22, Z24
+	MULXQ        904(SP), R12, R10
+	VPMADD52HUQ  Z4, Z22, Z27
 	ADDQ         R12, R9
 	ADCQ         R10, R14
-	VPXORQ       Z30, Z30, Z26
-	VPXORQ       Z30, Z30, Z27
-	MULXQ        864(SP), R12, R10
-	VPXORQ       Z30, Z30, Z28
+	VPMADD52LUQ  Z0, Z22, Z25
+	VPMADD52HUQ  Z0, Z22, Z28
+	MULXQ        888(SP), R12, R10
+	VPMADD52LUQ  Z0, Z20, Z23
 	ADDQ         R12, R13
 	ADCQ         R10, R15
-	VPMADD52LUQ  Z3, Z22, Z23
-	MOVQ         880(SP), R12
-	VPMADD52HUQ  Z3, Z22, Z26
-	VPMADD52LUQ  Z4, Z22, Z24
+	VPMADD52HUQ  Z0, Z20, Z26
+	MOVQ         904(SP), R12
+	VPMADD52LUQ  Z1, Z20, Z24
 	IMULQ        R11, R12
-	VPMADD52HUQ  Z4, Z22, Z27
+	VPMADD52HUQ  Z1, Z20, Z27
+	VPMADD52LUQ  Z2, Z20, Z25
 	ADDQ         R12, R13
 	ADCQ         $0x00, R15
-	VPMADD52LUQ  Z0, Z22, Z25
-	IMULQ        864(SP), R11
-	VPMADD52HUQ  Z0, Z22, Z28
-	VPMADD52LUQ  Z0, Z20, Z23
+	VPMADD52HUQ  Z2, Z20, Z28
+	IMULQ        888(SP), R11
+	VPMADD52LUQ  Z4, Z21, Z23
 	ADDQ         R14, R13
 	ADCQ         R11, R15
-	VPMADD52HUQ  Z0, Z20, Z26
-	MOVQ         R15, R11
-	VPMADD52LUQ  Z1, Z20, Z24
-	ANDQ         $0x03, R11
-	VPMADD52HUQ  Z1, Z20, Z27
-	MOVQ         R15, R10
-	VPMADD52LUQ  Z2, Z20, Z25
-	VPMADD52HUQ  Z2, Z20, Z28
-	SHRQ         $0x02, R10
-	VPMADD52LUQ  Z4, Z21, Z23
-	ANDQ         $-4, R15
 	VPMADD52HUQ  Z4, Z21, Z26
-	ADDQ         R10, R15
+	MOVQ         R15, R11
 	VPMADD52LUQ  Z0, Z21, Z24
 	VPMADD52HUQ  Z0, Z21, Z27
+	ANDQ         $0x03, R11
+	VPMADD52LUQ  Z1, Z21, Z25
+	MOVQ         R15, R10
+	VPMADD52HUQ  Z1, Z21, Z28
+	SHRQ         $0x02, R10
+	VPMADD52LUQ  Z11, Z26, Z24
+	ANDQ         $-4, R15
+	VPMADD52LUQ  Z11, Z27, Z25
+	VPSRLQ       $0x2c, Z23, Z29
+	ADDQ         R10, R15
+	VPANDQ       Z30, Z23, Z20
 	ADDQ         R15, R9
 	ADCQ         $0x00, R13
 	ADCQ         $0x00, R11
-	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52LUQ  Z13, Z28, Z20
 	ADDQ         832(SI), R9
 	ADCQ         840(SI), R13
 	ADCQ         $0x01, R11
-	VPMADD52HUQ  Z1, Z21, Z28
-	MOVQ         R9, DX
-	VPMADD52LUQ  Z11, Z26, Z24
-	VPMADD52LUQ  Z11, Z27, Z25
-	MULXQ        864(SP), R12, R10
-	VPSRLQ       $0x2c, Z23, Z29
-	MULXQ        872(SP), R14, R15
-	VPANDQ       Z30, Z23, Z20
-	MOVQ         R13, DX
-	VPMADD52LUQ  Z13, Z28, Z20
 	VPADDQ       Z29, Z24, Z24
-	MULXQ        880(SP), R9, R13
+	MOVQ         R9, DX
 	VPSRLQ       $0x2c, Z24, Z29
+	VPANDQ       Z30, Z24, Z21
+	MULXQ        888(SP), R12, R10
+	VPADDQ       Z29, Z25, Z25
+	MULXQ        896(SP), R14, R15
+	VPSRLQ       $0x2a, Z25, Z29
+	MOVQ         R13, DX
+	VPANDQ       Z10, Z25, Z22
+	MULXQ        904(SP), R9, R13
+	VPMADD52LUQ  Z12, Z29, Z20
 	ADDQ         R9, R12
 	ADCQ         R13, R10
-	VPANDQ       Z30, Z24, Z21
-	MULXQ        864(SP), R9, R13
-	VPADDQ       Z29, Z25, Z25
-	VPSRLQ       $0x2a, Z25, Z29
+	VPSRLQ       $0x2c, Z20, Z29
+	VPANDQ       Z30, Z20, Z20
+	MULXQ        888(SP), R9, R13
+	VPADDQ       Z29, Z21, Z21
 	ADDQ         R9, R14
 	ADCQ         R13, R15
-	VPANDQ       Z10, Z25, Z22
-	MOVQ         880(SP), R9
-	VPMADD52LUQ  Z12, Z29, Z20
-	IMULQ        R11, R9
-	VPSRLQ       $0x2c, Z20, Z29
-	ADDQ         R9, R14
-	ADCQ         $0x00, R15
-	VPANDQ       Z30, Z20, Z20
-	VPADDQ       Z29, Z21, Z21
-	IMULQ        864(SP), R11
 	VMOVDQU64    640(SI), Z26
-	ADDQ         R10, R14
-	ADCQ         R11, R15
+	MOVQ         904(SP), R9
 	VPUNPCKLQDQ  704(SI), Z26, Z27
-	MOVQ         R15, R11
+	IMULQ        R11, R9
 	VPUNPCKHQDQ  704(SI), Z26, Z28
 	VPANDQ       Z30, Z27, Z23
-	ANDQ         $0x03, R11
+	ADDQ         R9, R14
+	ADCQ         $0x00, R15
 	VPSRLQ       $0x2c, Z27, Z24
-	MOVQ         R15, R13
+	IMULQ        888(SP), R11
 	VPSLLQ       $0x14, Z28, Z26
-	SHRQ         $0x02, R13
+	ADDQ         R10, R14
+	ADCQ         R11, R15
 	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	MOVQ         R15, R11
 	VPSRLQ       $0x18, Z28, Z28
-	ANDQ         $-4, R15
 	VPORQ        Z14, Z28, Z25
-	ADDQ         R13, R15
+	ANDQ         $0x03, R11
 	VPXORQ       Z30, Z30, Z26
+	MOVQ         R15, R13
+	VPXORQ       Z30, Z30, Z27
+	SHRQ         $0x02, R13
+	VPXORQ       Z30, Z30, Z28
+	ANDQ         $-4, R15
+	VPMADD52LUQ  Z3, Z22, Z23
+	VPMADD52HUQ  Z3, Z22, Z26
+	ADDQ         R13, R15
+	VPMADD52LUQ  Z4, Z22, Z24
 	ADDQ         R15, R12
 	ADCQ         $0x00, R14
 	ADCQ         $0x00, R11
-	VPXORQ       Z30, Z30, Z27
-	VPXORQ       Z30, Z30, Z28
+	VPMADD52HUQ  Z4, Z22, Z27
 	ADDQ         848(SI), R12
 	ADCQ         856(SI), R14
 	ADCQ         $0x01, R11
-	VPMADD52LUQ  Z3, Z22, Z23
-	MOVQ         R12, DX
-	VPMADD52HUQ  Z3, Z22, Z26
-	MULXQ        864(SP), R9, R13
-	VPMADD52LUQ  Z4, Z22, Z24
-	MULXQ        872(SP), R10, R15
-	VPMADD52HUQ  Z4, Z22, Z27
 	VPMADD52LUQ  Z0, Z22, Z25
-	MOVQ         R14, DX
+	MOVQ         R12, DX
 	VPMADD52HUQ  Z0, Z22, Z28
-	MULXQ        880(SP), R12, R14
 	VPMADD52LUQ  Z0, Z20, Z23
+	MULXQ        888(SP), R9, R13
+	VPMADD52HUQ  Z0, Z20, Z26
+	MULXQ        896(SP), R10, R15
+	VPMADD52LUQ  Z1, Z20, Z24
+	MOVQ         R14, DX
+	VPMADD52HUQ  Z1, Z20, Z27
+	MULXQ        904(SP), R12, R14
+	VPMADD52LUQ  Z2, Z20, Z25
+	VPMADD52HUQ  Z2, Z20, Z28
 	ADDQ         R12, R9
 	ADCQ         R14, R13
-	VPMADD52HUQ  Z0, Z20, Z26
-	VPMADD52LUQ  Z1, Z20, Z24
-	MULXQ        864(SP), R12, R14
-	VPMADD52HUQ  Z1, Z20, Z27
-	ADDQ         R12, R10
-	ADCQ         R14, R15
-	VPMADD52LUQ  Z2, Z20, Z25
-	MOVQ         880(SP), R12
-	VPMADD52HUQ  Z2, Z20, Z28
 	VPMADD52LUQ  Z4, Z21, Z23
-	IMULQ        R11, R12
+	MULXQ        888(SP), R12, R14
 	VPMADD52HUQ  Z4, Z21, Z26
 	ADDQ         R12, R10
-	ADCQ         $0x00, R15
+	ADCQ         R14, R15
 	VPMADD52LUQ  Z0, Z21, Z24
-	IMULQ        864(SP), R11
+	MOVQ         904(SP), R12
 	VPMADD52HUQ  Z0, Z21, Z27
+	IMULQ        R11, R12
 	VPMADD52LUQ  Z1, Z21, Z25
+	VPMADD52HUQ  Z1, Z21, Z28
+	ADDQ         R12, R10
+	ADCQ         $0x00, R15
+	VPMADD52LUQ  Z11, Z26, Z24
+	IMULQ        888(SP), R11
+	VPMADD52LUQ  Z11, Z27, Z25
 	ADDQ         R13, R10
 	ADCQ         R11, R15
-	VPMADD52HUQ  Z1, Z21, Z28
-	MOVQ         R15, R11
-	VPMADD52LUQ  Z11, Z26, Z24
-	ANDQ         $0x03, R11
-	VPMADD52LUQ  Z11, Z27, Z25
 	VPSRLQ       $0x2c, Z23, Z29
-	MOVQ         R15, R14
+	MOVQ         R15, R11
 	VPANDQ       Z30, Z23, Z20
-	SHRQ         $0x02, R14
 	VPMADD52LUQ  Z13, Z28, Z20
-	ANDQ         $-4, R15
+	ANDQ         $0x03, R11
 	VPADDQ       Z29, Z24, Z24
-	ADDQ         R14, R15
+	MOVQ         R15, R14
 	VPSRLQ       $0x2c, Z24, Z29
+	SHRQ         $0x02, R14
 	VPANDQ       Z30, Z24, Z21
+	ANDQ         $-4, R15
+	VPADDQ       Z29, Z25, Z25
+	VPSRLQ       $0x2a, Z25, Z29
+	ADDQ         R14, R15
+	VPANDQ       Z10, Z25, Z22
 	ADDQ         R15, R9
 	ADCQ         $0x00, R10
 	ADCQ         $0x00, R11
-	VPADDQ       Z29, Z25, Z25
+	VPMADD52LUQ  Z12, Z29, Z20
 	ADDQ         864(SI), R9
 	ADCQ         872(SI), R10
 	ADCQ         $0x01, R11
-	VPSRLQ       $0x2a, Z25, Z29
-	MOVQ         R9, DX
-	VPANDQ       Z10, Z25, Z22
-	VPMADD52LUQ  Z12, Z29, Z20
-	MULXQ        864(SP), R12, R14
 	VPSRLQ       $0x2c, Z20, Z29
-	MULXQ        872(SP), R13, R15
+	MOVQ         R9, DX
 	VPANDQ       Z30, Z20, Z20
-	MOVQ         R10, DX
 	VPADDQ       Z29, Z21, Z21
-	VPBROADCASTQ 896(SP), Z15
-	MULXQ        880(SP), R9, R10
-	VPBROADCASTQ 904(SP), Z16
+	MULXQ        888(SP), R12, R14
+	VPBROADCASTQ 920(SP), Z15
+	MULXQ        896(SP), R13, R15
+	VPBROADCASTQ 928(SP), Z16
+	MOVQ         R10, DX
+	VPBROADCASTQ 936(SP), Z17
+	MULXQ        904(SP), R9, R10
+	VPBROADCASTQ 944(SP), Z18
+	VPBROADCASTQ 952(SP), Z19
 	ADDQ         R9, R12
 	ADCQ         R10, R14
-	VPBROADCASTQ 912(SP), Z17
-	MULXQ        864(SP), R9, R10
-	VPBROADCASTQ 920(SP), Z18
-	VPBROADCASTQ 928(SP), Z19
+	VMOVDQU64    896(SI), Z26
+	MULXQ        888(SP), R9, R10
+	VPUNPCKLQDQ  960(SI), Z26, Z27
 	ADDQ         R9, R13
 	ADCQ         R10, R15
-	VMOVDQU64    896(SI), Z26
-	MOVQ         880(SP), R9
-	VPUNPCKLQDQ  960(SI), Z26, Z27
-	IMULQ        R11, R9
 	VPUNPCKHQDQ  960(SI), Z26, Z28
+	MOVQ         904(SP), R9
 	VPANDQ       Z30, Z27, Z23
+	VPSRLQ       $0x2c, Z27, Z24
+	IMULQ        R11, R9
+	VPSLLQ       $0x14, Z28, Z26
 	ADDQ         R9, R13
 	ADCQ         $0x00, R15
-	VPSRLQ       $0x2c, Z27, Z24
-	IMULQ        864(SP), R11
-	VPSLLQ       $0x14, Z28, Z26
+	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
+	IMULQ        888(SP), R11
+	VPSRLQ       $0x18, Z28, Z28
 	ADDQ         R14, R13
 	ADCQ         R11, R15
-	VPTERNLOGQ   $0xa8, Z30, Z26, Z24
-	MOVQ         R15, R11
-	VPSRLQ       $0x18, Z28, Z28
 	VPORQ        Z14, Z28, Z25
-	ANDQ         $0x03, R11
 	VPXORQ       Z30, Z30, Z26
-	MOVQ         R15, R10
+	MOVQ         R15, R11
 	VPXORQ       Z30, Z30, Z27
-	SHRQ         $0x02, R10
+	ANDQ         $0x03, R11
 	VPXORQ       Z30, Z30, Z28
+	MOVQ         R15, R10
 	VPMADD52LUQ  Z18, Z22, Z23
-	ANDQ         $-4, R15
+	SHRQ         $0x02, R10
 	VPMADD52HUQ  Z18, Z22, Z26
-	ADDQ         R10, R15
+	ANDQ         $-4, R15
 	VPMADD52LUQ  Z19, Z22, Z24
+	VPMADD52HUQ  Z19, Z22, Z27
+	ADDQ         R10, R15
+	VPMADD52LUQ  Z15, Z22, Z25
 	ADDQ         R15, R12
 	ADCQ         $0x00, R13
 	ADCQ         $0x00, R11
-	VPMADD52HUQ  Z19, Z22, Z27
-	VPMADD52LUQ  Z15, Z22, Z25
+	VPMADD52HUQ  Z15, Z22, Z28
 	ADDQ         880(SI), R12
 	ADCQ         888(SI), R13
 	ADCQ         $0x01, R11
-	VPMADD52HUQ  Z15, Z22, Z28
-	MOVQ         R12, DX
 	VPMADD52LUQ  Z15, Z20, Z23
-	MULXQ        864(SP), R9, R10
+	MOVQ         R12, DX
 	VPMADD52HUQ  Z15, Z20, Z26
 	VPMADD52LUQ  Z16, Z20, Z24
-	MULXQ        872(SP), R14, R15
+	MULXQ        888(SP), R9, R10
 	VPMADD52HUQ  Z16, Z20, Z27
-	MOVQ         R13, DX
+	MULXQ        896(SP), R14, R15
 	VPMADD52LUQ  Z17, Z20, Z25
-	MULXQ        880(SP), R12, R13
+	MOVQ         R13, DX
 	VPMADD52HUQ  Z17, Z20, Z28
+	MULXQ        904(SP), R12, R13
 	VPMADD52LUQ  Z19, Z21, Z23
+	VPMADD52HUQ  Z19, Z21, Z26
 	ADDQ         R12, R9
 	ADCQ         R13, R10
-	VPMADD52HUQ  Z19, Z21, Z26
-	MULXQ        864(SP), R12, R13
 	VPMADD52LUQ  Z15, Z21, Z24
+	MULXQ        888(SP), R12, R13
+	VPMADD52HUQ  Z15, Z21, Z27
 	ADDQ         R12, R14
 	ADCQ         R13, R15
-	VPMADD52HUQ  Z15, Z21, Z27
-	MOVQ         880(SP), R12
 	VPMADD52LUQ  Z16, Z21, Z25
+	MOVQ         904(SP), R12
 	VPMADD52HUQ  Z16, Z21, Z28
-	IMULQ        R11, R12
 	VPMADD52LUQ  Z11, Z26, Z24
+	IMULQ        R11, R12
+	VPMADD52LUQ  Z11, Z27, Z25
 	ADDQ         R12, R14
 	ADCQ         $0x00, R15
-	VPMADD52LUQ  Z11, Z27, Z25
-	IMULQ        864(SP), R11
 	VPSRLQ       $0x2c, Z23, Z29
+	IMULQ        888(SP), R11
 	VPANDQ       Z30, Z23, Z20
 	ADDQ         R10, R14
 	ADCQ         R11, R15
 	VPMADD52LUQ  Z13, Z28, Z20
-	MOVQ         R15, R11
 	VPADDQ       Z29, Z24, Z24
-	ANDQ         $0x03, R11
+	MOVQ         R15, R11
 	VPSRLQ       $0x2c, Z24, Z29
+	ANDQ         $0x03, R11
 	VPANDQ       Z30, Z24, Z21
 	MOVQ         R15, R13
 	VPADDQ       Z29, Z25, Z25
 	SHRQ         $0x02, R13
 	VPSRLQ       $0x2a, Z25, Z29
-	ANDQ         $-4, R15
 	VPANDQ       Z10, Z25, Z22
+	ANDQ         $-4, R15
 	VPMADD52LUQ  Z12, Z29, Z20
 	ADDQ         R13, R15
 	VPSRLQ       $0x2c, Z20, Z29
@@ -16073,19 +16077,7 @@ whole_last:
 	VPMADD52HUQ  Z6, Z21, Z28
 	VPMADD52LUQ  Z11, Z26, Z24
 	VPMADD52LUQ  Z11, Z27, Z25
-	VPSRLQ       $0x2c, Z23, Z29
-	VPANDQ       Z30, Z23, Z20
-	VPMADD52LUQ  Z13, Z28, Z20
-	VPADDQ       Z29, Z24, Z24
-	VPSRLQ       $0x2c, Z24, Z29
-	VPANDQ       Z30, Z24, Z21
-	VPADDQ       Z29, Z25, Z25
-	VPSRLQ       $0x2a, Z25, Z29
-	VPANDQ       Z10, Z25, Z22
-	VPMADD52LUQ  Z12, Z29, Z20
-	VPSRLQ       $0x2c, Z20, Z29
-	VPANDQ       Z30, Z20, Z20
-	VPADDQ       Z29, Z21, Z21
+	VPMADD52LUQ  Z13, Z28, Z23
 
 	// Clear r⁸, the lane powers and r¹⁶ from Z0–Z9 and Z15–Z19.
 	VPXORQ Z0, Z0, Z0
@@ -16104,32 +16096,32 @@ whole_last:
 	VPXORQ Z18, Z18, Z18
 	VPXORQ Z19, Z19, Z19
 
-	// Sum the lanes and the addend: each lane's limbs are below 2⁴⁴+2⁷
-	// (mulReduce), the sums below 2^47.2.
-	VALIGNQ $0x04, Z20, Z20, Z16
-	VPADDQ  Z16, Z20, Z20
-	VALIGNQ $0x02, Z20, Z20, Z16
-	VPADDQ  Z16, Z20, Z20
-	VALIGNQ $0x01, Z20, Z20, Z16
-	VPADDQ  Z16, Z20, Z20
-	VMOVQ   X20, AX
-	ADDQ    200(SP), AX
-	VALIGNQ $0x04, Z21, Z21, Z16
-	VPADDQ  Z16, Z21, Z21
-	VALIGNQ $0x02, Z21, Z21, Z16
-	VPADDQ  Z16, Z21, Z21
-	VALIGNQ $0x01, Z21, Z21, Z16
-	VPADDQ  Z16, Z21, Z21
-	VMOVQ   X21, CX
-	ADDQ    208(SP), CX
-	VALIGNQ $0x04, Z22, Z22, Z16
-	VPADDQ  Z16, Z22, Z22
-	VALIGNQ $0x02, Z22, Z22, Z16
-	VPADDQ  Z16, Z22, Z22
-	VALIGNQ $0x01, Z22, Z22, Z16
-	VPADDQ  Z16, Z22, Z22
-	VMOVQ   X22, DX
-	ADDQ    216(SP), DX
+	// Sum the lanes and the addend: each lane's limbs are below
+	// 2^53.73 (mulFold), the sums below 2^56.74.
+	VALIGNQ $0x04, Z23, Z23, Z16
+	VPADDQ  Z16, Z23, Z23
+	VALIGNQ $0x02, Z23, Z23, Z16
+	VPADDQ  Z16, Z23, Z23
+	VALIGNQ $0x01, Z23, Z23, Z16
+	VPADDQ  Z16, Z23, Z23
+	VMOVQ   X23, AX
+	ADDQ    864(SP), AX
+	VALIGNQ $0x04, Z24, Z24, Z16
+	VPADDQ  Z16, Z24, Z24
+	VALIGNQ $0x02, Z24, Z24, Z16
+	VPADDQ  Z16, Z24, Z24
+	VALIGNQ $0x01, Z24, Z24, Z16
+	VPADDQ  Z16, Z24, Z24
+	VMOVQ   X24, CX
+	ADDQ    872(SP), CX
+	VALIGNQ $0x04, Z25, Z25, Z16
+	VPADDQ  Z16, Z25, Z25
+	VALIGNQ $0x02, Z25, Z25, Z16
+	VPADDQ  Z16, Z25, Z25
+	VALIGNQ $0x01, Z25, Z25, Z16
+	VPADDQ  Z16, Z25, Z25
+	VMOVQ   X25, DX
+	ADDQ    880(SP), DX
 
 	// Carry to l0, l1 < 2⁴⁴, l2 < 2⁴², folding 2¹³⁰ back as 5.
 	MOVQ $0x00000fffffffffff, DI
@@ -16175,32 +16167,20 @@ whole_last:
 	SHRQ    $0x02, DX
 	CMOVQNE BX, AX
 	CMOVQNE SI, CX
-	ADDQ    168(SP), AX
-	ADCQ    176(SP), CX
+	ADDQ    848(SP), AX
+	ADCQ    856(SP), CX
 	MOVQ    tag+64(FP), DX
 	MOVQ    AX, (DX)
 	MOVQ    CX, 8(DX)
 
-	// Wipe the frame: the key block, r's powers, the state.
+	// Wipe the rest of the frame: the key block, L·r, r and r¹⁶.
 	VPXORQ    Z16, Z16, Z16
-	VMOVDQU64 Z16, (SP)
-	VMOVDQU64 Z16, 64(SP)
-	VMOVDQU64 Z16, 128(SP)
-	VMOVDQU64 Z16, 192(SP)
-	VMOVDQU64 Z16, 256(SP)
-	VMOVDQU64 Z16, 320(SP)
-	VMOVDQU64 Z16, 384(SP)
-	VMOVDQU64 Z16, 448(SP)
-	VMOVDQU64 Z16, 512(SP)
-	VMOVDQU64 Z16, 576(SP)
-	VMOVDQU64 Z16, 640(SP)
-	VMOVDQU64 Z16, 704(SP)
-	VMOVDQU64 Z16, 768(SP)
 	VMOVDQU64 Z16, 832(SP)
 	VMOVDQU64 Z16, 896(SP)
 	VMOVDQU64 Z16, 960(SP)
 	VMOVDQU64 Z16, 1024(SP)
 	VMOVDQU64 Z16, 1088(SP)
 	VMOVDQU64 Z16, 1152(SP)
+	VMOVDQU64 Z16, 1216(SP)
 	VZEROUPPER
 	RET

@@ -530,7 +530,8 @@ ifma_last:
 	VPANDQ      Z0, Z6, Z6
 	VPADDQ      Z2, Z7, Z7
 
-	// Sum the lanes: each limb is below 2⁴⁴+2⁷ (mulReduce), the sums below 2^47.01.
+	// Sum the lanes: each limb is below 2^53.73 (mulFold; mulReduce
+	// leaves less), the sums below 2^56.73.
 	VALIGNQ $0x04, Z6, Z6, Z0
 	VPADDQ  Z0, Z6, Z6
 	VALIGNQ $0x02, Z6, Z6, Z0

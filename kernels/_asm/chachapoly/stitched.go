@@ -152,6 +152,10 @@ type stitchIn struct {
 	// finish, if not nil, takes the accumulator's lanes at the end instead
 	// of storeH, and the caller clears the frame.
 	finish func(h [3]Op)
+	// early, if not nil, appends to the seal's last group's general-purpose
+	// stream, once the table and the state are read for the last time,
+	// stores that clear them, with z a zeroed zmm register.
+	early func(g *stream, z VecPhysical)
 }
 
 // stitchFrame is the frame stitchedBody needs: r0, r1 and s1 for the
@@ -248,7 +252,8 @@ func stitchedBody(seal bool, in stitchIn) {
 	// from the end. gp, from 0 over blocks 49…56 by Horner's rule, holds
 	// Σ m_i·r^(57−i); added to lane 0 before the last step, whose power
 	// there is r⁸ (lane 0 takes a step's first block), it gets the power
-	// each block needs. The lanes then hold what 8 steps would leave.
+	// each block needs. The lanes then hold what 8 steps would leave, but
+	// for the last step's carries (mulFold): they are in zScratch.lo.
 	//
 	// The general-purpose stream computes r¹⁶ = r⁸·r⁸ first (gprMul44, into
 	// the frame's rows for r^(8+8·scalarSteps), unused in the last group),
@@ -267,6 +272,7 @@ func stitchedBody(seal bool, in stitchIn) {
 	// outputs as they are; those are within mulReduce's multipliers. Lane 0
 	// before the last step is what the steps' handoff leaves at a group's
 	// start: a step's output, 8 blocks and gp.
+	loaded := false // the seal's last group's multipliers are in registers
 	tail := func(v stream, msg Register, r8, last mulr, c consts, hibit Op) stream {
 		r16 := func(i int) Mem { return frame.Offset(32 + 8*i) }
 		var g stream
@@ -277,6 +283,22 @@ func stitchedBody(seal bool, in stitchIn) {
 		// the blocks' stream; the generator checks.
 		stored, store := false, g[len(g)-1]
 		g[len(g)-1] = func() { store(); stored = true }
+		if in.early != nil {
+			// Z31, the counter words, is free: the last group runs no
+			// ChaCha20.
+			g.op(VPXORQ, Z31, Z31, Z31)
+			n := len(g)
+			in.early(&g, Z31)
+			for i := n; i < len(g); i++ {
+				f := g[i]
+				g[i] = func() {
+					if !loaded {
+						panic("the table cleared before the last step's multipliers are loaded")
+					}
+					f()
+				}
+			}
+		}
 		for b := 0; b < 8; b++ {
 			gp.block(&g, Mem{Base: msg, Disp: 768 + 16*b}, b == 0)
 		}
@@ -302,7 +324,7 @@ func stitchedBody(seal bool, in stitchIn) {
 		}
 		s := mergeStreams(v, g)
 		s.do(gp.handoff(zAcc, zScratch.t.(VecPhysical), m44))
-		mulReduce(&s, zAcc, last, c, zScratch)
+		mulFold(&s, zAcc, last, c, zScratch)
 		return s
 	}
 
@@ -342,6 +364,7 @@ func stitchedBody(seal bool, in stitchIn) {
 			}
 			c.m42, c.k256, c.k5, c.k5120 = bc(c.m42, Z10), bc(c.k256, Z11), bc(c.k5, Z12), bc(c.k5120, Z13)
 			hibit = bc(hibit, Z14)
+			v.do(func() { loaded = true })
 		}
 		if alone {
 			// Before the general-purpose stream below reuses gp's registers.
@@ -402,11 +425,17 @@ func stitchedBody(seal bool, in stitchIn) {
 			"last step multiplying by the lane powers.")
 		group(steps(a.src, false, false))
 	}
+	// The seal's last step (tail, mulFold) leaves its lanes in the low
+	// accumulators, with the carries to do.
+	acc := zAcc
+	if seal {
+		acc = zScratch.lo
+	}
 	if in.finish != nil {
-		in.finish(zAcc)
+		in.finish(acc)
 		return
 	}
-	storeH(zAcc, in.st(), Z16)
+	storeH(acc, in.st(), Z16)
 	Comment("Clear the frame: r and its powers.")
 	VPXORQ(Z16, Z16, Z16)
 	for i := 0; i < rowsPerMul; i++ {
