@@ -57,10 +57,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "cipherd serve: -log-level:", err)
 		return 2
 	}
-	// JSON logs to standard error through a buffer flushed every second (and
-	// at exit): an access and an audit line per request must not cost a
-	// write system call each.
-	sink := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(stderr), Size: 256 << 10, FlushInterval: time.Second}
+	// JSON logs to standard error through buffers written by a goroutine of
+	// their own every second or when full (and at exit): an access and an
+	// audit line per request must not cost a write system call each, nor
+	// wait while a pipe's reader catches up.
+	sink := server.NewLogSink(stderr, time.Second)
 	defer sink.Stop()
 	log := zap.New(zapcore.NewCore(server.NewLogEncoder(zap.NewProductionEncoderConfig()), sink, level),
 		zap.ErrorOutput(zapcore.AddSync(stderr)))
