@@ -51,6 +51,10 @@ func (s *Server) routes() []route {
 	}
 }
 
+// connIdleTimeout closes a keep-alive connection that sends no request for
+// this long.
+const connIdleTimeout = 2 * time.Minute
+
 func (s *Server) newApp() *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "cipherd",
@@ -63,7 +67,7 @@ func (s *Server) newApp() *fiber.App {
 		// Headers and JSON bodies must arrive within RequestTimeout; streaming
 		// handlers extend the deadline read by read (StreamIdleTimeout).
 		ReadTimeout:     s.cfg.RequestTimeout,
-		IdleTimeout:     2 * time.Minute,
+		IdleTimeout:     connIdleTimeout,
 		ReadBufferSize:  max(s.cfg.IOBufferSize, 16<<10),
 		WriteBufferSize: s.cfg.IOBufferSize,
 		// Streamed responses must not be cut by a whole-response deadline;

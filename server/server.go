@@ -240,6 +240,7 @@ func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
 // Serve accepts connections on ln (wrapping it in TLS when configured) until
 // Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	ln = coalescingListener{Listener: ln, slack: deadlineSlack(s.cfg.RequestTimeout, s.cfg.StreamIdleTimeout, connIdleTimeout)}
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls.config())
 	}

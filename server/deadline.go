@@ -1,0 +1,103 @@
+package server
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// fasthttp sets a connection's read deadline twice per request: the idle
+// timeout before it waits for the next request, the request timeout once its
+// first byte is in. Each is a timer update in the runtime, with a clock read
+// and a lock, although the next request is usually in the buffer already and
+// no read waits under the second one; a streaming body moves its deadline
+// again on every read. coalescingConn makes most of them free: it notes the
+// deadline asked for and sets it on the connection only when a read is about
+// to happen and the one in force is not close enough.
+//
+// The deadline in force when a read starts is never later than the one
+// asked for, and at most slack earlier: a deadline moved earlier is always
+// set, one moved later only when the one in force would end the read more
+// than slack too soon. slack is a sixteenth of the shortest timeout the
+// server sets, and at most a second, so that a timeout fires after at least
+// 15/16 of its length.
+//
+// A read that is blocked already keeps the deadline it started with: setting
+// one from another goroutine does not interrupt it. cipherd and fasthttp set
+// a connection's read deadline only before they read from it, and stop
+// connections by closing them.
+type coalescingConn struct {
+	net.Conn
+	slack   int64
+	want    atomic.Int64 // the read deadline asked for, in Unix nanoseconds; 0 for none
+	inForce atomic.Int64 // the read deadline set on Conn
+}
+
+// SetReadDeadline notes t as the read deadline for the reads to come.
+func (c *coalescingConn) SetReadDeadline(t time.Time) error {
+	c.want.Store(unixNanos(t))
+	return nil
+}
+
+// SetDeadline sets both deadlines at once.
+func (c *coalescingConn) SetDeadline(t time.Time) error {
+	w := unixNanos(t)
+	c.want.Store(w)
+	c.inForce.Store(w)
+	return c.Conn.SetDeadline(t)
+}
+
+// Read sets the read deadline asked for if the one in force is not close
+// enough, then reads.
+func (c *coalescingConn) Read(p []byte) (int, error) {
+	if w, f := c.want.Load(), c.inForce.Load(); w != f && (w == 0 || f == 0 || w < f || w-f > c.slack) {
+		if err := c.apply(w); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *coalescingConn) apply(w int64) error {
+	c.inForce.Store(w)
+	if w == 0 {
+		return c.Conn.SetReadDeadline(time.Time{})
+	}
+	return c.Conn.SetReadDeadline(time.Unix(0, w))
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	if n := t.UnixNano(); n != 0 {
+		return n
+	}
+	return 1 // the instant of the epoch, not "none"
+}
+
+// coalescingListener wraps the connections it accepts in coalescingConn.
+type coalescingListener struct {
+	net.Listener
+	slack time.Duration
+}
+
+func (l coalescingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &coalescingConn{Conn: c, slack: int64(l.slack)}, nil
+}
+
+// deadlineSlack is the slack of coalescingConn for the given timeouts: a
+// sixteenth of the shortest, at most a second.
+func deadlineSlack(timeouts ...time.Duration) time.Duration {
+	s := time.Second
+	for _, t := range timeouts {
+		if t > 0 {
+			s = min(s, t/16)
+		}
+	}
+	return s
+}
