@@ -14,7 +14,10 @@
 # a VM costs the kernel more per line (the page cache grows by the log's
 # size, page by page). STREAM_MB=0 skips the streaming rounds.
 # CHART_DIR=docs/img also writes the medians as tables and SVG charts
-# (internal/benchchart).
+# (internal/benchchart). PIN=1 runs both servers on the last CPU and the
+# clients on the others (taskset), as a load test on separate machines
+# would: the servers then get GOMAXPROCS=1 and no client competes for their
+# core; by default everything shares all CPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-10s}
@@ -30,18 +33,26 @@ trap cleanup EXIT
 go build -o "$work/cipherd" ./cmd/cipherd
 go build -o "$work/baseline" ./internal/baseline
 
+srv=() cli=()
+if [ "${PIN:-0}" = 1 ]; then
+  n=$(nproc)
+  [ "$n" -ge 2 ] || { echo "PIN=1 needs 2 CPUs or more" >&2; exit 2; }
+  srv=(taskset -c $((n - 1))) cli=(taskset -c 0-$((n - 2)))
+  echo "servers on CPU $((n - 1)), clients on CPUs 0-$((n - 2))"
+fi
+
 LOG_TO=${LOG_TO:-pipe}
 case $LOG_TO in
 pipe) exec 3> >(cat >/dev/null) ;;
 file) exec 3>"$work/cipherd.log" ;;
 *) echo "LOG_TO=pipe or LOG_TO=file" >&2; exit 2 ;;
 esac
-CIPHERD_ADMIN_TOKEN=$TOKEN CIPHERD_AEAD=aes-128-gcm "$work/cipherd" serve \
+CIPHERD_ADMIN_TOKEN=$TOKEN CIPHERD_AEAD=aes-128-gcm "${srv[@]}" "$work/cipherd" serve \
   -addr 127.0.0.1:18480 -data-dir "$work/data" -log-level info >&3 2>&3 &
 pids+=($!); cpid=$!
 exec 3>&-
 echo "cipherd's log output: $LOG_TO"
-"$work/baseline" -addr 127.0.0.1:18481 >"$work/baseline.log" 2>&1 &
+"${srv[@]}" "$work/baseline" -addr 127.0.0.1:18481 >"$work/baseline.log" 2>&1 &
 pids+=($!); bpid=$!
 for i in $(seq 100); do
   curl -sf localhost:18480/readyz >/dev/null && curl -s -o /dev/null localhost:18481/ && break
@@ -73,7 +84,7 @@ for r in $(seq "$ROUNDS"); do
     if [ $target = cipherd ]; then url=http://127.0.0.1:18480/v1/encrypt/default; pid=$cpid
     else url=http://127.0.0.1:18481/seal; pid=$bpid; fi
     t0=$(ticks $pid)
-    out=$(wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$work/post.lua" "$url")
+    out=$("${cli[@]}" wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$work/post.lua" "$url")
     t1=$(ticks $pid)
     reqs=$(echo "$out" | awk '/requests in/ {print $1}')
     r_s=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
@@ -91,10 +102,11 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR
 mc=$(echo "${rps[cipherd]}" | median); mb=$(echo "${rps[baseline]}" | median)
 echo "median req/s: cipherd $mc, baseline $mb, ratio $(awk -v a="$mc" -v b="$mb" 'BEGIN {printf "%.2f", a/b}')"
 echo "median server CPU per request: cipherd $(echo "${cpu[cipherd]}" | median) µs, baseline $(echo "${cpu[baseline]}" | median) µs"
-note="wrk -t1 -c$CONNS -d$DUR on loopback, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
+pinned=""; [ "${PIN:-0}" = 1 ] && pinned=", server and client on separate CPUs (PIN=1)"
+note="wrk -t1 -c$CONNS -d$DUR on loopback$pinned, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
 chart() { # name title unit rows...
   [ -n "${CHART_DIR:-}" ] || return 0
-  local name=$1 title=$2 unit=$3; shift 3
+  local name=$1${pinned:+-pinned} title=$2 unit=$3; shift 3
   mkdir -p "$CHART_DIR"
   { echo "# title: $title"; echo "# unit: $unit"; echo "# note: $note"; printf '%s\n' "$@"; } >"$CHART_DIR/$name.tsv"
   go run ./internal/benchchart <"$CHART_DIR/$name.tsv" >"$CHART_DIR/$name.svg"
@@ -114,7 +126,7 @@ for r in $(seq "$ROUNDS"); do
   for target in cipherd baseline; do
     if [ $target = cipherd ]; then url=http://127.0.0.1:18480/v1/encrypt/default
     else url=http://127.0.0.1:18481/stream; fi
-    s=$(curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
+    s=$("${cli[@]}" curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
       -T "$work/big" -o /dev/null -w '%{time_total}' "$url")
     mibs=$(awk -v m="$STREAM_MB" -v s="$s" 'BEGIN {printf "%.0f", m / s}')
     printf '%-9s round %d: %6s MiB/s\n' $target "$r" "$mibs"
@@ -123,14 +135,14 @@ for r in $(seq "$ROUNDS"); do
 done
 sc=$(echo "${rps[scipherd]}" | median); sb=$(echo "${rps[sbaseline]}" | median)
 echo "median MiB/s: cipherd $sc, baseline $sb, ratio $(awk -v a="$sc" -v b="$sb" 'BEGIN {printf "%.2f", a/b}')"
-note="curl -T of $STREAM_MB MiB on loopback, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
+note="curl -T of $STREAM_MB MiB on loopback$pinned, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
 chart service-stream "Streaming encrypt over HTTP: cipherd against a bare fiber handler" "MiB/s (higher is better)" \
   "$(printf '%s MiB\tcipherd (full path)\t%s' "$STREAM_MB" "$sc")" "$(printf '%s MiB\tbare fiber + AES-GCM\t%s' "$STREAM_MB" "$sb")"
 
 echo "== 4 concurrent $STREAM_MB MiB streams through cipherd: peak RSS"
 streams=()
 for i in 1 2 3 4; do
-  curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
+  "${cli[@]}" curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
     -T "$work/big" -o /dev/null http://127.0.0.1:18480/v1/encrypt/default &
   streams+=($!)
 done
