@@ -225,6 +225,34 @@ func mulReduce(s *stream, h [3]Op, r mulr, c consts, w scratch) {
 // steps. The bounds are mulReduce's.
 func mulReduceNext(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks) {
 	lo, hi, t := w.lo, w.hi, w.t
+	madd := mulProducts(s, h, r, c, w, next)
+	// d0 → d1
+	s.op(VPSRLQ, U8(44), lo[0], t)
+	s.op(VPANDQ, c.m44, lo[0], h[0])
+	madd(c.k5120, hi[2], h[0])
+	s.op(VPADDQ, t, lo[1], lo[1])
+	// d1 → d2
+	s.op(VPSRLQ, U8(44), lo[1], t)
+	s.op(VPANDQ, c.m44, lo[1], h[1])
+	s.op(VPADDQ, t, lo[2], lo[2])
+	// d2 → 5·(bits ≥ 2¹³⁰) into d0.
+	s.op(VPSRLQ, U8(42), lo[2], t)
+	s.bcast(VPANDQ, VPANDQ_BCST, c.m42, lo[2], h[2])
+	madd(c.k5, t, h[0])
+	// d0 → d1 once more.
+	s.op(VPSRLQ, U8(44), h[0], t)
+	s.op(VPANDQ, c.m44, h[0], h[0])
+	s.op(VPADDQ, t, h[1], h[1])
+}
+
+// mulProducts appends the part of mulReduceNext before the carries: the
+// low accumulators (with next's blocks, if any) and the high ones take the
+// limb products of h and r, and the high halves of d0 and d1 are folded into
+// the next column's low accumulator. It returns the IFMA multiply-add of a
+// constant (a register, or memory read with an embedded broadcast), which
+// the carries use too.
+func mulProducts(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks) func(k, x, acc Op) {
+	lo, hi, t := w.lo, w.hi, w.t
 	if next != nil {
 		absorbInto(s, lo, next.msg, c, next.hibit, [4]Op{hi[0], hi[1], hi[2], t})
 	}
@@ -255,23 +283,7 @@ func mulReduceNext(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks
 	// The high halves first: they do not wait for the carries.
 	madd(c.k256, hi[0], lo[1])
 	madd(c.k256, hi[1], lo[2])
-	// d0 → d1
-	s.op(VPSRLQ, U8(44), lo[0], t)
-	s.op(VPANDQ, c.m44, lo[0], h[0])
-	madd(c.k5120, hi[2], h[0])
-	s.op(VPADDQ, t, lo[1], lo[1])
-	// d1 → d2
-	s.op(VPSRLQ, U8(44), lo[1], t)
-	s.op(VPANDQ, c.m44, lo[1], h[1])
-	s.op(VPADDQ, t, lo[2], lo[2])
-	// d2 → 5·(bits ≥ 2¹³⁰) into d0.
-	s.op(VPSRLQ, U8(42), lo[2], t)
-	s.bcast(VPANDQ, VPANDQ_BCST, c.m42, lo[2], h[2])
-	madd(c.k5, t, h[0])
-	// d0 → d1 once more.
-	s.op(VPSRLQ, U8(44), h[0], t)
-	s.op(VPANDQ, c.m44, h[0], h[0])
-	s.op(VPADDQ, t, h[1], h[1])
+	return madd
 }
 
 // mulFold appends to s the instructions that set w.lo to h·r lane by lane,
@@ -287,26 +299,8 @@ func mulReduceNext(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks
 // its fold (2⁸·hi0 < 2^48.99, 2⁸·hi1 < 2^47.24, 5·2¹⁰·hi2 < 2^50.48), so
 // below 2^53.73.
 func mulFold(s *stream, h [3]Op, r mulr, c consts, w scratch) {
-	lo, hi := w.lo, w.hi
-	for i := range lo {
-		s.op(VPXORQ, c.m44, c.m44, lo[i])
-		s.op(VPXORQ, c.m44, c.m44, hi[i])
-	}
-	terms := [3][3]Op{
-		{r.r0, r.r1, r.r2},
-		{r.s2, r.r0, r.r1},
-		{r.s1, r.s2, r.r0},
-	}
-	for _, j := range []int{2, 0, 1} {
-		for i := range 3 {
-			s.op(VPMADD52LUQ, terms[j][i], h[j], lo[i])
-			s.op(VPMADD52HUQ, terms[j][i], h[j], hi[i])
-		}
-	}
-	madd := func(k, x, acc Op) { s.bcast(VPMADD52LUQ, VPMADD52LUQ_BCST, k, x, acc) }
-	madd(c.k256, hi[0], lo[1])
-	madd(c.k256, hi[1], lo[2])
-	madd(c.k5120, hi[2], lo[0])
+	madd := mulProducts(s, h, r, c, w, nil)
+	madd(c.k5120, w.hi[2], w.lo[0])
 }
 
 // Layout of the powers table, in 64-byte rows of 8 lanes, five rows
