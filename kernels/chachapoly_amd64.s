@@ -230,8 +230,8 @@ chachaPolyShort2AVX512_mac:
 	DECQ  BX
 	JNZ   chachaPolyShort2AVX512_mac
 
-	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
-	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
+	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
 	MOVQ    SI, R9
 	ADDQ    $0x05, R9
 	MOVQ    DI, R11
@@ -479,8 +479,8 @@ chachaPolyShort4AVX512_mac:
 	DECQ  BX
 	JNZ   chachaPolyShort4AVX512_mac
 
-	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
-	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
+	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
 	MOVQ    SI, R9
 	ADDQ    $0x05, R9
 	MOVQ    DI, R11
@@ -855,8 +855,8 @@ chachaPolyShort8AVX512_mac:
 	DECQ  BX
 	JNZ   chachaPolyShort8AVX512_mac
 
-	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
-	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
+	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
 	MOVQ    SI, R9
 	ADDQ    $0x05, R9
 	MOVQ    DI, R11
@@ -1358,8 +1358,8 @@ chachaPolyShort12AVX512_mac:
 	DECQ  BX
 	JNZ   chachaPolyShort12AVX512_mac
 
-	// The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of
-	// 2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
+	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
 	MOVQ    SI, R9
 	ADDQ    $0x05, R9
 	MOVQ    DI, R11
@@ -16156,9 +16156,8 @@ whole_last:
 	ADCQ SI, CX
 	ADCQ $0x00, DX
 
-	// The tag: h mod 2¹³⁰−5, as poly1305MAC.sum reduces it (h < 2p, so
-	// one conditional subtraction of p, taken when h + 5 reaches 2¹³⁰), plus
-	// s mod 2¹²⁸.
+	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
+	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
 	MOVQ    AX, BX
 	ADDQ    $0x05, BX
 	MOVQ    CX, SI

@@ -183,23 +183,7 @@ func chachaPolyWhole() {
 	lr := at(fusedLr)
 	finish := func(h [3]Op) {
 		h0, h1, h2 := sumLanes(h, Z16, &lr)
-		Comment("The tag: h mod 2¹³⁰−5, as poly1305MAC.sum reduces it (h < 2p, so",
-			"one conditional subtraction of p, taken when h + 5 reaches 2¹³⁰), plus",
-			"s mod 2¹²⁸.")
-		t0, t1 := GP64(), GP64()
-		MOVQ(h0, t0)
-		ADDQ(U8(5), t0)
-		MOVQ(h1, t1)
-		ADCQ(U8(0), t1)
-		ADCQ(U8(0), h2)
-		SHRQ(U8(2), h2)
-		CMOVQNE(t0, h0)
-		CMOVQNE(t1, h1)
-		ADDQ(at(fusedKey+16), h0)
-		ADCQ(at(fusedKey+24), h1)
-		tag := Load(Param("tag"), GP64())
-		MOVQ(h0, Mem{Base: tag})
-		MOVQ(h1, Mem{Base: tag, Disp: 8})
+		polyTag(h0, h1, h2, GP64(), GP64(), at(fusedKey+16), at(fusedKey+24))
 	}
 	stitchedBody(true, stitchIn{op: "whole", mac: param("mac"), dst: param("dst"), src: param("src"),
 		groups: param("groups"), state: leaReg(fusedState), st: leaReg(fusedSt), tbl: leaReg(fusedTbl),

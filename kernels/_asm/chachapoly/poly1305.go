@@ -126,6 +126,29 @@ func mulxMulR(h0, h1, h2 Register, r0, r1, s1 Op) {
 	ADCQ(U8(0), h2)
 }
 
+// polyTag stores to the function's tag parameter the Poly1305 tag of h =
+// h0 + h1·2⁶⁴ + h2·2¹²⁸ and s = s0 + s1·2⁶⁴: h mod 2¹³⁰−5, as
+// poly1305MAC.sum reduces it (h < 2·(2¹³⁰−5), which h2 ≤ 4 ensures, so one
+// conditional subtraction, taken when h + 5 reaches 2¹³⁰), plus s, mod
+// 2¹²⁸. t0 and t1 are scratch; h2 is lost.
+func polyTag(h0, h1, h2, t0, t1 Register, s0, s1 Op) {
+	Comment("The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,",
+		"that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.")
+	MOVQ(h0, t0)
+	ADDQ(U8(5), t0)
+	MOVQ(h1, t1)
+	ADCQ(U8(0), t1)
+	ADCQ(U8(0), h2)
+	SHRQ(U8(2), h2)
+	CMOVQNE(t0, h0)
+	CMOVQNE(t1, h1)
+	ADDQ(s0, h0)
+	ADCQ(s1, h1)
+	tag := Load(Param("tag"), GP64())
+	MOVQ(h0, Mem{Base: tag})
+	MOVQ(h1, Mem{Base: tag, Disp: 8})
+}
+
 // Radix 2⁴⁴: a value is l0 + l1·2⁴⁴ + l2·2⁸⁸ with l0, l1 < 2⁴⁴ and l2 < 2⁴²
 // when reduced; the kernels keep limbs below 2⁴⁶, inside IFMA's 52 bits.
 const (

@@ -308,23 +308,7 @@ func shortAEAD(blocks int) {
 	DECQ(p)
 	JNZ(LabelRef(name + "_mac"))
 
-	Comment("The tag: h mod 2¹³⁰−5 (h < 2¹³¹, so one conditional subtraction of",
-		"2¹³⁰−5, that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.")
-	h0, h1, h2 := gp.h[0], gp.h[1], gp.h[2]
-	t0, t1 := gp.t[0], gp.t[1]
-	MOVQ(h0, t0)
-	ADDQ(U8(5), t0)
-	MOVQ(h1, t1)
-	ADCQ(U8(0), t1)
-	ADCQ(U8(0), h2)
-	SHRQ(U8(2), h2)
-	CMOVQNE(t0, h0)
-	CMOVQNE(t1, h1)
-	ADDQ(s0, h0)
-	ADCQ(s1, h1)
-	tag := Load(Param("tag"), GP64())
-	MOVQ(h0, Mem{Base: tag})
-	MOVQ(h1, Mem{Base: tag, Disp: 8})
+	polyTag(gp.h[0], gp.h[1], gp.h[2], gp.t[0], gp.t[1], s0, s1)
 	Comment("Clear r from the frame.")
 	VPXOR(X0, X0, X0)
 	VMOVDQU(Y0, frame.Offset(macSize))

@@ -365,8 +365,6 @@ func stitchedBody(seal bool, in stitchIn) {
 			c.m42, c.k256, c.k5, c.k5120 = bc(c.m42, Z10), bc(c.k256, Z11), bc(c.k5, Z12), bc(c.k5120, Z13)
 			hibit = bc(hibit, Z14)
 			v.do(func() { loaded = true })
-		}
-		if alone {
 			// Before the general-purpose stream below reuses gp's registers.
 			gp.handoff(zAcc, zScratch.t.(VecPhysical), m44)()
 			return tail(v, msg, r8, last, c, hibit)
