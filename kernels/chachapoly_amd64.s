@@ -3611,19 +3611,19 @@ seal_nojump:
 	MOVQ         (R9), DX
 	MOVQ         8(R9), R10
 	MOVQ         16(R9), R11
-	MOVQ         $0x00000fffffffffff, R13
-	MOVQ         DX, R12
-	ANDQ         R13, R12
-	VMOVQ        R12, X20
+	MOVQ         $0x00000fffffffffff, R12
+	MOVQ         DX, R13
+	ANDQ         R12, R13
 	SHRQ         $0x2c, DX
-	MOVQ         R10, R12
-	SHLQ         $0x14, R12
-	ORQ          DX, R12
-	ANDQ         R13, R12
-	VMOVQ        R12, X21
+	MOVQ         R10, R14
+	SHLQ         $0x14, R14
+	ORQ          DX, R14
+	ANDQ         R12, R14
 	SHRQ         $0x18, R10
 	SHLQ         $0x28, R11
 	ORQ          R10, R11
+	VMOVQ        R13, X20
+	VMOVQ        R14, X21
 	VMOVQ        R11, X22
 
 	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
@@ -6990,19 +6990,19 @@ open_nojump:
 	MOVQ         (R8), DX
 	MOVQ         8(R8), R9
 	MOVQ         16(R8), R10
-	MOVQ         $0x00000fffffffffff, R12
-	MOVQ         DX, R11
-	ANDQ         R12, R11
-	VMOVQ        R11, X20
+	MOVQ         $0x00000fffffffffff, R11
+	MOVQ         DX, R12
+	ANDQ         R11, R12
 	SHRQ         $0x2c, DX
-	MOVQ         R9, R11
-	SHLQ         $0x14, R11
-	ORQ          DX, R11
-	ANDQ         R12, R11
-	VMOVQ        R11, X21
+	MOVQ         R9, R13
+	SHLQ         $0x14, R13
+	ORQ          DX, R13
+	ANDQ         R11, R13
 	SHRQ         $0x18, R9
 	SHLQ         $0x28, R10
 	ORQ          R9, R10
+	VMOVQ        R12, X20
+	VMOVQ        R13, X21
 	VMOVQ        R10, X22
 
 	// r and s1 = r1 + r1/4 for the general-purpose accumulator.
@@ -12769,13 +12769,16 @@ whole_aad_done:
 	MOVQ         $0x00000fffffffffff, AX
 	MOVQ         DX, CX
 	ANDQ         AX, CX
-	MOVQ         CX, 864(SP)
-	SHRQ         $0x2c, SI, DX
-	ANDQ         AX, DX
-	MOVQ         DX, 872(SP)
+	SHRQ         $0x2c, DX
+	MOVQ         SI, BX
+	SHLQ         $0x14, BX
+	ORQ          DX, BX
+	ANDQ         AX, BX
 	SHRQ         $0x18, SI
 	SHLQ         $0x28, DI
 	ORQ          SI, DI
+	MOVQ         CX, 864(SP)
+	MOVQ         BX, 872(SP)
 	MOVQ         DI, 880(SP)
 	MOVQ         mac+16(FP), SI
 	MOVQ         dst+0(FP), AX
@@ -12954,19 +12957,19 @@ whole_nojump:
 	MOVQ         (R9), DX
 	MOVQ         8(R9), R10
 	MOVQ         16(R9), R11
-	MOVQ         $0x00000fffffffffff, R13
-	MOVQ         DX, R12
-	ANDQ         R13, R12
-	VMOVQ        R12, X20
+	MOVQ         $0x00000fffffffffff, R12
+	MOVQ         DX, R13
+	ANDQ         R12, R13
 	SHRQ         $0x2c, DX
-	MOVQ         R10, R12
-	SHLQ         $0x14, R12
-	ORQ          DX, R12
-	ANDQ         R13, R12
-	VMOVQ        R12, X21
+	MOVQ         R10, R14
+	SHLQ         $0x14, R14
+	ORQ          DX, R14
+	ANDQ         R12, R14
 	SHRQ         $0x18, R10
 	SHLQ         $0x28, R11
 	ORQ          R10, R11
+	VMOVQ        R13, X20
+	VMOVQ        R14, X21
 	VMOVQ        R11, X22
 
 	// r and s1 = r1 + r1/4 for the general-purpose accumulator.

@@ -400,19 +400,19 @@ TEXT ·poly1305BlocksIFMA(SB), NOSPLIT, $0-40
 	MOVQ  (AX), SI
 	MOVQ  8(AX), DI
 	MOVQ  16(AX), R8
-	MOVQ  $0x00000fffffffffff, R10
-	MOVQ  SI, R9
-	ANDQ  R10, R9
-	VMOVQ R9, X6
+	MOVQ  $0x00000fffffffffff, R9
+	MOVQ  SI, R10
+	ANDQ  R9, R10
 	SHRQ  $0x2c, SI
-	MOVQ  DI, R9
-	SHLQ  $0x14, R9
-	ORQ   SI, R9
-	ANDQ  R10, R9
-	VMOVQ R9, X7
+	MOVQ  DI, R11
+	SHLQ  $0x14, R11
+	ORQ   SI, R11
+	ANDQ  R9, R11
 	SHRQ  $0x18, DI
 	SHLQ  $0x28, R8
 	ORQ   DI, R8
+	VMOVQ R10, X6
+	VMOVQ R11, X7
 	VMOVQ R8, X8
 
 	// Each step multiplies by r⁸ and adds the next 128 bytes; the first

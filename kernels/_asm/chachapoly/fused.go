@@ -156,19 +156,9 @@ func chachaPolyWhole() {
 	SHLQ(U8(10), l1)
 	MOVL(U32(1), l2.As32())
 	mulxMulR(l0, l1, l2, r0, r1, s1)
-	m44 := GP64()
-	MOVQ(U64(mask44), m44)
-	t := GP64()
-	MOVQ(l0, t)
-	ANDQ(m44, t)
-	MOVQ(t, at(fusedLr))
-	SHRQ(U8(44), l1, l0) // l0 = l0≫44 | l1≪20
-	ANDQ(m44, l0)
-	MOVQ(l0, at(fusedLr+8))
-	SHRQ(U8(24), l1)
-	SHLQ(U8(40), l2)
-	ORQ(l1, l2)
-	MOVQ(l2, at(fusedLr+16))
+	for i, l := range to44(l0, l1, l2) {
+		MOVQ(l, at(fusedLr+8*i))
+	}
 
 	param := func(name string) func() Register {
 		return func() Register { return Load(Param(name), GP64()) }

@@ -500,24 +500,32 @@ func absorbInto(s *stream, acc [3]Op, msg Mem, c consts, hibit Op, tmp [4]Op) {
 // loadH sets lane 0 of h to st's accumulator in radix 2⁴⁴ and its other
 // lanes to 0.
 func loadH(st Register, h [3]Op) {
-	h0, h1, h2, t, m44 := GP64(), GP64(), GP64(), GP64(), GP64()
+	h0, h1, h2 := GP64(), GP64(), GP64()
 	MOVQ(Mem{Base: st, Disp: offH0}, h0)
 	MOVQ(Mem{Base: st, Disp: offH1}, h1)
 	MOVQ(Mem{Base: st, Disp: offH2}, h2)
+	l := to44(h0, h1, h2)
+	for i := range h {
+		VMOVQ(l[i], h[i].(Vec).AsX())
+	}
+}
+
+// to44 returns h0 + h1·2⁶⁴ + h2·2¹²⁸ in radix 2⁴⁴: l0 and l1 below 2⁴⁴, and
+// l2 = h1≫24 + h2·2⁴⁰ (below 2⁴² + 2⁴⁰ for h2 ≤ 4). h0, h1 and h2 are lost.
+func to44(h0, h1, h2 Register) [3]Register {
+	m44, l0, l1 := GP64(), GP64(), GP64()
 	MOVQ(U64(mask44), m44)
-	MOVQ(h0, t)
-	ANDQ(m44, t)
-	VMOVQ(t, h[0].(Vec).AsX())
+	MOVQ(h0, l0)
+	ANDQ(m44, l0)
 	SHRQ(U8(44), h0)
-	MOVQ(h1, t)
-	SHLQ(U8(20), t)
-	ORQ(h0, t)
-	ANDQ(m44, t)
-	VMOVQ(t, h[1].(Vec).AsX())
+	MOVQ(h1, l1)
+	SHLQ(U8(20), l1)
+	ORQ(h0, l1)
+	ANDQ(m44, l1)
 	SHRQ(U8(24), h1)
 	SHLQ(U8(40), h2)
 	ORQ(h1, h2)
-	VMOVQ(h2, h[2].(Vec).AsX())
+	return [3]Register{l0, l1, h2}
 }
 
 // storeH sums the lanes of h and stores the sum to st's accumulator in
