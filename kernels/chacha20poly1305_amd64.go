@@ -230,7 +230,11 @@ func (a *chachaPoly) takesWhole(n, aad int) bool {
 	return n > 0 && n%1024 == 0 && aad <= chachaPolyWholeAAD && a.suite.ifma
 }
 
-// sealWhole is Seal for a message that takesWhole accepts.
+// sealWhole is Seal for a message that takesWhole accepts. It and openWhole
+// repeat Seal's and Open's checks rather than share one path with them: one
+// path, checks first, then whole or crypt, made Seal and Open 1–2 ns slower
+// at 16 and 64 bytes (118.5 -> 120.2 ns sealing 16 bytes, fastest of 3
+// alternating runs on Zen 4).
 func (a *chachaPoly) sealWhole(dst, nonce, plaintext, additionalData []byte) []byte {
 	a.checkNonce(nonce, "Seal")
 	if uint64(len(plaintext)) > 1<<38-64 {
