@@ -136,20 +136,6 @@ type metrics struct {
 
 	bodyRoutesOnce sync.Once
 	bodyRoutes     map[string]bool // "METHOD /path" of the routes that read a body
-
-	accessOnce sync.Once
-	access     zapcore.Core // the server's logger's core, which access lines go to directly
-	accessName string       // and its name
-}
-
-// accessLog returns the core and the logger name of access lines. They go
-// to the core without the logger around it: the entry takes the time the
-// request's latency was measured at instead of reading the clock again, and
-// a caller or a stack would say nothing on them.
-func (s *Server) accessLog() (zapcore.Core, string) {
-	m := s.met
-	m.accessOnce.Do(func() { m.access, m.accessName = s.log.Core(), s.log.Name() })
-	return m.access, m.accessName
 }
 
 // logErrors is where a failed write of an access line is reported, as a
@@ -314,8 +300,10 @@ func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status
 	if audited {
 		msg, level = "audit", max(level, st.audit.level)
 	}
-	core, name := s.accessLog()
-	ce := core.Check(zapcore.Entry{LoggerName: name, Time: now, Level: level, Message: msg}, nil)
+	// The access line goes to the logger's core without the logger around
+	// it: the entry takes the time the latency was measured at instead of
+	// reading the clock again, and a caller or a stack would say nothing.
+	ce := s.log.Core().Check(zapcore.Entry{LoggerName: s.log.Name(), Time: now, Level: level, Message: msg}, nil)
 	if ce == nil {
 		return
 	}
