@@ -68,8 +68,6 @@ func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, e
 	return b, nil
 }
 
-// decodeJSON decodes exactly one JSON value into v, refusing unknown fields
-// and anything after the value.
 // dataScratch returns the request's room for the data decoded from the
 // base64 strings of the JSON body b, or nil: at most as much as b's length
 // in base64 would decode to.
@@ -93,6 +91,8 @@ func decodeInto[T any](b []byte, v *T) error {
 	return nil
 }
 
+// decodeJSON decodes exactly one JSON value into v, refusing unknown fields
+// and anything after the value.
 func decodeJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
