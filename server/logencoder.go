@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"math"
 	"reflect"
 	"strconv"
 	"time"
@@ -68,7 +67,7 @@ func (e *logEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*bu
 			b = append(b, '"')
 			if !ent.Time.IsZero() {
 				b = append(b, `,"ts":`...)
-				b = appendSeconds(b, float64(ent.Time.UnixNano())/float64(time.Second)) // zapcore.EpochTimeEncoder
+				b = strconv.AppendFloat(b, float64(ent.Time.UnixNano())/float64(time.Second), 'f', -1, 64) // zapcore.EpochTimeEncoder
 			}
 			b = append(b, `,"msg":"`...)
 			b = append(b, ent.Message...)
@@ -169,55 +168,4 @@ func (l *accessLine) appendJSON(b []byte) []byte {
 		str("outcome", a.outcome)
 	}
 	return b
-}
-
-// appendSeconds appends x as strconv.AppendFloat(b, x, 'f', -1, 64) does:
-// the fewest decimals that parse back to x, the nearest of them to x, ties
-// to even. For x from 2²² to 2⁵² that needs at most 9 decimals (every
-// timestamp in seconds from 1970 on: 10 digits before the point, at most 17
-// in all) it finds them with integer arithmetic; anything else goes to
-// strconv.
-//
-// x is m·2⁻ᵏ with 1 ≤ k ≤ 30 here: integer part m>>k and fraction
-// f = m mod 2ᵏ over 2ᵏ. Every number less than half a unit in the last
-// place, 2⁻ᵏ⁻¹, away from x parses back to x. A fraction c/10ᵈ is that close
-// when |c·2ᵏ⁺¹ − 2f·10ᵈ| < 10ᵈ, which for d ≤ 9 fits in 64 bits; the first d
-// with such a c is the shortest. At most the two fractions either side of x
-// qualify, as they are nearer than any other. The bounds themselves need
-// k+1 decimals and x only k, so a bound is never the answer (where strconv
-// would have to know whether it parses back to x), nor is a fraction of 0 or
-// 1 (which would make f 0).
-func appendSeconds(b []byte, x float64) []byte {
-	bits := math.Float64bits(x)
-	k := 1075 - int(bits>>52&0x7ff) // x = m·2⁻ᵏ
-	if bits>>63 != 0 || k < 1 || k > 30 {
-		return strconv.AppendFloat(b, x, 'f', -1, 64)
-	}
-	m := bits&(1<<52-1) | 1<<52
-	whole, f := m>>k, m&(1<<k-1)
-	if f == 0 {
-		return strconv.AppendUint(b, whole, 10)
-	}
-	scale := uint64(1) << (k + 1)
-	pow := uint64(1)
-	for d := 1; d <= 9; d++ {
-		pow *= 10
-		t := 2 * f * pow
-		c := t >> (k + 1)        // c/10ᵈ ≤ x's fraction < (c+1)/10ᵈ
-		below := t & (scale - 1) // how far below it c is, scaled
-		above := scale - below   // and c+1 above it
-		if below >= pow && above >= pow {
-			continue
-		}
-		if above < below || above == below && c%2 == 1 {
-			c++
-		}
-		b = strconv.AppendUint(b, whole, 10)
-		b = append(b, '.')
-		for p := pow / 10; p > c; p /= 10 { // the fraction's leading zeros
-			b = append(b, '0')
-		}
-		return strconv.AppendUint(b, c, 10)
-	}
-	return strconv.AppendFloat(b, x, 'f', -1, 64) // x < 10⁷, 17 digits
 }

@@ -1,10 +1,7 @@
 package server
 
 import (
-	"math"
-	"math/rand/v2"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -128,63 +125,4 @@ func BenchmarkLogEncoder(b *testing.B) {
 			}
 		})
 	}
-}
-
-// appendSeconds must write what strconv writes, for timestamps of every
-// kind and for the values it hands to strconv.
-func TestAppendSeconds(t *testing.T) {
-	check := func(x float64) {
-		t.Helper()
-		if got, want := string(appendSeconds([]byte("ts:"), x)), "ts:"+strconv.FormatFloat(x, 'f', -1, 64); got != want {
-			t.Fatalf("%v (bits %#x): %s, want %s", x, math.Float64bits(x), got, want)
-		}
-	}
-	for _, x := range []float64{0, 1, -1, 0.5, 1.5, 2.25, 1e-9, 123456.000001, 4194304.5, 1 << 52, 1<<52 + 1, 1 << 53,
-		math.Nextafter(1<<22, 0), math.Nextafter(1<<22, 2<<22), 1796034678.2184753, 1796034678, math.Inf(1), math.NaN(),
-		math.SmallestNonzeroFloat64, math.MaxFloat64} {
-		check(x)
-	}
-	// Every exponent the integer arithmetic takes (x = m·2⁻ᵏ, 1 ≤ k ≤ 30),
-	// where few fraction bits make the bounds of the interval that parses
-	// back to x short decimals themselves.
-	r := rand.New(rand.NewPCG(1, 2))
-	for k := 1; k <= 30; k++ {
-		for range 20000 {
-			check(math.Ldexp(float64(1<<52|r.Uint64N(1<<52)), -k))
-		}
-	}
-	// Timestamps as zapcore.EpochTimeEncoder computes them, from 1970 to
-	// 2200: random ones, whole and round ones, and runs of neighbours.
-	for range 300000 {
-		ns := r.Int64N(230 * 365 * 24 * int64(time.Hour))
-		switch r.IntN(4) {
-		case 0:
-			ns -= ns % int64(time.Second)
-		case 1:
-			ns -= ns % int64(time.Millisecond)
-		case 2:
-			ns -= ns % 1000
-		}
-		x := float64(ns) / float64(time.Second)
-		check(x)
-		check(math.Nextafter(x, 0))
-		check(math.Nextafter(x, math.Inf(1)))
-	}
-}
-
-func BenchmarkAppendSeconds(b *testing.B) {
-	x := float64(time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC).UnixNano()) / float64(time.Second)
-	buf := make([]byte, 0, 32)
-	b.Run("cipherd", func(b *testing.B) {
-		for b.Loop() {
-			buf = appendSeconds(buf[:0], x)
-			x += 1e-6
-		}
-	})
-	b.Run("strconv", func(b *testing.B) {
-		for b.Loop() {
-			buf = strconv.AppendFloat(buf[:0], x, 'f', -1, 64)
-			x += 1e-6
-		}
-	})
 }
