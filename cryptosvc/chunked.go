@@ -153,15 +153,18 @@ type rekeyer interface{ Rekey(key []byte) error }
 var keyPools sync.Map
 
 // newChunkedKeys returns key state for a message under im, for setKey to
-// key: a recycled one from im's pool when there is one.
+// key: a recycled one from im's pool when there is one, or a new one that
+// will go back to that pool. (Only an implementation whose AEADs can be
+// rekeyed has a pool.)
 func newChunkedKeys(im *kernels.Implementation) *chunkedKeys {
 	p, _ := keyPools.Load(im)
-	if pool, _ := p.(*sync.Pool); pool != nil {
+	pool, _ := p.(*sync.Pool)
+	if pool != nil {
 		if k, _ := pool.Get().(*chunkedKeys); k != nil {
 			return k
 		}
 	}
-	return new(chunkedKeys)
+	return &chunkedKeys{pool: pool}
 }
 
 // setKey keys k's AEAD: a recycled one is rekeyed in place; a new one is
@@ -175,11 +178,11 @@ func (k *chunkedKeys) setKey(im *kernels.Implementation, key []byte) error {
 		return err
 	}
 	k.aead = aead
-	if _, ok := aead.(rekeyer); ok {
-		p, _ := keyPools.Load(im)
-		if p == nil { // the implementation's first: make its pool
-			p, _ = keyPools.LoadOrStore(im, new(sync.Pool))
-		}
+	switch _, ok := aead.(rekeyer); {
+	case !ok:
+		k.pool = nil
+	case k.pool == nil: // the implementation's first: make its pool
+		p, _ := keyPools.LoadOrStore(im, new(sync.Pool))
 		k.pool = p.(*sync.Pool)
 	}
 	return nil
