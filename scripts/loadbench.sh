@@ -14,10 +14,16 @@
 # a VM costs the kernel more per line (the page cache grows by the log's
 # size, page by page). STREAM_MB=0 skips the streaming rounds.
 # CHART_DIR=docs/img also writes the medians as tables and SVG charts
-# (internal/benchchart). PIN=1 runs both servers on the last CPU and the
-# clients on the others (taskset), as a load test on separate machines
-# would: the servers then get GOMAXPROCS=1 and no client competes for their
-# core; by default everything shares all CPUs.
+# (internal/benchchart).
+#
+# With two CPUs or more, both servers run on the last CPU and the clients on
+# the others (taskset), as in a load test from other machines: the servers
+# get GOMAXPROCS=1 and no client competes for their core, so that CPU per
+# request measures the request's work. PIN=0 lets everything share all CPUs:
+# then each server's CPU per request also counts what the Go scheduler spends
+# reacting to wrk taking its cores (idle processors woken and put back to
+# sleep, sysmon polling every 20 µs), 1.5–3 µs per request on this 2-core
+# VM and the largest source of spread between runs (docs/BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-10s}
@@ -34,11 +40,14 @@ go build -o "$work/cipherd" ./cmd/cipherd
 go build -o "$work/baseline" ./internal/baseline
 
 srv=() cli=()
-if [ "${PIN:-0}" = 1 ]; then
-  n=$(nproc)
+n=$(nproc)
+PIN=${PIN:-$([ "$n" -ge 2 ] && echo 1 || echo 0)}
+if [ "$PIN" = 1 ]; then
   [ "$n" -ge 2 ] || { echo "PIN=1 needs 2 CPUs or more" >&2; exit 2; }
   srv=(taskset -c $((n - 1))) cli=(taskset -c 0-$((n - 2)))
   echo "servers on CPU $((n - 1)), clients on CPUs 0-$((n - 2))"
+else
+  echo "servers and clients share all $n CPUs (PIN=0)"
 fi
 
 LOG_TO=${LOG_TO:-pipe}
@@ -101,12 +110,14 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mc=$(echo "${rps[cipherd]}" | median); mb=$(echo "${rps[baseline]}" | median)
 echo "median req/s: cipherd $mc, baseline $mb, ratio $(awk -v a="$mc" -v b="$mb" 'BEGIN {printf "%.2f", a/b}')"
-echo "median server CPU per request: cipherd $(echo "${cpu[cipherd]}" | median) µs, baseline $(echo "${cpu[baseline]}" | median) µs"
-pinned=""; [ "${PIN:-0}" = 1 ] && pinned=", server and client on separate CPUs (PIN=1)"
-note="wrk -t1 -c$CONNS -d$DUR on loopback$pinned, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
+range() { tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}'; }
+echo "median server CPU per request: cipherd $(echo "${cpu[cipherd]}" | median) µs ($(echo "${cpu[cipherd]}" | range)), baseline $(echo "${cpu[baseline]}" | median) µs ($(echo "${cpu[baseline]}" | range))"
+where=", server and client on separate CPUs" shared=""
+[ "$PIN" = 1 ] || { where=", server and client sharing the CPUs (PIN=0)"; shared=1; }
+note="wrk -t1 -c$CONNS -d$DUR on loopback$where, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
 chart() { # name title unit rows...
   [ -n "${CHART_DIR:-}" ] || return 0
-  local name=$1${pinned:+-pinned} title=$2 unit=$3; shift 3
+  local name=$1${shared:+-shared} title=$2 unit=$3; shift 3
   mkdir -p "$CHART_DIR"
   { echo "# title: $title"; echo "# unit: $unit"; echo "# note: $note"; printf '%s\n' "$@"; } >"$CHART_DIR/$name.tsv"
   go run ./internal/benchchart <"$CHART_DIR/$name.tsv" >"$CHART_DIR/$name.svg"
@@ -135,7 +146,7 @@ for r in $(seq "$ROUNDS"); do
 done
 sc=$(echo "${rps[scipherd]}" | median); sb=$(echo "${rps[sbaseline]}" | median)
 echo "median MiB/s: cipherd $sc, baseline $sb, ratio $(awk -v a="$sc" -v b="$sb" 'BEGIN {printf "%.2f", a/b}')"
-note="curl -T of $STREAM_MB MiB on loopback$pinned, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
+note="curl -T of $STREAM_MB MiB on loopback$where, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
 chart service-stream "Streaming encrypt over HTTP: cipherd against a bare fiber handler" "MiB/s (higher is better)" \
   "$(printf '%s MiB\tcipherd (full path)\t%s' "$STREAM_MB" "$sc")" "$(printf '%s MiB\tbare fiber + AES-GCM\t%s' "$STREAM_MB" "$sb")"
 
