@@ -107,17 +107,19 @@ for r in $(seq "$ROUNDS"); do
     cpu[$target]+="$us "
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+sorted() { tr ' ' '\n' | grep -v '^$' | sort -g; }
+median() { sorted | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+range() { sorted | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}'; }
 mc=$(echo "${rps[cipherd]}" | median); mb=$(echo "${rps[baseline]}" | median)
 echo "median req/s: cipherd $mc, baseline $mb, ratio $(awk -v a="$mc" -v b="$mb" 'BEGIN {printf "%.2f", a/b}')"
-range() { tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}'; }
 echo "median server CPU per request: cipherd $(echo "${cpu[cipherd]}" | median) µs ($(echo "${cpu[cipherd]}" | range)), baseline $(echo "${cpu[baseline]}" | median) µs ($(echo "${cpu[baseline]}" | range))"
-where=", server and client on separate CPUs" shared=""
-[ "$PIN" = 1 ] || { where=", server and client sharing the CPUs (PIN=0)"; shared=1; }
+where=", server and client on separate CPUs"
+[ "$PIN" = 1 ] || where=", server and client sharing the CPUs (PIN=0)"
 note="wrk -t1 -c$CONNS -d$DUR on loopback$where, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
 chart() { # name title unit rows...
   [ -n "${CHART_DIR:-}" ] || return 0
-  local name=$1${shared:+-shared} title=$2 unit=$3; shift 3
+  local name=$1 title=$2 unit=$3; shift 3
+  [ "$PIN" = 1 ] || name+=-shared
   mkdir -p "$CHART_DIR"
   { echo "# title: $title"; echo "# unit: $unit"; echo "# note: $note"; printf '%s\n' "$@"; } >"$CHART_DIR/$name.tsv"
   go run ./internal/benchchart <"$CHART_DIR/$name.tsv" >"$CHART_DIR/$name.svg"
