@@ -62,7 +62,7 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 		}
 		var h [16]byte
 		b.Encrypt(h[:], h[:])
-		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 16*40 + 5, 1024 + 48} {
+		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 511, 512, 513, 16*40 + 5, 1024 + 48, 1536 + 496} {
 			for k := range 20 {
 				ctr := uint32(0xffffffff - k)
 				var nonce [12]byte

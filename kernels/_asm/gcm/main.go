@@ -59,15 +59,18 @@
 //
 // # Structure
 //
-// AES keeps 16 blocks (four zmm) in flight, with every round key broadcast
-// into its own register. In the main loop the rounds of the current 256
-// bytes are interleaved with GHASH of the previous 256 bytes of ciphertext
-// (sealing) or of the same 256 bytes (opening, whose ciphertext is known up
-// front): AES and carry-less multiplication run on different execution
-// units. The counter lives in registers in byte-reversed form, so that
+// AES keeps 32 blocks (eight zmm) in flight, with every round key broadcast
+// into its own register: four states would leave the loop waiting on the
+// four-cycle latency of VAESENC, which issues twice per cycle. In the main
+// loop the rounds of the current 512 bytes are interleaved with GHASH of the
+// previous 512 bytes of ciphertext (sealing) or of the same 512 bytes
+// (opening, whose ciphertext is known up front), with one reduction per 512
+// bytes: on Zen 5 the carry-less multiplies, not the AES rounds, bound
+// AES-128-GCM (BenchmarkSeal/aes-128-gcm/vaes512/16384), so each one saved
+// counts. The counter lives in registers in byte-reversed form, so that
 // VPADDD increments its last 32 bits modulo 2^32, exactly GCM's inc32. The
 // last AES round takes round key ⊕ input, which folds the XOR with the text
-// into VAESENCLAST. Tails of fewer than 256 bytes go a vector at a time, with
+// into VAESENCLAST. Tails of fewer than 512 bytes go a vector at a time, with
 // byte masks (BZHI, KMOVQ, VMOVDQU8) for the last partial vector, and the
 // length block is hashed along with the tail's blocks when they leave a
 // power of H for it. gcm256.go has the variant for 256-bit vectors without
@@ -82,9 +85,10 @@
 //   - N. Drucker, S. Gueron, V. Krasnov, Making AES Great Again: The
 //     Forthcoming Vectorized AES Instruction (2018).
 //   - E. Biggers, the Linux kernel's arch/x86/crypto/aes-gcm-avx10-x86_64.S
-//     (2024) and its VAES+AVX2 sibling: the overall shape (16 blocks in
-//     flight, key powers in descending order with zero padding, one reduction
-//     per 256 bytes, stitching) that this generator re-derives.
+//     (2024) and its VAES+AVX2 sibling: the overall shape (blocks in flight,
+//     key powers in descending order with zero padding, aggregated
+//     reduction, stitching, Karatsuba with pre-folded key halves on AVX2)
+//     that this generator re-derives.
 package main
 
 //go:generate go run . -out ../../gcm_amd64.s -stubs ../../gcm_stub_amd64.go -pkg kernels
@@ -101,7 +105,7 @@ import (
 // many powers of H the table holds; aggVecs is that in zmm vectors, which is
 // also how many AES states the main loops keep in flight.
 const (
-	aggBlocks = 16
+	aggBlocks = 32
 	aggVecs   = aggBlocks / 4
 	aggBytes  = 16 * aggBlocks
 	// tableEntries is the length of the table's first half: K(aggBlocks),
@@ -283,11 +287,15 @@ func ghashSteps(table, base Register, disp int) []func() {
 }
 
 // tailMask sets K1 to the byte mask of the first min(n, 64) bytes of a
-// vector; n must be below 256 (BZHI reads the index's low byte and clears
-// nothing for an index of 64 or more).
+// vector (BZHI alone reads only the index's low byte, and tails here are
+// longer than 255 bytes).
 func tailMask(n, tmp Register) {
+	c := GP64()
+	MOVL(U32(64), c.As32())
+	CMPQ(n, c)
+	CMOVQCS(n, c)
 	MOVQ(I32(-1), tmp)
-	BZHIQ(n, tmp, tmp)
+	BZHIQ(c, tmp, tmp)
 	KMOVQ(tmp, K1)
 }
 
