@@ -71,9 +71,10 @@ type gcmAsm struct {
 const gcmAggBlocks = 32
 
 // gcmTable is the VAES512 kernels' table: K(gcmAggBlocks), …, K1 and three
-// zero entries, then the folded keys of the same entries. The VAES256
-// kernels use the entries from K16 to the zero entries (table256).
-type gcmTable = [2 * (gcmAggBlocks + 3)][16]byte
+// zero entries, then the folded keys of the same entries, then the main
+// loops' folded keys packed two vectors to a vector. The VAES256 kernels use
+// the entries from K16 to the zero entries (table256).
+type gcmTable = [2*(gcmAggBlocks+3) + gcmAggBlocks/2][16]byte
 
 // table256 is the part of t the VAES256 kernels read.
 func table256(t *gcmTable) *[19][16]byte {

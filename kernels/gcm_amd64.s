@@ -116,7 +116,7 @@ DATA gcmCtrInit<>+56(SB)/4, $0x00000000
 DATA gcmCtrInit<>+60(SB)/4, $0x00000000
 GLOBL gcmCtrInit<>(SB), RODATA|NOPTR, $64
 
-// func gcmInitVAES512(table *[70][16]byte, k1 *[16]byte)
+// func gcmInitVAES512(table *[86][16]byte, k1 *[16]byte)
 // Requires: AVX, AVX512F, AVX512VL, VPCLMULQDQ
 TEXT ·gcmInitVAES512(SB), NOSPLIT, $0-16
 	MOVQ         table+0(FP), AX
@@ -266,6 +266,30 @@ TEXT ·gcmInitVAES512(SB), NOSPLIT, $0-16
 	VPSHUFD      $0x4e, Z7, Z14
 	VPXORD       Z7, Z14, Z14
 	VMOVDQU64    Z14, 560(AX)
+	VPSHUFD      $0x4e, Z7, Z14
+	VPXORD       Z7, Z14, Z14
+	VPSHUFD      $0x4e, Z6, Z15
+	VPXORD       Z6, Z15, Z15
+	VPUNPCKLQDQ  Z15, Z14, Z14
+	VMOVDQU64    Z14, 1120(AX)
+	VPSHUFD      $0x4e, Z5, Z14
+	VPXORD       Z5, Z14, Z14
+	VPSHUFD      $0x4e, Z4, Z15
+	VPXORD       Z4, Z15, Z15
+	VPUNPCKLQDQ  Z15, Z14, Z14
+	VMOVDQU64    Z14, 1184(AX)
+	VPSHUFD      $0x4e, Z3, Z14
+	VPXORD       Z3, Z14, Z14
+	VPSHUFD      $0x4e, Z2, Z15
+	VPXORD       Z2, Z15, Z15
+	VPUNPCKLQDQ  Z15, Z14, Z14
+	VMOVDQU64    Z14, 1248(AX)
+	VPSHUFD      $0x4e, Z1, Z14
+	VPXORD       Z1, Z14, Z14
+	VPSHUFD      $0x4e, Z0, Z15
+	VPXORD       Z0, Z15, Z15
+	VPUNPCKLQDQ  Z15, Z14, Z14
+	VMOVDQU64    Z14, 1312(AX)
 	VPXORD       X14, X14, X14
 	VMOVDQU      X14, 512(AX)
 	VMOVDQU      X14, 1072(AX)
@@ -276,7 +300,7 @@ TEXT ·gcmInitVAES512(SB), NOSPLIT, $0-16
 	VZEROUPPER
 	RET
 
-// func gcmAADVAES512(table *[70][16]byte, acc *[16]byte, aad []byte)
+// func gcmAADVAES512(table *[86][16]byte, acc *[16]byte, aad []byte)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV, VPCLMULQDQ
 TEXT ·gcmAADVAES512(SB), NOSPLIT, $0-40
 	MOVQ      table+0(FP), AX
@@ -289,84 +313,71 @@ TEXT ·gcmAADVAES512(SB), NOSPLIT, $0-40
 	JB        aadTail
 
 aadLoop:
-	VMOVDQU64     64(DX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 64(AX), Z10, Z11
-	VPCLMULQDQ    $0x11, 64(AX), Z10, Z13
-	VPSHUFD       $0x4e, Z10, Z14
-	VPXORD        Z14, Z10, Z10
-	VPCLMULQDQ    $0x00, 624(AX), Z10, Z12
 	VMOVDQU64     128(DX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     192(DX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 128(AX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 192(AX), Z31, Z15
+	VPXORD        Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 128(AX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 688(AX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     192(DX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 192(AX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 192(AX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 752(AX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 192(AX), Z31, Z15
+	VPXORD        Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1184(AX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1184(AX), Z14, Z14
+	VPXORD        Z14, Z15, Z12
 	VMOVDQU64     256(DX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     320(DX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 256(AX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 320(AX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 256(AX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 816(AX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     320(DX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 320(AX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 320(AX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 880(AX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 320(AX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1248(AX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1248(AX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VMOVDQU64     384(DX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     448(DX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 384(AX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 448(AX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 384(AX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 944(AX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     448(DX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 448(AX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 448(AX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 1008(AX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 448(AX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1312(AX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1312(AX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VMOVDQU64     (DX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
 	VPXORD        Z9, Z10, Z10
+	VMOVDQU64     64(DX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, (AX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 64(AX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, (AX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 560(AX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 64(AX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1120(AX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1120(AX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VPTERNLOGD    $0x96, Z11, Z13, Z12
 	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
 	VPSHUFD       $0x4e, Z11, Z11
@@ -384,16 +395,17 @@ aadLoop:
 	JAE           aadLoop
 
 aadTail:
-	TESTQ  BX, BX
-	JZ     aadDone
-	MOVQ   BX, SI
-	ADDQ   $0x0f, SI
-	ANDQ   $-16, SI
-	NEGQ   SI
-	LEAQ   512(AX)(SI*1), SI
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
+	VMOVDQU64 gcmBswapMask<>+0(SB), Z31
+	TESTQ     BX, BX
+	JZ        aadDone
+	MOVQ      BX, SI
+	ADDQ      $0x0f, SI
+	ANDQ      $-16, SI
+	NEGQ      SI
+	LEAQ      512(AX)(SI*1), SI
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
 
 aadTailLoop:
 	MOVL          $0x00000040, DI
@@ -435,7 +447,7 @@ aadDone:
 	VZEROUPPER
 	RET
 
-// func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[70][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+// func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[86][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 // Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV, MMX+, VAES, VPCLMULQDQ
 TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-112
 	MOVQ            rk+0(FP), AX
@@ -476,28 +488,28 @@ TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-112
 	VMOVDQU         (DX), X9
 	CMPQ            DI, $0x00000200
 	JB              tail128
-	VPSHUFB         Z31, Z8, Z0
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z0, Z0
-	VPSHUFB         Z31, Z8, Z1
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z1
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z1, Z1
-	VPSHUFB         Z31, Z8, Z2
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z2
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z2, Z2
-	VPSHUFB         Z31, Z8, Z3
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z3
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z3, Z3
-	VPSHUFB         Z31, Z8, Z4
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z4
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z4, Z4
-	VPSHUFB         Z31, Z8, Z5
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z5
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z5, Z5
-	VPSHUFB         Z31, Z8, Z6
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z6
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z6, Z6
-	VPSHUFB         Z31, Z8, Z7
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z7
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z7, Z7
 	PREFETCHT0      2048(SI)
@@ -611,28 +623,28 @@ TEXT ·gcmSealVAES512(SB), NOSPLIT, $0-112
 	JB              sealLast128
 
 sealLoop128:
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
-	VPSHUFB       Z31, Z8, Z1
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z1
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z1, Z1
-	VPSHUFB       Z31, Z8, Z2
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z2
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z2, Z2
-	VPSHUFB       Z31, Z8, Z3
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
-	VPSHUFB       Z31, Z8, Z4
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z4
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z4, Z4
-	VPSHUFB       Z31, Z8, Z5
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z5
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z5, Z5
-	VPSHUFB       Z31, Z8, Z6
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z6
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z6, Z6
-	VPSHUFB       Z31, Z8, Z7
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z7
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z7, Z7
 	PREFETCHT0    2048(SI)
@@ -651,23 +663,22 @@ sealLoop128:
 	VAESENC       Z17, Z5, Z5
 	VAESENC       Z17, Z6, Z6
 	VAESENC       Z17, Z7, Z7
-	VMOVDQU64     -448(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 64(CX), Z10, Z11
-	VPCLMULQDQ    $0x11, 64(CX), Z10, Z13
-	VPSHUFD       $0x4e, Z10, Z14
-	VPXORD        Z14, Z10, Z10
-	VPCLMULQDQ    $0x00, 624(CX), Z10, Z12
 	VMOVDQU64     -384(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -320(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 688(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1184(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1184(CX), Z14, Z14
+	VPXORD        Z14, Z15, Z12
 	VAESENC       Z18, Z0, Z0
 	VAESENC       Z18, Z1, Z1
 	VAESENC       Z18, Z2, Z2
@@ -676,16 +687,22 @@ sealLoop128:
 	VAESENC       Z18, Z5, Z5
 	VAESENC       Z18, Z6, Z6
 	VAESENC       Z18, Z7, Z7
-	VMOVDQU64     -320(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 192(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 192(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 752(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     -256(BX), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -192(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1248(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1248(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z19, Z0, Z0
 	VAESENC       Z19, Z1, Z1
 	VAESENC       Z19, Z2, Z2
@@ -694,16 +711,22 @@ sealLoop128:
 	VAESENC       Z19, Z5, Z5
 	VAESENC       Z19, Z6, Z6
 	VAESENC       Z19, Z7, Z7
-	VMOVDQU64     -256(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 816(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     -128(BX), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -64(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1312(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1312(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z20, Z0, Z0
 	VAESENC       Z20, Z1, Z1
 	VAESENC       Z20, Z2, Z2
@@ -712,16 +735,6 @@ sealLoop128:
 	VAESENC       Z20, Z5, Z5
 	VAESENC       Z20, Z6, Z6
 	VAESENC       Z20, Z7, Z7
-	VMOVDQU64     -192(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 320(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 320(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 880(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z21, Z0, Z0
 	VAESENC       Z21, Z1, Z1
 	VAESENC       Z21, Z2, Z2
@@ -730,26 +743,23 @@ sealLoop128:
 	VAESENC       Z21, Z5, Z5
 	VAESENC       Z21, Z6, Z6
 	VAESENC       Z21, Z7, Z7
-	VMOVDQU64     -128(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 944(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     -64(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 448(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 448(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 1008(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     -512(BX), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VPXORD        Z9, Z10, Z10
+	VMOVDQU64     -448(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, (CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, (CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1120(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1120(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z22, Z0, Z0
 	VAESENC       Z22, Z1, Z1
 	VAESENC       Z22, Z2, Z2
@@ -758,17 +768,10 @@ sealLoop128:
 	VAESENC       Z22, Z5, Z5
 	VAESENC       Z22, Z6, Z6
 	VAESENC       Z22, Z7, Z7
-	VMOVDQU64     -512(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPXORD        Z9, Z10, Z10
-	VPCLMULQDQ    $0x00, (CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, (CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 560(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPTERNLOGD    $0x96, Z11, Z13, Z12
+	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
+	VPSHUFD       $0x4e, Z11, Z11
+	VPTERNLOGD    $0x96, Z14, Z11, Z12
 	VAESENC       Z23, Z0, Z0
 	VAESENC       Z23, Z1, Z1
 	VAESENC       Z23, Z2, Z2
@@ -777,10 +780,13 @@ sealLoop128:
 	VAESENC       Z23, Z5, Z5
 	VAESENC       Z23, Z6, Z6
 	VAESENC       Z23, Z7, Z7
-	VPTERNLOGD    $0x96, Z11, Z13, Z12
-	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
-	VPSHUFD       $0x4e, Z11, Z11
-	VPTERNLOGD    $0x96, Z14, Z11, Z12
+	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z12, Z14
+	VPSHUFD       $0x4e, Z12, Z12
+	VPTERNLOGD    $0x96, Z14, Z12, Z13
+	VEXTRACTI64X4 $0x01, Z13, Y14
+	VPXORD        Y14, Y13, Y13
+	VEXTRACTI32X4 $0x01, Y13, X14
+	VPXORD        X14, X13, X9
 	VAESENC       Z24, Z0, Z0
 	VAESENC       Z24, Z1, Z1
 	VAESENC       Z24, Z2, Z2
@@ -789,13 +795,6 @@ sealLoop128:
 	VAESENC       Z24, Z5, Z5
 	VAESENC       Z24, Z6, Z6
 	VAESENC       Z24, Z7, Z7
-	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z12, Z14
-	VPSHUFD       $0x4e, Z12, Z12
-	VPTERNLOGD    $0x96, Z14, Z12, Z13
-	VEXTRACTI64X4 $0x01, Z13, Y14
-	VPXORD        Y14, Y13, Y13
-	VEXTRACTI32X4 $0x01, Y13, X14
-	VPXORD        X14, X13, X9
 	VAESENC       Z25, Z0, Z0
 	VAESENC       Z25, Z1, Z1
 	VAESENC       Z25, Z2, Z2
@@ -835,84 +834,71 @@ sealLoop128:
 	JAE           sealLoop128
 
 sealLast128:
-	VMOVDQU64     -448(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 64(CX), Z10, Z11
-	VPCLMULQDQ    $0x11, 64(CX), Z10, Z13
-	VPSHUFD       $0x4e, Z10, Z14
-	VPXORD        Z14, Z10, Z10
-	VPCLMULQDQ    $0x00, 624(CX), Z10, Z12
 	VMOVDQU64     -384(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -320(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 688(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     -320(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 192(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 192(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 752(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1184(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1184(CX), Z14, Z14
+	VPXORD        Z14, Z15, Z12
 	VMOVDQU64     -256(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -192(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 816(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     -192(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 320(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 320(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 880(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1248(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1248(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VMOVDQU64     -128(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -64(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 944(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     -64(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 448(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 448(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 1008(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1312(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1312(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VMOVDQU64     -512(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
 	VPXORD        Z9, Z10, Z10
+	VMOVDQU64     -448(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, (CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, (CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 560(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1120(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1120(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VPTERNLOGD    $0x96, Z11, Z13, Z12
 	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
 	VPSHUFD       $0x4e, Z11, Z11
@@ -926,6 +912,7 @@ sealLast128:
 	VPXORD        X14, X13, X9
 
 tail128:
+	VMOVDQU64   gcmBswapMask<>+0(SB), Z31
 	MOVQ        (R8), AX
 	MOVL        8(R8), DX
 	MOVL        ctr+88(FP), R8
@@ -968,7 +955,7 @@ tailLoop128:
 	MOVQ          $-1, R8
 	BZHIQ         R11, R8, R8
 	KMOVQ         R8, K1
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
 	VAESENC       Z17, Z0, Z0
@@ -1082,28 +1069,28 @@ aes256:
 	VMOVDQU         (DX), X9
 	CMPQ            DI, $0x00000200
 	JB              tail256
-	VPSHUFB         Z31, Z8, Z0
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z0, Z0
-	VPSHUFB         Z31, Z8, Z1
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z1
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z1, Z1
-	VPSHUFB         Z31, Z8, Z2
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z2
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z2, Z2
-	VPSHUFB         Z31, Z8, Z3
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z3
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z3, Z3
-	VPSHUFB         Z31, Z8, Z4
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z4
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z4, Z4
-	VPSHUFB         Z31, Z8, Z5
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z5
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z5, Z5
-	VPSHUFB         Z31, Z8, Z6
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z6
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z6, Z6
-	VPSHUFB         Z31, Z8, Z7
+	VPSHUFB         gcmBswapMask<>+0(SB), Z8, Z7
 	VPADDD          gcmInc4<>+0(SB), Z8, Z8
 	VPXORD          Z16, Z7, Z7
 	PREFETCHT0      2048(SI)
@@ -1249,28 +1236,28 @@ aes256:
 	JB              sealLast256
 
 sealLoop256:
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
-	VPSHUFB       Z31, Z8, Z1
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z1
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z1, Z1
-	VPSHUFB       Z31, Z8, Z2
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z2
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z2, Z2
-	VPSHUFB       Z31, Z8, Z3
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
-	VPSHUFB       Z31, Z8, Z4
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z4
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z4, Z4
-	VPSHUFB       Z31, Z8, Z5
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z5
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z5, Z5
-	VPSHUFB       Z31, Z8, Z6
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z6
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z6, Z6
-	VPSHUFB       Z31, Z8, Z7
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z7
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z7, Z7
 	PREFETCHT0    2048(SI)
@@ -1289,13 +1276,22 @@ sealLoop256:
 	VAESENC       Z17, Z5, Z5
 	VAESENC       Z17, Z6, Z6
 	VAESENC       Z17, Z7, Z7
-	VMOVDQU64     -448(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 64(CX), Z10, Z11
-	VPCLMULQDQ    $0x11, 64(CX), Z10, Z13
-	VPSHUFD       $0x4e, Z10, Z14
-	VPXORD        Z14, Z10, Z10
-	VPCLMULQDQ    $0x00, 624(CX), Z10, Z12
+	VMOVDQU64     -384(BX), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -320(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1184(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1184(CX), Z14, Z14
+	VPXORD        Z14, Z15, Z12
 	VAESENC       Z18, Z0, Z0
 	VAESENC       Z18, Z1, Z1
 	VAESENC       Z18, Z2, Z2
@@ -1304,16 +1300,6 @@ sealLoop256:
 	VAESENC       Z18, Z5, Z5
 	VAESENC       Z18, Z6, Z6
 	VAESENC       Z18, Z7, Z7
-	VMOVDQU64     -384(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 688(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z19, Z0, Z0
 	VAESENC       Z19, Z1, Z1
 	VAESENC       Z19, Z2, Z2
@@ -1322,16 +1308,22 @@ sealLoop256:
 	VAESENC       Z19, Z5, Z5
 	VAESENC       Z19, Z6, Z6
 	VAESENC       Z19, Z7, Z7
-	VMOVDQU64     -320(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 192(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 192(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 752(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     -256(BX), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -192(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1248(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1248(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z20, Z0, Z0
 	VAESENC       Z20, Z1, Z1
 	VAESENC       Z20, Z2, Z2
@@ -1340,16 +1332,6 @@ sealLoop256:
 	VAESENC       Z20, Z5, Z5
 	VAESENC       Z20, Z6, Z6
 	VAESENC       Z20, Z7, Z7
-	VMOVDQU64     -256(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 816(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z21, Z0, Z0
 	VAESENC       Z21, Z1, Z1
 	VAESENC       Z21, Z2, Z2
@@ -1358,16 +1340,22 @@ sealLoop256:
 	VAESENC       Z21, Z5, Z5
 	VAESENC       Z21, Z6, Z6
 	VAESENC       Z21, Z7, Z7
-	VMOVDQU64     -192(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 320(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 320(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 880(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     -128(BX), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -64(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1312(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1312(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z22, Z0, Z0
 	VAESENC       Z22, Z1, Z1
 	VAESENC       Z22, Z2, Z2
@@ -1384,16 +1372,23 @@ sealLoop256:
 	VAESENC       Z23, Z5, Z5
 	VAESENC       Z23, Z6, Z6
 	VAESENC       Z23, Z7, Z7
-	VMOVDQU64     -128(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 944(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     -512(BX), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VPXORD        Z9, Z10, Z10
+	VMOVDQU64     -448(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, (CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, (CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1120(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1120(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z24, Z0, Z0
 	VAESENC       Z24, Z1, Z1
 	VAESENC       Z24, Z2, Z2
@@ -1402,16 +1397,6 @@ sealLoop256:
 	VAESENC       Z24, Z5, Z5
 	VAESENC       Z24, Z6, Z6
 	VAESENC       Z24, Z7, Z7
-	VMOVDQU64     -64(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 448(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 448(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 1008(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z25, Z0, Z0
 	VAESENC       Z25, Z1, Z1
 	VAESENC       Z25, Z2, Z2
@@ -1420,17 +1405,10 @@ sealLoop256:
 	VAESENC       Z25, Z5, Z5
 	VAESENC       Z25, Z6, Z6
 	VAESENC       Z25, Z7, Z7
-	VMOVDQU64     -512(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPXORD        Z9, Z10, Z10
-	VPCLMULQDQ    $0x00, (CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, (CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 560(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPTERNLOGD    $0x96, Z11, Z13, Z12
+	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
+	VPSHUFD       $0x4e, Z11, Z11
+	VPTERNLOGD    $0x96, Z14, Z11, Z12
 	VAESENC       Z26, Z0, Z0
 	VAESENC       Z26, Z1, Z1
 	VAESENC       Z26, Z2, Z2
@@ -1439,10 +1417,6 @@ sealLoop256:
 	VAESENC       Z26, Z5, Z5
 	VAESENC       Z26, Z6, Z6
 	VAESENC       Z26, Z7, Z7
-	VPTERNLOGD    $0x96, Z11, Z13, Z12
-	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
-	VPSHUFD       $0x4e, Z11, Z11
-	VPTERNLOGD    $0x96, Z14, Z11, Z12
 	VAESENC       Z27, Z0, Z0
 	VAESENC       Z27, Z1, Z1
 	VAESENC       Z27, Z2, Z2
@@ -1505,84 +1479,71 @@ sealLoop256:
 	JAE           sealLoop256
 
 sealLast256:
-	VMOVDQU64     -448(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 64(CX), Z10, Z11
-	VPCLMULQDQ    $0x11, 64(CX), Z10, Z13
-	VPSHUFD       $0x4e, Z10, Z14
-	VPXORD        Z14, Z10, Z10
-	VPCLMULQDQ    $0x00, 624(CX), Z10, Z12
 	VMOVDQU64     -384(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -320(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 688(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     -320(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 192(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 192(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 752(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1184(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1184(CX), Z14, Z14
+	VPXORD        Z14, Z15, Z12
 	VMOVDQU64     -256(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -192(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 816(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     -192(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 320(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 320(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 880(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1248(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1248(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VMOVDQU64     -128(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     -64(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 944(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     -64(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 448(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 448(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 1008(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1312(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1312(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VMOVDQU64     -512(BX), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
 	VPXORD        Z9, Z10, Z10
+	VMOVDQU64     -448(BX), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, (CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, (CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 560(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1120(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1120(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VPTERNLOGD    $0x96, Z11, Z13, Z12
 	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
 	VPSHUFD       $0x4e, Z11, Z11
@@ -1596,6 +1557,7 @@ sealLast256:
 	VPXORD        X14, X13, X9
 
 tail256:
+	VMOVDQU64   gcmBswapMask<>+0(SB), Z31
 	MOVQ        (R8), AX
 	MOVL        8(R8), DX
 	MOVL        ctr+88(FP), R8
@@ -1642,7 +1604,7 @@ tailLoop256:
 	MOVQ          $-1, R8
 	BZHIQ         R11, R8, R8
 	KMOVQ         R8, K1
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
 	VAESENC       Z17, Z0, Z0
@@ -1729,7 +1691,7 @@ lengths256:
 	VZEROUPPER
 	RET
 
-// func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[70][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+// func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[86][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 // Requires: AES, AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV, MMX+, VAES, VPCLMULQDQ
 TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-112
 	MOVQ            rk+0(FP), AX
@@ -1772,28 +1734,28 @@ TEXT ·gcmOpenVAES512(SB), NOSPLIT, $0-112
 	JB              tail128
 
 openLoop128:
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
-	VPSHUFB       Z31, Z8, Z1
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z1
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z1, Z1
-	VPSHUFB       Z31, Z8, Z2
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z2
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z2, Z2
-	VPSHUFB       Z31, Z8, Z3
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
-	VPSHUFB       Z31, Z8, Z4
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z4
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z4, Z4
-	VPSHUFB       Z31, Z8, Z5
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z5
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z5, Z5
-	VPSHUFB       Z31, Z8, Z6
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z6
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z6, Z6
-	VPSHUFB       Z31, Z8, Z7
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z7
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z7, Z7
 	PREFETCHT0    2048(SI)
@@ -1812,23 +1774,22 @@ openLoop128:
 	VAESENC       Z17, Z5, Z5
 	VAESENC       Z17, Z6, Z6
 	VAESENC       Z17, Z7, Z7
-	VMOVDQU64     64(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 64(CX), Z10, Z11
-	VPCLMULQDQ    $0x11, 64(CX), Z10, Z13
-	VPSHUFD       $0x4e, Z10, Z14
-	VPXORD        Z14, Z10, Z10
-	VPCLMULQDQ    $0x00, 624(CX), Z10, Z12
 	VMOVDQU64     128(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     192(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
 	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
+	VPCLMULQDQ    $0x00, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z11
 	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 688(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPCLMULQDQ    $0x11, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1184(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1184(CX), Z14, Z14
+	VPXORD        Z14, Z15, Z12
 	VAESENC       Z18, Z0, Z0
 	VAESENC       Z18, Z1, Z1
 	VAESENC       Z18, Z2, Z2
@@ -1837,16 +1798,22 @@ openLoop128:
 	VAESENC       Z18, Z5, Z5
 	VAESENC       Z18, Z6, Z6
 	VAESENC       Z18, Z7, Z7
-	VMOVDQU64     192(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 192(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 192(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 752(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     256(SI), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     320(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1248(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1248(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z19, Z0, Z0
 	VAESENC       Z19, Z1, Z1
 	VAESENC       Z19, Z2, Z2
@@ -1855,16 +1822,22 @@ openLoop128:
 	VAESENC       Z19, Z5, Z5
 	VAESENC       Z19, Z6, Z6
 	VAESENC       Z19, Z7, Z7
-	VMOVDQU64     256(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 816(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     384(SI), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     448(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1312(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1312(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z20, Z0, Z0
 	VAESENC       Z20, Z1, Z1
 	VAESENC       Z20, Z2, Z2
@@ -1873,16 +1846,6 @@ openLoop128:
 	VAESENC       Z20, Z5, Z5
 	VAESENC       Z20, Z6, Z6
 	VAESENC       Z20, Z7, Z7
-	VMOVDQU64     320(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 320(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 320(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 880(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z21, Z0, Z0
 	VAESENC       Z21, Z1, Z1
 	VAESENC       Z21, Z2, Z2
@@ -1891,26 +1854,23 @@ openLoop128:
 	VAESENC       Z21, Z5, Z5
 	VAESENC       Z21, Z6, Z6
 	VAESENC       Z21, Z7, Z7
-	VMOVDQU64     384(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 944(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
-	VMOVDQU64     448(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 448(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 448(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 1008(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     (SI), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VPXORD        Z9, Z10, Z10
+	VMOVDQU64     64(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, (CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, (CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1120(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1120(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z22, Z0, Z0
 	VAESENC       Z22, Z1, Z1
 	VAESENC       Z22, Z2, Z2
@@ -1919,17 +1879,10 @@ openLoop128:
 	VAESENC       Z22, Z5, Z5
 	VAESENC       Z22, Z6, Z6
 	VAESENC       Z22, Z7, Z7
-	VMOVDQU64     (SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPXORD        Z9, Z10, Z10
-	VPCLMULQDQ    $0x00, (CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, (CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 560(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPTERNLOGD    $0x96, Z11, Z13, Z12
+	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
+	VPSHUFD       $0x4e, Z11, Z11
+	VPTERNLOGD    $0x96, Z14, Z11, Z12
 	VAESENC       Z23, Z0, Z0
 	VAESENC       Z23, Z1, Z1
 	VAESENC       Z23, Z2, Z2
@@ -1938,10 +1891,13 @@ openLoop128:
 	VAESENC       Z23, Z5, Z5
 	VAESENC       Z23, Z6, Z6
 	VAESENC       Z23, Z7, Z7
-	VPTERNLOGD    $0x96, Z11, Z13, Z12
-	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
-	VPSHUFD       $0x4e, Z11, Z11
-	VPTERNLOGD    $0x96, Z14, Z11, Z12
+	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z12, Z14
+	VPSHUFD       $0x4e, Z12, Z12
+	VPTERNLOGD    $0x96, Z14, Z12, Z13
+	VEXTRACTI64X4 $0x01, Z13, Y14
+	VPXORD        Y14, Y13, Y13
+	VEXTRACTI32X4 $0x01, Y13, X14
+	VPXORD        X14, X13, X9
 	VAESENC       Z24, Z0, Z0
 	VAESENC       Z24, Z1, Z1
 	VAESENC       Z24, Z2, Z2
@@ -1950,13 +1906,6 @@ openLoop128:
 	VAESENC       Z24, Z5, Z5
 	VAESENC       Z24, Z6, Z6
 	VAESENC       Z24, Z7, Z7
-	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z12, Z14
-	VPSHUFD       $0x4e, Z12, Z12
-	VPTERNLOGD    $0x96, Z14, Z12, Z13
-	VEXTRACTI64X4 $0x01, Z13, Y14
-	VPXORD        Y14, Y13, Y13
-	VEXTRACTI32X4 $0x01, Y13, X14
-	VPXORD        X14, X13, X9
 	VAESENC       Z25, Z0, Z0
 	VAESENC       Z25, Z1, Z1
 	VAESENC       Z25, Z2, Z2
@@ -1996,6 +1945,7 @@ openLoop128:
 	JAE           openLoop128
 
 tail128:
+	VMOVDQU64   gcmBswapMask<>+0(SB), Z31
 	MOVQ        (R8), AX
 	MOVL        8(R8), DX
 	MOVL        ctr+88(FP), R8
@@ -2038,7 +1988,7 @@ tailLoop128:
 	MOVQ          $-1, R8
 	BZHIQ         R11, R8, R8
 	KMOVQ         R8, K1
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
 	VAESENC       Z17, Z0, Z0
@@ -2153,28 +2103,28 @@ aes256:
 	JB              tail256
 
 openLoop256:
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
-	VPSHUFB       Z31, Z8, Z1
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z1
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z1, Z1
-	VPSHUFB       Z31, Z8, Z2
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z2
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z2, Z2
-	VPSHUFB       Z31, Z8, Z3
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z3
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z3, Z3
-	VPSHUFB       Z31, Z8, Z4
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z4
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z4, Z4
-	VPSHUFB       Z31, Z8, Z5
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z5
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z5, Z5
-	VPSHUFB       Z31, Z8, Z6
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z6
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z6, Z6
-	VPSHUFB       Z31, Z8, Z7
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z7
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z7, Z7
 	PREFETCHT0    2048(SI)
@@ -2193,13 +2143,22 @@ openLoop256:
 	VAESENC       Z17, Z5, Z5
 	VAESENC       Z17, Z6, Z6
 	VAESENC       Z17, Z7, Z7
-	VMOVDQU64     64(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 64(CX), Z10, Z11
-	VPCLMULQDQ    $0x11, 64(CX), Z10, Z13
-	VPSHUFD       $0x4e, Z10, Z14
-	VPXORD        Z14, Z10, Z10
-	VPCLMULQDQ    $0x00, 624(CX), Z10, Z12
+	VMOVDQU64     128(SI), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     192(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 192(CX), Z31, Z15
+	VPXORD        Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1184(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1184(CX), Z14, Z14
+	VPXORD        Z14, Z15, Z12
 	VAESENC       Z18, Z0, Z0
 	VAESENC       Z18, Z1, Z1
 	VAESENC       Z18, Z2, Z2
@@ -2208,16 +2167,6 @@ openLoop256:
 	VAESENC       Z18, Z5, Z5
 	VAESENC       Z18, Z6, Z6
 	VAESENC       Z18, Z7, Z7
-	VMOVDQU64     128(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 128(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 128(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 688(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z19, Z0, Z0
 	VAESENC       Z19, Z1, Z1
 	VAESENC       Z19, Z2, Z2
@@ -2226,16 +2175,22 @@ openLoop256:
 	VAESENC       Z19, Z5, Z5
 	VAESENC       Z19, Z6, Z6
 	VAESENC       Z19, Z7, Z7
-	VMOVDQU64     192(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 192(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 192(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 752(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     256(SI), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     320(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 320(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1248(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1248(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z20, Z0, Z0
 	VAESENC       Z20, Z1, Z1
 	VAESENC       Z20, Z2, Z2
@@ -2244,16 +2199,6 @@ openLoop256:
 	VAESENC       Z20, Z5, Z5
 	VAESENC       Z20, Z6, Z6
 	VAESENC       Z20, Z7, Z7
-	VMOVDQU64     256(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 256(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 256(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 816(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z21, Z0, Z0
 	VAESENC       Z21, Z1, Z1
 	VAESENC       Z21, Z2, Z2
@@ -2262,16 +2207,22 @@ openLoop256:
 	VAESENC       Z21, Z5, Z5
 	VAESENC       Z21, Z6, Z6
 	VAESENC       Z21, Z7, Z7
-	VMOVDQU64     320(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 320(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 320(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 880(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     384(SI), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VMOVDQU64     448(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 448(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1312(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1312(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z22, Z0, Z0
 	VAESENC       Z22, Z1, Z1
 	VAESENC       Z22, Z2, Z2
@@ -2288,16 +2239,23 @@ openLoop256:
 	VAESENC       Z23, Z5, Z5
 	VAESENC       Z23, Z6, Z6
 	VAESENC       Z23, Z7, Z7
-	VMOVDQU64     384(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 384(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 384(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 944(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VMOVDQU64     (SI), Z10
+	VPSHUFB       gcmBswapMask<>+0(SB), Z10, Z10
+	VPXORD        Z9, Z10, Z10
+	VMOVDQU64     64(SI), Z31
+	VPSHUFB       gcmBswapMask<>+0(SB), Z31, Z31
+	VPCLMULQDQ    $0x00, (CX), Z10, Z14
+	VPCLMULQDQ    $0x00, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z11
+	VPCLMULQDQ    $0x11, (CX), Z10, Z14
+	VPCLMULQDQ    $0x11, 64(CX), Z31, Z15
+	VPTERNLOGD    $0x96, Z14, Z15, Z13
+	VPUNPCKLQDQ   Z31, Z10, Z14
+	VPUNPCKHQDQ   Z31, Z10, Z15
+	VPXORD        Z15, Z14, Z14
+	VPCLMULQDQ    $0x00, 1120(CX), Z14, Z15
+	VPCLMULQDQ    $0x11, 1120(CX), Z14, Z14
+	VPTERNLOGD    $0x96, Z14, Z15, Z12
 	VAESENC       Z24, Z0, Z0
 	VAESENC       Z24, Z1, Z1
 	VAESENC       Z24, Z2, Z2
@@ -2306,16 +2264,6 @@ openLoop256:
 	VAESENC       Z24, Z5, Z5
 	VAESENC       Z24, Z6, Z6
 	VAESENC       Z24, Z7, Z7
-	VMOVDQU64     448(SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPCLMULQDQ    $0x00, 448(CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, 448(CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 1008(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
 	VAESENC       Z25, Z0, Z0
 	VAESENC       Z25, Z1, Z1
 	VAESENC       Z25, Z2, Z2
@@ -2324,17 +2272,10 @@ openLoop256:
 	VAESENC       Z25, Z5, Z5
 	VAESENC       Z25, Z6, Z6
 	VAESENC       Z25, Z7, Z7
-	VMOVDQU64     (SI), Z10
-	VPSHUFB       Z31, Z10, Z10
-	VPXORD        Z9, Z10, Z10
-	VPCLMULQDQ    $0x00, (CX), Z10, Z14
-	VPXORD        Z14, Z11, Z11
-	VPCLMULQDQ    $0x11, (CX), Z10, Z14
-	VPXORD        Z14, Z13, Z13
-	VPSHUFD       $0x4e, Z10, Z15
-	VPXORD        Z15, Z10, Z10
-	VPCLMULQDQ    $0x00, 560(CX), Z10, Z15
-	VPXORD        Z15, Z12, Z12
+	VPTERNLOGD    $0x96, Z11, Z13, Z12
+	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
+	VPSHUFD       $0x4e, Z11, Z11
+	VPTERNLOGD    $0x96, Z14, Z11, Z12
 	VAESENC       Z26, Z0, Z0
 	VAESENC       Z26, Z1, Z1
 	VAESENC       Z26, Z2, Z2
@@ -2343,10 +2284,6 @@ openLoop256:
 	VAESENC       Z26, Z5, Z5
 	VAESENC       Z26, Z6, Z6
 	VAESENC       Z26, Z7, Z7
-	VPTERNLOGD    $0x96, Z11, Z13, Z12
-	VPCLMULQDQ    $0x00, gcmPoly<>+0(SB), Z11, Z14
-	VPSHUFD       $0x4e, Z11, Z11
-	VPTERNLOGD    $0x96, Z14, Z11, Z12
 	VAESENC       Z27, Z0, Z0
 	VAESENC       Z27, Z1, Z1
 	VAESENC       Z27, Z2, Z2
@@ -2409,6 +2346,7 @@ openLoop256:
 	JAE           openLoop256
 
 tail256:
+	VMOVDQU64   gcmBswapMask<>+0(SB), Z31
 	MOVQ        (R8), AX
 	MOVL        8(R8), DX
 	MOVL        ctr+88(FP), R8
@@ -2455,7 +2393,7 @@ tailLoop256:
 	MOVQ          $-1, R8
 	BZHIQ         R11, R8, R8
 	KMOVQ         R8, K1
-	VPSHUFB       Z31, Z8, Z0
+	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
 	VPADDD        gcmInc4<>+0(SB), Z8, Z8
 	VPXORD        Z16, Z0, Z0
 	VAESENC       Z17, Z0, Z0

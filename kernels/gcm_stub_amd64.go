@@ -10,12 +10,12 @@ package kernels
 // entry's two qwords XORed together, in both qwords.
 //
 //go:noescape
-func gcmInitVAES512(table *[70][16]byte, k1 *[16]byte)
+func gcmInitVAES512(table *[86][16]byte, k1 *[16]byte)
 
 // gcmAADVAES512 hashes aad, zero-padded to a whole number of blocks, into acc.
 //
 //go:noescape
-func gcmAADVAES512(table *[70][16]byte, acc *[16]byte, aad []byte)
+func gcmAADVAES512(table *[86][16]byte, acc *[16]byte, aad []byte)
 
 // gcmSealVAES512 encrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
@@ -25,7 +25,7 @@ func gcmAADVAES512(table *[70][16]byte, acc *[16]byte, aad []byte)
 // is 10 or 14; dst must be at least as long as src.
 //
 //go:noescape
-func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[70][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[86][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 
 // gcmOpenVAES512 decrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
@@ -35,7 +35,7 @@ func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[70][16]byte, acc *[16]
 // is 10 or 14; dst must be at least as long as src.
 //
 //go:noescape
-func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[70][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[86][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 
 // gcmInitVAES256 fills table with K16, K15, …, K1 and three zero blocks, as
 // gcmInitVAES512 does, two lanes at a time; without folded keys, since these

@@ -113,10 +113,13 @@ const (
 	// folded keys in the same order.
 	tableEntries = aggBlocks + 3
 	foldedDisp   = 16 * tableEntries
+	// packedDisp is where the main loops' folded keys start, packed two
+	// vectors to a vector (see pairStep): aggVecs/2 vectors.
+	packedDisp = 2 * foldedDisp
 )
 
 // tableType is the Go type of the table of key powers.
-var tableType = fmt.Sprintf("*[%d][16]byte", 2*tableEntries)
+var tableType = fmt.Sprintf("*[%d][16]byte", 2*tableEntries+aggBlocks/2)
 
 // The vector registers of the kernels, assigned by hand: all 32 are needed
 // for AES-256 with its 15 round keys and eight AES states held in registers.
@@ -127,7 +130,8 @@ var (
 	dat        = Z10                                            // the block vector being hashed
 	lo, mi, hi = Z11, Z12, Z13                                  // unreduced product sums
 	t0, t1     = Z14, Z15                                       // scratch
-	bsw        = Z31                                            // byte-reversal shuffle mask
+	bsw        = Z31                                            // byte-reversal shuffle mask, outside the main loops
+	dat2       = Z31                                            // in the main loops: the second vector of a pair
 	rkRegs     = []VecPhysical{Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30}
 )
 
@@ -264,26 +268,61 @@ func reduce(dst VecPhysical) {
 }
 
 // ghashSteps returns the steps that hash the aggBytes bytes at base+disp
-// into acc with the key powers of table: one step per vector, then the two
-// halves of the reduction. Interleaved with AES rounds, they stitch the two.
-// The vector that takes the running value goes last, so that the other
-// vectors' products do not wait for the previous reduction.
+// into acc with the key powers of table: one step per pair of vectors, then
+// the two halves of the reduction. Interleaved with AES rounds, they stitch
+// the two. The pair that takes the running value goes last, so that the
+// other products do not wait for the previous reduction. The steps use dat2
+// and so clobber bsw.
 func ghashSteps(table, base Register, disp int) []func() {
 	var steps []func()
-	for i := 0; i < aggVecs; i++ {
-		k := (i + 1) % aggVecs
+	for i := 0; i < aggVecs/2; i++ {
+		j := (i + 1) % (aggVecs / 2)
 		first := i == 0
-		steps = append(steps, func() {
-			VMOVDQU64(Mem{Base: base, Disp: disp + 64*k}, dat)
-			VPSHUFB(bsw, dat, dat)
-			if k == 0 {
-				VPXORD(acc, dat, dat)
-			}
-			mulAcc(dat, Mem{Base: table, Disp: 64 * k}, first)
-		})
+		steps = append(steps, func() { pairStep(table, base, disp, j, first) })
 	}
 	steps = append(steps, func() { reduceFold(true) }, func() { reduceFinish(acc) })
 	return steps
+}
+
+// pairStep multiplies vectors 2j and 2j+1 of the blocks at base+disp by
+// their key powers and adds the Karatsuba products to the sums (or sets
+// them if first); vector 0 takes the running value. Two vectors at a time,
+// the products combine with three-way XORs, and the halves of both fold in
+// three instructions (two unpacks and an XOR) into one vector whose low and
+// high qwords meet the packed folded keys: in this loop the carry-less
+// multiplies run at their limit, and every other vector instruction beside
+// them costs time (BenchmarkSeal/aes-128-gcm/vaes512/16384).
+func pairStep(table, base Register, disp, j int, first bool) {
+	a, b := 2*j, 2*j+1
+	VMOVDQU64(Mem{Base: base, Disp: disp + 64*a}, dat)
+	VPSHUFB(bswapMask, dat, dat)
+	if a == 0 {
+		VPXORD(acc, dat, dat)
+	}
+	VMOVDQU64(Mem{Base: base, Disp: disp + 64*b}, dat2)
+	VPSHUFB(bswapMask, dat2, dat2)
+	ka, kb := Mem{Base: table, Disp: 64 * a}, Mem{Base: table, Disp: 64 * b}
+	sum := func(dst VecPhysical) {
+		if first {
+			VPXORD(t0, t1, dst)
+		} else {
+			VPTERNLOGD(U8(0x96), t0, t1, dst)
+		}
+	}
+	VPCLMULQDQ(U8(0x00), ka, dat, t0)
+	VPCLMULQDQ(U8(0x00), kb, dat2, t1)
+	sum(lo)
+	VPCLMULQDQ(U8(0x11), ka, dat, t0)
+	VPCLMULQDQ(U8(0x11), kb, dat2, t1)
+	sum(hi)
+	// t0 = [a0 ⊕ a1, b0 ⊕ b1] in each lane.
+	VPUNPCKLQDQ(dat2, dat, t0)
+	VPUNPCKHQDQ(dat2, dat, t1)
+	VPXORD(t1, t0, t0)
+	kp := Mem{Base: table, Disp: packedDisp + 64*j}
+	VPCLMULQDQ(U8(0x00), kp, t0, t1)
+	VPCLMULQDQ(U8(0x11), kp, t0, t0)
+	sum(mi)
 }
 
 // tailMask sets K1 to the byte mask of the first min(n, 64) bytes of a
@@ -343,6 +382,18 @@ func gcmInit() {
 		VPXORD(v, t0, t0)
 		VMOVDQU64(t0, Mem{Base: table, Disp: foldedDisp + 16*entry})
 	}
+	// The packed folded keys of vector pairs (2j, 2j+1): lane l holds the
+	// folded key of entry 8j+l in its low qword and of entry 8j+4+l in its
+	// high qword. vec runs from K1 up, the table from K(aggBlocks) down.
+	for j := 0; j < aggVecs/2; j++ {
+		va, vb := vec[aggVecs-1-2*j], vec[aggVecs-2-2*j]
+		VPSHUFD(U8(0x4e), va, t0)
+		VPXORD(va, t0, t0)
+		VPSHUFD(U8(0x4e), vb, t1)
+		VPXORD(vb, t1, t1)
+		VPUNPCKLQDQ(t1, t0, t0)
+		VMOVDQU64(t0, Mem{Base: table, Disp: packedDisp + 64*j})
+	}
 	VPXORD(t0.AsX(), t0.AsX(), t0.AsX())
 	for i := aggBlocks; i < tableEntries; i++ {
 		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: i * 16})
@@ -376,6 +427,7 @@ func gcmAAD() {
 	JAE(LabelRef("aadLoop"))
 
 	Label("aadTail")
+	VMOVDQU64(bswapMask, bsw)
 	TESTQ(n, n)
 	JZ(LabelRef("aadDone"))
 	// Powers K(nb)… for the nb remaining blocks start at entry aggBlocks-nb.
@@ -471,7 +523,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	n, src, dst := a.n, a.src, a.dst
 	aesStart := func(nv int) {
 		for k := 0; k < nv; k++ {
-			VPSHUFB(bsw, ctr, st[k])
+			VPSHUFB(bswapMask, ctr, st[k])
 			VPADDD(inc4, ctr, ctr)
 			VPXORD(rk[0], st[k], st[k])
 		}
@@ -542,6 +594,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	// blocks take all the powers and the length block is hashed after a
 	// reduction.
 	Label(L("tail"))
+	VMOVDQU64(bswapMask, bsw)
 	// E(K, J0), for the tag, computed alongside the tail and kept in a
 	// register: parked in memory it would wait for the tail's masked stores,
 	// which cover the tag's place.
