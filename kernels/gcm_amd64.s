@@ -949,28 +949,39 @@ tail128:
 	JZ          lengths128
 
 tailLoop128:
-	MOVL          $0x00000040, R11
-	CMPQ          DI, R11
-	CMOVQCS       DI, R11
-	MOVQ          $-1, R8
-	BZHIQ         R11, R8, R8
-	KMOVQ         R8, K1
-	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
-	VPADDD        gcmInc4<>+0(SB), Z8, Z8
-	VPXORD        Z16, Z0, Z0
-	VAESENC       Z17, Z0, Z0
-	VAESENC       Z18, Z0, Z0
-	VAESENC       Z19, Z0, Z0
-	VAESENC       Z20, Z0, Z0
-	VAESENC       Z21, Z0, Z0
-	VAESENC       Z22, Z0, Z0
-	VAESENC       Z23, Z0, Z0
-	VAESENC       Z24, Z0, Z0
-	VAESENC       Z25, Z0, Z0
-	VMOVDQU8.Z    (SI), K1, Z10
-	VPXORD        Z10, Z26, Z15
-	VAESENCLAST   Z15, Z0, Z0
-	VMOVDQU8      Z0, K1, (BX)
+	MOVL        $0x00000040, R11
+	CMPQ        DI, R11
+	CMOVQCS     DI, R11
+	MOVQ        $-1, R8
+	BZHIQ       R11, R8, R8
+	KMOVQ       R8, K1
+	VPSHUFB     gcmBswapMask<>+0(SB), Z8, Z0
+	VPADDD      gcmInc4<>+0(SB), Z8, Z8
+	VPXORD      Z16, Z0, Z0
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	CMPQ        DI, $0x10
+	JA          tailWide128
+	VMOVDQU8.Z  (SI), K1, X10
+	VPXORD      Z10, Z26, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    X0, K1, (BX)
+	JMP         tailMoved128
+
+tailWide128:
+	VMOVDQU8.Z  (SI), K1, Z10
+	VPXORD      Z10, Z26, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    Z0, K1, (BX)
+
+tailMoved128:
 	VMOVDQU8.Z    Z0, K1, Z10
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
@@ -1598,32 +1609,43 @@ tail256:
 	JZ          lengths256
 
 tailLoop256:
-	MOVL          $0x00000040, R11
-	CMPQ          DI, R11
-	CMOVQCS       DI, R11
-	MOVQ          $-1, R8
-	BZHIQ         R11, R8, R8
-	KMOVQ         R8, K1
-	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
-	VPADDD        gcmInc4<>+0(SB), Z8, Z8
-	VPXORD        Z16, Z0, Z0
-	VAESENC       Z17, Z0, Z0
-	VAESENC       Z18, Z0, Z0
-	VAESENC       Z19, Z0, Z0
-	VAESENC       Z20, Z0, Z0
-	VAESENC       Z21, Z0, Z0
-	VAESENC       Z22, Z0, Z0
-	VAESENC       Z23, Z0, Z0
-	VAESENC       Z24, Z0, Z0
-	VAESENC       Z25, Z0, Z0
-	VAESENC       Z26, Z0, Z0
-	VAESENC       Z27, Z0, Z0
-	VAESENC       Z28, Z0, Z0
-	VAESENC       Z29, Z0, Z0
-	VMOVDQU8.Z    (SI), K1, Z10
-	VPXORD        Z10, Z30, Z15
-	VAESENCLAST   Z15, Z0, Z0
-	VMOVDQU8      Z0, K1, (BX)
+	MOVL        $0x00000040, R11
+	CMPQ        DI, R11
+	CMOVQCS     DI, R11
+	MOVQ        $-1, R8
+	BZHIQ       R11, R8, R8
+	KMOVQ       R8, K1
+	VPSHUFB     gcmBswapMask<>+0(SB), Z8, Z0
+	VPADDD      gcmInc4<>+0(SB), Z8, Z8
+	VPXORD      Z16, Z0, Z0
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	CMPQ        DI, $0x10
+	JA          tailWide256
+	VMOVDQU8.Z  (SI), K1, X10
+	VPXORD      Z10, Z30, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    X0, K1, (BX)
+	JMP         tailMoved256
+
+tailWide256:
+	VMOVDQU8.Z  (SI), K1, Z10
+	VPXORD      Z10, Z30, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    Z0, K1, (BX)
+
+tailMoved256:
 	VMOVDQU8.Z    Z0, K1, Z10
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
@@ -1982,28 +2004,39 @@ tail128:
 	JZ          lengths128
 
 tailLoop128:
-	MOVL          $0x00000040, R11
-	CMPQ          DI, R11
-	CMOVQCS       DI, R11
-	MOVQ          $-1, R8
-	BZHIQ         R11, R8, R8
-	KMOVQ         R8, K1
-	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
-	VPADDD        gcmInc4<>+0(SB), Z8, Z8
-	VPXORD        Z16, Z0, Z0
-	VAESENC       Z17, Z0, Z0
-	VAESENC       Z18, Z0, Z0
-	VAESENC       Z19, Z0, Z0
-	VAESENC       Z20, Z0, Z0
-	VAESENC       Z21, Z0, Z0
-	VAESENC       Z22, Z0, Z0
-	VAESENC       Z23, Z0, Z0
-	VAESENC       Z24, Z0, Z0
-	VAESENC       Z25, Z0, Z0
-	VMOVDQU8.Z    (SI), K1, Z10
-	VPXORD        Z10, Z26, Z15
-	VAESENCLAST   Z15, Z0, Z0
-	VMOVDQU8      Z0, K1, (BX)
+	MOVL        $0x00000040, R11
+	CMPQ        DI, R11
+	CMOVQCS     DI, R11
+	MOVQ        $-1, R8
+	BZHIQ       R11, R8, R8
+	KMOVQ       R8, K1
+	VPSHUFB     gcmBswapMask<>+0(SB), Z8, Z0
+	VPADDD      gcmInc4<>+0(SB), Z8, Z8
+	VPXORD      Z16, Z0, Z0
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	CMPQ        DI, $0x10
+	JA          tailWide128
+	VMOVDQU8.Z  (SI), K1, X10
+	VPXORD      Z10, Z26, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    X0, K1, (BX)
+	JMP         tailMoved128
+
+tailWide128:
+	VMOVDQU8.Z  (SI), K1, Z10
+	VPXORD      Z10, Z26, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    Z0, K1, (BX)
+
+tailMoved128:
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
 	VPXORD        Z9, Z9, Z9
@@ -2387,32 +2420,43 @@ tail256:
 	JZ          lengths256
 
 tailLoop256:
-	MOVL          $0x00000040, R11
-	CMPQ          DI, R11
-	CMOVQCS       DI, R11
-	MOVQ          $-1, R8
-	BZHIQ         R11, R8, R8
-	KMOVQ         R8, K1
-	VPSHUFB       gcmBswapMask<>+0(SB), Z8, Z0
-	VPADDD        gcmInc4<>+0(SB), Z8, Z8
-	VPXORD        Z16, Z0, Z0
-	VAESENC       Z17, Z0, Z0
-	VAESENC       Z18, Z0, Z0
-	VAESENC       Z19, Z0, Z0
-	VAESENC       Z20, Z0, Z0
-	VAESENC       Z21, Z0, Z0
-	VAESENC       Z22, Z0, Z0
-	VAESENC       Z23, Z0, Z0
-	VAESENC       Z24, Z0, Z0
-	VAESENC       Z25, Z0, Z0
-	VAESENC       Z26, Z0, Z0
-	VAESENC       Z27, Z0, Z0
-	VAESENC       Z28, Z0, Z0
-	VAESENC       Z29, Z0, Z0
-	VMOVDQU8.Z    (SI), K1, Z10
-	VPXORD        Z10, Z30, Z15
-	VAESENCLAST   Z15, Z0, Z0
-	VMOVDQU8      Z0, K1, (BX)
+	MOVL        $0x00000040, R11
+	CMPQ        DI, R11
+	CMOVQCS     DI, R11
+	MOVQ        $-1, R8
+	BZHIQ       R11, R8, R8
+	KMOVQ       R8, K1
+	VPSHUFB     gcmBswapMask<>+0(SB), Z8, Z0
+	VPADDD      gcmInc4<>+0(SB), Z8, Z8
+	VPXORD      Z16, Z0, Z0
+	VAESENC     Z17, Z0, Z0
+	VAESENC     Z18, Z0, Z0
+	VAESENC     Z19, Z0, Z0
+	VAESENC     Z20, Z0, Z0
+	VAESENC     Z21, Z0, Z0
+	VAESENC     Z22, Z0, Z0
+	VAESENC     Z23, Z0, Z0
+	VAESENC     Z24, Z0, Z0
+	VAESENC     Z25, Z0, Z0
+	VAESENC     Z26, Z0, Z0
+	VAESENC     Z27, Z0, Z0
+	VAESENC     Z28, Z0, Z0
+	VAESENC     Z29, Z0, Z0
+	CMPQ        DI, $0x10
+	JA          tailWide256
+	VMOVDQU8.Z  (SI), K1, X10
+	VPXORD      Z10, Z30, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    X0, K1, (BX)
+	JMP         tailMoved256
+
+tailWide256:
+	VMOVDQU8.Z  (SI), K1, Z10
+	VPXORD      Z10, Z30, Z15
+	VAESENCLAST Z15, Z0, Z0
+	VMOVDQU8    Z0, K1, (BX)
+
+tailMoved256:
 	VPSHUFB       Z31, Z10, Z10
 	VPXORD        Z9, Z10, Z10
 	VPXORD        Z9, Z9, Z9
