@@ -72,7 +72,9 @@ type versionRef struct {
 // maxCachedVersions bounds the derived-key cache; past it the cache restarts.
 const maxCachedVersions = 1 << 14
 
-// New returns a Service.
+// New returns a Service. It first checks every implementation it will use
+// against the sealed format's known answers (SelfTest, once per
+// implementation in a process) and fails with ErrSelfTest if one is wrong.
 func New(cfg Config) (*Service, error) {
 	if cfg.Keystore == nil {
 		return nil, fmt.Errorf("%w: Config.Keystore is required", ErrInvalidConfig)
@@ -100,6 +102,11 @@ func New(cfg Config) (*Service, error) {
 		}
 		if im != nil && (im.Cipher() != c || !im.Available()) {
 			return nil, fmt.Errorf("%w: Config.Implementation(%s) returned %s", ErrInvalidConfig, c, im)
+		}
+		if im != nil {
+			if err := selfTestOnce(im); err != nil {
+				return nil, err
+			}
 		}
 		s.impls[aeadID(c)] = im
 	}
