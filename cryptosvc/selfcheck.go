@@ -177,6 +177,30 @@ func (e *selfExample) run(im *kernels.Implementation) ([]KnownAnswer, error) {
 	return out, nil
 }
 
+// ExpandKnownAnswers checks this package's HKDF-Expand-SHA-512, the key
+// derivation of every sealed message, with no AEAD involved: the direct-mode
+// worked example's direct input key (one output block) and its body key,
+// base nonce and commitment (two blocks, expanded from the version keys that
+// deriveVersionKeys makes).
+func ExpandKnownAnswers() []KnownAnswer {
+	e := &selfExamples[0]
+	id := aeadID(e.aead)
+	secret, err := NewSecret(e.secret)
+	if err != nil {
+		panic("cryptosvc: bad known answer: " + err.Error())
+	}
+	h := Header{AEAD: e.aead, KeyName: e.keyName, KeyVersion: 1}
+	vk := deriveVersionKeys(&secret, e.keyName, 1)
+	return []KnownAnswer{
+		{Name: "HKDF-Expand-SHA-512: direct input key",
+			Got:  expandOut(newPRK(e.secret), e.aead.KeySize(), []byte(labelDirect), zeroByte, ianaNames[id], zeroByte, h.prefix()),
+			Want: e.inputKey},
+		{Name: "HKDF-Expand-SHA-512: body key, base nonce and commitment",
+			Got:  expandOut(vk.direct[id], len(e.derived), chunkedInfoPrefix, ianaNames[id], zeroByte, e.rand, e.context),
+			Want: e.derived},
+	}
+}
+
 // expandOut returns n bytes of p.expand(info...).
 func expandOut(p prk, n int, info ...[]byte) []byte {
 	b := make([]byte, n)
