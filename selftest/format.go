@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/cipherd/cipherd/internal/buildinfo"
@@ -181,6 +182,20 @@ func writeMRRow(w io.Writer, name string, rates []float64, suffix string) {
 // this OpenSSL does not support is said so.
 func WriteComparison(w io.Writer, ours, theirs *SpeedResult) error {
 	bw := bufio.NewWriter(w)
+	if p := theirs.Program; p != nil {
+		fmt.Fprintf(bw, "openssl: %s (%s), run as: %s speed -elapsed -mr -seconds %g -evp <cipher>",
+			p.Path, p.Version, p.Path, theirs.Seconds)
+		if theirs.Multi > 1 {
+			fmt.Fprintf(bw, " -multi %d", theirs.Multi)
+		}
+		if theirs.Decrypt {
+			fmt.Fprint(bw, " -decrypt")
+		}
+		if !slices.Equal(theirs.Sizes, DefaultSizes) {
+			fmt.Fprint(bw, " -bytes <size>, once per size")
+		}
+		fmt.Fprintln(bw)
+	}
 	fmt.Fprintln(bw, "The 'numbers' are in 1000s of bytes per second processed; ratio = cipherd ÷ openssl.")
 	writeTableHeader(bw, ours.Sizes)
 	width := ours.nameWidth()

@@ -64,6 +64,10 @@ type SpeedConfig struct {
 	// Nil measures every available implementation.
 	KAT *KATReport
 
+	// OpenSSL is the openssl binary CompareOpenSSL runs: a path, or a name
+	// looked up in PATH. Empty means "openssl".
+	OpenSSL string
+
 	// Progress, when set, receives a line as each cell starts and ends, in
 	// openssl's words ("Doing AES-128-GCM for 3s on 16 size blocks: …"), or in
 	// its -mr form ("+DT:…", "+R:…") when ProgressMR is set.
@@ -151,15 +155,17 @@ type SpeedRow struct {
 
 // SpeedResult is the outcome of one Speed run.
 type SpeedResult struct {
-	Host     HostReport `json:"host"`
-	Started  time.Time  `json:"started"`
-	Seconds  float64    `json:"seconds_per_cell"` // per trial
-	Trials   int        `json:"trials"`           // per cell; the cell is the median trial
-	Multi    int        `json:"multi"`
-	Decrypt  bool       `json:"decrypt,omitempty"`
-	Sizes    []int      `json:"sizes"`
-	Rows     []SpeedRow `json:"rows"`
-	multiImp bool       // rows of one cipher may repeat with other implementations
+	Host    HostReport `json:"host"`
+	Started time.Time  `json:"started"`
+	Seconds float64    `json:"seconds_per_cell"` // per trial
+	Trials  int        `json:"trials"`           // per cell; the cell is the median trial
+	Multi   int        `json:"multi"`
+	Decrypt bool       `json:"decrypt,omitempty"`
+	Sizes   []int      `json:"sizes"`
+	Rows    []SpeedRow `json:"rows"`
+	// Program is set on results of another program (CompareOpenSSL's).
+	Program  *Program `json:"program,omitempty"`
+	multiImp bool     // rows of one cipher may repeat with other implementations
 }
 
 // Speed measures throughput with `openssl speed` semantics: for every cipher
