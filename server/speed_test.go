@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,15 +53,27 @@ type speedJSON struct {
 			Cipher string `json:"cipher"`
 			Impl   string `json:"impl"`
 			Cells  []struct {
-				Size      int   `json:"size"`
-				Ops       int64 `json:"ops"`
-				ElapsedNS int64 `json:"elapsed_ns"`
+				Size      int       `json:"size"`
+				Ops       int64     `json:"ops"`
+				ElapsedNS int64     `json:"elapsed_ns"`
+				Rate      float64   `json:"bytes_per_second"`
+				Trials    []float64 `json:"trials_bytes_per_second"`
+				Min       float64   `json:"min_bytes_per_second"`
+				Max       float64   `json:"max_bytes_per_second"`
 			} `json:"cells"`
 		} `json:"rows"`
+		Seconds float64 `json:"seconds_per_cell"`
+		Trials  int     `json:"trials"`
 	} `json:"table"`
 	TableState    string     `json:"table_state"`
 	TableMeasured *time.Time `json:"table_measured"`
 	TableSource   string     `json:"table_source"`
+	TableQuality  string     `json:"table_quality"`
+	TableMethod   string     `json:"table_method"`
+	TableSpread   float64    `json:"table_median_spread"`
+	Refining      *struct {
+		Round, Rounds int
+	} `json:"refining"`
 }
 
 // getSpeed fetches /speed with an Accept header and returns status, body and
@@ -108,7 +121,7 @@ func waitSpeedTable(t testing.TB, ts *testServer) speedJSON {
 		switch v.TableState {
 		case tableDone:
 			return v
-		case tableMeasuring:
+		case tableMeasuring, tableRefining:
 		default:
 			t.Fatalf("table_state %q while waiting for the start-up table", v.TableState)
 		}
@@ -145,7 +158,7 @@ func TestSpeedStartupTable(t *testing.T) {
 	// Straight after start-up the table is being measured: JSON says so and
 	// the openssl formats ask to retry.
 	code, body, hdr := getSpeed(t, ts, "?format=text", "")
-	if fresh := time.Since(start) < startupBudget/2; code == 200 && fresh {
+	if fresh := time.Since(start) < quickBudget/2; code == 200 && fresh {
 		t.Fatalf("text table served %s after start-up", time.Since(start))
 	} else if code != 200 {
 		if code != 503 || hdr.Get("Retry-After") == "" || !bytes.Contains(body, []byte(api.CodeNotReady)) {
@@ -161,8 +174,36 @@ func TestSpeedStartupTable(t *testing.T) {
 		}
 	}
 
+	// The quick table comes first, published while the refined one is
+	// measured.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, body, _ := getSpeed(t, ts, "", "")
+		v := decodeSpeed(t, body)
+		if v.TableState == tableDone {
+			t.Fatalf("the refined table came without a quick one published first (quality %q)", v.TableQuality)
+		}
+		if v.Table == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("no quick table in 60 s")
+			}
+			continue
+		}
+		if v.TableState != tableRefining || v.TableQuality != qualityQuick || v.Refining == nil || v.Refining.Rounds != refineTrials ||
+			v.Table.Trials != quickTrials || !strings.Contains(v.TableMethod, "median of 3 interleaved trials") {
+			t.Fatalf("quick table: state %q quality %q refining %+v trials %d method %q", v.TableState, v.TableQuality, v.Refining, v.Table.Trials, v.TableMethod)
+		}
+		if code, _, _ := getSpeed(t, ts, "?format=text", ""); code != 200 {
+			t.Fatalf("text while refining: %d", code)
+		}
+		break
+	}
+
 	v := waitSpeedTable(t, ts)
 	took := time.Since(start)
+	if v.TableQuality != qualityRefined || v.Refining != nil || v.Table.Trials != refineTrials ||
+		v.Table.Seconds != refineTrialTime.Seconds() || !strings.Contains(v.TableMethod, "median of 3 interleaved trials of 2ms per cell") {
+		t.Errorf("refined table: quality %q refining %+v trials %d of %gs, method %q", v.TableQuality, v.Refining, v.Table.Trials, v.Table.Seconds, v.TableMethod)
+	}
 	t.Logf("start-up table: %d rows in %s after New", len(v.Table.Rows), took.Round(time.Millisecond))
 	if v.Host.GOMAXPROCS == 0 || v.Host.Features == nil || v.Build.Version == "" || v.Build.GoVersion == "" {
 		t.Errorf("host/build incomplete: %+v %+v", v.Host, v.Build)
@@ -186,6 +227,12 @@ func TestSpeedStartupTable(t *testing.T) {
 		for i, c := range row.Cells {
 			if c.Size != selftest.DefaultSizes[i] || c.Ops <= 0 || c.ElapsedNS <= 0 {
 				t.Errorf("%s/%s cell %d: %+v", row.Cipher, row.Impl, i, c)
+			}
+			// The cell is its median trial, and says how far the others were.
+			rate := float64(c.Ops) * float64(c.Size) / (float64(c.ElapsedNS) / 1e9)
+			if len(c.Trials) != refineTrials || c.Min > c.Rate || c.Rate > c.Max || math.Abs(c.Rate-rate) > rate*1e-9 ||
+				!slices.Contains(c.Trials, c.Rate) {
+				t.Errorf("%s/%s cell %d: rate %g (from ops %g), trials %v, range %g–%g", row.Cipher, row.Impl, i, c.Rate, rate, c.Trials, c.Min, c.Max)
 			}
 		}
 	}
@@ -432,7 +479,7 @@ func TestSpeedRun(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("run without body: %d %s", code, body)
 	}
-	t.Logf("full run without body: %s (aims at %s)", time.Since(start).Round(time.Millisecond), startupBudget)
+	t.Logf("full run without body: %s (aims at %s)", time.Since(start).Round(time.Millisecond), quickBudget)
 	if v := decodeSpeed(t, body); len(v.Table.Rows) != usableRows(ts) || len(v.Table.Sizes) != len(selftest.DefaultSizes) {
 		t.Errorf("full run: %d rows, sizes %v", len(v.Table.Rows), v.Table.Sizes)
 	}
@@ -454,7 +501,7 @@ func TestSpeedRunForbidden(t *testing.T) {
 func TestSpeedRunConcurrent(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true})
 	// A run of about 1.2 s; a second one while it lasts is refused.
-	slow := `{"seconds":0.2,"ciphers":["aes-128-gcm"],"sizes":[16,64,256,1024,8192,16384]}`
+	slow := `{"seconds":0.2,"trials":1,"ciphers":["aes-128-gcm"],"sizes":[16,64,256,1024,8192,16384]}`
 	var wg sync.WaitGroup
 	var firstCode int
 	var firstBody []byte
