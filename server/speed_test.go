@@ -377,8 +377,35 @@ func TestSpeedPage(t *testing.T) {
 		}
 	}
 	page := string(body)
-	if strings.Count(page, "<svg class=\"chart\"") != 1 {
-		t.Errorf("want one chart <svg>")
+	// One small chart per cipher family with rows, each on its own scale.
+	families := 0
+	for _, f := range cipherFamilies {
+		for _, row := range v.Table.Rows {
+			if c, _ := kernels.ParseCipher(row.Cipher); slices.Contains(f.ciphers, c) {
+				families++
+				if !strings.Contains(page, ">"+htmlText(f.name)+" <tspan class=\"unit\">") {
+					t.Errorf("no chart titled %q", f.name)
+				}
+				break
+			}
+		}
+	}
+	if n := strings.Count(page, "<svg class=\"chart\""); n != families || n < 2 {
+		t.Errorf("%d chart <svg>s, want one per family (%d)", n, families)
+	}
+	// The implementations in use stand out: wide and opaque, the others
+	// narrow and faded.
+	if n := strings.Count(page, `<g class="series chosen" opacity="1">`+"\n"+`<polyline`); n != len(ts.sel.Implementations)+countSpeedOnly(ts) {
+		t.Errorf("%d highlighted lines, want one per cipher (%d)", n, len(ts.sel.Implementations)+countSpeedOnly(ts))
+	}
+	if n := strings.Count(page, `stroke-width="3"`); n < len(ts.sel.Implementations) {
+		t.Errorf("%d wide lines", n)
+	}
+	if !strings.Contains(page, `<g class="series" opacity="0.55">`) {
+		t.Errorf("no faded line for the other implementations")
+	}
+	if !strings.Contains(page, `title="median of 3 trials; range `) {
+		t.Errorf("the figures do not say how far their trials were")
 	}
 	if n := strings.Count(page, "<polyline"); n != len(v.Table.Rows) {
 		t.Errorf("%d polylines, want one per row (%d)", n, len(v.Table.Rows))
@@ -391,6 +418,7 @@ func TestSpeedPage(t *testing.T) {
 	for _, want := range []string{
 		v.Selection.AEAD, v.Selection.AEADReason, v.Host.Brand, "Self-test", "known-answer runs passed",
 		"after start-up", "message size (log scale)", "16 KiB", "The full table is measured.",
+		"median of 3 interleaved trials of 2ms per cell",
 	} {
 		if !strings.Contains(page, htmlText(want)) {
 			t.Errorf("page lacks %q", want)
@@ -557,7 +585,7 @@ func TestSpeedChart(t *testing.T) {
 	if rows[0].Selected || rows[0].Dash == "" || !rows[1].Selected || rows[1].Dash != "" || rows[0].Color != rows[1].Color {
 		t.Errorf("styles: %+v", rows)
 	}
-	ch := newChart(rows)
+	ch := newChart("AES-GCM", rows)
 	if ch.Unit != "GB/s" {
 		t.Errorf("unit %s for a 2.4 GB/s peak", ch.Unit)
 	}
@@ -586,4 +614,17 @@ func TestSpeedChart(t *testing.T) {
 			t.Errorf("niceStep(%g) = %g, want %g", tc.span, got, tc.want)
 		}
 	}
+}
+
+// countSpeedOnly is the number of speed-only ciphers with a usable
+// implementation: their most preferred one is highlighted though the
+// service never uses it.
+func countSpeedOnly(ts *testServer) int {
+	n := 0
+	for _, c := range kernels.Ciphers() {
+		if c.SpeedOnly() && len(ts.kat.Usable(c)) > 0 {
+			n++
+		}
+	}
+	return n
 }
