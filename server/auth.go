@@ -216,7 +216,7 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 		return apiError(api.CodeUnauthenticated, "a valid bearer token or client certificate is required")
 	}
 	c.Locals(localsIdentity, id)
-	if err := s.rateLimit(c, id); err != nil {
+	if err := s.rateLimit(c, id, 1); err != nil {
 		return err
 	}
 	return c.Next()
