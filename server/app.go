@@ -1,47 +1,50 @@
 package server
 
 import (
-	"encoding/binary"
-	"encoding/hex"
-	"math/rand/v2"
-	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
-	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/api"
 )
 
-// route is one entry of the route table: the handler with its limits, which
-// GET /v1/api publishes.
-type route struct {
-	method  string
-	path    string
-	op      Op // "" for unauthenticated routes
-	maxBody int64
-	timeout time.Duration
-	stream  bool
-	items   int
-	handler fiber.Handler
-}
+// Rate-limit costs: what a request takes from its caller's bucket, by how
+// much it loads the server. A key change writes the keystore (a file with
+// fsync, or a row every replica hears of); a speed run holds a core for up
+// to a minute.
+const (
+	costRead      = 1
+	costKeyChange = 5
+	costSpeedRun  = 10
+)
 
+// speedRunTimeout bounds POST /speed/run: the longest run it takes
+// (runMaxTotal of cells) with the known-answer tests, the set-up of each cell
+// and a margin for a shared machine.
+const speedRunTimeout = 5 * time.Minute
+
+// routes is the route table: see route.go for what each field means and how
+// serve applies it.
 func (s *Server) routes() []route {
-	j, to := int64(s.cfg.MaxJSONBody), s.cfg.RequestTimeout
+	j, to, items, cost := int64(s.cfg.MaxJSONBody), s.cfg.RequestTimeout, s.cfg.MaxBatchItems, costRead
+	const small = 64 << 10 // the JSON body of the other routes
+	verify := []queryParam{{name: "verify", values: []string{"full"},
+		doc: "Streaming decrypt: `full` buffers the plaintext (up to max_verify_full) and answers only after every chunk authenticated."}}
+	format := []queryParam{{name: "format", values: []string{formatJSON, formatText, formatMR, formatHTML},
+		doc: "The response format; without it, HTML for a browser (Accept: text/html), else JSON."}}
 	return []route{
-		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, timeout: to, stream: true, items: s.cfg.MaxBatchItems, handler: s.handleEncrypt},
-		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, timeout: to, stream: true, items: s.cfg.MaxBatchItems, handler: s.handleDecrypt},
-		{method: "POST", path: api.RouteRewrap, op: OpRewrap, maxBody: j, timeout: to, stream: true, items: s.cfg.MaxBatchItems, handler: s.handleRewrap},
-		{method: "POST", path: api.RouteDataKey, op: OpDataKey, maxBody: 64 << 10, timeout: to, handler: s.handleDataKey},
-		{method: "GET", path: api.RouteKeys, op: OpKeysRead, timeout: to, handler: s.handleListKeys},
-		{method: "GET", path: api.RouteKey, op: OpKeysRead, timeout: to, handler: s.handleDescribeKey},
-		{method: "POST", path: api.RouteKey, op: OpKeysAdmin, maxBody: 64 << 10, timeout: to, handler: s.handleCreateKey},
-		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, timeout: to, handler: s.handleDeleteKey},
-		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, timeout: to, handler: s.handleRotateKey},
-		{method: "PUT", path: api.RouteKeyConfig, op: OpKeysAdmin, maxBody: 64 << 10, timeout: to, handler: s.handleConfigureKey},
-		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: 64 << 10, timeout: 5 * time.Minute, handler: s.handleSpeedRun},
-		{method: "GET", path: api.RouteSpeed, timeout: to, handler: s.handleSpeed},
+		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleEncrypt},
+		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, stream: true, items: items, verifyFull: s.cfg.MaxVerifyFull, query: verify, timeout: to, cost: cost, handler: s.handleDecrypt},
+		{method: "POST", path: api.RouteRewrap, op: OpRewrap, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleRewrap},
+		{method: "POST", path: api.RouteDataKey, op: OpDataKey, orOp: OpDataKeyPlaintext, maxBody: small, timeout: to, cost: cost, handler: s.handleDataKey},
+		{method: "GET", path: api.RouteKeys, op: OpKeysRead, lists: true, timeout: to, cost: cost, handler: s.handleListKeys},
+		{method: "GET", path: api.RouteKey, op: OpKeysRead, timeout: to, cost: cost, handler: s.handleDescribeKey},
+		{method: "POST", path: api.RouteKey, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleCreateKey},
+		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleDeleteKey},
+		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleRotateKey},
+		{method: "PUT", path: api.RouteKeyConfig, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleConfigureKey},
+		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: runMaxBody, timeout: speedRunTimeout, cost: costSpeedRun, handler: s.handleSpeedRun},
+		{method: "GET", path: api.RouteSpeed, query: format, timeout: to, handler: s.handleSpeed},
 		{method: "GET", path: api.RouteHealthz, timeout: to, handler: s.handleHealthz},
 		{method: "GET", path: api.RouteReadyz, timeout: to, handler: s.handleReadyz},
 		{method: "GET", path: api.RouteMetrics, timeout: to, handler: s.handleMetrics},
@@ -55,13 +58,23 @@ func (s *Server) routes() []route {
 // this long.
 const connIdleTimeout = 2 * time.Minute
 
-func (s *Server) newApp() *fiber.App {
+// newApp builds the app of the server's route table.
+func (s *Server) newApp() *fiber.App { return s.buildApp(s.routes()) }
+
+// buildApp builds a fiber app that serves rows, each through serve, and
+// makes rows the table that GET /v1/api and the OpenAPI document describe.
+func (s *Server) buildApp(rows []route) *fiber.App {
+	s.table = rows
+	s.openAPIMu.Lock()
+	s.openAPIDoc = nil
+	s.openAPIMu.Unlock()
 	app := fiber.New(fiber.Config{
 		AppName:               "cipherd",
 		ErrorHandler:          s.errorHandler,
 		DisableStartupMessage: true,
 		// Bodies over this size are streamed to the handler instead of read
-		// whole; JSON handlers read at most their own limit from the stream.
+		// whole; JSON handlers read at most their route's limit from the
+		// stream.
 		StreamRequestBody: true,
 		BodyLimit:         64 << 10,
 		// Headers and JSON bodies must arrive within RequestTimeout; streaming
@@ -75,128 +88,10 @@ func (s *Server) newApp() *fiber.App {
 		WriteTimeout: 0,
 	})
 	app.Use(s.front)
-	for _, r := range s.routes() {
-		h := []fiber.Handler{}
-		if r.op != "" {
-			h = append(h, s.authenticate)
-		}
-		h = append(h, r.handler)
-		app.Add(r.method, r.path, h...)
+	for i := range rows {
+		r := &rows[i]
+		r.prepare()
+		app.Add(r.method, r.path, s.serve(r))
 	}
 	return app
-}
-
-// localsKey is the type of the keys of cipherd's values in a request's
-// locals: a small integer compares faster than a string, and no other
-// package's key can equal one.
-type localsKey uint8
-
-const (
-	localsRequest  localsKey = iota // *reqState
-	localsIdentity                  // *identity
-)
-
-// reqState is what the middleware and the handlers of one request share: its
-// ID, and the audit record of its one cryptographic operation, which goes
-// out on the request's access line instead of a line of its own.
-type reqState struct {
-	id      string
-	batch   bool         // the handler audits several items: each gets its own line
-	audit   auditRecord  // the request's operation, to be logged on its access line; zero if none
-	line    accessLine   // the access line, written when the request ends
-	fields  [1]zap.Field // the line as the one field of its entry
-	scratch *reqScratch  // taken on first use (scratchSpace)
-	idText  [24]byte     // a generated ID's text, which id points to
-}
-
-// newRequest starts a request's state: its ID, the caller's X-Request-Id
-// when it is short and plain, or a new one, echoed on the response.
-func newRequest(c *fiber.Ctx) *reqState {
-	st := new(reqState)
-	if id := c.Request().Header.Peek(api.HeaderRequestID); plainID(id) {
-		st.id = string(id) // a copy: the header is in a buffer fasthttp reuses
-	} else {
-		// 96 random bits from the runtime's ChaCha8 generator (seeded by the
-		// OS): an ID needs to be unique, not secret, and crypto/rand cost a
-		// getrandom per request. Its text lives in the state, which is never
-		// recycled: one allocation for both.
-		var b [12]byte
-		binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-		binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
-		hex.Encode(st.idText[:], b[:])
-		st.id = unsafe.String(&st.idText[0], len(st.idText))
-	}
-	c.Locals(localsRequest, st)
-	c.Response().Header.SetCanonical(headerRequestID, unsafe.Slice(unsafe.StringData(st.id), len(st.id)))
-	return st
-}
-
-// headerRequestID is api.HeaderRequestID as fasthttp normalizes it, so that
-// setting it on a response skips that step.
-var headerRequestID = []byte(api.HeaderRequestID)
-
-// recycleScratch hands the request's scratch space back for the next
-// request, unless a streamed response, written after the handlers return,
-// may still read it.
-func recycleScratch(c *fiber.Ctx, st *reqState) {
-	if sc := st.scratch; sc != nil && !c.Response().IsBodyStream() {
-		st.scratch = nil
-		clear(sc.body[:sc.bodyUsed])
-		clear(sc.data[:sc.dataUsed])
-		sc.bodyUsed, sc.dataUsed = 0, 0
-		scratches.Put(sc)
-	}
-}
-
-// reqScratch is room for a small JSON body and the base64 data it carries,
-// so that the commonest requests allocate neither. It holds request data:
-// it is cleared before it is recycled. The request's state is not recycled
-// itself: a logger's core may keep the access line it points to.
-type reqScratch struct {
-	body [1024]byte
-	data [768]byte
-	// How much of each may hold data: what recycling clears.
-	bodyUsed, dataUsed int
-}
-
-var scratches = sync.Pool{New: func() any { return new(reqScratch) }}
-
-// scratchSpace returns the request's scratch space, or nil for a context
-// that did not pass through the front middleware.
-func scratchSpace(c *fiber.Ctx) *reqScratch {
-	st := state(c)
-	if st == nil {
-		return nil
-	}
-	if st.scratch == nil {
-		st.scratch = scratches.Get().(*reqScratch)
-	}
-	return st.scratch
-}
-
-func plainID(id []byte) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		ch := id[i]
-		if !('a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9' || ch == '-' || ch == '_' || ch == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// state returns the request's shared state; nil for a context that did not
-// pass through the front middleware.
-func state(c *fiber.Ctx) *reqState {
-	st, _ := c.Locals(localsRequest).(*reqState)
-	return st
-}
-
-func requestID(c *fiber.Ctx) string {
-	if st := state(c); st != nil {
-		return st.id
-	}
-	return ""
 }

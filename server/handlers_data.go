@@ -11,17 +11,15 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
 )
 
-// readJSON decodes the request body into v: Content-Type JSON, at most limit
-// bytes (413 beyond), no unknown fields, nothing after the value.
-func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
-	b, err := s.readJSONBody(c, limit, optional)
+// readJSON decodes the request body into v: Content-Type JSON, at most the
+// route's limit (413 beyond), no unknown fields, nothing after the value.
+func (s *Server) readJSON(c *fiber.Ctx, v any, optional bool) error {
+	b, err := s.readJSONBody(c, optional)
 	if err != nil || b == nil {
 		return err
 	}
@@ -30,7 +28,8 @@ func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
 
 // readJSONBody checks a JSON request's type and size and reads its body. It
 // returns nil (and no error) for an empty body when the body is optional.
-func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, error) {
+func (s *Server) readJSONBody(c *fiber.Ctx, optional bool) ([]byte, error) {
+	limit := s.jsonLimit(c)
 	if !isJSON(c) && !(optional && c.Request().Header.ContentLength() == 0) {
 		return nil, apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
 	}
@@ -155,8 +154,12 @@ func hasMediaType(c *fiber.Ctx, want string) bool {
 	return strings.EqualFold(string(bytes.TrimSpace(ct)), want)
 }
 
-// keyParam returns the route's key name, checked.
+// keyParam returns the route's key name, checked: by serve, which keeps it
+// in the request's state, or here.
 func keyParam(c *fiber.Ctx) (string, error) {
+	if st := state(c); st != nil && st.key != "" {
+		return st.key, nil
+	}
 	k := c.Params("key")
 	if err := cryptosvc.ValidateKeyName(k); err != nil {
 		return "", err
@@ -250,13 +253,10 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(c, OpEncrypt, key); err != nil {
-		return err
-	}
 	if isStream(c) {
 		return s.streamEncrypt(c, key)
 	}
-	b, err := s.readJSONBody(c, s.cfg.MaxJSONBody, false)
+	b, err := s.readJSONBody(c, false)
 	if err != nil {
 		return err
 	}
@@ -290,13 +290,10 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(c, OpDecrypt, key); err != nil {
-		return err
-	}
 	if isStream(c) {
 		return s.streamDecrypt(c, key)
 	}
-	b, err := s.readJSONBody(c, s.cfg.MaxJSONBody, false)
+	b, err := s.readJSONBody(c, false)
 	if err != nil {
 		return err
 	}
@@ -336,14 +333,11 @@ func (s *Server) handleRewrap(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(c, OpRewrap, key); err != nil {
-		return err
-	}
 	if isStream(c) {
 		return s.streamRewrap(c, key)
 	}
 	var req api.RewrapRequest
-	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
+	if err := s.readJSON(c, &req, false); err != nil {
 		return err
 	}
 	rewrap := func(it api.DecryptItem) (api.RewrapResult, error) {
@@ -369,7 +363,7 @@ func (s *Server) handleDataKey(c *fiber.Ctx) error {
 		return err
 	}
 	var req api.DataKeyRequest
-	if err := s.readJSON(c, 64<<10, &req, true); err != nil {
+	if err := s.readJSON(c, &req, true); err != nil {
 		return err
 	}
 	op := OpDataKeyPlaintext
@@ -393,55 +387,4 @@ func (s *Server) handleDataKey(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(&api.DataKeyResponse{Plaintext: dk.Plaintext, Wrapped: dk.Wrapped, KeyVersion: dk.Info.Version, AEAD: dk.Info.AEAD.String()})
-}
-
-// auditRecord is one cryptographic operation: which key and version, what,
-// how many bytes, and the outcome. Never data, keys or context.
-type auditRecord struct {
-	op      Op
-	key     string
-	version uint32
-	bytes   int
-	outcome string
-	level   zapcore.Level
-}
-
-func (a *auditRecord) addTo(enc zapcore.ObjectEncoder) {
-	enc.AddString("op", string(a.op))
-	enc.AddString("key", a.key)
-	enc.AddUint32("key_version", a.version)
-	enc.AddInt64("bytes", int64(a.bytes))
-	enc.AddString("outcome", a.outcome)
-}
-
-// auditLine is a batch item's own audit line.
-type auditLine struct {
-	id, identity string
-	rec          *auditRecord
-}
-
-func (l *auditLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("request_id", l.id)
-	enc.AddString("identity", l.identity)
-	l.rec.addTo(enc)
-	return nil
-}
-
-// audit logs one cryptographic operation with the caller's identity. The
-// single operation of a request rides on its access line, which then reads
-// "audit" (see record); the items of a batch get a line each.
-func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error) {
-	a := auditRecord{op: op, key: key, version: info.Version, bytes: n, outcome: "ok", level: zap.InfoLevel}
-	if err != nil {
-		a.level = zap.WarnLevel
-		a.outcome = string(toAPIError(err).Code)
-	}
-	if st := state(c); st != nil && !st.batch && st.audit.op == "" {
-		st.audit = a
-		return
-	}
-	if ce := s.log.Check(a.level, "audit"); ce != nil {
-		rec := a // a copy, so that a escapes only on this path
-		ce.Write(zap.Inline(&auditLine{id: requestID(c), identity: callerName(c), rec: &rec}))
-	}
 }

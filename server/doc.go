@@ -1,0 +1,41 @@
+// Package server is cipherd's HTTP service: a fiber v2 app over a
+// cryptosvc.Service, with the self-test, the benchmark and the cipher
+// selection behind it. New builds it; Serve, ListenAndServe and Shutdown run
+// it; App returns the fiber app for an embedding program to mount.
+//
+// # Request lifecycle
+//
+// A request passes these stages, each in a file of its own:
+//
+//  1. The connection: connguard.go wraps the listener so that the read
+//     deadlines fasthttp sets per read cost one system call per change that
+//     matters, and tls.go terminates TLS with hot-reloaded certificates.
+//  2. The front middleware (front.go) gives every request its ID and state
+//     (request.go), recovers a handler's panic as an internal error, runs the
+//     error handler (errors.go) so that it sees the status sent, and closes
+//     a connection whose request body may still be unread on it.
+//  3. The route table (routes, in app.go) is the contract: each row names
+//     the method, the path, the policy operation, the body limits, the query
+//     parameters and their values, the timeout and the rate-limit cost.
+//     serve (route.go) applies the row before the handler runs: it refuses
+//     unknown query parameters and values, authenticates the caller
+//     (auth.go, proxy.go for identities forwarded by a trusted proxy), takes
+//     the row's cost from the caller's rate limit (ratelimit.go), checks the
+//     operation on the path's key against the caller's policies (policy.go),
+//     refuses a body announced over the limit, and gives the handler a
+//     context that ends at the row's deadline (route_context.go). GET /v1/api
+//     and the OpenAPI document (openapi.go over openapi.json) are made from
+//     the same rows, with the limits in force.
+//  4. The handlers do the domain work: handlers_data.go (encrypt, decrypt,
+//     rewrap, data keys as JSON, one item or a batch, with the fast JSON
+//     decoder of fastjson.go), stream.go (the same routes as streamed
+//     bodies), handlers_keys.go (key management), handlers_ops.go (health,
+//     readiness, version, GET /v1/api and the OpenAPI document) and
+//     speed.go with speed_page.go (GET /speed).
+//  5. The request ends in accesslog.go: one access line per request, which
+//     carries the audit record of the request's cryptographic operation, and
+//     metrics.go counts it; metrics_expo.go renders GET /metrics.
+//
+// server.go holds the lifecycle (start-up self-test and benchmark, keystore,
+// drain on shutdown) and config.go the configuration with its validation.
+package server
