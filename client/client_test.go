@@ -27,7 +27,15 @@ const adminToken = "t"
 // returns its URL.
 func startServer(t testing.TB) (string, *server.Server) {
 	t.Helper()
-	srv, err := server.New(context.Background(), server.Config{DataDir: t.TempDir(), AdminToken: adminToken, SkipBenchmark: true, Logger: zap.NewNop()})
+	return startServerConfig(t, server.Config{})
+}
+
+// startServerConfig is startServer with cfg's settings besides the test's
+// data directory, token and logger; with cfg.TLSCert the URL is https.
+func startServerConfig(t testing.TB, cfg server.Config) (string, *server.Server) {
+	t.Helper()
+	cfg.DataDir, cfg.AdminToken, cfg.SkipBenchmark, cfg.Logger = t.TempDir(), adminToken, true, zap.NewNop()
+	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +54,11 @@ func startServer(t testing.TB) (string, *server.Server) {
 		srv.Shutdown(ctx)
 		<-done
 	})
-	return "http://" + ln.Addr().String(), srv
+	scheme := "http://"
+	if cfg.TLSCert != "" {
+		scheme = "https://"
+	}
+	return scheme + ln.Addr().String(), srv
 }
 
 func newClient(t testing.TB, url string, opts ...client.Option) *client.Client {
