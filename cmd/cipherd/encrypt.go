@@ -102,10 +102,13 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	cf.register(fs, true)
 	key := fs.String("key", "", "key name (required), such as the default key \"default\"")
 	ctxB64 := fs.String("context", "", "context (additional data) as standard base64; decryption needs the same")
-	inPath := fs.String("i", "-", "input file; - for standard input")
-	outPath := fs.String("o", "-", "output file, replaced only on success; - for standard output")
+	inPath := fs.String("i", "-", "input `file`; - for standard input")
+	outPath := fs.String("o", "-", "output `file`, replaced only on success; - for standard output")
 	progressMode := fs.String("progress", "auto", "progress on standard error: auto (when it is a terminal), always or never")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 || *key == "" || *inPath == "" || *outPath == "" {
