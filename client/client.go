@@ -286,9 +286,17 @@ func (c *Client) RotateKey(ctx context.Context, name string) (*api.Key, error) {
 	return c.keyCall(ctx, http.MethodPost, api.RouteKeyRotate, name, nil)
 }
 
-// ConfigureKey replaces a key's configuration.
+// ConfigureKey replaces a key's configuration with cfg: every field, the
+// zero ones included, so that the key ends with exactly cfg.
 func (c *Client) ConfigureKey(ctx context.Context, name string, cfg api.KeyConfig) (*api.Key, error) {
-	return c.keyCall(ctx, http.MethodPut, api.RouteKeyConfig, name, &cfg)
+	p := api.ReplaceKeyConfig(cfg)
+	return c.keyCall(ctx, http.MethodPut, api.RouteKeyConfig, name, &p)
+}
+
+// UpdateKeyConfig changes the fields of a key's configuration that patch
+// sets (api.Some, or api.Null for the default) and keeps the others.
+func (c *Client) UpdateKeyConfig(ctx context.Context, name string, patch api.KeyConfigPatch) (*api.Key, error) {
+	return c.keyCall(ctx, http.MethodPut, api.RouteKeyConfig, name, &patch)
 }
 
 // DeleteKey deletes a key whose configuration allows it.

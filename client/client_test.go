@@ -125,8 +125,18 @@ func TestClientJSON(t *testing.T) {
 	if err := c.DeleteKey(ctx, "orders"); !client.IsCode(err, api.CodeDeletionNotAllowed) {
 		t.Fatalf("DeleteKey without permission: %v", err)
 	}
-	if _, err := c.ConfigureKey(ctx, "orders", api.KeyConfig{DeletionAllowed: true}); err != nil {
-		t.Fatal(err)
+	// A patch changes the fields it sets; ConfigureKey replaces them all.
+	if k, err = c.UpdateKeyConfig(ctx, "orders", api.KeyConfigPatch{RotationPeriod: api.Some("720h"), AllowedAEADs: api.Some([]string{"aes-256-gcm"})}); err != nil ||
+		k.RotationPeriod != "720h0m0s" || len(k.AllowedAEADs) != 1 {
+		t.Fatalf("UpdateKeyConfig: %+v, %v", k, err)
+	}
+	if k, err = c.UpdateKeyConfig(ctx, "orders", api.KeyConfigPatch{MinDecryptionVersion: api.Some[uint32](2), AllowedAEADs: api.Null[[]string]()}); err != nil ||
+		k.RotationPeriod != "720h0m0s" || k.MinDecryptionVersion != 2 || k.AllowedAEADs != nil {
+		t.Fatalf("UpdateKeyConfig keeping rotation_period: %+v, %v", k, err)
+	}
+	if k, err = c.ConfigureKey(ctx, "orders", api.KeyConfig{DeletionAllowed: true}); err != nil ||
+		!k.DeletionAllowed || k.RotationPeriod != "" || k.MinDecryptionVersion != 0 {
+		t.Fatalf("ConfigureKey replacing the configuration: %+v, %v", k, err)
 	}
 	if err := c.DeleteKey(ctx, "orders"); err != nil {
 		t.Fatal(err)
