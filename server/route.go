@@ -196,11 +196,13 @@ func (r *route) allowed(id *identity, key string) bool {
 	return id.allowed(r.op, "")
 }
 
+// forbidden is the 403 of op: it names the operation, which the route table
+// publishes, and not the key, which is the caller's.
 func forbidden(op Op, key string) error {
 	if key == "" {
-		return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s", op))
+		return apiError(api.CodeForbidden, "not allowed to "+string(op))
 	}
-	return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s with key %q", op, key))
+	return apiError(api.CodeForbidden, "not allowed to "+string(op)+" with this key")
 }
 
 // currentRoute returns the row serving the request; nil for a context that

@@ -113,6 +113,9 @@ func TestRouteTableForbidden(t *testing.T) {
 	for i := range ts.table {
 		r := &ts.table[i]
 		code, body := rowRequest(t, plainClient, ts.URL, r, "", tokNobody, nil)
+		if code >= 400 && bytes.Contains(body, []byte(`"default"`)) {
+			t.Errorf("%s %s: the answer repeats the key name: %s", r.method, r.path, body)
+		}
 		switch {
 		case r.op != "" && (code != 403 || codeOf(body) != api.CodeForbidden):
 			t.Errorf("%s %s as an identity with no policy: %d %s, want 403 forbidden", r.method, r.path, code, body)
