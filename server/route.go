@@ -175,10 +175,9 @@ func (r *route) checkQuery(c *fiber.Ctx) error {
 // of it (readJSONBody). A route without a body limit reads no body: one sent
 // is left unread, and the connection closed after the answer.
 func (r *route) checkBody(c *fiber.Ctx) error {
-	if r.maxBody == 0 || !isJSON(c) {
-		return nil // a body that is not read, or that the handler refuses (415)
-	}
-	if cl := int64(c.Request().Header.ContentLength()); cl > r.maxBody {
+	// A route without a limit reads no body; one that is not JSON the
+	// handler refuses (415).
+	if cl := int64(c.Request().Header.ContentLength()); cl > r.maxBody && r.maxBody > 0 && isJSON(c) {
 		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", r.maxBody))
 	}
 	return nil
