@@ -1,0 +1,63 @@
+package cryptosvc
+
+import (
+	"bytes"
+	"context"
+	"testing"
+)
+
+// TestSealerMatchesSeal: a Sealer's messages open like Seal's, are as long
+// as SealedLen says, land after what dst held, and differ per message (a
+// salt of their own); they keep the version the Sealer was made with.
+func TestSealerMatchesSeal(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s := newTestService(t, c)
+		z, err := s.Sealer(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := z.Info(); info.Key != "k" || info.Version != 1 || info.AEAD != c || info.Mode != ModeDirect {
+			t.Fatalf("%s: info %+v", c, info)
+		}
+		ref, _, err := s.Seal(ctx, "k", []byte("x"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RotateKey(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{0, 1, 64, ChunkSize - 1, ChunkSize, 2*ChunkSize + 3} {
+			pt := bytes.Repeat([]byte{byte(n + 1)}, n)
+			dst := []byte("prefix")
+			out, err := z.AppendSeal(dst, pt, []byte("ctx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(out, []byte("prefix")) {
+				t.Fatalf("%s/%d: dst overwritten", c, n)
+			}
+			msg := out[len("prefix"):]
+			if len(msg) != z.SealedLen(n) {
+				t.Errorf("%s/%d: %d bytes, SealedLen %d", c, n, len(msg), z.SealedLen(n))
+			}
+			if n == 1 && len(msg) != len(ref) {
+				t.Errorf("%s: %d bytes, Seal's %d", c, len(msg), len(ref))
+			}
+			got, info, err := s.Open(ctx, "k", msg, []byte("ctx"))
+			if err != nil || !bytes.Equal(got, pt) || info.Version != 1 {
+				t.Fatalf("%s/%d: open: %v, version %d", c, n, err, info.Version)
+			}
+			if _, _, err := s.Open(ctx, "k", msg, []byte("other")); err == nil {
+				t.Fatalf("%s/%d: opened under another context", c, n)
+			}
+			again, _ := z.AppendSeal(nil, pt, []byte("ctx"))
+			if bytes.Equal(again, msg) {
+				t.Fatalf("%s/%d: two messages alike", c, n)
+			}
+		}
+	}
+	if _, err := newTestService(t, 0).Sealer(ctx, "missing"); err == nil {
+		t.Error("a Sealer for a missing key")
+	}
+}
