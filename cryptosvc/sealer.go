@@ -53,3 +53,10 @@ func (z *Sealer) AppendSeal(dst, plaintext, context []byte) ([]byte, error) {
 	keys.release()
 	return out, nil
 }
+
+// MaxSealedLen returns the most bytes a sealed message or stream of n bytes
+// of plaintext can take, whatever its key name, AEAD and mode: a bound that
+// lets a server refuse a body by its length before reading it.
+func MaxSealedLen(n int64) int64 {
+	return maxHeaderSize + chunkedPrefix + chunkedLen(n)
+}

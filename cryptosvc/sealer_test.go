@@ -61,3 +61,36 @@ func TestSealerMatchesSeal(t *testing.T) {
 		t.Error("a Sealer for a missing key")
 	}
 }
+
+// TestMaxSealedLen: no message or stream of n bytes is longer, in either
+// mode, with the longest key name.
+func TestMaxSealedLen(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(Config{Keystore: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := string(bytes.Repeat([]byte("k"), MaxKeyNameLen))
+	if _, err := s.CreateKey(ctx, name, KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, ChunkSize - 1, ChunkSize, ChunkSize + 1, 5 * ChunkSize} {
+		pt := make([]byte, n)
+		direct, _, err := s.Seal(ctx, name, pt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stream bytes.Buffer
+		w, err := s.EncryptWriter(ctx, name, &stream, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(pt)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if m := MaxSealedLen(int64(n)); int64(len(direct)) > m || int64(stream.Len()) > m || m-int64(stream.Len()) > 64 {
+			t.Errorf("%d bytes: direct %d, stream %d, MaxSealedLen %d", n, len(direct), stream.Len(), m)
+		}
+	}
+}
