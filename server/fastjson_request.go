@@ -56,13 +56,14 @@ func syntaxError(i int) *api.Error {
 // decodeDataRequest decodes the body b of a data route whose data field is
 // dataField ("plaintext" or "ciphertext"). Decoded base64 goes into scratch
 // while it has room, so the items may alias scratch (never b or each other).
-// items, when not nil, is reused for the batch.
-func decodeDataRequest(b []byte, dataField string, scratch []byte, items []dataItem) (dataRequest, *api.Error) {
+// A batch's items are allocated for at most maxItems+1 (the caller refuses
+// more).
+func decodeDataRequest(b []byte, dataField string, scratch []byte, maxItems int) (dataRequest, *api.Error) {
 	var req dataRequest
 	if !utf8.Valid(b) {
 		return req, jsonError("the body is not valid UTF-8")
 	}
-	d := itemDecoder{b: b, dataField: dataField, scratch: scratch}
+	d := itemDecoder{b: b, dataField: dataField, scratch: scratch, maxItems: maxItems}
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return req, jsonError("the body must be an object")
@@ -76,7 +77,7 @@ func decodeDataRequest(b []byte, dataField string, scratch []byte, items []dataI
 			return 0, jsonError(`duplicate field "items"`)
 		}
 		seen |= seenItems
-		return d.items(i, &req, items)
+		return d.items(i, &req)
 	})
 	if err != nil {
 		return dataRequest{}, err
@@ -104,6 +105,7 @@ type itemDecoder struct {
 	b         []byte
 	dataField string
 	scratch   []byte
+	maxItems  int
 }
 
 // object parses the object at b[i] ('{'), calling member for each member
@@ -205,8 +207,8 @@ func (d *itemDecoder) skipFailed(it *dataItem, i int, err *api.Error) (int, *api
 	return d.skip(i, 0)
 }
 
-// items decodes the batch array at b[i] into req.items (reusing buf).
-func (d *itemDecoder) items(i int, req *dataRequest, buf []dataItem) (int, *api.Error) {
+// items decodes the batch array at b[i] into req.items.
+func (d *itemDecoder) items(i int, req *dataRequest) (int, *api.Error) {
 	b := d.b
 	if i < len(b) && b[i] == 'n' {
 		return d.literal(i, "null") // as encoding/json: no batch
@@ -220,10 +222,9 @@ func (d *itemDecoder) items(i int, req *dataRequest, buf []dataItem) (int, *api.
 		}
 		return 0, jsonError(`"items" must be an array`)
 	}
-	req.items = buf[:0]
-	if req.items == nil {
-		req.items = []dataItem{}
-	}
+	// Room for as many items as there are objects left in the body, within
+	// the limit: one allocation rather than a growing slice.
+	req.items = make([]dataItem, 0, min(bytes.Count(b[i:], []byte{'{'}), d.maxItems+1))
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, nil

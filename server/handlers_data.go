@@ -185,7 +185,7 @@ func (s *Server) readDataRequest(c *fiber.Ctx, dataField string) (dataRequest, e
 	if err != nil {
 		return dataRequest{}, err
 	}
-	req, derr := decodeDataRequest(b, dataField, dataScratch(c, b), nil)
+	req, derr := decodeDataRequest(b, dataField, dataScratch(c, b), s.cfg.MaxBatchItems)
 	if derr != nil {
 		return dataRequest{}, derr
 	}

@@ -847,7 +847,7 @@ func TestScratchWiped(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		req, derr := decodeDataRequest(b, "plaintext", dataScratch(c, b), nil)
+		req, derr := decodeDataRequest(b, "plaintext", dataScratch(c, b), 1)
 		if derr != nil {
 			return derr
 		}
