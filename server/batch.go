@@ -114,7 +114,7 @@ func (s *Server) writeBatchAudit(c *fiber.Ctx, a *batchAudit, aead string) {
 // encryptBatch seals a batch under the key's latest version, resolved once,
 // and writes the response straight into the response's buffer.
 func (s *Server) encryptBatch(c *fiber.Ctx, key string, items []dataItem) error {
-	z, zerr := s.svc.Sealer(c.UserContext(), key)
+	z, zerr := s.svc.BatchSealer(c.UserContext(), key)
 	a := batchAudit{op: OpEncrypt, key: key}
 	var version uint32
 	var aead string

@@ -7,16 +7,16 @@ import (
 	"github.com/cipherd/cipherd/kernels"
 )
 
-// A Sealer seals one-shot messages under one key version, resolved once:
+// A BatchSealer seals one-shot messages under one key version, resolved once:
 // the key's lookup, its AEAD, its implementation and its derived keys, and
 // the encoded header. A batch of small messages is then only each message's
 // own work (salt, key derivation, AEAD), written where the caller wants it
-// (BenchmarkHandleEncryptBatch in server). A Sealer keeps the version it
+// (BenchmarkHandleEncryptBatch in server). A BatchSealer keeps the version it
 // was made with, whatever rotates meanwhile. It is for one goroutine: it
 // reads the salts of several messages from the random source at once (a
 // salt is public, part of the message), which saves a system call or a
 // vDSO call per message.
-type Sealer struct {
+type BatchSealer struct {
 	s     *Service
 	prk   prk
 	im    *kernels.Implementation
@@ -25,11 +25,11 @@ type Sealer struct {
 	salts *bufio.Reader
 }
 
-// sealerSalts is how many salts a Sealer reads at once.
-const sealerSalts = 32
+// batchSalts is how many salts a BatchSealer reads at once.
+const batchSalts = 32
 
-// Sealer returns a Sealer for the latest version of key name.
-func (s *Service) Sealer(ctx context.Context, name string) (*Sealer, error) {
+// BatchSealer returns a BatchSealer for the latest version of key name.
+func (s *Service) BatchSealer(ctx context.Context, name string) (*BatchSealer, error) {
 	h, im, vk, err := s.sealTarget(ctx, name)
 	if err != nil {
 		return nil, err
@@ -39,20 +39,20 @@ func (s *Service) Sealer(ctx context.Context, name string) (*Sealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sealer{s: s, prk: vk.direct[aeadID(h.AEAD)], im: im, hdr: hdr, info: infoOf(&h), salts: bufio.NewReaderSize(s.rand, sealerSalts*saltSize)}, nil
+	return &BatchSealer{s: s, prk: vk.direct[aeadID(h.AEAD)], im: im, hdr: hdr, info: infoOf(&h), salts: bufio.NewReaderSize(s.rand, batchSalts*saltSize)}, nil
 }
 
-// Info describes the messages the Sealer makes.
-func (z *Sealer) Info() Info { return z.info }
+// Info describes the messages the BatchSealer makes.
+func (z *BatchSealer) Info() Info { return z.info }
 
 // SealedLen returns the length of the message that seals n bytes.
-func (z *Sealer) SealedLen(n int) int {
+func (z *BatchSealer) SealedLen(n int) int {
 	return len(z.hdr) + chunkedPrefix + int(chunkedLen(int64(n)))
 }
 
 // AppendSeal appends to dst the message Service.Seal would return for
 // plaintext and context (with a salt of its own).
-func (z *Sealer) AppendSeal(dst, plaintext, context []byte) ([]byte, error) {
+func (z *BatchSealer) AppendSeal(dst, plaintext, context []byte) ([]byte, error) {
 	keys, out, err := startBody(append(dst, z.hdr...), z.salts, z.im, z.prk, context)
 	if err != nil {
 		return dst, err

@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestSealerMatchesSeal: a Sealer's messages open like Seal's, are as long
+// TestBatchSealerMatchesSeal: a BatchSealer's messages open like Seal's, are as long
 // as SealedLen says, land after what dst held, and differ per message (a
-// salt of their own); they keep the version the Sealer was made with.
-func TestSealerMatchesSeal(t *testing.T) {
+// salt of their own); they keep the version the BatchSealer was made with.
+func TestBatchSealerMatchesSeal(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range SealAEADs {
 		s := newTestService(t, c)
-		z, err := s.Sealer(ctx, "k")
+		z, err := s.BatchSealer(ctx, "k")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +57,8 @@ func TestSealerMatchesSeal(t *testing.T) {
 			}
 		}
 	}
-	if _, err := newTestService(t, 0).Sealer(ctx, "missing"); err == nil {
-		t.Error("a Sealer for a missing key")
+	if _, err := newTestService(t, 0).BatchSealer(ctx, "missing"); err == nil {
+		t.Error("a BatchSealer for a missing key")
 	}
 }
 
