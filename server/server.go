@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/kernels"
@@ -40,6 +41,12 @@ type Server struct {
 	openAPIMu  sync.Mutex
 	openAPIDoc []byte       // the served OpenAPI document, made on first use
 	openAPIFor *rateLimiter // the limits openAPIDoc states
+
+	// verifyBudget holds the bytes ?verify=full requests may buffer;
+	// verifyReserved is what they hold now (verifybuf.go).
+	verifyBudget   *semaphore.Weighted
+	verifyReserved atomic.Int64
+	streams        *streamLimiter // streams in flight per identity
 
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool
@@ -71,7 +78,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		log = l
 	}
-	s := &Server{cfg: cfg, log: log, started: time.Now()}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), verifyBudget: semaphore.NewWeighted(cfg.VerifyFullBudget), streams: newStreamLimiter(cfg.MaxStreamsPerIdentity)}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}

@@ -81,6 +81,8 @@ var serveSettings = []setting{
 	{key: "max_json_body", help: "largest JSON request body, in bytes"},
 	{key: "max_batch_items", help: "most items in one batch"},
 	{key: "max_verify_full", help: "largest stream decrypt ?verify=full buffers, in bytes"},
+	{key: "verify_full_budget", help: "bytes all ?verify=full decrypts together may buffer; over it 503 verify_full_busy"},
+	{key: "max_streams_per_identity", help: "streaming requests one identity may have in flight (-1: no limit); over it 429 too_many_streams"},
 	{key: "request_timeout", help: "bound on reading a request's headers and JSON body"},
 	{key: "stream_idle_timeout", help: "a streaming request that moves no byte for this long is ended"},
 	{key: "shutdown_timeout", help: "bound on the drain on SIGTERM"},
