@@ -68,6 +68,7 @@ func (s *Server) newApp() *fiber.App {
 		// streaming handlers set write deadlines per chunk.
 		WriteTimeout: 0,
 	})
+	s.guardHeaders(app)
 	app.Use(s.front)
 	for _, r := range s.routes() {
 		h := []fiber.Handler{}

@@ -36,6 +36,8 @@ type Server struct {
 	speed *speedState
 	tls   *tlsState // nil without TLS
 
+	headerRoutes []headerRoute // the route table as checkHeaders matches it
+
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool
 	started  time.Time
