@@ -84,7 +84,7 @@ func retryAfter(wait time.Duration) string {
 
 // rateLimit answers 429 with Retry-After when id is over its rate.
 func (s *Server) rateLimit(c *fiber.Ctx, id *identity) error {
-	ok, wait := s.auth.limits.take(id.name)
+	ok, wait := s.auth().limits.take(id.name)
 	if ok {
 		return nil
 	}

@@ -31,7 +31,7 @@ type Server struct {
 	store cryptosvc.Keystore
 	kat   *selftest.KATReport
 	sel   *selftest.Selection
-	auth  *authState
+	authp atomic.Pointer[authState] // the credentials in service (auth); Reload replaces them
 	met   *metrics
 	speed *speedState
 	tls   *tlsState // nil without TLS
@@ -46,6 +46,7 @@ type Server struct {
 	// once; empty when the token was configured or generated earlier.
 	AdminTokenGenerated string
 
+	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
 }
@@ -103,11 +104,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.store.Close()
 		return nil, err
 	}
-	if s.auth, err = newAuth(&s.cfg, log); err != nil {
+	auth, err := newAuth(&s.cfg, log)
+	if err != nil {
 		s.store.Close()
 		return nil, err
 	}
-	s.AdminTokenGenerated = s.auth.generated
+	s.authp.Store(auth)
+	s.AdminTokenGenerated = auth.generated
 	if cfg.TLSCert != "" {
 		if s.tls, err = newTLSState(&s.cfg, log); err != nil {
 			s.store.Close()
@@ -228,6 +231,9 @@ func (s *Server) background(ctx context.Context) {
 		}
 	}
 }
+
+// auth returns the credentials in service.
+func (s *Server) auth() *authState { return s.authp.Load() }
 
 // App returns the fiber app, to serve directly or to mount under a host app
 // (host.Mount("/crypto", s.App())).

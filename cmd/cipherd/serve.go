@@ -1,9 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/cipherd/cipherd/internal/zaplog"
 	"github.com/cipherd/cipherd/server"
@@ -27,7 +25,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	keyring := fs.String("keyring", "", "read-only keyring file instead of the file keystore (CIPHERD_KEYRING)")
 	aead := fs.String("aead", "", "pin the AEAD for new data (CIPHERD_AEAD)")
 	skipBench := fs.Bool("skip-benchmark", false, "choose the AEAD by preference, without the start-up profile")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (default info; CIPHERD_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -35,27 +33,39 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "cipherd serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg, err := loadConfig(*configFile)
-	if err != nil {
-		fmt.Fprintln(stderr, "cipherd serve:", err)
-		return 2
-	}
-	if err := cfg.ApplyEnv(os.Getenv); err != nil {
-		fmt.Fprintln(stderr, "cipherd serve:", err)
-		return 2
-	}
-	for _, f := range []struct {
-		v string
-		p *string
-	}{{*addr, &cfg.Addr}, {*dataDir, &cfg.DataDir}, {*keyring, &cfg.Keyring}, {*aead, &cfg.AEAD}} {
-		if f.v != "" {
-			*f.p = f.v
+	hup, stopHup := notifyReload()
+	defer stopHup()
+	// The configuration as the flags, the environment and the file give
+	// it; made again on every reload.
+	var fileSum [sha256.Size]byte
+	load := func() (server.Config, error) {
+		cfg, sum, err := readConfig(*configFile)
+		fileSum = sum
+		if err != nil {
+			return cfg, err
 		}
+		if err := cfg.ApplyEnv(os.Getenv); err != nil {
+			return cfg, err
+		}
+		for _, f := range []struct {
+			v string
+			p *string
+		}{{*addr, &cfg.Addr}, {*dataDir, &cfg.DataDir}, {*keyring, &cfg.Keyring}, {*aead, &cfg.AEAD}, {*logLevel, &cfg.LogLevel}} {
+			if f.v != "" {
+				*f.p = f.v
+			}
+		}
+		cfg.SkipBenchmark = cfg.SkipBenchmark || *skipBench
+		return cfg, nil
 	}
-	cfg.SkipBenchmark = cfg.SkipBenchmark || *skipBench
-	level, err := zap.ParseAtomicLevel(*logLevel)
+	cfg, err := load()
 	if err != nil {
-		fmt.Fprintln(stderr, "cipherd serve: -log-level:", err)
+		fmt.Fprintln(stderr, "cipherd serve:", err)
+		return 2
+	}
+	level, err := zap.ParseAtomicLevel(cfg.Defaults().LogLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "cipherd serve: log level:", err)
 		return 2
 	}
 	// JSON logs to standard error through buffers written by a goroutine of
@@ -79,6 +89,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if tok := srv.AdminTokenGenerated; tok != "" {
 		fmt.Fprintf(stderr, "\n  cipherd admin token (shown once, stored hashed): %s\n\n", tok)
 	}
+	rl := &reloader{file: *configFile, load: load, apply: srv.Reload, level: level, log: log, sum: fileSum}
+	rctx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	go rl.run(rctx, hup)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {
@@ -97,22 +111,4 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
-}
-
-// loadConfig reads the YAML configuration file, if any, rejecting unknown keys.
-func loadConfig(path string) (server.Config, error) {
-	var cfg server.Config
-	if path == "" {
-		return cfg, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
 }
