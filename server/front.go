@@ -47,9 +47,11 @@ func (s *Server) front(c *fiber.Ctx) error {
 	return nil
 }
 
-// prefetchedBody is how much of a request body fasthttp reads with the
-// headers when it streams request bodies; the rest of a larger or chunked
-// body stays on the connection until a handler reads it.
+// prefetchedBody is how much of a JSON request body fasthttp reads with the
+// headers when it streams request bodies (of a stream body it reads one
+// byte: checkHeaders). A body up to this size that a handler left unread,
+// fasthttp reads and discards after the response, keeping the connection;
+// the rest of a larger or chunked body stays on the connection.
 const prefetchedBody = 8 << 10
 
 // closeIfUnread ends the connection after this response when part of the

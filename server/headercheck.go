@@ -14,7 +14,7 @@ import (
 )
 
 // fasthttp reads a request's headers, then, with StreamRequestBody, up to
-// 8 KiB of its body (prefetchedBody) under the request timeout, and only then
+// 8 KiB of its body under the request timeout, and only then
 // runs the handler. checkHeaders runs in between (fasthttp's HeaderReceived
 // hook), on the headers alone, and decides three things from them and the
 // route table:
@@ -73,6 +73,18 @@ func newHeaderRoutes(rows []route) []headerRoute {
 	return out
 }
 
+// minJSONBody returns the smallest JSON body limit of the routes that take
+// one.
+func minJSONBody(rows []headerRoute) int64 {
+	m := int64(0)
+	for _, r := range rows {
+		if r.maxBody > 0 && (m == 0 || r.maxBody < m) {
+			m = r.maxBody
+		}
+	}
+	return m
+}
+
 // matchRoute returns the index of the row that method and path (without its
 // query) match, as fiber matches them (case-insensitive, a trailing slash
 // ignored), or -1.
@@ -114,6 +126,7 @@ func matchRoute(rows []headerRoute, method, path []byte) int {
 // refuse.
 func (s *Server) guardHeaders(app *fiber.App) {
 	s.headerRoutes = newHeaderRoutes(s.routes())
+	s.minJSONBody = minJSONBody(s.headerRoutes)
 	srv := app.Server()
 	srv.HeaderReceived = s.checkHeaders
 	srv.ErrorHandler = s.readError
@@ -133,7 +146,7 @@ func (s *Server) refuseMethod(fctx *fasthttp.RequestCtx) bool {
 		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch:
 		return false
 	}
-	s.refuse(fctx, apiError(api.CodeBadRequest, "malformed request: unknown method"), routeUnmatched)
+	s.refuse(fctx, apiError(api.CodeBadRequest, "malformed request: unknown method"), routeUnmatched, fctx.Time())
 	return true
 }
 
@@ -144,7 +157,17 @@ func (s *Server) checkHeaders(h *fasthttp.RequestHeader) fasthttp.RequestConfig 
 		return fasthttp.RequestConfig{}
 	}
 	cl := h.ContentLength()
-	if cl == 0 || cl == -2 { // no body: -2 is neither length nor chunks
+	if cl <= 0 {
+		// No body (0, or -2: neither a length nor chunks), or chunks
+		// (-1), which fasthttp does not read ahead: handlers read them
+		// as they come, within the route's limits.
+		return fasthttp.RequestConfig{}
+	}
+	ct := h.ContentType()
+	if int64(cl) <= min(s.minJSONBody, prefetchedBody) && hasMediaTypeBytes(ct, api.ContentTypeJSON) {
+		// The common case, without a lookup: a JSON body within every
+		// route's limit, which fasthttp reads ahead whole, and a route
+		// that takes none refuses once it is read.
 		return fasthttp.RequestConfig{}
 	}
 	uri := h.RequestURI()
@@ -156,13 +179,13 @@ func (s *Server) checkHeaders(h *fasthttp.RequestHeader) fasthttp.RequestConfig 
 		return fasthttp.RequestConfig{} // 404 or 405: fiber answers, reading no more than usual
 	}
 	r := &s.headerRoutes[i]
-	if r.stream && hasMediaTypeBytes(h.ContentType(), api.ContentTypeStream) {
+	if r.stream && hasMediaTypeBytes(ct, api.ContentTypeStream) {
 		return fasthttp.RequestConfig{ReadTimeout: s.cfg.StreamIdleTimeout, MaxRequestBodySize: 1}
 	}
 	if int64(cl) > r.maxBody {
 		// What the route would answer: 415 for a type it does not take,
 		// else 413.
-		if r.maxBody > 0 && !hasMediaTypeBytes(h.ContentType(), api.ContentTypeJSON) {
+		if r.maxBody > 0 && !hasMediaTypeBytes(ct, api.ContentTypeJSON) {
 			s.refuseBody(h, verdictBadType+strconv.Itoa(i))
 		} else {
 			s.refuseBody(h, verdictTooLarge+strconv.Itoa(i))
@@ -192,28 +215,26 @@ var tchar = func() (t [256]bool) {
 
 // validHeaderNames reports whether every line of a request's raw header
 // block has a token for a name. A line that starts with a space or a tab
-// (an obsolete line folding, RFC 9112 section 5.2) fails too.
+// (an obsolete line folding, RFC 9112 section 5.2) fails too. One pass over
+// the names, one search for each line's end.
 func validHeaderNames(raw []byte) bool {
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
+	for i := 0; i < len(raw); {
+		if c := raw[i]; c == '\r' || c == '\n' {
+			i++ // the blank line that ends the block
+			continue
 		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) == 0 {
-			continue // the blank line that ends the block
+		j := i
+		for j < len(raw) && tchar[raw[j]] {
+			j++
 		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
+		if j == i || j == len(raw) || raw[j] != ':' {
 			return false
 		}
-		for _, c := range line[:colon] {
-			if !tchar[c] {
-				return false
-			}
+		end := bytes.IndexByte(raw[j:], '\n')
+		if end < 0 {
+			return true
 		}
+		i = j + end + 1
 	}
 	return true
 }
@@ -250,7 +271,7 @@ func (s *Server) refuseVerdict(fctx *fasthttp.RequestCtx) bool {
 	} else {
 		err = apiError(api.CodeBadRequest, "malformed request: a header name that is not a token")
 	}
-	s.refuse(fctx, err, route)
+	s.refuse(fctx, err, route, fctx.Time())
 	return true
 }
 
@@ -263,10 +284,10 @@ func atoi(b []byte) int {
 // refuse answers a request that no route runs for: one fasthttp could not
 // read, or that checkHeaders refused. It gets a request ID, the error
 // shape and an access line like any other, and its connection is closed.
-func (s *Server) refuse(fctx *fasthttp.RequestCtx, err error, route string) {
+// start is when its headers were in, or zero when unknown.
+func (s *Server) refuse(fctx *fasthttp.RequestCtx, err error, route string, start time.Time) {
 	c := s.app.AcquireCtx(fctx)
 	defer s.app.ReleaseCtx(c)
-	start := fctx.Time()
 	if start.IsZero() {
 		start = time.Now()
 	}
@@ -294,5 +315,7 @@ func (s *Server) readError(fctx *fasthttp.RequestCtx, err error) {
 	default:
 		err = fiber.ErrBadRequest
 	}
-	s.refuse(fctx, err, routeUnmatched)
+	// No start: fasthttp stamps a request's time only once it is read, and
+	// the context's is a previous request's.
+	s.refuse(fctx, err, routeUnmatched, time.Time{})
 }

@@ -210,6 +210,13 @@ func TestReload(t *testing.T) {
 	if b := enc(tokB); b != 429 {
 		t.Errorf("token b's second request at rate 1, burst 1: %d, want 429", b)
 	}
+	// A reload at the same rate and burst keeps token b's empty bucket.
+	if _, err := ts.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if b := enc(tokB); b != 429 {
+		t.Errorf("token b right after a reload at the same rate: %d, want 429 (its bucket kept)", b)
+	}
 	if r := secMustSend(t, p.client(app, 0, 0), "POST", ts.URL+"/v1/encrypt/default", "", secEncryptBody); r.code != 200 {
 		t.Errorf("the client certificate under the new client CA: %d %s", r.code, r.body)
 	}

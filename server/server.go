@@ -37,6 +37,7 @@ type Server struct {
 	tls   *tlsState // nil without TLS
 
 	headerRoutes []headerRoute // the route table as checkHeaders matches it
+	minJSONBody  int64         // the smallest JSON body limit in headerRoutes
 
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool
