@@ -21,9 +21,11 @@ import (
 //
 //   - a header name that is not an RFC 9110 token (fasthttp accepts a space
 //     inside one) or an obsolete line folding: the request is refused (400);
-//   - a Content-Length over the route's limit: refused (413) at once, with
-//     none of the body read, rather than after 8 KiB arrive or the request
-//     timeout passes; with Expect: 100-continue no 100 Continue is sent;
+//   - a Content-Length over the route's limit (on a route that takes no
+//     body, over the 8 KiB read-ahead): refused (413, or 415 for a type the
+//     route does not take) at once, with none of the body read, rather than
+//     after 8 KiB arrive or the request timeout passes; with Expect:
+//     100-continue no 100 Continue is sent;
 //   - a stream body (application/octet-stream on a streaming route): its
 //     first byte may take the stream idle timeout to come, like every later
 //     one (idleReader), instead of the request timeout, and fasthttp reads
@@ -182,10 +184,19 @@ func (s *Server) checkHeaders(h *fasthttp.RequestHeader) fasthttp.RequestConfig 
 	if r.stream && hasMediaTypeBytes(ct, api.ContentTypeStream) {
 		return fasthttp.RequestConfig{ReadTimeout: s.cfg.StreamIdleTimeout, MaxRequestBodySize: 1}
 	}
-	if int64(cl) > r.maxBody {
+	switch {
+	case r.maxBody == 0:
+		// A route that takes no body leaves one unread, and its
+		// connection is closed after the answer (closeIfUnread): one
+		// fasthttp's read-ahead holds costs nothing, a larger one is
+		// refused rather than waited for.
+		if cl > prefetchedBody {
+			s.refuseBody(h, verdictTooLarge+strconv.Itoa(i))
+		}
+	case int64(cl) > r.maxBody:
 		// What the route would answer: 415 for a type it does not take,
 		// else 413.
-		if r.maxBody > 0 && !hasMediaTypeBytes(ct, api.ContentTypeJSON) {
+		if !hasMediaTypeBytes(ct, api.ContentTypeJSON) {
 			s.refuseBody(h, verdictBadType+strconv.Itoa(i))
 		} else {
 			s.refuseBody(h, verdictTooLarge+strconv.Itoa(i))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,27 +20,30 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configFile := fs.String("config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration file (CIPHERD_CONFIG); see deploy/cipherd.yaml")
-	addr := fs.String("addr", "", "listen address (default 127.0.0.1:8080; CIPHERD_ADDR)")
-	dataDir := fs.String("data-dir", "", "data directory (default ./cipherd-data; CIPHERD_DATA_DIR)")
-	keyring := fs.String("keyring", "", "read-only keyring file instead of the file keystore (CIPHERD_KEYRING)")
-	aead := fs.String("aead", "", "pin the AEAD for new data (CIPHERD_AEAD)")
-	skipBench := fs.Bool("skip-benchmark", false, "choose the AEAD by preference, without the start-up profile")
-	logLevel := fs.String("log-level", "", "debug, info, warn or error (default info; CIPHERD_LOG_LEVEL)")
+	var sf serveFlags
+	sf.register(fs)
+	fs.Usage = func() { serveUsage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "cipherd serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if err := checkFailNames(sf.fail); err != nil {
+		fmt.Fprintln(stderr, "cipherd serve:", err)
+		return 2
+	}
 	hup, stopHup := notifyReload()
 	defer stopHup()
-	// The configuration as the flags, the environment and the file give
+	// The configuration as the file, the environment and the flags give
 	// it; made again on every reload.
 	var fileSum [sha256.Size]byte
 	load := func() (server.Config, error) {
-		cfg, sum, err := readConfig(*configFile)
+		cfg, sum, err := readConfig(sf.config)
 		fileSum = sum
 		if err != nil {
 			return cfg, err
@@ -47,15 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err := cfg.ApplyEnv(os.Getenv); err != nil {
 			return cfg, err
 		}
-		for _, f := range []struct {
-			v string
-			p *string
-		}{{*addr, &cfg.Addr}, {*dataDir, &cfg.DataDir}, {*keyring, &cfg.Keyring}, {*aead, &cfg.AEAD}, {*logLevel, &cfg.LogLevel}} {
-			if f.v != "" {
-				*f.p = f.v
-			}
-		}
-		cfg.SkipBenchmark = cfg.SkipBenchmark || *skipBench
+		sf.apply(&cfg)
 		return cfg, nil
 	}
 	cfg, err := load()
@@ -89,7 +85,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if tok := srv.AdminTokenGenerated; tok != "" {
 		fmt.Fprintf(stderr, "\n  cipherd admin token (shown once, stored hashed): %s\n\n", tok)
 	}
-	rl := &reloader{file: *configFile, load: load, apply: srv.Reload, level: level, log: log, sum: fileSum}
+	rl := &reloader{file: sf.config, load: load, apply: srv.Reload, level: level, log: log, sum: fileSum}
 	rctx, stopReload := context.WithCancel(ctx)
 	defer stopReload()
 	go rl.run(rctx, hup)
