@@ -259,3 +259,59 @@ func TestReload(t *testing.T) {
 		t.Errorf("a client certificate without a client CA: %d, want 401", r.code)
 	}
 }
+
+// TestReloadUnderLoad reloads again and again while requests run: an
+// identity in every set is never refused, and (under -race) nothing races.
+func TestReloadUnderLoad(t *testing.T) {
+	const tok = "reload-token-a-0123456789"
+	cfg := reloadIdentityConfig("app-a", tok)
+	cfg.SkipBenchmark = true
+	ts := startTestServer(t, cfg)
+	cfg.Addr, cfg.DataDir = ts.cfg.Addr, ts.cfg.DataDir
+	stop := make(chan struct{})
+	errs := make(chan string, 4)
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- ""
+					return
+				default:
+				}
+				req, _ := http.NewRequest("POST", ts.URL+"/v1/encrypt/default", strings.NewReader(`{"plaintext":"aGVsbG8="}`))
+				req.Header.Set("Content-Type", api.ContentTypeJSON)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					errs <- fmt.Sprintf("status %d during reloads", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 30 {
+		next := cfg
+		next.TrustedProxies = []string{fmt.Sprintf("10.%d.0.0/16", i)}
+		next.Identities = append([]IdentityConfig{{Name: fmt.Sprintf("other-%d", i), TokenSHA256: strings.Repeat("ab", 32), Policies: []string{"enc"}}}, cfg.Identities...)
+		if i%2 == 1 {
+			next.RateLimit = 1e6
+		}
+		if _, err := ts.Reload(next); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
