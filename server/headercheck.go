@@ -54,7 +54,7 @@ const (
 // headerRoute is a route table row as checkHeaders matches it.
 type headerRoute struct {
 	method   string
-	segments []string // ":name" matches any one non-empty segment
+	segments [][]byte // nil (a ":name" parameter) matches any one non-empty segment
 	path     string   // the pattern, for the access line
 	maxBody  int64    // the largest JSON body; 0: the route takes none
 	stream   bool     // also takes application/octet-stream bodies, unlimited
@@ -64,9 +64,17 @@ type headerRoute struct {
 func newHeaderRoutes(rows []route) []headerRoute {
 	out := make([]headerRoute, 0, len(rows))
 	for _, r := range rows {
+		var segs [][]byte
+		for _, seg := range strings.Split(strings.Trim(r.path, "/"), "/") {
+			if strings.HasPrefix(seg, ":") {
+				segs = append(segs, nil)
+			} else {
+				segs = append(segs, []byte(seg))
+			}
+		}
 		out = append(out, headerRoute{
 			method:   r.method,
-			segments: strings.Split(strings.Trim(r.path, "/"), "/"),
+			segments: segs,
 			path:     r.path,
 			maxBody:  r.maxBody,
 			stream:   r.stream,
@@ -108,8 +116,8 @@ func matchRoute(rows []headerRoute, method, path []byte) int {
 			last := j == len(r.segments)-1
 			switch {
 			case last && len(rest) > 0,
-				seg[0] == ':' && len(part) == 0,
-				seg[0] != ':' && !bytes.EqualFold(part, []byte(seg)):
+				seg == nil && len(part) == 0,
+				seg != nil && !bytes.EqualFold(part, seg):
 				ok = false
 			}
 			if !ok {
