@@ -125,6 +125,10 @@ type Config struct {
 	// Logger receives access, audit and lifecycle logs. Nil means a zap
 	// production (JSON) logger. Not settable from the file.
 	Logger *zap.Logger `yaml:"-"`
+	// LogLevel is the level of cipherd serve's log: debug, info, warn or
+	// error. Default info. CIPHERD_LOG_LEVEL; the flag -log-level wins
+	// over both. A Logger an embedding program passes keeps its own level.
+	LogLevel string `yaml:"log_level"`
 }
 
 // IdentityConfig is one API client.
@@ -165,6 +169,7 @@ func (cfg Config) Defaults() Config {
 	def(&cfg.Addr, "127.0.0.1:8080")
 	def(&cfg.DataDir, "cipherd-data")
 	def(&cfg.DefaultKey, "default")
+	def(&cfg.LogLevel, "info")
 	if cfg.MaxJSONBody <= 0 {
 		cfg.MaxJSONBody = 4 << 20
 	}
@@ -225,6 +230,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_TLS_KEY", &cfg.TLSKey)
 	str("CIPHERD_TLS_CLIENT_CA", &cfg.TLSClientCA)
 	str("CIPHERD_AEAD", &cfg.AEAD)
+	str("CIPHERD_LOG_LEVEL", &cfg.LogLevel)
 	list("CIPHERD_ALLOWED_AEADS", &cfg.AllowedAEADs)
 	list("CIPHERD_TRUSTED_PROXIES", &cfg.TrustedProxies)
 	var errs []error
@@ -259,6 +265,11 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
 		errs = append(errs, errors.New("tls_client_ca needs tls_cert and tls_key"))
+	}
+	switch cfg.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level %q is not debug, info, warn or error", cfg.LogLevel))
 	}
 	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) {
 		errs = append(errs, fmt.Errorf("rate_limit %v must be a finite non-negative number", cfg.RateLimit))
