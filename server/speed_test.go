@@ -214,7 +214,7 @@ func TestSpeedNegotiation(t *testing.T) {
 		}
 	}
 	code, body, _ := getSpeed(t, ts, "?format=xml", "")
-	if code != 400 || !bytes.Contains(body, []byte(api.CodeBadRequest)) {
+	if code != 400 || !bytes.Contains(body, []byte(api.CodeInvalidParameter)) {
 		t.Errorf("?format=xml: %d %s", code, body)
 	}
 }
