@@ -70,6 +70,8 @@ func testEarlyAnswer(t *testing.T, url string, opts ...client.Option) {
 	tampered[8000] ^= 1
 
 	const size = 64 << 20
+	big := make([]byte, 3<<20)  // 4 MiB of JSON, within the default limit
+	huge := make([]byte, 4<<20) // 5.3 MiB of JSON, over the limit
 	for round := range 12 {
 		src := &zeros{left: size}
 		_, err := c.EncryptStream(ctx, "missing", io.Discard, src, nil)
@@ -94,6 +96,17 @@ func testEarlyAnswer(t *testing.T, url string, opts ...client.Option) {
 		_, err = bad.DecryptStream(ctx, "default", io.Discard, src, nil)
 		if !errors.Is(err, client.ErrUnauthenticated) {
 			t.Fatalf("round %d: bad token, decrypt: %v", round, err)
+		}
+
+		// JSON bodies too: refused before they are read (fewer rounds:
+		// each encodes megabytes).
+		if round < 4 {
+			if _, err := bad.Encrypt(ctx, "default", big, nil); !errors.Is(err, client.ErrUnauthenticated) {
+				t.Fatalf("round %d: bad token, %d-byte JSON: %v", round, len(big), err)
+			}
+			if _, err := c.Encrypt(ctx, "default", huge, nil); !errors.Is(err, client.ErrTooLarge) {
+				t.Fatalf("round %d: JSON over the limit: %v", round, err)
+			}
 		}
 
 		var out bytes.Buffer
