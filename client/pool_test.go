@@ -54,7 +54,7 @@ func TestClientEarlyAnswerWithoutConnectionClose(t *testing.T) {
 	}
 	ctx := context.Background()
 	for round := range 20 {
-		_, err := c.EncryptStream(ctx, "default", io.Discard, &zeros{left: 64 << 20}, nil)
+		_, err := c.EncryptStream(ctx, "default", io.Discard, newZeros(64<<20), nil)
 		if !errors.Is(err, client.ErrUnauthenticated) {
 			t.Fatalf("round %d: %v", round, err)
 		}
