@@ -3,14 +3,17 @@
 # (`cipherd speed -impl all`) against `openssl speed -elapsed`, cipher by
 # cipher and round by round interleaved, medians of ROUNDS rounds; writes
 # tables and SVG charts (internal/benchchart) at 16 KiB and 1 KiB to OUT.
+# kernels-raw.tsv has every cell's median and the range of its rounds.
+# OPENSSL names the openssl binary (with LD_LIBRARY_PATH for a local build).
 #
-#   scripts/kernelcharts.sh                      # ROUNDS=3 SECONDS_PER_CELL=1 OUT=docs/img
+#   scripts/kernelcharts.sh                      # ROUNDS=3 SECONDS_PER_CELL=1 OUT=docs/img OPENSSL=openssl
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 S=${SECONDS_PER_CELL:-1}
 OUT=${OUT:-docs/img}
 CIPHERS=${CIPHERS:-"aes-128-gcm aes-256-gcm aes-128-ctr aes-256-ctr chacha20 chacha20-poly1305"}
+OPENSSL=${OPENSSL:-openssl}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$OUT"
@@ -24,24 +27,24 @@ for r in $(seq "$ROUNDS"); do
       /^\+F:/ { split($3, p, "/"); impl = p[2]
                 name = impl == "stdlib" ? "Go stdlib" : impl == "xcrypto" ? "Go x/crypto" : "cipherd " impl
                 for (i = 4; i <= NF; i++) print c "\t" name "\t" size[i-2] "\t" $i }' >>"$work/raw"
-    if openssl speed -mr -elapsed -seconds "$S" -evp "$c" >"$work/ossl" 2>/dev/null; then
+    if "$OPENSSL" speed -mr -elapsed -seconds "$S" -evp "$c" >"$work/ossl" 2>/dev/null; then
       awk -F: -v c="$c" '
         /^\+H:/ { for (i = 2; i <= NF; i++) size[i] = $i }
         /^\+F:/ { for (i = 4; i <= NF; i++) print c "\t" "OpenSSL " v "\t" size[i-2] "\t" $i }' \
-        v="$(openssl version | awk '{print $2}')" "$work/ossl" >>"$work/raw"
+        v="$("$OPENSSL" version | awk '{print $2}')" "$work/ossl" >>"$work/raw"
     fi
     echo "round $r: $c" >&2
   done
 done
 
-# Medians of every cell at every size, in bytes per second: the source of the
-# charts below and of the table in docs/BENCHMARKS.md (16 B and 64 B as time
-# per message).
+# Medians of every cell at every size, in bytes per second, then the least
+# and greatest round: the source of the charts below and of the tables in
+# docs/BENCHMARKS.md (16 B and 64 B as time per message).
 awk -F'\t' '{ k = $1 "\t" $2 "\t" $3; n[k]++; v[k, n[k]] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
   END { for (j = 1; j <= m; j++) { k = order[j]; c = n[k]
           for (a = 1; a <= c; a++) x[a] = v[k, a]
           for (a = 1; a <= c; a++) for (b = a + 1; b <= c; b++) if (x[b] < x[a]) { t = x[a]; x[a] = x[b]; x[b] = t }
-          printf "%s\t%.2f\n", k, c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2 } }' "$work/raw" >"$OUT/kernels-raw.tsv"
+          printf "%s\t%.2f\t%.2f\t%.2f\n", k, c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2, x[1], x[c] } }' "$work/raw" >"$OUT/kernels-raw.tsv"
 echo "wrote $OUT/kernels-raw.tsv"
 # The medians at one size, in GB/s.
 table() {
