@@ -62,3 +62,24 @@ for spec in "16384 16k 16 KiB" "1024 1k 1 KiB"; do
   go run ./internal/benchchart <"$OUT/kernels-$tag.tsv" >"$OUT/kernels-$tag.svg"
   echo "wrote $OUT/kernels-$tag.tsv and .svg"
 done
+
+# The table of docs/BENCHMARKS.md: per cipher and implementation, 16 B and
+# 64 B as ns per message, 1 KiB and 16 KiB in GB/s with the rounds' range,
+# and the ratios to Go's implementation and to OpenSSL at the same size.
+awk -F'\t' '
+  { k = $1 "\t" $2; bps[k, $3] = $4; lo[k, $3] = $5; hi[k, $3] = $6
+    if (!(k in seen)) { seen[k] = 1; order[++m] = k; cipher[k] = $1; impl[k] = $2 }
+    if ($2 ~ /^Go /) gobase[$1] = k
+    if ($2 ~ /^OpenSSL /) ossl[$1] = k }
+  function ns(k, s) { return sprintf("%.1f ns", s * 1e9 / bps[k, s]) }
+  function gbs(k, s) { return sprintf("%.2f GB/s (%.2f–%.2f)", bps[k, s] / 1e9, lo[k, s] / 1e9, hi[k, s] / 1e9) }
+  function ratio(k, b, s) { return (b == "" || b == k || bps[b, s] == 0) ? "" : sprintf("%.2f×", bps[k, s] / bps[b, s]) }
+  END {
+    print "| cipher | implementation | 16 B | 64 B | 1 KiB | 16 KiB | ÷ Go at 16 KiB | ÷ OpenSSL at 16 KiB | ÷ OpenSSL at 1 KiB |"
+    print "|---|---|---|---|---|---|---|---|---|"
+    for (j = 1; j <= m; j++) { k = order[j]
+      name = impl[k] ~ /^cipherd / ? "**" impl[k] "**" : impl[k]
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cipher[k], name, ns(k, 16), ns(k, 64), gbs(k, 1024), gbs(k, 16384),
+        impl[k] ~ /^cipherd / ? ratio(k, gobase[cipher[k]], 16384) : "",
+        ratio(k, ossl[cipher[k]], 16384), ratio(k, ossl[cipher[k]], 1024) } }' "$OUT/kernels-raw.tsv" >"$OUT/kernels-table.md"
+echo "wrote $OUT/kernels-table.md"
