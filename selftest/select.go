@@ -469,15 +469,14 @@ func (s *Selection) best(c kernels.Cipher, usable []*kernels.Implementation, siz
 		if other == nil {
 			continue
 		}
-		if cmp := compareTrials(bestCell.Rates, other.Rates, margin); cmp.wins {
-			// The new incumbent is compared with the rest; the old one's
-			// figures go with the reason.
+		cmp := compareTrials(bestCell.Rates, other.Rates, margin)
+		if cmp.wins {
+			// The winner becomes the incumbent the rest must beat.
 			reason = fmt.Sprintf("%s: %s, %s", im.Name(), describe(other), against(cmp, best.Name()))
 			best, bestCell = im, other
 			beaten = nil
 			continue
 		}
-		cmp := compareTrials(bestCell.Rates, other.Rates, margin)
 		beaten = append(beaten, fmt.Sprintf("%s %.2f× (needed %.1f %%)", im.Name(), cmp.ratio, cmp.margin*100))
 	}
 	if reason == "" {
