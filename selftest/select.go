@@ -425,13 +425,6 @@ func (s *Selection) cell(c kernels.Cipher, impl string, size int) *ProfileCell {
 	return nil
 }
 
-func rates(p *ProfileCell) []float64 {
-	if p == nil {
-		return nil
-	}
-	return p.Rates
-}
-
 // describe names a cell's figures: "14,812 MB/s at 16384 bytes (median of
 // 5 trials of 2ms, 14,500–15,100)".
 func describe(p *ProfileCell) string {
