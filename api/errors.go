@@ -39,8 +39,10 @@ const (
 	CodeTooLarge           Code = "too_large"            // 413: body, item or batch over its limit
 	CodeUnsupportedMedia   Code = "unsupported_media"    // 415
 	CodeRateLimited        Code = "rate_limited"         // 429 with Retry-After
+	CodeTooManyStreams     Code = "too_many_streams"     // 429 with Retry-After: the identity has max_streams_per_identity streams in flight
 	CodeInternal           Code = "internal"             // 500: details are logged, never sent
 	CodeNotReady           Code = "not_ready"            // 503
+	CodeVerifyBusy         Code = "verify_full_busy"     // 503 with Retry-After: ?verify=full buffers fill verify_full_budget
 	CodeTimeout            Code = "timeout"              // 408
 )
 
@@ -65,11 +67,11 @@ func (c Code) Status() int {
 		return 413
 	case CodeUnsupportedMedia:
 		return 415
-	case CodeRateLimited:
+	case CodeRateLimited, CodeTooManyStreams:
 		return 429
 	case CodeInternal:
 		return 500
-	case CodeNotReady:
+	case CodeNotReady, CodeVerifyBusy:
 		return 503
 	}
 	return 400
