@@ -77,8 +77,10 @@ type Config struct {
 	// AEAD pins the AEAD for new data; empty means the fastest measured.
 	// CIPHERD_AEAD.
 	AEAD string `yaml:"aead"`
-	// AllowedAEADs restricts the AEADs for new data (e.g. AES-GCM only).
-	// CIPHERD_ALLOWED_AEADS (comma-separated).
+	// AllowedAEADs are the AEADs the start-up selection may choose for new
+	// data. Empty means those with 256-bit keys, aes-256-gcm and
+	// chacha20-poly1305; list aes-128-gcm to allow it, or restrict the set
+	// (e.g. AES-GCM only). CIPHERD_ALLOWED_AEADS (comma-separated).
 	AllowedAEADs []string `yaml:"allowed_aeads"`
 	// SkipBenchmark chooses by order of preference without the start-up
 	// profile. CIPHERD_SKIP_BENCHMARK.

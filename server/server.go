@@ -107,6 +107,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Keystore:       s.store,
 		AEAD:           sel.AEAD,
 		Implementation: sel.Implementation,
+		SizeClasses:    sizeClasses(sel),
 		Logger:         log,
 	})
 	if err != nil {
@@ -170,7 +171,7 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 		}
 		// keep the default order of preference among the allowed
 		allowed := sc.Candidates
-		sc.Candidates = slices.DeleteFunc(selftest.DefaultCandidates(), func(c kernels.Cipher) bool {
+		sc.Candidates = slices.DeleteFunc(selftest.AllCandidates(), func(c kernels.Cipher) bool {
 			return !slices.Contains(allowed, c)
 		})
 	}
