@@ -215,3 +215,19 @@ func (s *FileStore) ksOpenRotation(ctx context.Context, p RootKeyProvider) (bool
 	s.pending = &j
 	return true, nil
 }
+
+// FileStoreInUse reports whether a FileStore, in this process or another,
+// holds dir now. A directory that does not exist is not in use.
+func FileStoreInUse(dir string) (bool, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	f, err := ksLockDir(filepath.Join(dir, ".lock"))
+	if errors.Is(err, ErrLocked) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, f.Close()
+}

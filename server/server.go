@@ -46,6 +46,7 @@ type Server struct {
 
 	closeOnce sync.Once
 	bg        context.CancelFunc
+	rk        rootKeyState // the file keystore's root-key provider
 }
 
 // New runs the start-up sequence (known-answer tests, cipher selection, keys,
@@ -119,6 +120,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
 	go s.background(bg)
+	if fs, ok := s.store.(*cryptosvc.FileStore); ok {
+		go s.watchRotation(bg, fs, filepath.Join(cfg.DataDir, "keys"))
+	}
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
@@ -174,17 +178,7 @@ func (s *Server) openKeystore() error {
 		s.store = kr
 		return nil
 	}
-	fc := cryptosvc.FileStoreConfig{Logger: s.log}
-	root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
-	switch {
-	case err == nil:
-		fc.RootKey = &root
-	case s.cfg.RootKeyFile == "" && os.Getenv(cryptosvc.EnvRootKey) == "":
-		fc.DevRootKey = true
-	default:
-		return fmt.Errorf("server: %w", err)
-	}
-	fs, err := cryptosvc.OpenFileStore(filepath.Join(s.cfg.DataDir, "keys"), fc)
+	fs, err := s.openFileStore(context.Background(), filepath.Join(s.cfg.DataDir, "keys"))
 	if err != nil {
 		return fmt.Errorf("server: keystore: %w", err)
 	}
@@ -277,6 +271,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if cerr := s.store.Close(); err == nil {
 			err = cerr
 		}
+		s.rk.close()
 		s.log.Info("stopped", zap.Error(err))
 	})
 	return err

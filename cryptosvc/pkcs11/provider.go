@@ -66,7 +66,7 @@ func open(_ context.Context, s string, generate bool) (_ *Provider, err error) {
 	}
 	p := &Provider{uri: u, name: u.String()}
 	if u.ModulePath == "" {
-		return nil, fmt.Errorf("pkcs11: %s: the URI has no module-path", p.name)
+		return nil, fmt.Errorf("%s: the URI has no module-path", p.name)
 	}
 	pin, err := u.PIN()
 	if err != nil {
@@ -291,7 +291,7 @@ func (p *Provider) connect(pin string, rw bool) error {
 		return fmt.Errorf("%w: %s: no token in module %s matches", ErrUnreachable, p.name, p.uri.ModulePath)
 	case 1:
 	default:
-		return fmt.Errorf("pkcs11: %s: %d tokens match: add serial=… or slot-id=… to the URI", p.name, len(match))
+		return fmt.Errorf("%s: %d tokens match: add serial=… or slot-id=… to the URI", p.name, len(match))
 	}
 	flags := uint(p11.CKF_SERIAL_SESSION)
 	if rw {
@@ -307,7 +307,7 @@ func (p *Provider) connect(pin string, rw bool) error {
 		if errors.As(err, &e) && (e == p11.CKR_PIN_INCORRECT || e == p11.CKR_PIN_LOCKED || e == p11.CKR_PIN_EXPIRED || e == p11.CKR_PIN_INVALID || e == p11.CKR_PIN_LEN_RANGE) {
 			return fmt.Errorf("%w: %s: login refused (wrong or locked PIN): %w", cryptosvc.ErrRootKey, p.name, err)
 		}
-		return fmt.Errorf("pkcs11: %s: login: %w", p.name, err)
+		return fmt.Errorf("%s: login: %w", p.name, err)
 	}
 	p.slot, p.sess, p.open = match[0], sess, true
 	return nil
@@ -411,7 +411,7 @@ func (p *Provider) generate() error {
 		return err
 	}
 	if len(objs) > 0 {
-		return fmt.Errorf("pkcs11: %s: the token already holds such a key; cipherd rootkey init creates a new one only", p.name)
+		return fmt.Errorf("%s: the token already holds such a key; cipherd rootkey init creates a new one only", p.name)
 	}
 	id := p.uri.ID
 	if id == nil {
@@ -443,7 +443,7 @@ func (p *Provider) generate() error {
 		p11.NewAttribute(p11.CKA_ID, id),
 	}
 	if _, err := p.mod.ctx.GenerateKey(p.sess, []*p11.Mechanism{p11.NewMechanism(p11.CKM_AES_KEY_GEN, nil)}, tmpl); err != nil {
-		return fmt.Errorf("pkcs11: %s: generating the key: %w", p.name, err)
+		return fmt.Errorf("%s: generating the key: %w", p.name, err)
 	}
 	return nil
 }
