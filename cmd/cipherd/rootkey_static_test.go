@@ -41,3 +41,50 @@ func TestRootKeyStaticBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerfilePKCS11 checks the Dockerfile's pkcs11 target, which no CI
+// machine can build (no Docker engine): a cgo build of ./cmd/cipherd, copied
+// into a glibc image that runs it as the default image does. The default
+// image stays the last stage, so a plain docker build is the static one.
+func TestDockerfilePKCS11(t *testing.T) {
+	_, stages := parseDockerfile(t, "../../Dockerfile")
+	byName := map[string]*dfStage{}
+	for _, st := range stages {
+		byName[st.name] = st
+	}
+	img, build := byName["pkcs11"], byName["build-pkcs11"]
+	if img == nil || build == nil {
+		t.Fatal("no pkcs11 and build-pkcs11 stages")
+	}
+	if stages[len(stages)-1] == img || !strings.HasPrefix(stages[len(stages)-1].image, "gcr.io/distroless/static") {
+		t.Fatal("the last stage (docker build's default) must stay the static image")
+	}
+	var built bool
+	for _, in := range build.all("RUN") {
+		if strings.Contains(in.args, "go build") {
+			built = strings.Contains(in.args, "CGO_ENABLED=1 ") && strings.Contains(in.args, "-o /out/cipherd ./cmd/cipherd")
+		}
+	}
+	if !built {
+		t.Error("build-pkcs11 does not go build ./cmd/cipherd with CGO_ENABLED=1 into /out/cipherd")
+	}
+	if strings.Contains(img.image, "static") || strings.Contains(img.image, "scratch") {
+		t.Errorf("pkcs11 image %s has no C library for the module", img.image)
+	}
+	final := stages[len(stages)-1]
+	for _, cmd := range []string{"ENTRYPOINT", "CMD", "USER", "HEALTHCHECK", "VOLUME", "EXPOSE", "ENV"} {
+		if a, b := img.one(t, cmd).args, final.one(t, cmd).args; a != b {
+			t.Errorf("%s differs between the pkcs11 image (%s) and the default one (%s)", cmd, a, b)
+		}
+	}
+	if !hasCopy(img, "/data", "65532", "0700") {
+		t.Error("the pkcs11 image does not create /data for UID 65532")
+	}
+	var copied bool
+	for _, in := range img.all("COPY") {
+		copied = copied || in.flags["from"] == "build-pkcs11" && strings.HasSuffix(in.args, "/out/cipherd /usr/local/bin/cipherd")
+	}
+	if !copied {
+		t.Error("the pkcs11 image does not copy build-pkcs11's binary to /usr/local/bin/cipherd")
+	}
+}
