@@ -25,6 +25,7 @@ import (
 //	  storagekey.json the storage key, wrapped by the root-key provider
 //	  root.check      a fixed plaintext sealed under the storage key
 //	  root.key        the development root key (DevRootKey only), base64
+//	  rotate.json     the check file of a root-key rotation (rootkey_rotate.go)
 //	  keys/           0700
 //	    <name>.key    one sealed record per key
 //	  .tmp-*, keys/.tmp-*  partial writes, removed at open
