@@ -64,7 +64,7 @@ var (
 func Parse(s string) (*URI, error) {
 	rest, ok := strings.CutPrefix(s, "pkcs11:")
 	if !ok {
-		return nil, fmt.Errorf("%w: it does not start with pkcs11:", ErrSyntax)
+		return nil, fmt.Errorf("%w: the scheme is not pkcs11", ErrSyntax)
 	}
 	path, query, _ := strings.Cut(rest, "?")
 	u := &URI{}

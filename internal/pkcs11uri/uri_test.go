@@ -30,7 +30,7 @@ func TestParse(t *testing.T) {
 func TestParseRejects(t *testing.T) {
 	const secret = "s3cr3t-PIN"
 	for _, tc := range []struct{ uri, says string }{
-		{"pkcs12:token=a;object=b", "pkcs11:"},
+		{"pkcs12:token=a;object=b", "scheme is not pkcs11"},
 		{"pkcs11:token=a", "names no key"},
 		{"pkcs11:token=a;token=b;object=c", "twice"},
 		{"pkcs11:object=a;colour=red", "unknown attribute colour"},
