@@ -95,6 +95,15 @@ func (s *Service) rotateLocked(ctx context.Context, name string) (Key, error) {
 
 // ConfigureKey replaces a key's configuration.
 func (s *Service) ConfigureKey(ctx context.Context, name string, cfg KeyConfig) (Key, error) {
+	return s.UpdateKeyConfig(ctx, name, func(c *KeyConfig) error { *c = cfg; return nil })
+}
+
+// UpdateKeyConfig changes a key's configuration with update, which is given
+// the current one, in the same read-modify-write as the store's other key
+// changes, so that concurrent updates of different fields all hold. update
+// must depend only on its argument: it may be called again on a newer
+// configuration. Its error leaves the key as it was.
+func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(*KeyConfig) error) (Key, error) {
 	s.admin.Lock()
 	defer s.admin.Unlock()
 	cur, err := s.store.Get(ctx, name)
@@ -102,7 +111,9 @@ func (s *Service) ConfigureKey(ctx context.Context, name string, cfg KeyConfig) 
 		return Key{}, err
 	}
 	k := cur.Clone()
-	k.Config = cfg
+	if err := update(&k.Config); err != nil {
+		return Key{}, err
+	}
 	if err := k.Validate(); err != nil {
 		return Key{}, err
 	}

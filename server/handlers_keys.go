@@ -53,16 +53,8 @@ func (s *Server) handleListKeys(c *fiber.Ctx) error {
 	return c.JSON(&out)
 }
 
-func (s *Server) keyOp(c *fiber.Ctx, op Op) (string, error) {
-	key, err := keyParam(c)
-	if err != nil {
-		return "", err
-	}
-	return key, s.authorize(c, op, key)
-}
-
 func (s *Server) handleDescribeKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysRead)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
@@ -75,12 +67,12 @@ func (s *Server) handleDescribeKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleCreateKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
 	var req api.CreateKeyRequest
-	if err := s.readJSON(c, 64<<10, &req, true); err != nil {
+	if err := s.readJSON(c, &req, true); err != nil {
 		return err
 	}
 	cfg, err := fromAPIKeyConfig(req.KeyConfig)
@@ -107,7 +99,7 @@ func (s *Server) handleCreateKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleRotateKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
@@ -121,19 +113,24 @@ func (s *Server) handleRotateKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
-	var req api.KeyConfig
-	if err := s.readJSON(c, 64<<10, &req, false); err != nil {
+	// A merge patch (RFC 7396): the fields given change, null resets one,
+	// the others keep their values.
+	var patch api.KeyConfigPatch
+	if err := s.readJSON(c, &patch, false); err != nil {
 		return err
 	}
-	cfg, err := fromAPIKeyConfig(req)
-	if err != nil {
-		return err
-	}
-	k, err := s.svc.ConfigureKey(c.UserContext(), key, cfg)
+	k, err := s.svc.UpdateKeyConfig(c.UserContext(), key, func(cfg *cryptosvc.KeyConfig) error {
+		next, err := fromAPIKeyConfig(patch.Apply(toAPIKeyConfig(*cfg)))
+		if err != nil {
+			return err
+		}
+		*cfg = next
+		return nil
+	})
 	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
 	if err != nil {
 		return err
@@ -143,7 +140,7 @@ func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleDeleteKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,11 @@ type Server struct {
 	met   *metrics
 	speed *speedState
 	tls   *tlsState // nil without TLS
+	table []route   // the route table the app serves (newApp)
+
+	openAPIMu  sync.Mutex
+	openAPIDoc []byte       // the served OpenAPI document, made on first use
+	openAPIFor *rateLimiter // the limits openAPIDoc states
 
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool
@@ -72,7 +77,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
 
-	s.kat = selftest.RunKATs(selftest.KATConfig{Logger: log})
+	s.kat = selftest.RunKATs(selftest.KATConfig{Fail: cfg.SelftestFail, Logger: log})
 	if err := s.kat.Err(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
