@@ -50,16 +50,19 @@ func runRootkey(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // rootkeyConfig is the server configuration the rootkey commands share with
-// serve: -config (or CIPHERD_CONFIG), the environment, then -data-dir.
-func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (*server.Config, bool) {
+// serve: -config (or CIPHERD_CONFIG), the environment, then -data-dir. On
+// false the command exits with code.
+func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *server.Config, ok bool, code int) {
 	configFile := fs.String("config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration file (CIPHERD_CONFIG)")
 	dataDir := fs.String("data-dir", "", "data directory (default ./cipherd-data; CIPHERD_DATA_DIR)")
-	if err := fs.Parse(args); err != nil {
-		return nil, false
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil, false, 0
+	} else if err != nil {
+		return nil, false, 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "cipherd rootkey %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return nil, false
+		return nil, false, 2
 	}
 	cfg, err := loadConfig(*configFile)
 	if err == nil {
@@ -67,22 +70,22 @@ func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (*server.C
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cipherd rootkey %s: %v\n", fs.Name(), err)
-		return nil, false
+		return nil, false, 2
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
 	}
 	cfg = cfg.Defaults()
-	return &cfg, true
+	return &cfg, true, 0
 }
 
 func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	uri := fs.String("uri", "", "PKCS#11 URI of the key to create (default: root_key_uri)")
-	cfg, ok := rootkeyConfig(fs, args, stderr)
+	cfg, ok, code := rootkeyConfig(fs, args, stderr)
 	if !ok {
-		return 2
+		return code
 	}
 	if *uri == "" {
 		*uri = cfg.RootKeyURI
@@ -107,9 +110,9 @@ func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writ
 	to := fs.String("to", "", "URI of the new root key: pkcs11:… or file:<path> (required)")
 	from := fs.String("from", "", "URI of the current root key (default: the configured one; ignored when a server holds the store)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for a running server's answer")
-	cfg, ok := rootkeyConfig(fs, args, stderr)
+	cfg, ok, code := rootkeyConfig(fs, args, stderr)
 	if !ok {
-		return 2
+		return code
 	}
 	if *to == "" {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate: -to is required")
