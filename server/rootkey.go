@@ -121,6 +121,22 @@ func (s *Server) openFileStore(ctx context.Context, dir string) (*cryptosvc.File
 	return fs, nil
 }
 
+// openKeyring opens the read-only keyring file at path, with the configured
+// root key if there is one, so that a sealed keyring opens.
+func (s *Server) openKeyring(ctx context.Context, path string) (*cryptosvc.Keyring, error) {
+	p, err := OpenRootKey(ctx, &s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	kr, err := cryptosvc.OpenKeyring(path, cryptosvc.KeyringConfig{Logger: s.log, RootKeyProvider: p})
+	if err != nil {
+		CloseRootKey(p)
+		return nil, err
+	}
+	s.rk.p = p
+	return kr, nil
+}
+
 // rotationMsg is rotate.request and rotate.result.
 type rotationMsg struct {
 	V          int    `json:"v"`

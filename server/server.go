@@ -176,7 +176,7 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 // configured root key (or a development one, loudly).
 func (s *Server) openKeystore() error {
 	if s.cfg.Keyring != "" {
-		kr, err := cryptosvc.OpenKeyring(s.cfg.Keyring, cryptosvc.KeyringConfig{Logger: s.log})
+		kr, err := s.openKeyring(context.Background(), s.cfg.Keyring)
 		if err != nil {
 			return fmt.Errorf("server: keyring: %w", err)
 		}

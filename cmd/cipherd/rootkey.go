@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/cryptosvc/pkcs11"
+	"github.com/cipherd/cipherd/internal/atomicfile"
 	"github.com/cipherd/cipherd/server"
 )
 
@@ -19,6 +21,9 @@ const rootkeyUsage = `usage: cipherd rootkey <command> [flags]
 
   init   -uri URI       generate the root key in a PKCS#11 token
   rotate -to URI        move the file keystore to another root key
+  seal-keyring -in F -out F [-from URI] [-to URI]
+                        seal a keyring file under a root key (or re-seal it
+                        under another): the keys are then not in the clear
 
 URIs are pkcs11:… (RFC 7512: token, object, module-path, pin-source) or
 file:<path> (a static root key, 32 bytes as base64 or hex). Without -uri,
@@ -44,6 +49,8 @@ func runRootkey(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return runRootkeyInit(ctx, args[1:], stdout, stderr)
 	case "rotate":
 		return runRootkeyRotate(ctx, args[1:], stdout, stderr)
+	case "seal-keyring":
+		return runRootkeySealKeyring(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "cipherd rootkey: unknown command %q\n\n%s", args[0], rootkeyUsage)
 	return 2
@@ -174,4 +181,62 @@ func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, 
 	}
 	name, gen, _ := store.RootKey()
 	return name, gen, "here", nil
+}
+
+func runRootkeySealKeyring(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("seal-keyring", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	in := fs.String("in", "", "keyring file to read, in the clear or sealed (required)")
+	out := fs.String("out", "", "sealed keyring file to write, mode 0600 (required)")
+	from := fs.String("from", "", "URI of the root key that sealed -in (default: the configured one)")
+	to := fs.String("to", "", "URI of the root key to seal under (default: the configured one)")
+	cfg, ok, code := rootkeyConfig(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	if *in == "" || *out == "" {
+		fmt.Fprintln(stderr, "cipherd rootkey seal-keyring: -in and -out are required")
+		return 2
+	}
+	open := func(uri string) (cryptosvc.RootKeyProvider, error) {
+		if uri != "" {
+			return server.OpenRootKeyURI(ctx, uri)
+		}
+		return server.OpenRootKey(ctx, cfg)
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "cipherd rootkey seal-keyring:", err)
+		return 1
+	}
+	src, err := open(*from)
+	if err != nil {
+		return fail(err)
+	}
+	defer server.CloseRootKey(src)
+	f, err := os.Open(*in)
+	if err != nil {
+		return fail(err)
+	}
+	keys, err := cryptosvc.ReadSealedKeyring(ctx, f, src)
+	f.Close()
+	if err != nil {
+		return fail(err)
+	}
+	dst, err := open(*to)
+	if err != nil {
+		return fail(err)
+	}
+	defer server.CloseRootKey(dst)
+	if dst == nil {
+		return fail(errors.New("no root key to seal under: give -to, root_key_uri or root_key_file"))
+	}
+	var buf bytes.Buffer
+	if err := cryptosvc.WriteSealedKeyring(ctx, &buf, keys, dst); err != nil {
+		return fail(err)
+	}
+	if err := atomicfile.Write(*out, buf.Bytes(), ".tmp-"); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "%s: %d keys sealed under %s\n", *out, len(keys), dst)
+	return 0
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // TestRootKeyStaticBuild builds cipherd as the static image does
@@ -87,4 +93,82 @@ func TestDockerfilePKCS11(t *testing.T) {
 	if !copied {
 		t.Error("the pkcs11 image does not copy build-pkcs11's binary to /usr/local/bin/cipherd")
 	}
+}
+
+// TestRootkeySealKeyring seals a keyring made by cipherd keyring new, then
+// re-seals it under another root key, and checks that the sealed file holds
+// no material and that the server starts on it with the root key only.
+func TestRootkeySealKeyring(t *testing.T) {
+	dir := t.TempDir()
+	plain, sealed, resealed := filepath.Join(dir, "plain.json"), filepath.Join(dir, "sealed.json"), filepath.Join(dir, "resealed.json")
+	if out, e, code := cipherd(t, nil, "keyring", "new", "-o", plain, "orders", "payments"); code != 0 {
+		t.Fatalf("keyring new: %s%s", out, e)
+	}
+	keys := readKeyringFile(t, plain)
+	roots := []string{filepath.Join(dir, "root1.key"), filepath.Join(dir, "root2.key")}
+	for i, r := range roots {
+		os.WriteFile(r, []byte(strings.Repeat(string(rune('a'+i)), 64)+"\n"), 0o600) // hex
+	}
+	if out, e, code := cipherd(t, nil, "rootkey", "seal-keyring", "-in", plain, "-out", sealed, "-to", "file:"+roots[0]); code != 0 || !strings.Contains(out, "2 keys sealed") {
+		t.Fatalf("seal-keyring: %d %s%s", code, out, e)
+	}
+	if out, e, code := cipherd(t, nil, "rootkey", "seal-keyring", "-in", sealed, "-from", "file:"+roots[0], "-out", resealed, "-to", "file:"+roots[1]); code != 0 {
+		t.Fatalf("re-seal: %d %s%s", code, out, e)
+	}
+	for _, f := range []string{sealed, resealed} {
+		b, _ := os.ReadFile(f)
+		for _, k := range keys {
+			for _, v := range k.Versions {
+				rkNoMaterial(t, f, b, v.Secret.Expose())
+			}
+		}
+	}
+	// The server reads the sealed keyring with its root key, and refuses it
+	// without, or with the root key it was re-sealed away from.
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"CIPHERD_ROOT_KEY_URI=file:" + roots[0]}, "root key"},
+		{nil, "needs the root key"},
+	} {
+		cmd := exec.Command(cipherdBin, "serve", "-keyring", resealed, "-addr", "127.0.0.1:0", "-data-dir", t.TempDir(), "-skip-benchmark")
+		cmd.Env = append(os.Environ(), append(tc.env, "CIPHERD_ADMIN_TOKEN=t", "CIPHERD_ROOT_KEY=", "CIPHERD_ROOT_KEY_FILE=")...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("serve with %v: %v, want a refusal saying %q\n%s", tc.env, err, tc.want, out)
+		}
+	}
+	keys2 := readSealed(t, resealed, roots[1])
+	if len(keys2) != 2 {
+		t.Fatalf("%d keys in the re-sealed keyring", len(keys2))
+	}
+}
+
+func rkNoMaterial(t *testing.T, what string, b, secret []byte) {
+	t.Helper()
+	for _, form := range [][]byte{secret, []byte(base64.StdEncoding.EncodeToString(secret)), []byte(hex.EncodeToString(secret))} {
+		if bytes.Contains(b, form) {
+			t.Errorf("%s holds key material", what)
+		}
+	}
+}
+
+func readSealed(t *testing.T, path, rootFile string) []*cryptosvc.StoredKey {
+	t.Helper()
+	root, err := cryptosvc.LoadRootKey(rootFile, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := cryptosvc.NewStaticRootKey(&root, nil)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	keys, err := cryptosvc.ReadSealedKeyring(context.Background(), f, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
