@@ -21,9 +21,14 @@
 // the additional data (the storage key's generation), and SoftHSM2 2.6
 // offers KWP only for C_WrapKey on token objects.
 //
-// Loading a module needs cgo (github.com/miekg/pkcs11, the maintained Go
-// binding). A build without cgo (CGO_ENABLED=0, the static image) has this
-// package, and its Open fails with ErrNoCgo.
+// Loading a module needs cgo. The binding is github.com/miekg/pkcs11: the
+// maintained, widely used one (ThalesGroup/crypto11 is built on it), thin
+// enough that this package sees every CK_RV it needs to tell a wrong tag
+// from a lost token. crypto11's layer (crypto.Signer, its own session
+// pool and configuration) would add nothing this provider uses, and no
+// binding without cgo that loads a module is well kept. A build without
+// cgo (CGO_ENABLED=0, the static image) has this package, and its Open
+// fails with ErrNoCgo.
 //
 // References:
 //   - PKCS #11 Cryptographic Token Interface Base Specification 3.0 (OASIS)
