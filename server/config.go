@@ -38,6 +38,11 @@ type Config struct {
 	// instead be in CIPHERD_ROOT_KEY. With neither, a development root key is
 	// generated in DataDir, with a loud warning.
 	RootKeyFile string `yaml:"root_key_file"`
+	// RootKeyURI, when set, names the root-key provider instead of
+	// RootKeyFile: "pkcs11:…" (an RFC 7512 URI of a key in a PKCS#11 token)
+	// or "file:<path>" (see docs/OPERATIONS.md, Root of trust).
+	// CIPHERD_ROOT_KEY_URI.
+	RootKeyURI string `yaml:"root_key_uri"`
 	// DefaultKey is created on first start if missing. Default "default";
 	// "-" creates none. CIPHERD_DEFAULT_KEY.
 	DefaultKey string `yaml:"default_key"`
@@ -226,6 +231,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_DATA_DIR", &cfg.DataDir)
 	str("CIPHERD_KEYRING", &cfg.Keyring)
 	str("CIPHERD_ROOT_KEY_FILE", &cfg.RootKeyFile)
+	str("CIPHERD_ROOT_KEY_URI", &cfg.RootKeyURI)
 	str("CIPHERD_DEFAULT_KEY", &cfg.DefaultKey)
 	str("CIPHERD_ADMIN_TOKEN", &cfg.AdminToken)
 	str("CIPHERD_TLS_CERT", &cfg.TLSCert)

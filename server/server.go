@@ -62,6 +62,7 @@ type Server struct {
 	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
+	rk        rootKeyState // the file keystore's root-key provider
 }
 
 // New runs the start-up sequence (known-answer tests, cipher selection, keys,
@@ -138,6 +139,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
 	go s.background(bg)
+	if fs, ok := s.store.(*cryptosvc.FileStore); ok {
+		go s.watchRotation(bg, fs, filepath.Join(cfg.DataDir, "keys"))
+	}
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
@@ -186,24 +190,14 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 // configured root key (or a development one, loudly).
 func (s *Server) openKeystore() error {
 	if s.cfg.Keyring != "" {
-		kr, err := cryptosvc.OpenKeyring(s.cfg.Keyring, cryptosvc.KeyringConfig{Logger: s.log})
+		kr, err := s.openKeyring(context.Background(), s.cfg.Keyring)
 		if err != nil {
 			return fmt.Errorf("server: keyring: %w", err)
 		}
 		s.store = kr
 		return nil
 	}
-	fc := cryptosvc.FileStoreConfig{Logger: s.log}
-	root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
-	switch {
-	case err == nil:
-		fc.RootKey = &root
-	case s.cfg.RootKeyFile == "" && os.Getenv(cryptosvc.EnvRootKey) == "":
-		fc.DevRootKey = true
-	default:
-		return fmt.Errorf("server: %w", err)
-	}
-	fs, err := cryptosvc.OpenFileStore(filepath.Join(s.cfg.DataDir, "keys"), fc)
+	fs, err := s.openFileStore(context.Background(), filepath.Join(s.cfg.DataDir, "keys"))
 	if err != nil {
 		return fmt.Errorf("server: keystore: %w", err)
 	}
@@ -299,6 +293,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if cerr := s.store.Close(); err == nil {
 			err = cerr
 		}
+		s.rk.close()
 		s.log.Info("stopped", zap.Error(err))
 	})
 	return err
