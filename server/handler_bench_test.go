@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cipherd/cipherd/internal/zaplog"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -24,7 +25,7 @@ import (
 // parsing and network left out. scripts/loadbench.sh measures the same work
 // over loopback.
 func BenchmarkHandleEncryptJSON(b *testing.B) {
-	logger := zap.New(zapcore.NewCore(NewLogEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+	logger := zap.New(zapcore.NewCore(zaplog.NewEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 	// AES-128-GCM, as scripts/loadbench.sh pins it (and as the start-up
 	// benchmark picks on the Zen 4 this was written on).
 	srv, err := New(context.Background(), Config{DataDir: b.TempDir(), AdminToken: "bench-token", SkipBenchmark: true, AEAD: "aes-128-gcm", Logger: logger})

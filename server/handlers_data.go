@@ -11,8 +11,6 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -393,55 +391,4 @@ func (s *Server) handleDataKey(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(&api.DataKeyResponse{Plaintext: dk.Plaintext, Wrapped: dk.Wrapped, KeyVersion: dk.Info.Version, AEAD: dk.Info.AEAD.String()})
-}
-
-// auditRecord is one cryptographic operation: which key and version, what,
-// how many bytes, and the outcome. Never data, keys or context.
-type auditRecord struct {
-	op      Op
-	key     string
-	version uint32
-	bytes   int
-	outcome string
-	level   zapcore.Level
-}
-
-func (a *auditRecord) addTo(enc zapcore.ObjectEncoder) {
-	enc.AddString("op", string(a.op))
-	enc.AddString("key", a.key)
-	enc.AddUint32("key_version", a.version)
-	enc.AddInt64("bytes", int64(a.bytes))
-	enc.AddString("outcome", a.outcome)
-}
-
-// auditLine is a batch item's own audit line.
-type auditLine struct {
-	id, identity string
-	rec          *auditRecord
-}
-
-func (l *auditLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("request_id", l.id)
-	enc.AddString("identity", l.identity)
-	l.rec.addTo(enc)
-	return nil
-}
-
-// audit logs one cryptographic operation with the caller's identity. The
-// single operation of a request rides on its access line, which then reads
-// "audit" (see record); the items of a batch get a line each.
-func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error) {
-	a := auditRecord{op: op, key: key, version: info.Version, bytes: n, outcome: "ok", level: zap.InfoLevel}
-	if err != nil {
-		a.level = zap.WarnLevel
-		a.outcome = string(toAPIError(err).Code)
-	}
-	if st := state(c); st != nil && !st.batch && st.audit.op == "" {
-		st.audit = a
-		return
-	}
-	if ce := s.log.Check(a.level, "audit"); ce != nil {
-		rec := a // a copy, so that a escapes only on this path
-		ce.Write(zap.Inline(&auditLine{id: requestID(c), identity: callerName(c), rec: &rec}))
-	}
 }

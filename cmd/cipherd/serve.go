@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cipherd/cipherd/internal/zaplog"
 	"github.com/cipherd/cipherd/server"
 )
 
@@ -61,9 +62,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// their own every second or when full (and at exit): an access and an
 	// audit line per request must not cost a write system call each, nor
 	// wait while a pipe's reader catches up.
-	sink := server.NewLogSink(stderr, time.Second)
+	sink := zaplog.NewSink(stderr, time.Second)
 	defer sink.Stop()
-	log := zap.New(zapcore.NewCore(server.NewLogEncoder(zap.NewProductionEncoderConfig()), sink, level),
+	log := zap.New(zapcore.NewCore(zaplog.NewEncoder(zap.NewProductionEncoderConfig()), sink, level),
 		zap.ErrorOutput(zapcore.AddSync(stderr)))
 	defer log.Sync()
 	cfg.Logger = log

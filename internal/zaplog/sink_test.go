@@ -1,4 +1,4 @@
-package server
+package zaplog
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func (l *lockedBuffer) String() string {
 
 func TestLogSinkKeepsEveryLineInOrder(t *testing.T) {
 	var dst lockedBuffer
-	s := NewLogSink(&dst, time.Millisecond)
+	s := NewSink(&dst, time.Millisecond)
 	const writers, lines = 8, 3000
 	var wg sync.WaitGroup
 	for g := range writers {
@@ -80,7 +80,7 @@ func TestLogSinkKeepsEveryLineInOrder(t *testing.T) {
 
 func TestLogSinkSyncWritesEverything(t *testing.T) {
 	var dst lockedBuffer
-	s := NewLogSink(&dst, time.Hour)
+	s := NewSink(&dst, time.Hour)
 	defer s.Stop()
 	io.WriteString(s, "one\n")
 	io.WriteString(s, "two\n")
@@ -97,7 +97,7 @@ func TestLogSinkSyncWritesEverything(t *testing.T) {
 
 func TestLogSinkFlushesEveryInterval(t *testing.T) {
 	var dst lockedBuffer
-	s := NewLogSink(&dst, 10*time.Millisecond)
+	s := NewSink(&dst, 10*time.Millisecond)
 	defer s.Stop()
 	io.WriteString(s, "line\n")
 	for deadline := time.Now().Add(5 * time.Second); dst.String() == ""; {
@@ -124,7 +124,7 @@ func (w *gatedWriter) Write(p []byte) (int, error) {
 
 func TestLogSinkWaitsOnlyWhenEveryBufferIsFull(t *testing.T) {
 	dst := &gatedWriter{gate: make(chan struct{})}
-	s := NewLogSink(dst, time.Hour)
+	s := NewSink(dst, time.Hour)
 	line := strings.Repeat("a", 1023) + "\n"
 	// With the destination blocked, the first buffer is taken by the
 	// writer and the others fill up: that many lines must not wait.
@@ -164,7 +164,7 @@ func (w failingWriter) Write(p []byte) (int, error) { return 0, w.err }
 
 func TestLogSinkReportsWriteErrors(t *testing.T) {
 	boom := errors.New("disk on fire")
-	s := NewLogSink(failingWriter{boom}, time.Hour)
+	s := NewSink(failingWriter{boom}, time.Hour)
 	io.WriteString(s, "x\n")
 	if err := s.Sync(); !errors.Is(err, boom) {
 		t.Fatalf("Sync: %v, want %v", err, boom)
@@ -188,7 +188,7 @@ func TestLogSinkReportsWriteErrors(t *testing.T) {
 
 func TestLogSinkAfterStop(t *testing.T) {
 	var dst lockedBuffer
-	s := NewLogSink(&dst, time.Hour)
+	s := NewSink(&dst, time.Hour)
 	io.WriteString(s, "before\n")
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestLogSinkSyncOnAPipe(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	s := NewLogSink(w, time.Hour)
+	s := NewSink(w, time.Hour)
 	defer s.Stop()
 	io.WriteString(s, "piped\n")
 	if err := s.Sync(); err != nil {

@@ -1,4 +1,4 @@
-package server
+package zaplog
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// LogSink is a zapcore.WriteSyncer for a busy server's logs: lines are
+// Sink is a zapcore.WriteSyncer for a busy server's logs: lines are
 // gathered in memory and written to the destination by a goroutine of the
 // sink's own, so that a request that logs never waits on the destination.
 //
@@ -25,7 +25,7 @@ import (
 // in the order of the Write calls that returned, at the latest
 // FlushInterval after they were written, and all of them by the time Sync or
 // Stop returns.
-type LogSink struct {
+type Sink struct {
 	w        io.Writer
 	interval time.Duration
 
@@ -53,14 +53,14 @@ const (
 	logSinkBuffers = 4
 )
 
-// NewLogSink returns a sink that writes to w, at least every interval while
+// NewSink returns a sink that writes to w, at least every interval while
 // it has lines to write (every second if interval ≤ 0). Stop it to flush it
 // and end its goroutine.
-func NewLogSink(w io.Writer, interval time.Duration) *LogSink {
+func NewSink(w io.Writer, interval time.Duration) *Sink {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	s := &LogSink{
+	s := &Sink{
 		w:        w,
 		interval: interval,
 		free:     make(chan []byte, logSinkBuffers),
@@ -78,7 +78,7 @@ func NewLogSink(w io.Writer, interval time.Duration) *LogSink {
 // Write copies p into the current buffer, handing the buffer to the writer
 // when it is full. It returns the destination's first error since the last
 // one reported, if any, so that zap reports it.
-func (s *LogSink) Write(p []byte) (int, error) {
+func (s *Sink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur == nil {
@@ -93,7 +93,7 @@ func (s *LogSink) Write(p []byte) (int, error) {
 
 // takeErr returns the destination's first error since the last one
 // reported, and forgets it.
-func (s *LogSink) takeErr() error {
+func (s *Sink) takeErr() error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	err := s.err
@@ -103,7 +103,7 @@ func (s *LogSink) takeErr() error {
 
 // handOff queues the current buffer, with done, and takes an empty one,
 // waiting for the writer if there is none. Called with mu held.
-func (s *LogSink) handOff(done chan struct{}) {
+func (s *Sink) handOff(done chan struct{}) {
 	s.queue <- chunk{b: s.cur, done: done}
 	s.cur = <-s.free
 }
@@ -111,7 +111,7 @@ func (s *LogSink) handOff(done chan struct{}) {
 // run writes the queued buffers in order, and every interval queues the
 // current one if it holds anything and a free buffer can replace it (if
 // none can, every other buffer is queued and the current one is next).
-func (s *LogSink) run() {
+func (s *Sink) run() {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
@@ -143,7 +143,7 @@ func (s *LogSink) run() {
 }
 
 // write writes one chunk and recycles its buffer.
-func (s *LogSink) write(c chunk) {
+func (s *Sink) write(c chunk) {
 	if len(c.b) > 0 {
 		if _, err := s.w.Write(c.b); err != nil {
 			s.errMu.Lock()
@@ -165,7 +165,7 @@ func (s *LogSink) write(c chunk) {
 // Sync writes everything written so far, then syncs the destination if it
 // can be synced (standard error on a pipe or a terminal cannot: that error is
 // not reported).
-func (s *LogSink) Sync() error {
+func (s *Sink) Sync() error {
 	s.mu.Lock()
 	if s.cur == nil {
 		s.mu.Unlock()
@@ -189,7 +189,7 @@ func (s *LogSink) Sync() error {
 // Stop writes everything written so far and ends the sink's goroutine;
 // later writes go straight to the destination. It may be called more than
 // once.
-func (s *LogSink) Stop() error {
+func (s *Sink) Stop() error {
 	s.mu.Lock()
 	if s.cur == nil {
 		s.mu.Unlock()
