@@ -3,10 +3,7 @@ package cryptosvc
 import (
 	"bytes"
 	"context"
-	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,7 +16,6 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
-	"golang.org/x/crypto/chacha20poly1305"
 )
 
 // The file keystore keeps one directory, held by one process at a time:
@@ -55,8 +51,6 @@ import (
 // bytes are rejected.
 
 const (
-	ksFormat        = "cipherd keystore v1" // HKDF info and AD prefix
-	ksCheckPlain    = "cipherd keystore root key check v1"
 	ksTempPrefix    = ".tmp-"
 	ksKeySuffix     = ".key"
 	ksMaxSealedSize = 16 << 20
@@ -89,7 +83,7 @@ type FileStoreConfig struct {
 // file systems cannot tell their files apart.
 type FileStore struct {
 	dir, keysDir string
-	aead         cipher.AEAD
+	sealer       *RecordSealer
 	rand         io.Reader
 	log          *zap.Logger
 	lock         *os.File
@@ -99,13 +93,6 @@ type FileStore struct {
 }
 
 var _ Keystore = (*FileStore)(nil)
-
-// ksEnvelope is a sealed file.
-type ksEnvelope struct {
-	V     int    `json:"v"`
-	Nonce []byte `json:"nonce"`
-	CT    []byte `json:"ct"`
-}
 
 // OpenFileStore opens the keystore in dir, creating dir (0700) if needed,
 // and loads every key. It fails with ErrLocked if another FileStore, in
@@ -151,7 +138,7 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 		}
 		root = &dev
 	}
-	if err := s.ksInitAEAD(root); err != nil {
+	if s.sealer, err = NewRecordSealer(root, s.rand); err != nil {
 		return nil, err
 	}
 
@@ -174,7 +161,7 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 	if !haveCheck {
 		// Written only now, once every existing key has opened under this
 		// root key.
-		if err := s.ksWriteSealed(s.dir, "root.check", []byte(ksCheckPlain), ksAD("check", "")); err != nil {
+		if err := s.ksWriteSealed(s.dir, "root.check", []byte(ksCheckPlain), RecordAD("check")); err != nil {
 			return nil, err
 		}
 	}
@@ -284,7 +271,7 @@ func (s *FileStore) ksPut(k *StoredKey) error {
 	if err != nil {
 		return fmt.Errorf("cryptosvc: keystore: encoding key %s: %w", k.Name, err)
 	}
-	if err := s.ksWriteSealed(s.keysDir, k.Name+ksKeySuffix, pt, ksAD("key", k.Name)); err != nil {
+	if err := s.ksWriteSealed(s.keysDir, k.Name+ksKeySuffix, pt, RecordAD("key", k.Name)); err != nil {
 		return fmt.Errorf("cryptosvc: keystore: writing key %s: %w", k.Name, err)
 	}
 	s.mu.Lock()
@@ -298,56 +285,13 @@ func (s *FileStore) ksKeyPath(name string) string {
 	return filepath.Join(s.keysDir, name+ksKeySuffix)
 }
 
-func (s *FileStore) ksInitAEAD(root *Secret) error {
-	key, err := hkdf.Key(sha256.New, root.Expose(), nil, ksFormat, chacha20poly1305.KeySize)
-	defer clear(key)
-	if err != nil {
-		return fmt.Errorf("cryptosvc: keystore: deriving the storage key: %w", err)
-	}
-	s.aead, err = chacha20poly1305.NewX(key)
-	return err
-}
-
-// ksAD is the additional data of a sealed file; names hold no NUL.
-func ksAD(kind, name string) []byte {
-	ad := []byte(ksFormat + "\x00" + kind)
-	if name != "" {
-		ad = append(append(ad, 0), name...)
-	}
-	return ad
-}
-
 // ksWriteSealed seals pt and writes it atomically to dir/name.
 func (s *FileStore) ksWriteSealed(dir, name string, pt, ad []byte) error {
-	env := ksEnvelope{V: 1, Nonce: make([]byte, chacha20poly1305.NonceSizeX)}
-	if _, err := io.ReadFull(s.rand, env.Nonce); err != nil {
-		return fmt.Errorf("reading a nonce: %w", err)
-	}
-	env.CT = s.aead.Seal(nil, env.Nonce, pt, ad)
-	b, err := json.Marshal(&env)
+	b, err := s.sealer.Seal(pt, ad)
 	if err != nil {
 		return err
 	}
 	return ksWriteFileAtomic(dir, name, append(b, '\n'))
-}
-
-// ksOpenSealed reads a sealed file's plaintext; the caller clears it.
-func (s *FileStore) ksOpenSealed(data, ad []byte) ([]byte, error) {
-	var env ksEnvelope
-	if err := ksUnmarshalStrict(data, &env, ErrMalformed); err != nil {
-		return nil, err
-	}
-	if env.V != 1 {
-		return nil, fmt.Errorf("%w: sealed file version %d", ErrUnsupported, env.V)
-	}
-	if len(env.Nonce) != chacha20poly1305.NonceSizeX || len(env.CT) < s.aead.Overhead() {
-		return nil, fmt.Errorf("%w: bad nonce or ciphertext length", ErrMalformed)
-	}
-	pt, err := s.aead.Open(nil, env.Nonce, env.CT, ad)
-	if err != nil {
-		return nil, ErrAuthFailed
-	}
-	return pt, nil
 }
 
 // ksVerifyCheck opens root.check, reporting whether it exists.
@@ -359,7 +303,7 @@ func (s *FileStore) ksVerifyCheck(path string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cryptosvc: keystore: %w", err)
 	}
-	pt, err := s.ksOpenSealed(data, ksAD("check", ""))
+	pt, err := s.sealer.Open(data, RecordAD("check"))
 	defer clear(pt)
 	switch {
 	case errors.Is(err, ErrAuthFailed):
@@ -408,7 +352,7 @@ func (s *FileStore) ksLoadKey(path, name string) (*StoredKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	pt, err := s.ksOpenSealed(data, ksAD("key", name))
+	pt, err := s.sealer.Open(data, RecordAD("key", name))
 	defer clear(pt)
 	if errors.Is(err, ErrAuthFailed) {
 		return nil, fmt.Errorf("%w (the file is damaged, was renamed from another key, or was sealed under another root key)", err)
