@@ -122,3 +122,11 @@ func CheckAppendOnly(cur, next *StoredKey) error {
 	}
 	return nil
 }
+
+// A HealthReporter is a Keystore whose backing store can become
+// unreachable (a database): Health returns nil while it is reachable, else
+// an error wrapping ErrUnavailable. The keys in memory serve data
+// meanwhile; /readyz reports it.
+type HealthReporter interface {
+	Health() error
+}

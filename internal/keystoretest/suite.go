@@ -423,6 +423,15 @@ func testConcurrentRotations(t *testing.T, kind Kind, stores []cryptosvc.Keystor
 	ctx := context.Background()
 	if stores == nil {
 		stores = []cryptosvc.Keystore{kind.Open(t, []*key{Key(t, "hot", 1)})}
+	} else {
+		if err := stores[0].Create(ctx, Key(t, "hot", 1)); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stores[1:] {
+			if _, err := s.Refresh(ctx, "hot"); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	const writers, each = 8, 5
 	var wg sync.WaitGroup
