@@ -6,6 +6,7 @@
 //	cipherd encrypt|decrypt --key NAME   stream stdin to stdout through a server
 //	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
 //	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
+//	cipherd keys migrate                 copy a file keystore or keyring into PostgreSQL
 //	cipherd version [-json]              build information
 package main
 
@@ -33,6 +34,7 @@ var commands = []command{
 	{"decrypt", "open a sealed stream from standard input through a server (--key NAME)", runDecrypt},
 	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
 	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
+	{"keys", "copy a file keystore or a keyring into a PostgreSQL keystore (migrate)", runKeys},
 }
 
 func main() {
