@@ -119,7 +119,7 @@ func (s *Store) catchUp(ctx context.Context, strict bool) error {
 		}
 		return err
 	}
-	s.apply(all, true)
+	s.apply(all, true, true)
 	return nil
 }
 
@@ -216,7 +216,7 @@ func (s *Store) notified(payload string) error {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.opTO)
 	defer cancel()
-	return s.reload(ctx, name)
+	return s.reload(ctx, name, false)
 }
 
 func (s *Store) setDown(err error) {

@@ -62,7 +62,7 @@ type Store struct {
 	watch cryptosvc.KeyWatchers
 
 	flightMu sync.Mutex
-	flights  map[string]*flight
+	flights  map[string]*flights
 	misses   chan struct{} // bounds concurrent reads on miss
 
 	health atomic.Pointer[error] // nil: up
@@ -90,10 +90,14 @@ type entry struct {
 	rev uint64
 }
 
+// flight is one read on miss; flights are a name's running read and the
+// one queued behind it.
 type flight struct {
 	done chan struct{}
 	err  error
 }
+
+type flights struct{ cur, next *flight }
 
 // Open connects, creates or migrates the schema, checks the root key
 // against the database's check record (writing it on first use), loads
@@ -123,7 +127,7 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 		log:     cfg.Logger,
 		opTO:    cfg.OpTimeout,
 		backoff: cfg.ReconnectMax,
-		flights: make(map[string]*flight),
+		flights: make(map[string]*flights),
 		misses:  make(chan struct{}, 4),
 		done:    make(chan struct{}),
 	}
@@ -233,19 +237,10 @@ func (s *Store) Refresh(ctx context.Context, name string) (*cryptosvc.StoredKey,
 	if cryptosvc.ValidateKeyName(name) != nil {
 		return nil, cryptosvc.ErrKeyNotFound
 	}
-	if err := s.Health(); err != nil {
-		return nil, err // fail fast rather than wait for a connect timeout per request
-	}
-	s.flightMu.Lock()
-	f := s.flights[name]
-	if f == nil {
-		f = &flight{done: make(chan struct{})}
-		s.flights[name] = f
-		s.flightMu.Unlock()
-		go s.fly(name, f)
-	} else {
-		s.flightMu.Unlock()
-	}
+	// Not refused while Health reports an error: the pool may reach a
+	// database that has just come back before the listener has, and a
+	// version made there must open at once.
+	f := s.joinFlight(name)
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -257,34 +252,64 @@ func (s *Store) Refresh(ctx context.Context, name string) (*cryptosvc.StoredKey,
 	return s.Get(ctx, name)
 }
 
-// fly runs one read on miss, detached from its first caller's context.
+// joinFlight returns a read of name that starts no earlier than this
+// call: the one in flight began too early to be sure of seeing what the
+// caller missed, so callers arriving during it share the next one, which
+// starts when it ends. Per name, one read runs and one waits, however
+// many callers.
+func (s *Store) joinFlight(name string) *flight {
+	s.flightMu.Lock()
+	defer s.flightMu.Unlock()
+	q := s.flights[name]
+	if q == nil {
+		q = &flights{cur: &flight{done: make(chan struct{})}}
+		s.flights[name] = q
+		go s.fly(name, q.cur)
+		return q.cur
+	}
+	if q.next == nil {
+		q.next = &flight{done: make(chan struct{})}
+	}
+	return q.next
+}
+
+// fly runs one read on miss, detached from its callers' contexts, then
+// the read queued behind it, if any.
 func (s *Store) fly(name string, f *flight) {
-	defer func() {
-		s.flightMu.Lock()
-		delete(s.flights, name)
-		s.flightMu.Unlock()
+	for f != nil {
+		f.err = s.flyOnce(name)
 		close(f.done)
-	}()
+		s.flightMu.Lock()
+		q := s.flights[name]
+		f, q.cur, q.next = q.next, q.next, nil
+		if f == nil {
+			delete(s.flights, name)
+		}
+		s.flightMu.Unlock()
+	}
+}
+
+func (s *Store) flyOnce(name string) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opTO)
 	defer cancel()
 	select {
 	case s.misses <- struct{}{}:
 		defer func() { <-s.misses }()
 	case <-ctx.Done():
-		f.err = classify(ctx.Err())
-		return
+		return classify(ctx.Err())
 	}
-	f.err = s.reload(ctx, name)
+	return s.reload(ctx, name, false)
 }
 
-// reload reads one key (or its absence) into memory.
-func (s *Store) reload(ctx context.Context, name string) error {
+// reload reads one key (or its absence) into memory; with force, what the
+// database holds replaces memory even at an older revision (see apply).
+func (s *Store) reload(ctx context.Context, name string, force bool) error {
 	e, found, err := s.loadKey(ctx, name)
 	if err != nil {
 		return err
 	}
 	if found {
-		s.apply(map[string]entry{name: e}, false)
+		s.apply(map[string]entry{name: e}, false, force)
 	}
 	return nil
 }
@@ -303,10 +328,14 @@ func (s *Store) Close() error {
 }
 
 // apply moves memory forward: each entry replaces the one of its name if
-// its revision is newer. With full, the entries are the whole database,
-// and names absent from it leave memory. Watchers hear of every name whose
-// entry changed.
-func (s *Store) apply(entries map[string]entry, full bool) {
+// its revision is newer, so that a slow read never undoes a newer write.
+// With force, entries replace memory whatever their revision: the database
+// is the truth, and after a failover to a replica that lagged, or a
+// restore, its revisions can be older than memory's; a conditional write
+// that failed, or a reconnection, reads with force. With full, the entries
+// are the whole database, and names absent from it leave memory. Watchers
+// hear of every name whose entry changed.
+func (s *Store) apply(entries map[string]entry, full, force bool) {
 	s.mu.Lock()
 	cur := s.snap.Load()
 	if cur == nil {
@@ -325,7 +354,7 @@ func (s *Store) apply(entries map[string]entry, full bool) {
 		next.keys[name] = e
 	}
 	for name, e := range entries {
-		if old, ok := next.keys[name]; ok && old.rev >= e.rev {
+		if old, ok := next.keys[name]; ok && (old.rev == e.rev || old.rev > e.rev && !force) {
 			continue
 		}
 		next.keys[name] = e

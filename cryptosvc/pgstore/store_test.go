@@ -157,3 +157,34 @@ func TestSchemaVersion(t *testing.T) {
 		t.Fatalf("Open over a newer schema = %v", err)
 	}
 }
+
+// A database whose revisions went back (a failover to a replica that
+// lagged, a restore) is the truth: a write from memory's newer revision
+// fails once with ErrConflict, memory takes the database's state, and the
+// retry applies.
+func TestDatabaseOlderThanMemory(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn := srv.Database(t)
+	root := keystoretest.Secret(t)
+	s := open(t, dsn, &root)
+	ctx := context.Background()
+	svc, err := cryptosvc.New(cryptosvc.Config{Keystore: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE cipherd_keys SET revision = 0 WHERE name = 'k'`); err != nil {
+		t.Fatal(err)
+	}
+	k, err := svc.RotateKey(ctx, "k")
+	if err != nil || k.Latest() != 2 {
+		t.Fatalf("rotation over an older database: %+v, %v", k, err)
+	}
+}

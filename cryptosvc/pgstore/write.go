@@ -42,7 +42,7 @@ RETURNING revision`, k.Name, meta).Scan(&rev)
 		return err
 	}
 	k.Revision = uint64(rev)
-	s.apply(map[string]entry{k.Name: {key: k, rev: k.Revision}}, false)
+	s.apply(map[string]entry{k.Name: {key: k, rev: k.Revision}}, false, false)
 	return nil
 }
 
@@ -87,7 +87,7 @@ RETURNING revision`, k.Name, int64(k.Revision), meta).Scan(&rev)
 		return err
 	}
 	k.Revision = uint64(rev)
-	s.apply(map[string]entry{k.Name: {key: k, rev: k.Revision}}, false)
+	s.apply(map[string]entry{k.Name: {key: k, rev: k.Revision}}, false, false)
 	return nil
 }
 
@@ -125,7 +125,7 @@ RETURNING revision`, name, int64(revision)).Scan(&rev)
 	if err != nil {
 		return err
 	}
-	s.apply(map[string]entry{name: {rev: uint64(rev)}}, false)
+	s.apply(map[string]entry{name: {rev: uint64(rev)}}, false, false)
 	return nil
 }
 
@@ -152,7 +152,7 @@ func (s *Store) current(ctx context.Context, name string, rev uint64) (*cryptosv
 			return e.key, nil
 		}
 	}
-	if err := s.reload(ctx, name); err != nil {
+	if err := s.reload(ctx, name, true); err != nil {
 		return nil, err
 	}
 	snap := s.snap.Load()
@@ -179,7 +179,7 @@ var errLost = errors.New("pgstore: the row changed")
 func (s *Store) lost(name string) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opTO)
 	defer cancel()
-	if err := s.reload(ctx, name); err != nil {
+	if err := s.reload(ctx, name, true); err != nil {
 		return err
 	}
 	if k, err := s.Get(ctx, name); err != nil || k == nil {
