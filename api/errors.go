@@ -20,6 +20,7 @@ const (
 	CodeBadRequest         Code = "bad_request"          // 400: malformed JSON, bad base64, wrong types, bad parameters
 	CodeInvalidKeyName     Code = "invalid_key_name"     // 400
 	CodeInvalidConfig      Code = "invalid_config"       // 400
+	CodeInvalidParameter   Code = "invalid_parameter"    // 400: a query parameter or value the route does not take, or one given twice
 	CodeMalformed          Code = "malformed_ciphertext" // 400: not a cipherd ciphertext, or a bad header
 	CodeTruncated          Code = "truncated_ciphertext" // 400
 	CodeUnsupported        Code = "unsupported"          // 400: unknown format version or AEAD, AEAD off on this host

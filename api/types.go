@@ -122,18 +122,55 @@ type Version struct {
 	BuildID   string `json:"build_id,omitempty"`
 }
 
-// Route describes one route in GET /v1/api.
+// Route describes one route in GET /v1/api: what it takes, and every limit
+// the server applies to it.
 type Route struct {
-	Method    string `json:"method"`
-	Path      string `json:"path"`
-	MaxBody   int64  `json:"max_body"` // bytes; -1: unlimited (streamed)
-	Timeout   string `json:"timeout"`  // e.g. "15s"; "none" for streams (idle timeout applies)
-	Auth      string `json:"auth"`     // "none", or the operation policies check
-	MaxItems  int    `json:"max_items,omitempty"`
-	Streaming bool   `json:"streaming,omitempty"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	// Auth is the policy operation checked, on the path's key when it has
+	// one, or "none"; AuthOr, when set, is an operation that may stand in
+	// for it (a data key without its plaintext).
+	Auth   string `json:"auth"`
+	AuthOr string `json:"auth_or,omitempty"`
+	// MaxBody is the largest JSON body in bytes; 0: the route takes no body.
+	MaxBody int64 `json:"max_body"`
+	// Timeout is how long a request may take once its headers are in, e.g.
+	// "15s" (streams: see StreamIdleTimeout).
+	Timeout string `json:"timeout"`
+	// Query lists the query parameters the route takes; any other, any
+	// other value, or one given twice is 400 invalid_parameter.
+	Query []QueryParam `json:"query,omitempty"`
+	// RateCost is what a request takes from its caller's rate limit;
+	// absent on unauthenticated routes.
+	RateCost int `json:"rate_cost,omitempty"`
+	// MaxItems is the most items of a batch.
+	MaxItems int `json:"max_items,omitempty"`
+	// Streaming routes also take application/octet-stream bodies of any
+	// size; StreamIdleTimeout is the most time between two reads or writes
+	// of such a stream, which has no total timeout.
+	Streaming         bool   `json:"streaming,omitempty"`
+	StreamIdleTimeout string `json:"stream_idle_timeout,omitempty"`
+	// MaxVerifyFull is the most plaintext ?verify=full buffers.
+	MaxVerifyFull int64 `json:"max_verify_full,omitempty"`
+}
+
+// QueryParam is a query parameter a route takes.
+type QueryParam struct {
+	Name        string   `json:"name"`
+	Values      []string `json:"values"`
+	Description string   `json:"description"`
+}
+
+// RateLimit is the rate limit of every identity: a token bucket refilled at
+// PerSecond tokens a second, holding at most Burst.
+type RateLimit struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
 }
 
 // APIDescription is the body of GET /v1/api.
 type APIDescription struct {
 	Routes []Route `json:"routes"`
+	// RateLimit is absent when requests are not rate limited.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 }

@@ -20,37 +20,37 @@ import (
 
 // The file keystore keeps one directory, held by one process at a time:
 //
-//	dir/           0700
-//	  .lock        empty; flock(2)ed exclusively while a FileStore is open
-//	  root.check   a fixed plaintext sealed under the root key
-//	  root.key     the development root key (DevRootKey only), base64
-//	  keys/        0700
-//	    <name>.key one sealed file per key
+//	dir/              0700
+//	  .lock           empty; flock(2)ed exclusively while a FileStore is open
+//	  storagekey.json the storage key, wrapped by the root-key provider
+//	  root.check      a fixed plaintext sealed under the storage key
+//	  root.key        the development root key (DevRootKey only), base64
+//	  keys/           0700
+//	    <name>.key    one sealed record per key
 //	  .tmp-*, keys/.tmp-*  partial writes, removed at open
 //
 // Every file is 0600 and written atomically: a temporary file in the same
 // directory, fsync, rename over the target, fsync of the directory.
 //
-// A sealed file (key or check) is the JSON envelope
-//
-//	{"v":1,"nonce":"<base64, 24 bytes>","ct":"<base64>"}
-//
-// where ct is XChaCha20-Poly1305 under the storage key
-//
-//	HKDF-SHA-256(secret = root key, salt = none, info = "cipherd keystore v1", 32 bytes)
-//
-// with a fresh random nonce for every write and the additional data
-//
-//	"cipherd keystore v1" || 0x00 || "key"   || 0x00 || name    (keys/<name>.key)
-//	"cipherd keystore v1" || 0x00 || "check"                    (root.check)
-//
-// so a key file copied or renamed to another key's name does not open. The
-// plaintext of a key file is the key's record in the keyring file format
+// storagekey.json is a WrappedStorageKey in its JSON form, preceded by a
+// version: {"v":2,"generation":1,"root_key":"static","wrapped":"<base64>"}.
+// Key files and root.check are sealed records (rootkey_seal.go) of kind
+// "key" and the key's name, and of kind "check" and no name. The plaintext
+// of a key file is the key's record in the keyring file format
 // (keystore_record.go), material in base64; that of root.check is
-// ksCheckPlaintext. Unknown envelope versions, unknown fields and trailing
-// bytes are rejected.
+// ksCheckPlain. Unknown versions, unknown fields and trailing bytes are
+// rejected.
+//
+// Layout 1 is the same directory without storagekey.json: its records are
+// sealed under generation 0, the storage key derived from a static root key.
+// Such a store keeps opening with that root key, and stays in layout 1 until
+// a root-key rotation (RotateFileStore) re-seals it into layout 2; a
+// directory that holds neither storagekey.json nor any record is created in
+// layout 2.
 
 const (
+	ksCheckPlain    = "cipherd keystore root key check v1"
+	ksStorageKey    = "storagekey.json"
 	ksTempPrefix    = ".tmp-"
 	ksKeySuffix     = ".key"
 	ksMaxSealedSize = 16 << 20
@@ -58,10 +58,15 @@ const (
 
 // FileStoreConfig configures OpenFileStore.
 type FileStoreConfig struct {
-	// RootKey encrypts the key files at rest (see LoadRootKey). nil means
-	// DevRootKey decides; nil with DevRootKey false fails with ErrRootKey.
+	// RootKeyProvider wraps and unwraps the storage key that seals the key
+	// files at rest. nil means RootKey decides. The store does not close
+	// it.
+	RootKeyProvider RootKeyProvider
+	// RootKey, when RootKeyProvider is nil, is a static root key (see
+	// LoadRootKey). nil means DevRootKey decides; nil with DevRootKey false
+	// fails with ErrRootKey.
 	RootKey *Secret
-	// DevRootKey, when RootKey is nil, keeps the root key in dir/root.key,
+	// DevRootKey, when RootKeyProvider and RootKey are nil, keeps the root key in dir/root.key,
 	// creating it on first use, and logs a warning at every open: the
 	// material then sits next to what it protects. For development only.
 	// false (the default) requires RootKey.
@@ -83,7 +88,7 @@ type FileStoreConfig struct {
 // file systems cannot tell their files apart.
 type FileStore struct {
 	dir, keysDir string
-	sealer       *RecordSealer
+	seal         *Sealer
 	rand         io.Reader
 	log          *zap.Logger
 	lock         *os.File
@@ -94,13 +99,19 @@ type FileStore struct {
 
 var _ Keystore = (*FileStore)(nil)
 
+// ksStorageKeyFile is storagekey.json.
+type ksStorageKeyFile struct {
+	V int `json:"v"`
+	WrappedStorageKey
+}
+
 // OpenFileStore opens the keystore in dir, creating dir (0700) if needed,
 // and loads every key. It fails with ErrLocked if another FileStore, in
 // this process or another, holds dir; with ErrRootKey if the root key is
 // missing or is not the one the keystore was created with; and with an
 // error naming the file if a key file does not decode.
 func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
-	if cfg.RootKey == nil && !cfg.DevRootKey {
+	if cfg.RootKeyProvider == nil && cfg.RootKey == nil && !cfg.DevRootKey {
 		return nil, fmt.Errorf("%w: FileStoreConfig.RootKey is nil and DevRootKey is off", ErrRootKey)
 	}
 	s := &FileStore{
@@ -129,23 +140,21 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 		}
 	}()
 
-	root := cfg.RootKey
+	provider := cfg.RootKeyProvider
 	rootKeyPath := filepath.Join(s.dir, "root.key")
-	if root == nil {
-		dev, err := ksDevRootKey(rootKeyPath, s.rand)
-		if err != nil {
+	dev := provider == nil && cfg.RootKey == nil
+	if provider == nil {
+		root := cfg.RootKey
+		if dev {
+			sec, err := ksDevRootKey(rootKeyPath, s.rand)
+			if err != nil {
+				return nil, err
+			}
+			root = &sec
+		}
+		if provider, err = NewStaticRootKey(root, s.rand); err != nil {
 			return nil, err
 		}
-		root = &dev
-	}
-	if s.sealer, err = NewRecordSealer(root, s.rand); err != nil {
-		return nil, err
-	}
-
-	checkPath := filepath.Join(s.dir, "root.check")
-	haveCheck, err := s.ksVerifyCheck(checkPath)
-	if err != nil {
-		return nil, err
 	}
 	if err := ksMkdir(s.keysDir, s.log); err != nil {
 		return nil, err
@@ -155,21 +164,118 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 			return nil, err
 		}
 	}
+	if err := s.ksOpenStorageKey(context.Background(), provider); err != nil {
+		return nil, err
+	}
+
+	checkPath := filepath.Join(s.dir, "root.check")
+	haveCheck, err := s.ksVerifyCheck(checkPath)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.ksLoadKeys(); err != nil {
 		return nil, err
 	}
 	if !haveCheck {
 		// Written only now, once every existing key has opened under this
 		// root key.
-		if err := s.ksWriteSealed(s.dir, "root.check", []byte(ksCheckPlain), RecordAD("check")); err != nil {
+		if err := s.ksWriteSealed(s.dir, "root.check", []byte(ksCheckPlain), "check", ""); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.RootKey == nil {
+	if dev {
 		s.log.Warn("development root key stored next to the keys: not for production",
 			zap.String("path", rootKeyPath))
 	}
 	return s, nil
+}
+
+// ksOpenStorageKey sets s.seal: from storagekey.json, from the static root
+// key of a store of layout 1, or from a new storage key (a new store).
+func (s *FileStore) ksOpenStorageKey(ctx context.Context, p RootKeyProvider) error {
+	path := filepath.Join(s.dir, ksStorageKey)
+	w, err := ksReadStorageKey(path)
+	switch {
+	case err == nil:
+		s.seal, err = OpenStorageKey(ctx, p, w, s.rand)
+		if err != nil {
+			return fmt.Errorf("cryptosvc: keystore %s: %w", path, err)
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	legacy, err := s.ksHasRecords()
+	if err != nil {
+		return err
+	}
+	if legacy {
+		st, ok := p.(*StaticRootKey)
+		if !ok {
+			return fmt.Errorf("%w: the keystore in %s is of layout 1, sealed under a static root key, not %s: open it with that key and rotate the root key to move it", ErrRootKey, s.dir, p)
+		}
+		s.seal, err = ssLegacySealer(&st.root, s.rand)
+		return err
+	}
+	seal, nw, err := NewStorageKey(ctx, p, 1, s.rand)
+	if err != nil {
+		return fmt.Errorf("cryptosvc: keystore: creating the storage key: %w", err)
+	}
+	if err := ksWriteStorageKey(s.dir, nw); err != nil {
+		return err
+	}
+	s.seal = seal
+	return nil
+}
+
+// ksHasRecords reports whether the directory holds a record: root.check or
+// a key file.
+func (s *FileStore) ksHasRecords() (bool, error) {
+	if _, err := os.Lstat(filepath.Join(s.dir, "root.check")); err == nil {
+		return true, nil
+	}
+	entries, err := os.ReadDir(s.keysDir)
+	if err != nil {
+		return false, fmt.Errorf("cryptosvc: keystore: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ksKeySuffix) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func ksReadStorageKey(path string) (*WrappedStorageKey, error) {
+	data, err := ksReadSmall(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cryptosvc: keystore: %w", err)
+	}
+	var f ksStorageKeyFile
+	if err := ksUnmarshalStrict(data, &f, ErrMalformed); err != nil {
+		return nil, fmt.Errorf("cryptosvc: keystore file %s: %w", path, err)
+	}
+	if f.V != 2 {
+		return nil, fmt.Errorf("cryptosvc: keystore file %s: %w: version %d", path, ErrUnsupported, f.V)
+	}
+	if f.Generation == 0 || len(f.Wrapped) == 0 {
+		return nil, fmt.Errorf("cryptosvc: keystore file %s: %w: no generation or no wrapped key", path, ErrMalformed)
+	}
+	return &f.WrappedStorageKey, nil
+}
+
+func ksWriteStorageKey(dir string, w *WrappedStorageKey) error {
+	b, err := json.Marshal(&ksStorageKeyFile{V: 2, WrappedStorageKey: *w})
+	if err != nil {
+		return err
+	}
+	if err := ksWriteFileAtomic(dir, ksStorageKey, append(b, '\n')); err != nil {
+		return fmt.Errorf("cryptosvc: keystore: writing the storage key: %w", err)
+	}
+	return nil
 }
 
 // Create writes a new key. It fails with ErrKeyExists if a key of that
@@ -271,7 +377,7 @@ func (s *FileStore) ksPut(k *StoredKey) error {
 	if err != nil {
 		return fmt.Errorf("cryptosvc: keystore: encoding key %s: %w", k.Name, err)
 	}
-	if err := s.ksWriteSealed(s.keysDir, k.Name+ksKeySuffix, pt, RecordAD("key", k.Name)); err != nil {
+	if err := s.ksWriteSealed(s.keysDir, k.Name+ksKeySuffix, pt, "key", k.Name); err != nil {
 		return fmt.Errorf("cryptosvc: keystore: writing key %s: %w", k.Name, err)
 	}
 	s.mu.Lock()
@@ -285,13 +391,14 @@ func (s *FileStore) ksKeyPath(name string) string {
 	return filepath.Join(s.keysDir, name+ksKeySuffix)
 }
 
-// ksWriteSealed seals pt and writes it atomically to dir/name.
-func (s *FileStore) ksWriteSealed(dir, name string, pt, ad []byte) error {
-	b, err := s.sealer.Seal(pt, ad)
+// ksWriteSealed seals pt as the record (kind, name) and writes it
+// atomically to dir/file.
+func (s *FileStore) ksWriteSealed(dir, file string, pt []byte, kind, name string) error {
+	b, err := s.seal.Seal(kind, name, pt)
 	if err != nil {
 		return err
 	}
-	return ksWriteFileAtomic(dir, name, append(b, '\n'))
+	return ksWriteFileAtomic(dir, file, append(b, '\n'))
 }
 
 // ksVerifyCheck opens root.check, reporting whether it exists.
@@ -303,7 +410,7 @@ func (s *FileStore) ksVerifyCheck(path string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cryptosvc: keystore: %w", err)
 	}
-	pt, err := s.sealer.Open(data, RecordAD("check"))
+	pt, err := s.seal.Open("check", "", data)
 	defer clear(pt)
 	switch {
 	case errors.Is(err, ErrAuthFailed):
@@ -352,7 +459,7 @@ func (s *FileStore) ksLoadKey(path, name string) (*StoredKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	pt, err := s.sealer.Open(data, RecordAD("key", name))
+	pt, err := s.seal.Open("key", name, data)
 	defer clear(pt)
 	if errors.Is(err, ErrAuthFailed) {
 		return nil, fmt.Errorf("%w (the file is damaged, was renamed from another key, or was sealed under another root key)", err)

@@ -217,7 +217,7 @@ func TestFileStoreModes(t *testing.T) {
 		}
 	}
 	files := ksFiles(t, dir)
-	want := []string{".lock", filepath.Join("keys", "k1.key"), filepath.Join("keys", "k2.key"), "root.check", "root.key"}
+	want := []string{".lock", filepath.Join("keys", "k1.key"), filepath.Join("keys", "k2.key"), "root.check", "root.key", "storagekey.json"}
 	if !slices.Equal(files, want) {
 		t.Fatalf("files %q, want %q", files, want)
 	}
@@ -237,7 +237,8 @@ func TestFileStoreNoMaterialOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	root := ksTestSecret(t)
 	s := ksOpenFile(t, dir, &root)
-	secrets := []*Secret{&root}
+	// The storage key, in the clear, is on no disk either.
+	secrets := []*Secret{&root, &s.seal.keys[s.seal.Generation()].secret}
 	var keys []*StoredKey
 	for _, name := range []string{"a", "b", "c"} {
 		k := ksTestKey(t, name, 3)
@@ -257,7 +258,7 @@ func TestFileStoreNoMaterialOnDisk(t *testing.T) {
 		}
 	}
 	files := ksFiles(t, dir)
-	if len(files) != 5 {
+	if len(files) != 6 {
 		t.Fatalf("files %q", files)
 	}
 	for _, f := range files {
@@ -315,7 +316,7 @@ func TestFileStoreCorruptKeyFile(t *testing.T) {
 	ctx := context.Background()
 	root := ksTestSecret(t)
 	flip := func(b []byte) []byte {
-		var env ksEnvelope
+		var env ssEnvelope
 		if err := json.Unmarshal(b, &env); err != nil {
 			t.Fatal(err)
 		}
@@ -325,7 +326,7 @@ func TestFileStoreCorruptKeyFile(t *testing.T) {
 	}
 	setV := func(v int) func([]byte) []byte {
 		return func(b []byte) []byte {
-			var env ksEnvelope
+			var env ssEnvelope
 			json.Unmarshal(b, &env)
 			env.V = v
 			out, _ := json.Marshal(env)
@@ -343,10 +344,10 @@ func TestFileStoreCorruptKeyFile(t *testing.T) {
 		{"garbage", func([]byte) []byte { return []byte("\x00\x01garbage") }, ErrMalformed},
 		{"trailing data", func(b []byte) []byte { return append(b, "{}"...) }, ErrMalformed},
 		{"unknown field", func(b []byte) []byte { return append([]byte(`{"x":1,`), b[1:]...) }, ErrMalformed},
-		{"version 2", setV(2), ErrUnsupported},
+		{"version 3", setV(3), ErrUnsupported},
 		{"version 0", setV(0), ErrUnsupported},
 		{"short nonce", func(b []byte) []byte {
-			var env ksEnvelope
+			var env ssEnvelope
 			json.Unmarshal(b, &env)
 			env.Nonce = env.Nonce[:12]
 			out, _ := json.Marshal(env)

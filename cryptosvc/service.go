@@ -29,6 +29,13 @@ type Config struct {
 	// implementation. Returning nil turns the AEAD off on this host.
 	Implementation func(kernels.Cipher) *kernels.Implementation
 
+	// SizeClasses returns the implementations of an AEAD for one-shot
+	// messages by size, smallest first (normally the start-up selection's):
+	// Seal and Open of n bytes use the first class whose MaxSize is at least
+	// n, and Implementation's past the last, as streams always do. Nil, or
+	// nil for an AEAD, means Implementation's at every size.
+	SizeClasses func(kernels.Cipher) []SizeClass
+
 	// Rand is the source of salts and data keys. Nil means crypto/rand.Reader.
 	Rand io.Reader
 
@@ -58,6 +65,9 @@ type Service struct {
 	log   *zap.Logger
 	now   func() time.Time
 
+	// classes are the one-shot size classes by AEAD ID (sizeclass.go).
+	classes [len(aeadIDs)][]SizeClass
+
 	admin sync.Mutex // serialises this process's key writes (see modifyKey)
 
 	cacheMu sync.RWMutex
@@ -72,7 +82,9 @@ type versionRef struct {
 // maxCachedVersions bounds the derived-key cache; past it the cache restarts.
 const maxCachedVersions = 1 << 14
 
-// New returns a Service.
+// New returns a Service. It first checks every implementation it will use
+// against the sealed format's known answers (SelfTest, once per
+// implementation in a process) and fails with ErrSelfTest if one is wrong.
 func New(cfg Config) (*Service, error) {
 	if cfg.Keystore == nil {
 		return nil, fmt.Errorf("%w: Config.Keystore is required", ErrInvalidConfig)
@@ -101,7 +113,19 @@ func New(cfg Config) (*Service, error) {
 		if im != nil && (im.Cipher() != c || !im.Available()) {
 			return nil, fmt.Errorf("%w: Config.Implementation(%s) returned %s", ErrInvalidConfig, c, im)
 		}
+		if im != nil {
+			if err := selfTestOnce(im); err != nil {
+				return nil, err
+			}
+		}
 		s.impls[aeadID(c)] = im
+		if im != nil && cfg.SizeClasses != nil {
+			classes, err := sizeClasses(c, cfg.SizeClasses(c))
+			if err != nil {
+				return nil, err
+			}
+			s.classes[aeadID(c)] = classes
+		}
 	}
 	if s.impls[aeadID(s.aead)] == nil {
 		return nil, fmt.Errorf("%w: no implementation of %s", ErrUnsupported, s.aead)
@@ -226,6 +250,7 @@ func (s *Service) Seal(ctx context.Context, name string, plaintext, context []by
 	if err != nil {
 		return nil, Info{}, err
 	}
+	im = s.forSize(h.AEAD, im, len(plaintext))
 	size := headerFixed + len(h.KeyName) + 5 + chunkedPrefix + int(chunkedLen(int64(len(plaintext))))
 	out, err := sealDirect(make([]byte, 0, size), s.rand, im, &h, vk, plaintext, context)
 	if err != nil {
@@ -246,6 +271,7 @@ func (s *Service) Open(ctx context.Context, name string, ciphertext, context []b
 	if err != nil {
 		return nil, Info{}, err
 	}
+	im = s.forSize(h.AEAD, im, len(ciphertext)-n-chunkedPrefix-tagSize)
 	input, err := bodyKey(im, &h, vk)
 	if err != nil {
 		return nil, Info{}, err

@@ -48,7 +48,7 @@ DATA chachaPolyRowsCtr<>+180(SB)/4, $0x00000000
 DATA chachaPolyRowsCtr<>+184(SB)/8, $0x0000000000000000
 GLOBL chachaPolyRowsCtr<>(SB), RODATA|NOPTR, $192
 
-// func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
 TEXT ·chachaPolyShort2AVX512(SB), NOSPLIT, $176-65
 	// The state of blocks 0–1, a row per register, a block per lane.
@@ -252,7 +252,7 @@ chachaPolyShort2AVX512_mac:
 	VZEROUPPER
 	RET
 
-// func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 // Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
 TEXT ·chachaPolyShort4AVX512(SB), NOSPLIT, $304-65
 	// The state of blocks 0–3, a row per register, a block per lane.
@@ -501,7 +501,7 @@ chachaPolyShort4AVX512_mac:
 	VZEROUPPER
 	RET
 
-// func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 // Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
 TEXT ·chachaPolyShort8AVX512(SB), NOSPLIT, $560-65
 	// The state of blocks 0–7, a row per register, a block per lane.
@@ -877,7 +877,7 @@ chachaPolyShort8AVX512_mac:
 	VZEROUPPER
 	RET
 
-// func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+// func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 // Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
 TEXT ·chachaPolyShort12AVX512(SB), $816-65
 	// The state of blocks 0–11, a row per register, a block per lane.

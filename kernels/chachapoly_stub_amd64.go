@@ -12,7 +12,7 @@ package kernels
 // bytes may be nil.
 //
 //go:noescape
-func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 
 // chachaPolyShort4AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
 // 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
@@ -22,7 +22,7 @@ func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, k
 // bytes may be nil.
 //
 //go:noescape
-func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 
 // chachaPolyShort8AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
 // 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
@@ -32,7 +32,7 @@ func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, k
 // bytes may be nil.
 //
 //go:noescape
-func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 
 // chachaPolyShort12AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
 // 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
@@ -42,7 +42,7 @@ func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, k
 // bytes may be nil.
 //
 //go:noescape
-func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)
+func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 
 // chachaPolyHeadAVX512 XORs the 16 ChaCha20 blocks after block counter for
 // key and nonce (1024 bytes) of src into dst, writes the first 32 bytes of

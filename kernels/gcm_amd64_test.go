@@ -39,9 +39,22 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 		r := newRand(t)
 		key := r.bytes(c.KeySize())
 		g := mustAEAD(t, im, key).(*gcmAsm)
-		aadFn, seal, open := gcmAADVAES512, gcmSealVAES512, gcmOpenVAES512
+		type table = *gcmTable
+		aadFn := func(t table, acc *[16]byte, aad []byte) { gcmAADVAES512(t, acc, aad) }
+		seal := func(rk *[15][16]byte, rounds int, t table, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte) {
+			gcmSealVAES512(rk, rounds, t, acc, dst, src, nonce, ctr, aadLen, tag)
+		}
+		open := func(rk *[15][16]byte, rounds int, t table, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte) {
+			gcmOpenVAES512(rk, rounds, t, acc, dst, src, nonce, ctr, aadLen, tag)
+		}
 		if !g.zmm {
-			aadFn, seal, open = gcmAADVAES256, gcmSealVAES256, gcmOpenVAES256
+			aadFn = func(t table, acc *[16]byte, aad []byte) { gcmAADVAES256(table256(t), acc, aad) }
+			seal = func(rk *[15][16]byte, rounds int, t table, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte) {
+				gcmSealVAES256(rk, rounds, table256(t), acc, dst, src, nonce, ctr, aadLen, tag)
+			}
+			open = func(rk *[15][16]byte, rounds int, t table, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte) {
+				gcmOpenVAES256(rk, rounds, table256(t), acc, dst, src, nonce, ctr, aadLen, tag)
+			}
 		}
 		b, err := aes.NewCipher(key)
 		if err != nil {
@@ -49,7 +62,7 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 		}
 		var h [16]byte
 		b.Encrypt(h[:], h[:])
-		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 16*40 + 5, 1024 + 48} {
+		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 511, 512, 513, 16*40 + 5, 1024 + 48, 1536 + 496} {
 			for k := range 20 {
 				ctr := uint32(0xffffffff - k)
 				var nonce [12]byte

@@ -26,8 +26,14 @@ type cacheKey struct {
 	BuildID    string   `json:"build_id"`
 	GOMAXPROCS int      `json:"gomaxprocs"`
 	Targets    []string `json:"targets"`
-	Sizes      []int    `json:"sizes"`
+	// Format changes when the profile's sizes or cells change, so that an
+	// older binary's cache is never read as this one's.
+	Format int `json:"format"`
 }
+
+// profileFormat is the cache's current Format: trials kept per cell, and
+// openssl's sizes up to 16 KiB for the sealed format's AEADs.
+const profileFormat = 2
 
 type cacheEntry struct {
 	Key      cacheKey      `json:"key"`
@@ -44,7 +50,7 @@ func newCacheKey(h HostReport, targets []*kernels.Implementation) cacheKey {
 			strings.Join(h.Features, ",")),
 		BuildID:    buildinfo.Get().BuildID,
 		GOMAXPROCS: h.GOMAXPROCS,
-		Sizes:      profileSizes,
+		Format:     profileFormat,
 	}
 	for _, im := range targets {
 		k.Targets = append(k.Targets, im.String())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/cipherd/cipherd/internal/buildinfo"
@@ -22,15 +23,29 @@ func (r *SpeedResult) rowName(row SpeedRow) string {
 	return row.Name
 }
 
+// builtOnUnknown is what openssl prints on its "built on:" line when the
+// build carries no date, as a Go build without VCS information does.
+const builtOnUnknown = "reproducible build, date unspecified"
+
 // WriteTable writes the result as `openssl speed` prints it: a few lines about
-// the build and CPU, then the table in 1000s of bytes per second.
+// the build and CPU, then the table in 1000s of bytes per second. With
+// Multi > 1 it is openssl's -multi form: a "Forked child" line per worker
+// and each worker's figures as openssl relays its children's ("Got: +H:…
+// from N", "Got: +F:… from N"), then the build lines and the summed rows,
+// without the header lines, as openssl 3 prints them. (The workers are
+// goroutines sharing one start and one clock, not processes.)
 func (r *SpeedResult) WriteTable(w io.Writer) error {
 	bw := bufio.NewWriter(w)
+	if r.Multi > 1 {
+		r.writeWorkers(bw)
+	}
 	b := buildinfo.Get()
 	fmt.Fprintf(bw, "version: cipherd %s\n", b.Version)
-	if b.Time != "" {
-		fmt.Fprintf(bw, "built on: %s\n", b.Time)
+	builtOn := b.Time
+	if builtOn == "" {
+		builtOn = builtOnUnknown
 	}
+	fmt.Fprintf(bw, "built on: %s\n", builtOn)
 	opts := []string{"GOMAXPROCS=" + fmt.Sprint(r.Host.GOMAXPROCS)}
 	if b.GOAMD64 != "" {
 		opts = append(opts, "GOAMD64="+b.GOAMD64)
@@ -41,15 +56,41 @@ func (r *SpeedResult) WriteTable(w io.Writer) error {
 	if r.Multi > 1 {
 		opts = append(opts, fmt.Sprintf("multi=%d", r.Multi))
 	}
+	if r.Trials > 1 {
+		opts = append(opts, fmt.Sprintf("median-of=%d", r.Trials))
+	}
 	fmt.Fprintf(bw, "options: %s\n", strings.Join(opts, " "))
 	fmt.Fprintf(bw, "compiler: gc %s %s\n", b.GoVersion, b.Platform)
 	fmt.Fprintf(bw, "CPUINFO: %s\n", r.Host.cpuLine())
-	fmt.Fprintln(bw, "The 'numbers' are in 1000s of bytes per second processed.")
-	writeTableHeader(bw, r.Sizes)
+	if r.Multi <= 1 {
+		fmt.Fprintln(bw, "The 'numbers' are in 1000s of bytes per second processed.")
+		writeTableHeader(bw, r.Sizes)
+	}
 	for _, row := range r.Rows {
 		writeTableRow(bw, r.rowName(row), row.Cells, r.nameWidth())
 	}
 	return bw.Flush()
+}
+
+// writeWorkers writes openssl -multi's lines about its children: one
+// "Forked child N" per worker, then each worker's "+H" and "+F" lines
+// relayed as "Got: … from N".
+func (r *SpeedResult) writeWorkers(w io.Writer) {
+	for i := range r.Multi {
+		fmt.Fprintf(w, "Forked child %d\n", i)
+	}
+	for i := range r.Multi {
+		fmt.Fprint(w, "Got: ")
+		writeMRHeader(w, r.Sizes, fmt.Sprintf(" from %d", i))
+		for _, row := range r.Rows {
+			rates := make([]float64, len(row.Cells))
+			for j, c := range row.Cells {
+				rates[j] = c.workerBytesPerSecond(i)
+			}
+			fmt.Fprint(w, "Got: ")
+			writeMRRow(w, r.rowName(row), rates, fmt.Sprintf(" from %d", i))
+		}
+	}
 }
 
 // nameWidth is openssl's 13-character name column, widened to the longest
@@ -100,22 +141,40 @@ func formatRate(bps float64) string {
 }
 
 // WriteMR writes the result in `openssl speed -mr` form: a "+H:" line with the
-// sizes and a "+F:" line per row with bytes per second.
+// sizes and a "+F:" line per row with bytes per second. With Multi > 1 it is
+// openssl's -mr -multi form: the workers' lines (see WriteTable), then the
+// summed "+F:" lines without a "+H:" line of the parent's own.
 func (r *SpeedResult) WriteMR(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprint(bw, "+H")
-	for _, n := range r.Sizes {
-		fmt.Fprintf(bw, ":%d", n)
+	if r.Multi > 1 {
+		r.writeWorkers(bw)
+	} else {
+		writeMRHeader(bw, r.Sizes, "")
 	}
-	fmt.Fprintln(bw)
 	for _, row := range r.Rows {
-		fmt.Fprintf(bw, "+F:%d:%s", openSSLEVPIndex, r.rowName(row))
-		for _, c := range row.Cells {
-			fmt.Fprintf(bw, ":%.2f", c.BytesPerSecond())
+		rates := make([]float64, len(row.Cells))
+		for j, c := range row.Cells {
+			rates[j] = c.BytesPerSecond()
 		}
-		fmt.Fprintln(bw)
+		writeMRRow(bw, r.rowName(row), rates, "")
 	}
 	return bw.Flush()
+}
+
+func writeMRHeader(w io.Writer, sizes []int, suffix string) {
+	fmt.Fprint(w, "+H")
+	for _, n := range sizes {
+		fmt.Fprintf(w, ":%d", n)
+	}
+	fmt.Fprintln(w, suffix)
+}
+
+func writeMRRow(w io.Writer, name string, rates []float64, suffix string) {
+	fmt.Fprintf(w, "+F:%d:%s", openSSLEVPIndex, name)
+	for _, v := range rates {
+		fmt.Fprintf(w, ":%.2f", v)
+	}
+	fmt.Fprintln(w, suffix)
 }
 
 // WriteComparison writes ours beside OpenSSL's figures for the same ciphers
@@ -123,6 +182,20 @@ func (r *SpeedResult) WriteMR(w io.Writer) error {
 // this OpenSSL does not support is said so.
 func WriteComparison(w io.Writer, ours, theirs *SpeedResult) error {
 	bw := bufio.NewWriter(w)
+	if p := theirs.Program; p != nil {
+		fmt.Fprintf(bw, "openssl: %s (%s), run as: %s speed -elapsed -mr -seconds %g -evp <cipher>",
+			p.Path, p.Version, p.Path, theirs.Seconds)
+		if theirs.Multi > 1 {
+			fmt.Fprintf(bw, " -multi %d", theirs.Multi)
+		}
+		if theirs.Decrypt {
+			fmt.Fprint(bw, " -decrypt")
+		}
+		if !slices.Equal(theirs.Sizes, DefaultSizes) {
+			fmt.Fprint(bw, " -bytes <size>, once per size")
+		}
+		fmt.Fprintln(bw)
+	}
 	fmt.Fprintln(bw, "The 'numbers' are in 1000s of bytes per second processed; ratio = cipherd ÷ openssl.")
 	writeTableHeader(bw, ours.Sizes)
 	width := ours.nameWidth()

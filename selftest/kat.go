@@ -18,6 +18,7 @@ import (
 	//lint:ignore SA1019 Poly1305 itself is what the KAT checks: it is the code x/crypto's chacha20poly1305 runs.
 	"golang.org/x/crypto/poly1305"
 
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/kernels"
 )
 
@@ -506,14 +507,18 @@ type katPrims struct {
 	hkdfExtract func(h func() hash.Hash, secret, salt []byte) ([]byte, error)
 	hkdfExpand  func(h func() hash.Hash, prk []byte, info string, n int) ([]byte, error)
 	hkdfKey     func(h func() hash.Hash, secret, salt []byte, info string, n int) ([]byte, error)
+	// formatExpand is the sealed format's own HKDF-Expand-SHA-512 on the
+	// worked example's inputs (cryptosvc.ExpandKnownAnswers).
+	formatExpand func() []cryptosvc.KnownAnswer
 }
 
 func katPrimitives(faulty bool) katPrims {
 	p := katPrims{
-		poly1305:    poly1305.Sum,
-		hkdfExtract: hkdf.Extract[hash.Hash],
-		hkdfExpand:  hkdf.Expand[hash.Hash],
-		hkdfKey:     hkdf.Key[hash.Hash],
+		poly1305:     poly1305.Sum,
+		hkdfExtract:  hkdf.Extract[hash.Hash],
+		hkdfExpand:   hkdf.Expand[hash.Hash],
+		hkdfKey:      hkdf.Key[hash.Hash],
+		formatExpand: cryptosvc.ExpandKnownAnswers,
 	}
 	if !faulty {
 		return p
@@ -538,7 +543,43 @@ func katPrimitives(faulty bool) katPrims {
 			katFlip(b)
 			return b, err
 		},
+		formatExpand: func() []cryptosvc.KnownAnswer {
+			answers := p.formatExpand()
+			for _, a := range answers {
+				katFlip(a.Got)
+			}
+			return answers
+		},
 	}
+}
+
+// katFormat checks the sealed format's known answers (cryptosvc.KnownAnswers)
+// with the implementation under test: the message sealed with it, the
+// plaintext it opens, and the key derivations on the way.
+func katFormat(t katTarget) error {
+	answers, err := cryptosvc.KnownAnswers(t.im)
+	if err != nil {
+		return err
+	}
+	for _, a := range answers {
+		if t.faulty {
+			katFlip(a.Got)
+		}
+		if err := katCompare(a.Name, a.Got, a.Want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// katFormatExpand checks the sealed format's own HKDF-Expand-SHA-512.
+func katFormatExpand(p katPrims) error {
+	for _, a := range p.formatExpand() {
+		if err := katCompare(a.Name, a.Got, a.Want); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // katCompare returns nil when got equals want. Its error names the operation

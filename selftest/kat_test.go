@@ -100,10 +100,14 @@ func TestEveryKATRegistered(t *testing.T) {
 		"AES-256-CBC/sp800-38a-f.2.5",
 		"AES-256-IGE/fips197-c.3",
 		"AES-256-IGE/sp800-38a-f.1.5",
+		"AES-256-GCM/cipherd-format-worked-example-direct",
+		"AES-128-GCM/cipherd-format-worked-example-envelope",
+		"ChaCha20-Poly1305/cipherd-format-valid-direct",
 		"Poly1305/rfc8439-2.5.2",
 		"HKDF-SHA-256/rfc5869-tc1",
 		"HKDF-SHA-256/rfc5869-tc3",
 		"HKDF-SHA-512/wycheproof-tc70",
+		"HKDF-SHA-512/cipherd-format-expand",
 	}
 	kats := KATs()
 	var got []string
@@ -224,7 +228,7 @@ func TestKATFailOneImplementation(t *testing.T) {
 		}
 		n++
 	}
-	if want := 4; n != want {
+	if want := 5; n != want { // the four GCM specification cases and the format's worked example
 		t.Errorf("%d failures, want every AES-128-GCM KAT (%d)", n, want)
 	}
 	if r.Passed(im) {
@@ -294,7 +298,7 @@ func TestKATFailPoly1305(t *testing.T) {
 }
 
 func TestKATFailHKDF(t *testing.T) {
-	for _, name := range []string{"HKDF-SHA-256/rfc5869-tc1", "HKDF-SHA-256/rfc5869-tc3", "HKDF-SHA-512/wycheproof-tc70"} {
+	for _, name := range []string{"HKDF-SHA-256/rfc5869-tc1", "HKDF-SHA-256/rfc5869-tc3", "HKDF-SHA-512/wycheproof-tc70", "HKDF-SHA-512/cipherd-format-expand"} {
 		t.Run(name, func(t *testing.T) {
 			r := RunKATs(KATConfig{Fail: name})
 			katCheckInjected(t, r)

@@ -518,6 +518,14 @@ func katBuild() []KAT {
 		{Name: "AES-256-IGE/fips197-c.3", Cipher: kernels.AES256IGE, check: katIGEFIPS197.check},
 		{Name: "AES-256-IGE/sp800-38a-f.1.5", Cipher: kernels.AES256IGE, check: katIGESP80038A.check},
 
+		// The sealed format's known answers (cryptosvc.KnownAnswers), sealed
+		// and opened by the code that seals messages, on each implementation:
+		// docs/FORMAT.md's worked examples, and for ChaCha20-Poly1305 the
+		// format's vector valid_direct_chacha20poly1305.
+		{Name: "AES-256-GCM/cipherd-format-worked-example-direct", Cipher: kernels.AES256GCM, check: katFormat},
+		{Name: "AES-128-GCM/cipherd-format-worked-example-envelope", Cipher: kernels.AES128GCM, check: katFormat},
+		{Name: "ChaCha20-Poly1305/cipherd-format-valid-direct", Cipher: kernels.ChaCha20Poly1305, check: katFormat},
+
 		// RFC 8439 §2.5.2. ChaCha20-Poly1305 and XChaCha20-Poly1305 are built on
 		// Poly1305, so they go off when it fails.
 		{
@@ -575,5 +583,9 @@ func katBuild() []KAT {
 					"336e39c57a001620c8e4cb9414316b11f11861c314c3acef48251867a2327c9d"),
 			}.check,
 		},
+		// The HKDF-Expand-SHA-512 that keys every sealed message is cryptosvc's
+		// own (a pooled, pre-keyed HMAC), not crypto/hkdf: docs/FORMAT.md's
+		// worked example checks it, one and two output blocks.
+		{Name: "HKDF-SHA-512/cipherd-format-expand", Fatal: true, checkPrim: katFormatExpand},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,10 +28,26 @@ var ErrOpenSSLUnsupported = errors.New("selftest: cipher not supported by this o
 // same machine conditions, with the same sizes, duration (whole seconds, at
 // least one, as openssl takes them), worker count and direction. Ciphers the
 // local openssl does not support are missing from theirs.
+//
+// theirs.Program names the binary that ran and the version it reports.
 func CompareOpenSSL(ctx context.Context, cfg SpeedConfig) (ours, theirs *SpeedResult, err error) {
-	bin, err := exec.LookPath("openssl")
+	name := cfg.OpenSSL
+	if name == "" {
+		name = "openssl"
+	}
+	bin, err := exec.LookPath(name)
 	if err != nil {
+		if cfg.OpenSSL != "" {
+			return nil, nil, fmt.Errorf("selftest: openssl binary %s: %w", cfg.OpenSSL, err)
+		}
 		return nil, nil, ErrNoOpenSSL
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	version, err := openSSLVersion(ctx, bin)
+	if err != nil {
+		return nil, nil, err
 	}
 	ciphers := cfg.Ciphers
 	if ciphers == nil {
@@ -49,7 +66,8 @@ func CompareOpenSSL(ctx context.Context, cfg SpeedConfig) (ours, theirs *SpeedRe
 			ours.Rows = append(ours.Rows, r.Rows...)
 		}
 		if theirs == nil {
-			theirs = &SpeedResult{Host: r.Host, Started: r.Started, Seconds: openSSLSeconds(r.Seconds), Multi: r.Multi, Decrypt: r.Decrypt, Sizes: r.Sizes}
+			theirs = &SpeedResult{Host: r.Host, Started: r.Started, Seconds: openSSLSeconds(r.Seconds), Trials: 1, Multi: r.Multi, Decrypt: r.Decrypt, Sizes: r.Sizes,
+				Program: &Program{Path: bin, Version: version}}
 		}
 		row, err := OpenSSLSpeed(ctx, bin, c, r.Sizes, time.Duration(r.Seconds*float64(time.Second)), r.Multi, r.Decrypt)
 		switch {
@@ -64,6 +82,22 @@ func CompareOpenSSL(ctx context.Context, cfg SpeedConfig) (ours, theirs *SpeedRe
 }
 
 func openSSLSeconds(s float64) float64 { return max(1, math.Round(s)) }
+
+// Program names the benchmark program that measured a result other than
+// cipherd itself.
+type Program struct {
+	Path    string `json:"path"`
+	Version string `json:"version"` // its own words, e.g. "OpenSSL 3.0.19 27 Jan 2026 (Library: …)"
+}
+
+// openSSLVersion returns the first line of `bin version`.
+func openSSLVersion(ctx context.Context, bin string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	if err != nil {
+		return "", fmt.Errorf("selftest: %s version: %w", bin, err)
+	}
+	return firstLine(string(out)), nil
+}
 
 // OpenSSLSpeed runs `openssl speed -elapsed -mr -evp c` (bin is the openssl
 // binary) and returns its figures for sizes.

@@ -81,7 +81,13 @@ func TestCompareOpenSSL(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"AES-128-GCM  ", "  openssl    ", "  ratio      ", "x\n", "AES-256-IGE", "(not supported by this openssl)"} {
+	bin, _ := exec.LookPath("openssl")
+	version, _ := exec.Command(bin, "version").Output()
+	if theirs.Program == nil || theirs.Program.Path != bin || theirs.Program.Version != strings.TrimSpace(string(version)) {
+		t.Errorf("program %+v, want %s (%s)", theirs.Program, bin, strings.TrimSpace(string(version)))
+	}
+	for _, want := range []string{"openssl: " + bin + " (" + strings.TrimSpace(string(version)) + "), run as: " + bin + " speed -elapsed -mr -seconds 1 -evp <cipher> -bytes <size>, once per size\n",
+		"AES-128-GCM  ", "  openssl    ", "  ratio      ", "x\n", "AES-256-IGE", "(not supported by this openssl)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("comparison lacks %q:\n%s", want, out)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func TestSelect(t *testing.T) {
 			continue
 		}
 		for _, im := range kat.Usable(c) {
-			for _, size := range profileSizes {
+			for _, size := range profileSizes(c) {
 				if !slices.ContainsFunc(s.Profile, func(p ProfileCell) bool {
 					return p.Cipher == c.String() && p.Impl == im.Name() && p.Size == size && p.BytesPerSecond > 0
 				}) {
@@ -109,32 +110,121 @@ func TestSelectHonoursKATFailures(t *testing.T) {
 	}
 }
 
-// chooseAEAD keeps the preferred candidate unless another is faster by more
-// than the margin.
+// chooseAEAD keeps the preferred candidate unless another is faster, in
+// every trial, by more than the margin and three times the noise.
 func TestChooseAEADMargin(t *testing.T) {
 	kat := RunKATs(KATConfig{})
 	candidates := []kernels.Cipher{kernels.AES256GCM, kernels.AES128GCM, kernels.ChaCha20Poly1305}
+	steady := func(v float64) []float64 { return []float64{v, v, v, v, v} }
 	for _, tc := range []struct {
-		rates []float64 // bytes per second at 16 KiB, per candidate
+		name  string
+		rates [][]float64 // trials at 16 KiB, per candidate
 		want  kernels.Cipher
 	}{
-		{[]float64{100, 104, 50}, kernels.AES256GCM},         // within the margin
-		{[]float64{100, 106, 50}, kernels.AES128GCM},         // beyond it
-		{[]float64{100, 104, 109}, kernels.ChaCha20Poly1305}, // beats the incumbent, not the first
-		{[]float64{100, 120, 121}, kernels.AES128GCM},        // must beat the incumbent by the margin
-		{[]float64{0, 0, 0}, kernels.AES256GCM},              // unmeasured: order of preference
+		{"within the margin", [][]float64{steady(100), steady(104), steady(50)}, kernels.AES256GCM},
+		{"beyond it", [][]float64{steady(100), steady(106), steady(50)}, kernels.AES128GCM},
+		{"beats the incumbent, not the first", [][]float64{steady(100), steady(104), steady(109)}, kernels.ChaCha20Poly1305},
+		{"must beat the incumbent by the margin", [][]float64{steady(100), steady(120), steady(121)}, kernels.AES128GCM},
+		// A 10 % median advantage over trials that spread ±9 % (robust σ)
+		// needs 3 × 1.25 × 9 % / √5, about 16 %.
+		{"noisy", [][]float64{steady(100), {95, 103, 110, 117, 125}, steady(50)}, kernels.AES256GCM},
+		// Faster in three trials of five only.
+		{"not three trials of four", [][]float64{steady(100), {130, 130, 130, 99, 99}, steady(50)}, kernels.AES256GCM},
+		{"clearly faster in every trial", [][]float64{{100, 102, 98, 100, 101}, {140, 141, 139, 140, 142}, steady(50)}, kernels.AES128GCM},
+		{"unmeasured: order of preference", [][]float64{nil, nil, nil}, kernels.AES256GCM},
 	} {
 		s := &Selection{Margin: 0.05, impls: make(map[kernels.Cipher]*kernels.Implementation)}
 		for i, c := range candidates {
 			im := kat.Usable(c)[0]
 			s.impls[c] = im
-			s.Profile = append(s.Profile, ProfileCell{Cipher: c.String(), Impl: im.Name(), Size: scoreSize, BytesPerSecond: tc.rates[i]})
+			if tc.rates[i] != nil {
+				lo, hi := minMax(tc.rates[i])
+				s.Profile = append(s.Profile, ProfileCell{Cipher: c.String(), Impl: im.Name(), Size: scoreSize,
+					BytesPerSecond: median(tc.rates[i]), Min: lo, Max: hi, Rates: tc.rates[i]})
+			}
 		}
 		if err := s.chooseAEAD(candidates, 0); err != nil {
 			t.Fatal(err)
 		}
 		if s.AEAD != tc.want {
-			t.Errorf("rates %v: chose %s, want %s (%s)", tc.rates, s.AEAD, tc.want, s.AEADReason)
+			t.Errorf("%s: chose %s, want %s (%s)", tc.name, s.AEAD, tc.want, s.AEADReason)
+		}
+		if tc.rates[0] != nil && !strings.Contains(s.AEADReason, "MB/s") {
+			t.Errorf("%s: the reason names no figures: %s", tc.name, s.AEADReason)
+		}
+	}
+}
+
+// By default only the AEADs with 256-bit keys are candidates: AES-128-GCM is
+// chosen only when the operator allows it, however fast it is.
+func TestDefaultCandidatesAre256Bit(t *testing.T) {
+	for _, c := range DefaultCandidates() {
+		if c.KeySize() != 32 {
+			t.Errorf("default candidate %s has a %d-bit key", c, 8*c.KeySize())
+		}
+	}
+	if len(DefaultCandidates()) != 2 || !slices.Contains(AllCandidates(), kernels.AES128GCM) {
+		t.Errorf("DefaultCandidates %v, AllCandidates %v", DefaultCandidates(), AllCandidates())
+	}
+	kat := RunKATs(KATConfig{})
+	s, err := Select(context.Background(), SelectConfig{KAT: kat, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AEAD == kernels.AES128GCM {
+		t.Errorf("chose AES-128-GCM without being allowed: %s", s.AEADReason)
+	}
+	s, err = Select(context.Background(), SelectConfig{KAT: kat, Budget: quick, Candidates: AllCandidates()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("with AES-128-GCM allowed: %s (%s)", s.AEADName, s.AEADReason)
+}
+
+// Every sealed-format AEAD with rival implementations gets one size class
+// per profiled size below the chunk, each naming a usable implementation.
+func TestSelectSizeClasses(t *testing.T) {
+	kat := RunKATs(KATConfig{})
+	s, err := Select(context.Background(), SelectConfig{KAT: kat, Budget: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []kernels.Cipher{kernels.AES128GCM, kernels.AES256GCM, kernels.ChaCha20Poly1305} {
+		usable := kat.Usable(c)
+		classes := s.SizeClasses(c)
+		if len(usable) < 2 {
+			if classes != nil {
+				t.Errorf("%s: size classes %v with one implementation", c, classes)
+			}
+			continue
+		}
+		if len(classes) != 4 {
+			t.Fatalf("%s: %d size classes, want 4 (16, 64, 256, 1024)", c, len(classes))
+		}
+		prev := 0
+		for _, sc := range classes {
+			if sc.MaxSize <= prev || sc.Implementation() == nil || !slices.Contains(usable, sc.Implementation()) || sc.Reason == "" {
+				t.Errorf("%s: bad class %+v", c, sc)
+			}
+			prev = sc.MaxSize
+			t.Logf("%s up to %d bytes: %s (%s)", c, sc.MaxSize, sc.Impl, sc.Reason)
+		}
+	}
+}
+
+func TestCompareTrials(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []float64
+		wins bool
+	}{
+		{[]float64{100, 100, 100}, []float64{110, 110, 110}, true},
+		{[]float64{100, 100, 100}, []float64{104, 104, 104}, false},
+		{[]float64{100, 100, 100, 100}, []float64{90, 130, 130, 130}, true}, // lost one trial of four
+		{[]float64{100, 100, 100, 100}, []float64{90, 95, 130, 130}, false}, // lost two
+		{nil, []float64{200}, false},
+	} {
+		if got := compareTrials(tc.a, tc.b, 0.05); got.wins != tc.wins {
+			t.Errorf("compareTrials(%v, %v) = %+v, want wins=%v", tc.a, tc.b, got, tc.wins)
 		}
 	}
 }
@@ -158,7 +248,7 @@ func TestSelectCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !second.Cached || !slices.Equal(second.Profile, first.Profile) || second.AEAD != first.AEAD ||
+	if !second.Cached || !reflect.DeepEqual(second.Profile, first.Profile) || second.AEAD != first.AEAD ||
 		!second.Measured.Equal(first.Measured) {
 		t.Fatalf("second run did not reuse the cache: %+v", second)
 	}

@@ -1,6 +1,7 @@
 package selftest
 
 import (
+	"cmp"
 	"context"
 	"crypto/cipher"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,9 +49,24 @@ type SpeedConfig struct {
 	// Decrypt measures Open (and decryption for block modes) instead of Seal.
 	Decrypt bool
 
+	// Trials measures every cell this many times, each for Duration, in
+	// rounds over all the cells (each round starting one cell further on),
+	// and keeps the median trial, so that a pause of the machine spoils one
+	// trial rather than a cell. Zero or one means one trial, in order, with
+	// progress lines as openssl prints them.
+	Trials int
+
+	// Round, when set and Trials > 1, receives the result as it stands
+	// after each round (every cell the median of the trials so far).
+	Round func(r *SpeedResult, round, of int)
+
 	// KAT, when set, restricts measurement to implementations that passed it.
 	// Nil measures every available implementation.
 	KAT *KATReport
+
+	// OpenSSL is the openssl binary CompareOpenSSL runs: a path, or a name
+	// looked up in PATH. Empty means "openssl".
+	OpenSSL string
 
 	// Progress, when set, receives a line as each cell starts and ends, in
 	// openssl's words ("Doing AES-128-GCM for 3s on 16 size blocks: …"), or in
@@ -58,11 +75,23 @@ type SpeedConfig struct {
 	ProgressMR bool
 }
 
-// SpeedCell is one measurement: Ops messages of Size bytes in Elapsed wall time.
+// SpeedCell is one measurement: Ops messages of Size bytes in Elapsed wall
+// time. With several trials, it is the median trial, and Trials, Min and Max
+// say how far the others were.
 type SpeedCell struct {
 	Size    int           `json:"size"`
 	Ops     int64         `json:"ops"`
 	Elapsed time.Duration `json:"elapsed_ns"`
+	// Rate is BytesPerSecond, for readers of the JSON.
+	Rate float64 `json:"bytes_per_second"`
+	// WorkerOps are each worker's operations (with Multi > 1), in the same
+	// Elapsed: openssl -multi's per-child figures.
+	WorkerOps []int64 `json:"worker_ops,omitempty"`
+	// Trials are the throughput of every trial in the order measured, and
+	// Min and Max their range; set when the cell has more than one trial.
+	Trials []float64 `json:"trials_bytes_per_second,omitempty"`
+	Min    float64   `json:"min_bytes_per_second,omitempty"`
+	Max    float64   `json:"max_bytes_per_second,omitempty"`
 }
 
 // BytesPerSecond returns the cell's throughput.
@@ -73,12 +102,47 @@ func (c SpeedCell) BytesPerSecond() float64 {
 	return float64(c.Ops) * float64(c.Size) / c.Elapsed.Seconds()
 }
 
+// workerBytesPerSecond returns worker i's throughput.
+func (c SpeedCell) workerBytesPerSecond(i int) float64 {
+	if c.Elapsed <= 0 || i >= len(c.WorkerOps) {
+		return 0
+	}
+	return float64(c.WorkerOps[i]) * float64(c.Size) / c.Elapsed.Seconds()
+}
+
+// Spread returns the cell's trials' range relative to its median: (Max −
+// Min) ÷ BytesPerSecond; zero for one trial.
+func (c SpeedCell) Spread() float64 {
+	if r := c.BytesPerSecond(); r > 0 && len(c.Trials) > 1 {
+		return (c.Max - c.Min) / r
+	}
+	return 0
+}
+
 // NsPerOp returns the wall time per message, across all workers.
 func (c SpeedCell) NsPerOp() float64 {
 	if c.Ops == 0 {
 		return 0
 	}
 	return float64(c.Elapsed.Nanoseconds()) / float64(c.Ops)
+}
+
+// medianCell returns the median trial (the lower of the two middle ones for
+// an even count), with every trial's rate and their range.
+func medianCell(trials []SpeedCell) SpeedCell {
+	if len(trials) == 1 {
+		return trials[0]
+	}
+	rates := make([]float64, len(trials))
+	for i, t := range trials {
+		rates[i] = t.BytesPerSecond()
+	}
+	sorted := slices.Clone(trials)
+	slices.SortFunc(sorted, func(a, b SpeedCell) int { return cmp.Compare(a.BytesPerSecond(), b.BytesPerSecond()) })
+	c := sorted[(len(sorted)-1)/2]
+	c.Trials = rates
+	c.Min, c.Max = slices.Min(rates), slices.Max(rates)
+	return c
 }
 
 // SpeedRow holds one implementation's cells, in the order of the sizes.
@@ -91,14 +155,17 @@ type SpeedRow struct {
 
 // SpeedResult is the outcome of one Speed run.
 type SpeedResult struct {
-	Host     HostReport `json:"host"`
-	Started  time.Time  `json:"started"`
-	Seconds  float64    `json:"seconds_per_cell"`
-	Multi    int        `json:"multi"`
-	Decrypt  bool       `json:"decrypt,omitempty"`
-	Sizes    []int      `json:"sizes"`
-	Rows     []SpeedRow `json:"rows"`
-	multiImp bool       // rows of one cipher may repeat with other implementations
+	Host    HostReport `json:"host"`
+	Started time.Time  `json:"started"`
+	Seconds float64    `json:"seconds_per_cell"` // per trial
+	Trials  int        `json:"trials"`           // per cell; the cell is the median trial
+	Multi   int        `json:"multi"`
+	Decrypt bool       `json:"decrypt,omitempty"`
+	Sizes   []int      `json:"sizes"`
+	Rows    []SpeedRow `json:"rows"`
+	// Program is set on results of another program (CompareOpenSSL's).
+	Program  *Program `json:"program,omitempty"`
+	multiImp bool     // rows of one cipher may repeat with other implementations
 }
 
 // Speed measures throughput with `openssl speed` semantics: for every cipher
@@ -126,31 +193,31 @@ func Speed(ctx context.Context, cfg SpeedConfig) (*SpeedResult, error) {
 		}
 	}
 
+	trials := max(cfg.Trials, 1)
 	res := &SpeedResult{
 		Host:     Host(),
 		Started:  time.Now().UTC(),
 		Seconds:  d.Seconds(),
+		Trials:   trials,
 		Multi:    multi,
 		Decrypt:  cfg.Decrypt,
 		Sizes:    sizes,
 		multiImp: cfg.Impl == "all",
 	}
+	type cellRef struct {
+		row, col int
+		im       *kernels.Implementation
+	}
+	var refs []cellRef
 	for _, c := range ciphers {
 		for _, im := range speedImpls(c, cfg) {
-			row := SpeedRow{Cipher: c, Name: c.DisplayName(), Impl: im.Name()}
-			for _, size := range sizes {
+			for j, size := range sizes {
 				if size%c.BlockSize() != 0 {
 					return nil, fmt.Errorf("selftest: %s works on %d-byte blocks; size %d is not a multiple", c, c.BlockSize(), size)
 				}
-				cfg.progressStart(row.Name, d, size)
-				cell, err := measureCell(ctx, im, size, d, multi, cfg.Decrypt)
-				if err != nil {
-					return nil, err
-				}
-				cfg.progressEnd(row.Name, cell)
-				row.Cells = append(row.Cells, cell)
+				refs = append(refs, cellRef{row: len(res.Rows), col: j, im: im})
 			}
-			res.Rows = append(res.Rows, row)
+			res.Rows = append(res.Rows, SpeedRow{Cipher: c, Name: c.DisplayName(), Impl: im.Name(), Cells: make([]SpeedCell, len(sizes))})
 		}
 	}
 	if len(res.Rows) == 0 {
@@ -158,6 +225,42 @@ func Speed(ctx context.Context, cfg SpeedConfig) (*SpeedResult, error) {
 			return nil, fmt.Errorf("selftest: no usable implementation named %q for the chosen ciphers", cfg.Impl)
 		}
 		return nil, errors.New("selftest: no usable implementation for the chosen ciphers")
+	}
+
+	measured := make([][]SpeedCell, len(refs))
+	for round := range trials {
+		for k := range refs {
+			if trials > 1 {
+				k = (k + round) % len(refs) // each round starts one cell further on
+			}
+			ref := refs[k]
+			row := &res.Rows[ref.row]
+			size := sizes[ref.col]
+			if trials == 1 {
+				cfg.progressStart(row.Name, d, size)
+			}
+			cell, err := measureCell(ctx, ref.im, size, d, multi, cfg.Decrypt)
+			if err != nil {
+				return nil, err
+			}
+			if trials == 1 {
+				cfg.progressEnd(row.Name, cell)
+			}
+			measured[k] = append(measured[k], cell)
+		}
+		for k, ref := range refs {
+			c := medianCell(measured[k])
+			c.Rate = c.BytesPerSecond()
+			res.Rows[ref.row].Cells[ref.col] = c
+		}
+		if cfg.Round != nil && trials > 1 {
+			snap := *res
+			snap.Rows = slices.Clone(res.Rows)
+			for i := range snap.Rows {
+				snap.Rows[i].Cells = slices.Clone(snap.Rows[i].Cells)
+			}
+			cfg.Round(&snap, round+1, trials)
+		}
 	}
 	return res, nil
 }
@@ -220,22 +323,30 @@ func measureCell(ctx context.Context, im *kernels.Implementation, size int, d ti
 		op() // touch every buffer once before the clock starts
 		ops[i] = op
 	}
-	n, elapsed, err := runTimed(ctx, ops, d)
-	return SpeedCell{Size: size, Ops: n, Elapsed: elapsed}, err
+	counts, elapsed, err := runTimed(ctx, ops, d)
+	cell := SpeedCell{Size: size, Elapsed: elapsed}
+	for _, n := range counts {
+		cell.Ops += n
+	}
+	if multi > 1 {
+		cell.WorkerOps = counts
+	}
+	cell.Rate = cell.BytesPerSecond()
+	return cell, err
 }
 
 // runTimed runs every op in its own goroutine, back to back, until d has
-// passed or ctx is done, and returns the total count and the wall time from
+// passed or ctx is done, and returns each one's count and the wall time from
 // the common start until the last worker stopped.
-func runTimed(ctx context.Context, ops []func(), d time.Duration) (int64, time.Duration, error) {
+func runTimed(ctx context.Context, ops []func(), d time.Duration) ([]int64, time.Duration, error) {
+	counts := make([]int64, len(ops))
 	var (
 		stop   atomic.Bool
-		total  atomic.Int64
 		wg     sync.WaitGroup
 		ready  sync.WaitGroup
 		starts = make(chan struct{})
 	)
-	for _, op := range ops {
+	for i, op := range ops {
 		wg.Add(1)
 		ready.Add(1)
 		go func() {
@@ -252,7 +363,7 @@ func runTimed(ctx context.Context, ops []func(), d time.Duration) (int64, time.D
 					break
 				}
 			}
-			total.Add(n)
+			counts[i] = n
 		}()
 	}
 	ready.Wait()
@@ -267,7 +378,7 @@ func runTimed(ctx context.Context, ops []func(), d time.Duration) (int64, time.D
 	elapsed := time.Since(start)
 	timer.Stop()
 	unwatch()
-	return total.Load(), elapsed, ctx.Err()
+	return counts, elapsed, ctx.Err()
 }
 
 // newSpeedOp returns a function that processes one message of size bytes with

@@ -8,34 +8,43 @@ import (
 	"github.com/cipherd/cipherd/api"
 )
 
-// route is one entry of the route table: the handler with its limits, which
-// GET /v1/api publishes.
-type route struct {
-	method  string
-	path    string
-	op      Op // "" for unauthenticated routes
-	maxBody int64
-	timeout time.Duration
-	stream  bool
-	items   int
-	handler fiber.Handler
-}
+// Rate-limit costs: what a request takes from its caller's bucket, by how
+// much it loads the server. A key change writes the keystore (a file with
+// fsync, or a row every replica hears of); a speed run holds a core for up
+// to a minute.
+const (
+	costRead      = 1
+	costKeyChange = 5
+	costSpeedRun  = 10
+)
 
+// speedRunTimeout bounds POST /speed/run: the longest run it takes
+// (runMaxTotal of cells) with the known-answer tests, the set-up of each cell
+// and a margin for a shared machine.
+const speedRunTimeout = 5 * time.Minute
+
+// routes is the route table: see route.go for what each field means and how
+// serve applies it.
 func (s *Server) routes() []route {
-	j, to := int64(s.cfg.MaxJSONBody), s.cfg.RequestTimeout
+	j, to, items, cost := int64(s.cfg.MaxJSONBody), s.cfg.RequestTimeout, s.cfg.MaxBatchItems, costRead
+	const small = 64 << 10 // the JSON body of the other routes
+	verify := []queryParam{{name: "verify", values: []string{"full"},
+		doc: "Streaming decrypt: `full` buffers the plaintext (up to max_verify_full) and answers only after every chunk authenticated."}}
+	format := []queryParam{{name: "format", values: []string{formatJSON, formatText, formatMR, formatHTML},
+		doc: "The response format; without it, HTML for a browser (Accept: text/html), else JSON."}}
 	return []route{
-		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, timeout: to, stream: true, items: s.cfg.MaxBatchItems, handler: s.handleEncrypt},
-		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, timeout: to, stream: true, items: s.cfg.MaxBatchItems, handler: s.handleDecrypt},
-		{method: "POST", path: api.RouteRewrap, op: OpRewrap, maxBody: j, timeout: to, stream: true, items: s.cfg.MaxBatchItems, handler: s.handleRewrap},
-		{method: "POST", path: api.RouteDataKey, op: OpDataKey, maxBody: 64 << 10, timeout: to, handler: s.handleDataKey},
-		{method: "GET", path: api.RouteKeys, op: OpKeysRead, timeout: to, handler: s.handleListKeys},
-		{method: "GET", path: api.RouteKey, op: OpKeysRead, timeout: to, handler: s.handleDescribeKey},
-		{method: "POST", path: api.RouteKey, op: OpKeysAdmin, maxBody: 64 << 10, timeout: to, handler: s.handleCreateKey},
-		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, timeout: to, handler: s.handleDeleteKey},
-		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, timeout: to, handler: s.handleRotateKey},
-		{method: "PUT", path: api.RouteKeyConfig, op: OpKeysAdmin, maxBody: 64 << 10, timeout: to, handler: s.handleConfigureKey},
-		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: 64 << 10, timeout: 5 * time.Minute, handler: s.handleSpeedRun},
-		{method: "GET", path: api.RouteSpeed, timeout: to, handler: s.handleSpeed},
+		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleEncrypt},
+		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, stream: true, items: items, verifyFull: s.cfg.MaxVerifyFull, query: verify, timeout: to, cost: cost, handler: s.handleDecrypt},
+		{method: "POST", path: api.RouteRewrap, op: OpRewrap, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleRewrap},
+		{method: "POST", path: api.RouteDataKey, op: OpDataKey, orOp: OpDataKeyPlaintext, maxBody: small, timeout: to, cost: cost, handler: s.handleDataKey},
+		{method: "GET", path: api.RouteKeys, op: OpKeysRead, lists: true, timeout: to, cost: cost, handler: s.handleListKeys},
+		{method: "GET", path: api.RouteKey, op: OpKeysRead, timeout: to, cost: cost, handler: s.handleDescribeKey},
+		{method: "POST", path: api.RouteKey, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleCreateKey},
+		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleDeleteKey},
+		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleRotateKey},
+		{method: "PUT", path: api.RouteKeyConfig, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleConfigureKey},
+		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: runMaxBody, timeout: speedRunTimeout, cost: costSpeedRun, handler: s.handleSpeedRun},
+		{method: "GET", path: api.RouteSpeed, query: format, timeout: to, handler: s.handleSpeed},
 		{method: "GET", path: api.RouteHealthz, timeout: to, handler: s.handleHealthz},
 		{method: "GET", path: api.RouteReadyz, timeout: to, handler: s.handleReadyz},
 		{method: "GET", path: api.RouteMetrics, timeout: to, handler: s.handleMetrics},
@@ -49,13 +58,23 @@ func (s *Server) routes() []route {
 // this long.
 const connIdleTimeout = 2 * time.Minute
 
-func (s *Server) newApp() *fiber.App {
+// newApp builds the app of the server's route table.
+func (s *Server) newApp() *fiber.App { return s.buildApp(s.routes()) }
+
+// buildApp builds a fiber app that serves rows, each through serve, and
+// makes rows the table that GET /v1/api and the OpenAPI document describe.
+func (s *Server) buildApp(rows []route) *fiber.App {
+	s.table = rows
+	s.openAPIMu.Lock()
+	s.openAPIDoc = nil
+	s.openAPIMu.Unlock()
 	app := fiber.New(fiber.Config{
 		AppName:               "cipherd",
 		ErrorHandler:          s.errorHandler,
 		DisableStartupMessage: true,
 		// Bodies over this size are streamed to the handler instead of read
-		// whole; JSON handlers read at most their own limit from the stream.
+		// whole; JSON handlers read at most their route's limit from the
+		// stream.
 		StreamRequestBody: true,
 		BodyLimit:         64 << 10,
 		// Headers and JSON bodies must arrive within RequestTimeout; streaming
@@ -69,13 +88,10 @@ func (s *Server) newApp() *fiber.App {
 		WriteTimeout: 0,
 	})
 	app.Use(s.front)
-	for _, r := range s.routes() {
-		h := []fiber.Handler{}
-		if r.op != "" {
-			h = append(h, s.authenticate)
-		}
-		h = append(h, r.handler)
-		app.Add(r.method, r.path, h...)
+	for i := range rows {
+		r := &rows[i]
+		r.prepare()
+		app.Add(r.method, r.path, s.serve(r))
 	}
 	return app
 }

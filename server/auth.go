@@ -203,9 +203,9 @@ func (a *authState) trustedProxy(ip net.IP) bool {
 	return false
 }
 
-// authenticate is the middleware of every route with an operation: it
-// identifies the caller or answers 401, then applies the caller's rate limit.
-func (s *Server) authenticate(c *fiber.Ctx) error {
+// authenticate identifies the caller of a route with an operation, or
+// answers 401.
+func (s *Server) authenticate(c *fiber.Ctx) (*identity, error) {
 	id, reason := s.identifyRequest(c)
 	if id == nil {
 		s.met.authFailure()
@@ -213,13 +213,10 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 			ce.Write(zap.String("request_id", requestID(c)), zap.String("remote", c.Context().RemoteIP().String()), zap.String("reason", reason))
 		}
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="cipherd"`)
-		return apiError(api.CodeUnauthenticated, "a valid bearer token or client certificate is required")
+		return nil, apiError(api.CodeUnauthenticated, "a valid bearer token or client certificate is required")
 	}
 	c.Locals(localsIdentity, id)
-	if err := s.rateLimit(c, id); err != nil {
-		return err
-	}
-	return c.Next()
+	return id, nil
 }
 
 // identifyRequest returns the caller, or nil and why not (for the debug log;
@@ -259,16 +256,15 @@ func (s *Server) identifyRequest(c *fiber.Ctx) (*identity, string) {
 	return nil, "no credentials"
 }
 
-// authorize checks that the caller may do op on key.
+// authorize checks that the caller may do op on key, for a handler whose
+// operation depends on the request's body (a data key with or without its
+// plaintext); serve checks every other operation from the route's row.
 func (s *Server) authorize(c *fiber.Ctx, op Op, key string) error {
 	id, _ := c.Locals(localsIdentity).(*identity)
 	if id != nil && id.allowed(op, key) {
 		return nil
 	}
-	if key == "" {
-		return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s", op))
-	}
-	return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s with key %q", op, key))
+	return forbidden(op, key)
 }
 
 func callerName(c *fiber.Ctx) string {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -508,46 +509,54 @@ func TestRateLimiterBucket(t *testing.T) {
 		t.Fatal("rate 0 made a limiter")
 	}
 	var off *rateLimiter
-	if ok, _ := off.take("a"); !ok {
+	if ok, _ := off.take("a", 1); !ok {
 		t.Fatal("no limiter limited")
 	}
 
 	now := time.Unix(1_000_000, 0)
 	l := newRateLimiter(0.1, 2, map[string]bool{"a": true, "b": true})
 	l.now = func() time.Time { return now }
-	for _, b := range l.buckets {
-		b.last = now
-	}
-	step := func(want bool, wantRA string) {
+	step := func(cost int, want bool, wantRA string) {
 		t.Helper()
-		ok, wait := l.take("a")
+		ok, wait := l.take("a", cost)
 		if ok != want || (!ok && retryAfter(wait) != wantRA) {
-			t.Fatalf("at %v: ok=%v wait=%v (Retry-After %s), want ok=%v Retry-After %s", now.Unix()-1_000_000, ok, wait, retryAfter(wait), want, wantRA)
+			t.Fatalf("at %v, cost %d: ok=%v wait=%v (Retry-After %s), want ok=%v Retry-After %s", now.Unix()-1_000_000, cost, ok, wait, retryAfter(wait), want, wantRA)
 		}
 	}
-	step(true, "")
-	step(true, "")
-	step(false, "10")
+	step(1, true, "")
+	step(1, true, "")
+	step(1, false, "10")
 	now = now.Add(4 * time.Second)
-	step(false, "6")
+	step(1, false, "6")
 	now = now.Add(5900 * time.Millisecond)
-	step(false, "1") // 100 ms left rounds up to 1 s
+	step(1, false, "1") // 100 ms left rounds up to 1 s
 	now = now.Add(100 * time.Millisecond)
-	step(true, "")
+	step(1, true, "")
 	now = now.Add(time.Hour) // refills to the burst, not beyond
-	step(true, "")
-	step(true, "")
-	step(false, "10")
-	if ok, _ := l.take("b"); !ok {
+	step(1, true, "")
+	step(1, true, "")
+	step(1, false, "10")
+	if ok, _ := l.take("b", 1); !ok {
 		t.Fatal("b shares a's bucket")
 	}
+	// A cost takes that many tokens, or none: a refused request leaves the
+	// bucket as it was. A cost over the burst takes the whole burst.
+	now = now.Add(time.Hour)
+	step(2, true, "")
+	step(1, false, "10")
+	now = now.Add(10 * time.Second)
+	step(2, false, "10") // one token there, one missing
+	step(1, true, "")
+	now = now.Add(time.Hour)
+	step(50, true, "")
+	step(50, false, "20")
 
 	if got := retryAfter(0); got != "1" {
 		t.Errorf("retryAfter(0) = %s", got)
 	}
 	tiny := newRateLimiter(1e-12, 1, map[string]bool{"a": true})
-	tiny.take("a")
-	if _, wait := tiny.take("a"); wait > maxRetryAfter || wait <= 0 {
+	tiny.take("a", 1)
+	if _, wait := tiny.take("a", 1); wait > maxRetryAfter || wait <= 0 {
 		t.Errorf("wait %v at a tiny rate", wait)
 	}
 
@@ -556,25 +565,21 @@ func TestRateLimiterBucket(t *testing.T) {
 	c := newRateLimiter(1, 50, map[string]bool{"a": true})
 	frozen := time.Now()
 	c.now = func() time.Time { return frozen }
-	c.buckets["a"].last = frozen
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	okCount := 0
+	var okCount atomic.Int64
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				if ok, _ := c.take("a"); ok {
-					mu.Lock()
-					okCount++
-					mu.Unlock()
+				if ok, _ := c.take("a", 1); ok {
+					okCount.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if okCount != 50 {
-		t.Fatalf("%d takes succeeded, want the burst of 50", okCount)
+	if okCount.Load() != 50 {
+		t.Fatalf("%d takes succeeded, want the burst of 50", okCount.Load())
 	}
 }

@@ -14,17 +14,24 @@
 //     (request.go), recovers a handler's panic as an internal error, runs the
 //     error handler (errors.go) so that it sees the status sent, and closes
 //     a connection whose request body may still be unread on it.
-//  3. The route table (app.go) is the contract: each row names the method,
-//     the path, the policy operation, the body limits and the timeout, and
-//     GET /v1/api and the OpenAPI document (openapi.go) publish it.
-//     Authentication (auth.go, proxy.go for identities forwarded by a
-//     trusted proxy), policies (policy.go) and rate limits (ratelimit.go)
-//     run before the handler.
+//  3. The route table (routes, in app.go) is the contract: each row names
+//     the method, the path, the policy operation, the body limits, the query
+//     parameters and their values, the timeout and the rate-limit cost.
+//     serve (route.go) applies the row before the handler runs: it refuses
+//     unknown query parameters and values, authenticates the caller
+//     (auth.go, proxy.go for identities forwarded by a trusted proxy), takes
+//     the row's cost from the caller's rate limit (ratelimit.go), checks the
+//     operation on the path's key against the caller's policies (policy.go),
+//     refuses a body announced over the limit, and gives the handler a
+//     context that ends at the row's deadline (route_context.go). GET /v1/api
+//     and the OpenAPI document (openapi.go over openapi.json) are made from
+//     the same rows, with the limits in force.
 //  4. The handlers do the domain work: handlers_data.go (encrypt, decrypt,
 //     rewrap, data keys as JSON, one item or a batch, with the fast JSON
 //     decoder of fastjson.go), stream.go (the same routes as streamed
 //     bodies), handlers_keys.go (key management), handlers_ops.go (health,
-//     readiness, version) and speed.go with speed_page.go (GET /speed).
+//     readiness, version, GET /v1/api and the OpenAPI document) and
+//     speed.go with speed_page.go (GET /speed).
 //  5. The request ends in accesslog.go: one access line per request, which
 //     carries the audit record of the request's cryptographic operation, and
 //     metrics.go counts it; metrics_expo.go renders GET /metrics.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -371,14 +372,18 @@ func TestE2ECurl(t *testing.T) {
 				t.Errorf("%s %s is not listed", r.method, r.path)
 				continue
 			}
-			want := api.Route{Method: r.method, Path: r.path, MaxBody: r.maxBody, Timeout: r.timeout.String(), Auth: string(r.op), MaxItems: r.items, Streaming: r.stream}
+			want := api.Route{Method: r.method, Path: r.path, Auth: string(r.op), AuthOr: string(r.orOp), MaxBody: r.maxBody,
+				Timeout: r.timeout.String(), RateCost: r.cost, MaxItems: r.items, Streaming: r.stream, MaxVerifyFull: r.verifyFull}
 			if r.op == "" {
 				want.Auth = "none"
 			}
 			if r.stream {
-				want.MaxBody, want.Timeout = -1, "idle "+ts.cfg.StreamIdleTimeout.String()
+				want.StreamIdleTimeout = ts.cfg.StreamIdleTimeout.String()
 			}
-			if got != want {
+			for _, q := range r.query {
+				want.Query = append(want.Query, api.QueryParam{Name: q.name, Values: q.values, Description: q.doc})
+			}
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("%s %s: listed %+v, want %+v", r.method, r.path, got, want)
 			}
 		}

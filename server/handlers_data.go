@@ -16,10 +16,10 @@ import (
 	"github.com/cipherd/cipherd/cryptosvc"
 )
 
-// readJSON decodes the request body into v: Content-Type JSON, at most limit
-// bytes (413 beyond), no unknown fields, nothing after the value.
-func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
-	b, err := s.readJSONBody(c, limit, optional)
+// readJSON decodes the request body into v: Content-Type JSON, at most the
+// route's limit (413 beyond), no unknown fields, nothing after the value.
+func (s *Server) readJSON(c *fiber.Ctx, v any, optional bool) error {
+	b, err := s.readJSONBody(c, optional)
 	if err != nil || b == nil {
 		return err
 	}
@@ -28,7 +28,8 @@ func (s *Server) readJSON(c *fiber.Ctx, limit int, v any, optional bool) error {
 
 // readJSONBody checks a JSON request's type and size and reads its body. It
 // returns nil (and no error) for an empty body when the body is optional.
-func (s *Server) readJSONBody(c *fiber.Ctx, limit int, optional bool) ([]byte, error) {
+func (s *Server) readJSONBody(c *fiber.Ctx, optional bool) ([]byte, error) {
+	limit := s.jsonLimit(c)
 	if !isJSON(c) && !(optional && c.Request().Header.ContentLength() == 0) {
 		return nil, apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
 	}
@@ -153,8 +154,12 @@ func hasMediaType(c *fiber.Ctx, want string) bool {
 	return strings.EqualFold(string(bytes.TrimSpace(ct)), want)
 }
 
-// keyParam returns the route's key name, checked.
+// keyParam returns the route's key name, checked: by serve, which keeps it
+// in the request's state, or here.
 func keyParam(c *fiber.Ctx) (string, error) {
+	if st := state(c); st != nil && st.key != "" {
+		return st.key, nil
+	}
 	k := c.Params("key")
 	if err := cryptosvc.ValidateKeyName(k); err != nil {
 		return "", err
@@ -248,13 +253,10 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(c, OpEncrypt, key); err != nil {
-		return err
-	}
 	if isStream(c) {
 		return s.streamEncrypt(c, key)
 	}
-	b, err := s.readJSONBody(c, s.cfg.MaxJSONBody, false)
+	b, err := s.readJSONBody(c, false)
 	if err != nil {
 		return err
 	}
@@ -288,13 +290,10 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(c, OpDecrypt, key); err != nil {
-		return err
-	}
 	if isStream(c) {
 		return s.streamDecrypt(c, key)
 	}
-	b, err := s.readJSONBody(c, s.cfg.MaxJSONBody, false)
+	b, err := s.readJSONBody(c, false)
 	if err != nil {
 		return err
 	}
@@ -334,14 +333,11 @@ func (s *Server) handleRewrap(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(c, OpRewrap, key); err != nil {
-		return err
-	}
 	if isStream(c) {
 		return s.streamRewrap(c, key)
 	}
 	var req api.RewrapRequest
-	if err := s.readJSON(c, s.cfg.MaxJSONBody, &req, false); err != nil {
+	if err := s.readJSON(c, &req, false); err != nil {
 		return err
 	}
 	rewrap := func(it api.DecryptItem) (api.RewrapResult, error) {
@@ -367,7 +363,7 @@ func (s *Server) handleDataKey(c *fiber.Ctx) error {
 		return err
 	}
 	var req api.DataKeyRequest
-	if err := s.readJSON(c, 64<<10, &req, true); err != nil {
+	if err := s.readJSON(c, &req, true); err != nil {
 		return err
 	}
 	op := OpDataKeyPlaintext

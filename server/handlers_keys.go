@@ -53,16 +53,8 @@ func (s *Server) handleListKeys(c *fiber.Ctx) error {
 	return c.JSON(&out)
 }
 
-func (s *Server) keyOp(c *fiber.Ctx, op Op) (string, error) {
-	key, err := keyParam(c)
-	if err != nil {
-		return "", err
-	}
-	return key, s.authorize(c, op, key)
-}
-
 func (s *Server) handleDescribeKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysRead)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
@@ -75,12 +67,12 @@ func (s *Server) handleDescribeKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleCreateKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
 	var req api.CreateKeyRequest
-	if err := s.readJSON(c, 64<<10, &req, true); err != nil {
+	if err := s.readJSON(c, &req, true); err != nil {
 		return err
 	}
 	cfg, err := fromAPIKeyConfig(req.KeyConfig)
@@ -107,7 +99,7 @@ func (s *Server) handleCreateKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleRotateKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
@@ -121,12 +113,12 @@ func (s *Server) handleRotateKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}
 	var req api.KeyConfig
-	if err := s.readJSON(c, 64<<10, &req, false); err != nil {
+	if err := s.readJSON(c, &req, false); err != nil {
 		return err
 	}
 	cfg, err := fromAPIKeyConfig(req)
@@ -143,7 +135,7 @@ func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleDeleteKey(c *fiber.Ctx) error {
-	key, err := s.keyOp(c, OpKeysAdmin)
+	key, err := keyParam(c)
 	if err != nil {
 		return err
 	}

@@ -33,24 +33,17 @@ func (s *Server) handleVersion(c *fiber.Ctx) error {
 	return c.JSON(&api.Version{Version: b.Version, GoVersion: b.GoVersion, Platform: b.Platform, Revision: b.Revision, BuildID: b.BuildID})
 }
 
-// handleAPI lists every route with its body limit, timeout and auth.
+// handleAPI lists every route with what it takes and its limits.
 func (s *Server) handleAPI(c *fiber.Ctx) error {
-	var out api.APIDescription
-	for _, r := range s.routes() {
-		ar := api.Route{Method: r.method, Path: r.path, MaxBody: r.maxBody, Timeout: r.timeout.String(), Auth: string(r.op), MaxItems: r.items, Streaming: r.stream}
-		if r.op == "" {
-			ar.Auth = "none"
-		}
-		if r.stream {
-			ar.MaxBody = -1
-			ar.Timeout = "idle " + s.cfg.StreamIdleTimeout.String()
-		}
-		out.Routes = append(out.Routes, ar)
-	}
-	return c.JSON(&out)
+	return c.JSON(s.apiDescription())
 }
 
+// handleOpenAPI serves the OpenAPI document with the limits in force.
 func (s *Server) handleOpenAPI(c *fiber.Ctx) error {
+	doc, err := s.servedOpenAPI()
+	if err != nil {
+		return err
+	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(openAPIDocument)
+	return c.Send(doc)
 }

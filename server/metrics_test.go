@@ -485,7 +485,7 @@ func TestAccessLog(t *testing.T) {
 		map[string]string{api.HeaderContext: base64.StdEncoding.EncodeToString([]byte(context))})
 	send("POST", "/v1/decrypt/default", api.RouteDecrypt, api.ContentTypeStream, ct, ts.Token,
 		map[string]string{api.HeaderContext: base64.StdEncoding.EncodeToString([]byte(context))})
-	send("POST", "/v1/decrypt/default?verify=full&x="+queryV, api.RouteDecrypt, api.ContentTypeStream, ct, ts.Token,
+	send("POST", "/v1/decrypt/default?verify=full", api.RouteDecrypt, api.ContentTypeStream, ct, ts.Token,
 		map[string]string{api.HeaderContext: base64.StdEncoding.EncodeToString([]byte("wrong " + context))})
 	send("GET", "/speed?format=json&q="+queryV, api.RouteSpeed, "", nil, "", nil)
 	send("GET", "/healthz", api.RouteHealthz, "", nil, "", nil)
@@ -834,7 +834,7 @@ func TestScratchWiped(t *testing.T) {
 	var sc *reqScratch
 	var data []byte
 	app.Post("/item", func(c *fiber.Ctx) error {
-		b, err := s.readJSONBody(c, 4096, false)
+		b, err := s.readJSONBody(c, false)
 		if err != nil {
 			return err
 		}

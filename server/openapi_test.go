@@ -62,24 +62,26 @@ func apiCodes(t *testing.T) []api.Code {
 	return codes
 }
 
-// openAPIPath turns a fiber route (/v1/keys/:key) into an OpenAPI path
-// (/v1/keys/{key}).
-func openAPIPath(p string) string {
-	return regexp.MustCompile(`:([a-z]+)`).ReplaceAllString(p, "{$1}")
+// defaultServer is a server with the default configuration and its route
+// table, enough to describe the API.
+func defaultServer() *Server {
+	s := &Server{cfg: Config{}.Defaults(), auth: &authState{}}
+	s.table = s.routes()
+	for i := range s.table {
+		s.table[i].prepare()
+	}
+	return s
 }
 
 // defaultRoutes is the route table under the default configuration.
-func defaultRoutes() []route {
-	s := &Server{cfg: Config{}.Defaults()}
-	return s.routes()
-}
+func defaultRoutes() []route { return defaultServer().table }
 
 type jsonObj = map[string]any
 
-func loadOpenAPI(t *testing.T) jsonObj {
+func loadOpenAPI(t *testing.T, b []byte) jsonObj {
 	t.Helper()
 	var doc jsonObj
-	dec := json.NewDecoder(bytes.NewReader(openAPIDocument))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
 		t.Fatalf("openapi.json: %v", err)
@@ -96,8 +98,45 @@ func obj(t *testing.T, v any, where string) jsonObj {
 	return o
 }
 
+// TestOpenAPIBase: what the route table says is in the hand-written part of
+// the document nowhere, so that it has one source.
+func TestOpenAPIBase(t *testing.T) {
+	doc := loadOpenAPI(t, openAPIBase)
+	if doc["x-cipherd-limits"] != nil {
+		t.Error("openapi.json states limits; they come from the configuration")
+	}
+	if params := obj(t, obj(t, doc["components"], "components")["parameters"], "parameters"); len(params) > 0 {
+		for name, p := range params {
+			if obj(t, p, name)["in"] == "query" {
+				t.Errorf("openapi.json defines query parameter %s; they come from the route table", name)
+			}
+		}
+	}
+	for p, item := range obj(t, doc["paths"], "paths") {
+		for m, op := range obj(t, item, p) {
+			for k, v := range obj(t, op, m+" "+p) {
+				if strings.HasPrefix(k, "x-cipherd-") || k == "security" {
+					t.Errorf("%s %s: openapi.json sets %s; it comes from the route table", m, p, k)
+				}
+				if k == "parameters" {
+					for _, x := range v.([]any) {
+						if obj(t, x, k)["in"] == "query" {
+							t.Errorf("%s %s: openapi.json has a query parameter; they come from the route table", m, p)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestOpenAPIDocument(t *testing.T) {
-	doc := loadOpenAPI(t)
+	s := defaultServer()
+	b, err := s.openAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := loadOpenAPI(t, b)
 	if v, _ := doc["openapi"].(string); !strings.HasPrefix(v, "3.1.") {
 		t.Errorf("openapi %q, want 3.1.x", v)
 	}
@@ -162,18 +201,39 @@ func TestOpenAPIDocument(t *testing.T) {
 		if n, _ := op["x-cipherd-max-body"].(json.Number); n.String() != strconv.FormatInt(r.maxBody, 10) {
 			t.Errorf("%s: x-cipherd-max-body %v, want %d", where, op["x-cipherd-max-body"], r.maxBody)
 		}
-		wantTimeout := r.timeout.String()
-		if r.stream {
-			wantTimeout = "idle " + Config{}.Defaults().StreamIdleTimeout.String()
+		if op["x-cipherd-timeout"] != r.timeout.String() {
+			t.Errorf("%s: x-cipherd-timeout %v, want %s", where, op["x-cipherd-timeout"], r.timeout)
 		}
-		if op["x-cipherd-timeout"] != wantTimeout {
-			t.Errorf("%s: x-cipherd-timeout %v, want %s", where, op["x-cipherd-timeout"], wantTimeout)
+		if n, _ := op["x-cipherd-rate-cost"].(json.Number); r.op != "" && n.String() != strconv.Itoa(max(r.cost, 1)) || r.op == "" && op["x-cipherd-rate-cost"] != nil {
+			t.Errorf("%s: x-cipherd-rate-cost %v, want %d", where, op["x-cipherd-rate-cost"], r.cost)
 		}
 		if n, _ := op["x-cipherd-max-items"].(json.Number); r.items != 0 && n.String() != strconv.Itoa(r.items) || r.items == 0 && op["x-cipherd-max-items"] != nil {
 			t.Errorf("%s: x-cipherd-max-items %v, want %d", where, op["x-cipherd-max-items"], r.items)
 		}
+		if got := op["x-cipherd-max-verify-full"]; r.verifyFull != 0 && fmt.Sprint(got) != strconv.FormatInt(r.verifyFull, 10) || r.verifyFull == 0 && got != nil {
+			t.Errorf("%s: x-cipherd-max-verify-full %v, want %d", where, op["x-cipherd-max-verify-full"], r.verifyFull)
+		}
 		if st, _ := op["x-cipherd-streaming"].(bool); st != r.stream {
 			t.Errorf("%s: x-cipherd-streaming %v, want %v", where, st, r.stream)
+		}
+		if idle, _ := op["x-cipherd-stream-idle-timeout"].(string); r.stream && idle != s.cfg.StreamIdleTimeout.String() || !r.stream && idle != "" {
+			t.Errorf("%s: x-cipherd-stream-idle-timeout %q", where, idle)
+		}
+		var query []string
+		params, _ := op["parameters"].([]any)
+		for _, x := range params {
+			if p := obj(t, x, where); p["in"] == "query" {
+				enum, _ := json.Marshal(obj(t, p["schema"], where)["enum"])
+				query = append(query, fmt.Sprintf("%s=%s", p["name"], enum))
+			}
+		}
+		var wantQuery []string
+		for _, q := range r.query {
+			enum, _ := json.Marshal(q.values)
+			wantQuery = append(wantQuery, fmt.Sprintf("%s=%s", q.name, enum))
+		}
+		if !slices.Equal(query, wantQuery) {
+			t.Errorf("%s: query parameters %v, the row takes %v", where, query, wantQuery)
 		}
 		if r.stream {
 			body := obj(t, obj(t, op["requestBody"], where+" requestBody")["content"], where+" content")
@@ -297,11 +357,50 @@ func jsonFields(typ reflect.Type) []string {
 	return out
 }
 
+// TestOpenAPIServed: the served document and GET /v1/api state the limits
+// of the running configuration, not the defaults.
 func TestOpenAPIServed(t *testing.T) {
-	ts := startTestServer(t, Config{SkipBenchmark: true})
+	ts := startTestServer(t, Config{SkipBenchmark: true, MaxJSONBody: 1 << 20, MaxBatchItems: 7, MaxVerifyFull: 3 << 20,
+		RequestTimeout: 9 * time.Second, StreamIdleTimeout: 11 * time.Second, RateLimit: 5, RateBurst: 13})
 	code, body, hdr := ts.do(t, "GET", api.RouteOpenAPI, "", nil, "-")
-	if code != 200 || !bytes.Equal(body, openAPIDocument) || !strings.HasPrefix(hdr.Get("Content-Type"), api.ContentTypeJSON) {
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), api.ContentTypeJSON) {
 		t.Fatalf("GET %s: %d, %s, %d bytes", api.RouteOpenAPI, code, hdr.Get("Content-Type"), len(body))
+	}
+	doc := loadOpenAPI(t, body)
+	limits := obj(t, doc["x-cipherd-limits"], "x-cipherd-limits")
+	for name, want := range map[string]string{
+		"max_json_body": "1048576", "max_batch_items": "7", "max_verify_full": "3145728",
+		"request_timeout": "9s", "stream_idle_timeout": "11s", "rate_limit": "5", "rate_burst": "13",
+	} {
+		if got := fmt.Sprint(obj(t, limits[name], name)["value"]); got != want {
+			t.Errorf("x-cipherd-limits %s: %s, want %s", name, got, want)
+		}
+	}
+	dec := obj(t, obj(t, obj(t, doc["paths"], "paths")["/v1/decrypt/{key}"], "decrypt")["post"], "decrypt")
+	for k, want := range map[string]string{
+		"x-cipherd-max-body": "1048576", "x-cipherd-timeout": "9s", "x-cipherd-max-items": "7",
+		"x-cipherd-max-verify-full": "3145728", "x-cipherd-stream-idle-timeout": "11s", "x-cipherd-rate-cost": "1",
+	} {
+		if got := fmt.Sprint(dec[k]); got != want {
+			t.Errorf("decrypt %s: %s, want %s", k, got, want)
+		}
+	}
+
+	var desc api.APIDescription
+	code, body, _ = ts.do(t, "GET", api.RouteAPI, "", nil, "-")
+	if code != 200 || json.Unmarshal(body, &desc) != nil {
+		t.Fatalf("GET /v1/api: %d %s", code, body)
+	}
+	if desc.RateLimit == nil || *desc.RateLimit != (api.RateLimit{PerSecond: 5, Burst: 13}) {
+		t.Errorf("/v1/api rate_limit %+v", desc.RateLimit)
+	}
+	for _, r := range desc.Routes {
+		if r.Method == "POST" && r.Path == api.RouteDecrypt {
+			if r.MaxBody != 1<<20 || r.Timeout != "9s" || r.MaxItems != 7 || r.MaxVerifyFull != 3<<20 || r.StreamIdleTimeout != "11s" ||
+				len(r.Query) != 1 || r.Query[0].Name != "verify" || !slices.Equal(r.Query[0].Values, []string{"full"}) {
+				t.Errorf("/v1/api decrypt: %+v", r)
+			}
+		}
 	}
 }
 
@@ -313,10 +412,34 @@ func TestOpenAPIDocsAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
+	// The routes table has a row per route with its row's auth, query,
+	// timeout and cost.
 	for _, r := range defaultRoutes() {
 		p := openAPIPath(r.path)
-		if !strings.Contains(doc, r.method+" "+p) {
-			t.Errorf("docs/API.md does not mention %s %s", r.method, p)
+		line := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(r.method+" "+p) + "` \\|.*$").FindString(doc)
+		cells := strings.Split(line, " | ")
+		if len(cells) != 7 {
+			t.Errorf("docs/API.md has no routes table row for %s %s", r.method, p)
+			continue
+		}
+		where := "docs/API.md " + r.method + " " + p
+		if auth := "`" + string(r.op) + "`"; r.op != "" && !strings.Contains(cells[1], auth) || r.op == "" && cells[1] != "none" {
+			t.Errorf("%s: auth %q, the row checks %q", where, cells[1], r.op)
+		}
+		var query []string
+		for _, q := range r.query {
+			for _, v := range q.values {
+				query = append(query, "`?"+q.name+"="+v+"`")
+			}
+		}
+		if want := strings.Join(query, ", "); want == "" && cells[3] != "—" || want != "" && cells[3] != want {
+			t.Errorf("%s: query %q, the row takes %q", where, cells[3], want)
+		}
+		if !strings.HasPrefix(cells[4], r.timeout.String()) {
+			t.Errorf("%s: timeout %q, the row has %s", where, cells[4], r.timeout)
+		}
+		if want := strconv.Itoa(max(r.cost, 1)); r.op != "" && cells[5] != want || r.op == "" && cells[5] != "—" {
+			t.Errorf("%s: cost %q, the row has %d", where, cells[5], r.cost)
 		}
 	}
 	for _, c := range apiCodes(t) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 )
 
 // Policies: which operations an identity may do on which keys.
@@ -69,6 +70,27 @@ func (id *identity) allowed(op Op, key string) bool {
 		}
 		for _, r := range p.allow {
 			allow = allow || r.matches(op, key)
+		}
+	}
+	return allow
+}
+
+// allowedSome reports whether id may do op on some key: some rule allows op
+// and no rule denies it on every key ("*"). A listing needs it; it then
+// shows only the keys id may op on.
+func (id *identity) allowedSome(op Op) bool {
+	if id.admin {
+		return true
+	}
+	allow := false
+	for _, p := range id.policies {
+		for _, r := range p.deny {
+			if r.ops[op] && slices.Contains(r.keys, "*") {
+				return false
+			}
+		}
+		for _, r := range p.allow {
+			allow = allow || r.ops[op]
 		}
 	}
 	return allow

@@ -3,57 +3,51 @@ package server
 import (
 	"math"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/cipherd/cipherd/api"
 )
 
-// rateLimiter is a token bucket per identity: each holds up to burst tokens
-// and refills at rate tokens per second; a request takes one. Limiting by
-// identity rather than by address keeps working behind load balancers and
-// NAT, where many clients share one address.
+// rateLimiter is a token bucket per identity (golang.org/x/time/rate): each
+// holds up to burst tokens and refills at rate tokens per second; a request
+// takes its route's cost (route.cost). Limiting by identity rather than by
+// address keeps working behind load balancers and NAT, where many clients
+// share one address.
 //
 // The buckets are made once, one per configured identity, so memory is
-// bounded by the configuration and lookups need no lock; each bucket has
-// its own mutex. Unauthenticated requests never reach a bucket: they are
-// answered 401 first.
+// bounded by the configuration and lookups need no lock. Unauthenticated
+// requests never reach a bucket: they are answered 401 first.
 type rateLimiter struct {
 	rate    float64 // tokens per second
-	burst   float64
+	burst   int
 	now     func() time.Time
-	buckets map[string]*bucket
+	buckets map[string]*rate.Limiter
 }
 
 // maxRetryAfter bounds the wait reported for very low rates.
 const maxRetryAfter = 24 * time.Hour
 
-type bucket struct {
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
-}
-
 // newRateLimiter returns a limiter for the named identities, or nil (no
 // limit) when rate is not positive. burst below 1 means 1.
-func newRateLimiter(rate float64, burst int, names map[string]bool) *rateLimiter {
-	if !(rate > 0) || math.IsInf(rate, 1) {
+func newRateLimiter(r float64, burst int, names map[string]bool) *rateLimiter {
+	if !(r > 0) || math.IsInf(r, 1) {
 		return nil
 	}
-	l := &rateLimiter{rate: rate, burst: float64(max(burst, 1)), now: time.Now, buckets: make(map[string]*bucket, len(names))}
-	now := l.now()
+	l := &rateLimiter{rate: r, burst: max(burst, 1), now: time.Now, buckets: make(map[string]*rate.Limiter, len(names))}
 	for name := range names {
-		l.buckets[name] = &bucket{tokens: l.burst, last: now}
+		l.buckets[name] = rate.NewLimiter(rate.Limit(r), l.burst)
 	}
 	return l
 }
 
-// take takes a token from name's bucket. When there is none, it reports how
-// long until there will be one.
-func (l *rateLimiter) take(name string) (ok bool, wait time.Duration) {
+// take takes cost tokens from name's bucket; a cost over the burst takes the
+// whole burst, so that every route stays reachable. When there are too few,
+// it takes none and reports how long until there will be enough.
+func (l *rateLimiter) take(name string, cost int) (ok bool, wait time.Duration) {
 	if l == nil {
 		return true, 0
 	}
@@ -61,19 +55,14 @@ func (l *rateLimiter) take(name string) (ok bool, wait time.Duration) {
 	if b == nil {
 		return true, 0 // every identity has a bucket; nothing else reaches here
 	}
+	n := min(max(cost, 1), l.burst)
 	now := l.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if elapsed := now.Sub(b.last); elapsed > 0 {
-		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
-		b.last = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.AllowN(now, n) {
 		return true, 0
 	}
-	secs := min((1-b.tokens)/l.rate, maxRetryAfter.Seconds())
-	return false, time.Duration(secs * float64(time.Second))
+	missing := float64(n) - b.TokensAt(now)
+	secs := min(missing/l.rate, maxRetryAfter.Seconds())
+	return false, max(time.Duration(secs*float64(time.Second)), time.Nanosecond)
 }
 
 // retryAfter is the Retry-After value for a wait: whole seconds, rounded up,
@@ -83,8 +72,8 @@ func retryAfter(wait time.Duration) string {
 }
 
 // rateLimit answers 429 with Retry-After when id is over its rate.
-func (s *Server) rateLimit(c *fiber.Ctx, id *identity) error {
-	ok, wait := s.auth.limits.take(id.name)
+func (s *Server) rateLimit(c *fiber.Ctx, id *identity, cost int) error {
+	ok, wait := s.auth.limits.take(id.name, cost)
 	if ok {
 		return nil
 	}

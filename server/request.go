@@ -32,6 +32,9 @@ type reqState struct {
 	line    accessLine   // the access line, written when the request ends
 	fields  [1]zap.Field // the line as the one field of its entry
 	scratch *reqScratch  // taken on first use (scratchSpace)
+	route   *route       // the row serving the request (set by serve)
+	key     string       // the path's key name, checked (set by serve)
+	ctx     reqContext   // the handler's context, with the row's deadline
 	idText  [24]byte     // a generated ID's text, which id points to
 }
 

@@ -36,6 +36,11 @@ type Server struct {
 	met   *metrics
 	speed *speedState
 	tls   *tlsState // nil without TLS
+	table []route   // the route table the app serves (newApp)
+
+	openAPIMu  sync.Mutex
+	openAPIDoc []byte       // the served OpenAPI document, made on first use
+	openAPIFor *rateLimiter // the limits openAPIDoc states
 
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool

@@ -43,7 +43,7 @@ type pageView struct {
 	Status     string
 	ChartTitle string
 	RunNote    string
-	Chart      *chartView
+	Charts     []*chartView // one per cipher family
 	Numbers    *numbersView
 	Sel        *selftest.Selection
 	AEADImpl   string
@@ -94,19 +94,17 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 	t := sp.table.Load()
 	if t != nil {
 		rows = sp.tableSeries(t.result)
-		v.ChartTitle = "Throughput by block size: every implementation that passed the self-test"
-		work := "encryption"
-		if t.result.Decrypt {
-			work = "decryption"
+		v.ChartTitle = "Throughput by message size: every implementation that passed the self-test"
+		quality := ""
+		if t.quality == qualityQuick {
+			quality = "the quick table, "
 		}
-		workers := "one worker"
-		if t.result.Multi > 1 {
-			workers = strconv.Itoa(t.result.Multi) + " workers"
-		}
-		v.RunNote = fmt.Sprintf("Measured %s, %s, in %s: %s per cell, %s, %s, one fresh operation per message as in openssl speed.",
+		v.RunNote = fmt.Sprintf("Measured %s, %s%s, in %s: %s.",
 			map[string]string{sourceStartup: "after start-up", sourceAdmin: "on an admin's request"}[t.source],
-			when(t.result.Started, now), roundDuration(t.took),
-			roundDuration(time.Duration(t.result.Seconds*float64(time.Second))), workers, work)
+			quality, when(t.result.Started, now), roundDuration(t.took), tableMethod(t.result))
+		if sp := medianSpread(t.result); sp > 0 {
+			v.RunNote += fmt.Sprintf(" The trials of a cell ranged over %.1f %% of its figure (median over the cells); hover a figure below for its range.", sp*100)
+		}
 	} else if len(sel.Profile) > 0 {
 		rows = sp.profileSeries(sel)
 		v.ChartTitle = "Quick profile (the selection's median of short trials)"
@@ -115,6 +113,10 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 	switch state {
 	case tableDone:
 		v.Status = "The full table is measured."
+	case tableRefining:
+		round, rounds := sp.refineProgress()
+		v.Status = fmt.Sprintf("Showing the quick table; the refined one is being measured (round %d of %d done, about %d s left). This page reloads itself.", round, rounds, wait)
+		v.Refresh = true
 	case tableMeasuring:
 		v.Status = fmt.Sprintf("The full table is being measured (about %d s left). ", wait)
 		if t != nil {
@@ -128,10 +130,34 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 		v.Status = "The benchmark is skipped by configuration (skip_benchmark). An admin can run it with POST /speed/run."
 	}
 	if len(rows) > 0 {
-		v.Chart = newChart(rows)
+		for _, f := range cipherFamilies {
+			var in []series
+			for _, r := range rows {
+				if slices.Contains(f.ciphers, r.cipher) {
+					in = append(in, r)
+				}
+			}
+			if len(in) > 0 {
+				v.Charts = append(v.Charts, newChart(f.name, in))
+			}
+		}
 		v.Numbers = newNumbers(rows)
 	}
 	return v
+}
+
+// cipherFamilies groups the ciphers into the page's small charts, each on
+// its own scale, so that a family's implementations can be told apart
+// however far the families' speeds are from one another.
+var cipherFamilies = []struct {
+	name    string
+	ciphers []kernels.Cipher
+}{
+	{"AES-GCM", []kernels.Cipher{kernels.AES128GCM, kernels.AES256GCM}},
+	{"ChaCha20-Poly1305 and XChaCha20-Poly1305", []kernels.Cipher{kernels.ChaCha20Poly1305, kernels.XChaCha20Poly1305}},
+	{"AES-CTR", []kernels.Cipher{kernels.AES128CTR, kernels.AES256CTR}},
+	{"ChaCha20", []kernels.Cipher{kernels.ChaCha20}},
+	{"Block modes (speed comparison only)", []kernels.Cipher{kernels.AES128CBC, kernels.AES256CBC, kernels.AES256IGE}},
 }
 
 // series is one cipher × implementation: its throughput at each size.
@@ -144,6 +170,7 @@ type series struct {
 	Dash     string // SVG stroke-dasharray; "" is solid
 	sizes    []int
 	rates    []float64 // bytes per second
+	trials   []string  // per size: how the figure was measured, for its tooltip
 }
 
 func (sp *speedState) tableSeries(res *selftest.SpeedResult) []series {
@@ -153,6 +180,11 @@ func (sp *speedState) tableSeries(res *selftest.SpeedResult) []series {
 		for _, cell := range row.Cells {
 			s.sizes = append(s.sizes, cell.Size)
 			s.rates = append(s.rates, cell.BytesPerSecond())
+			how := ""
+			if len(cell.Trials) > 1 {
+				how = fmt.Sprintf("median of %d trials; range %s–%s MB/s", len(cell.Trials), formatMBps(cell.Min), formatMBps(cell.Max))
+			}
+			s.trials = append(s.trials, how)
 		}
 		out = append(out, s)
 	}
@@ -221,29 +253,36 @@ func (sp *speedState) style(rows []series) []series {
 	return rows
 }
 
-// Chart geometry, in SVG user units.
+// Chart geometry, in SVG user units: a small chart per cipher family, the
+// plot over the whole width, the legend under it in two columns.
 const (
-	chartWidth   = 1000
-	chartPlotX0  = 72
-	chartPlotX1  = 740
-	chartPlotY0  = 24
-	chartPlotY1  = 384
-	chartLegendX = 768
-	chartLegendH = 22
-	chartPad     = 14 // between the plot's edge and the first and last size
+	chartWidth   = 560
+	chartPlotX0  = 58
+	chartPlotX1  = 544
+	chartPlotY0  = 34
+	chartPlotY1  = 244
+	chartLegendH = 19
+	chartLegendW = 243 // one legend column
+	chartPad     = 12  // between the plot's edge and the first and last size
+)
+
+// Line styles: the implementation the service uses is drawn wide and
+// opaque with its points; the others narrow, dashed and faded, so that
+// what runs stands out and the rest stays readable behind it.
+const (
+	selectedWidth = 3
+	otherWidth    = 1.5
+	otherOpacity  = 0.55
 )
 
 type chartView struct {
+	Title          string
 	Width, Height  int
 	X0, X1, Y0, Y1 float64
 	XMid, YMid     float64
 	XTicks, YTicks []chartTick
 	Unit           string
 	Lines          []chartLine
-	LegendX        float64
-	LegendLineX    float64 // end of the legend's line samples
-	LegendTextX    float64
-	LegendY        float64
 }
 
 type chartTick struct {
@@ -253,10 +292,11 @@ type chartTick struct {
 
 type chartLine struct {
 	series
-	Width   float64
-	Points  string
-	Marks   []chartMark
-	LegendY float64
+	Width            float64
+	Opacity          float64
+	Points           string
+	Marks            []chartMark
+	LegendX, LegendY float64
 }
 
 type chartMark struct {
@@ -264,15 +304,14 @@ type chartMark struct {
 	Title string
 }
 
-// newChart draws throughput against block size: a log₂ x axis over
-// openssl's sizes (16 … 16384, widened to any others measured) and a linear
-// y axis from zero.
-func newChart(rows []series) *chartView {
-	ch := &chartView{
-		Width: chartWidth, X0: chartPlotX0, X1: chartPlotX1, Y0: chartPlotY0, Y1: chartPlotY1,
-		LegendX: chartLegendX, LegendLineX: chartLegendX + 28, LegendTextX: chartLegendX + 36, LegendY: chartPlotY0 + 4,
-	}
-	ch.Height = max(chartPlotY1+52, chartPlotY0+chartLegendH*(len(rows)+1)+12)
+// newChart draws throughput against message size for one family: a log₂ x
+// axis over openssl's sizes (16 … 16384, widened to any others measured)
+// and a linear y axis from zero to the family's peak. The lines of the
+// implementations in use are drawn last, on top.
+func newChart(title string, rows []series) *chartView {
+	ch := &chartView{Title: title, Width: chartWidth, X0: chartPlotX0, X1: chartPlotX1, Y0: chartPlotY0, Y1: chartPlotY1}
+	legendRows := (len(rows) + 1) / 2
+	ch.Height = int(chartPlotY1) + 56 + legendRows*chartLegendH
 	ch.XMid, ch.YMid = (ch.X0+ch.X1)/2, (ch.Y0+ch.Y1)/2
 
 	sizes := slices.Clone(selftest.DefaultSizes)
@@ -310,9 +349,10 @@ func newChart(rows []series) *chartView {
 	}
 
 	for i, r := range rows {
-		l := chartLine{series: r, Width: 2, LegendY: ch.LegendY + chartLegendH*float64(i+1)}
+		l := chartLine{series: r, Width: otherWidth, Opacity: otherOpacity,
+			LegendX: ch.X0 + float64(i%2)*chartLegendW, LegendY: ch.Y1 + 56 + float64(i/2)*chartLegendH}
 		if r.Selected {
-			l.Width = 2.75
+			l.Width, l.Opacity = selectedWidth, 1
 		}
 		var pts []string
 		for j, n := range r.sizes {
@@ -324,6 +364,16 @@ func newChart(rows []series) *chartView {
 		l.Points = strings.Join(pts, " ")
 		ch.Lines = append(ch.Lines, l)
 	}
+	// Draw order: the others first, the implementations in use on top.
+	slices.SortStableFunc(ch.Lines, func(a, b chartLine) int {
+		switch {
+		case a.Selected == b.Selected:
+			return 0
+		case b.Selected:
+			return -1
+		}
+		return 1
+	})
 	return ch
 }
 
@@ -347,8 +397,9 @@ type numbersRow struct {
 }
 
 type numbersCell struct {
-	Text string
-	Best bool // fastest implementation of its cipher at this size
+	Text  string
+	Title string // the trials' range, when there were several
+	Best  bool   // fastest implementation of its cipher at this size
 }
 
 func newNumbers(rows []series) *numbersView {
@@ -381,7 +432,11 @@ func newNumbers(rows []series) *numbersView {
 					}
 				}
 			}
-			nr.Cells = append(nr.Cells, numbersCell{Text: formatMBps(v), Best: best && rivals > 0})
+			title := ""
+			if i := slices.Index(r.sizes, size); i < len(r.trials) {
+				title = r.trials[i]
+			}
+			nr.Cells = append(nr.Cells, numbersCell{Text: formatMBps(v), Title: title, Best: best && rivals > 0})
 			nv.HasBest = nv.HasBest || rivals > 0
 		}
 		nv.Rows = append(nv.Rows, nr)
@@ -442,10 +497,12 @@ func shortRevision(rev string) string {
 }
 
 var speedPageTemplate = template.Must(template.New("speed").Funcs(template.FuncMap{
-	"pct":     func(f float64) string { return strconv.FormatFloat(f*100, 'g', 3, 64) + " %" },
-	"dur":     roundDuration,
-	"short":   shortRevision,
-	"sizelbl": sizeLabel,
+	"pct":        func(f float64) string { return strconv.FormatFloat(f*100, 'g', 3, 64) + " %" },
+	"dur":        roundDuration,
+	"short":      shortRevision,
+	"sizelbl":    sizeLabel,
+	"legendEnd":  func(x float64) float64 { return x + 24 },
+	"legendText": func(x float64) float64 { return x + 30 },
 }).Parse(speedPageHTML))
 
 const speedPageHTML = `<!doctype html>
@@ -483,7 +540,11 @@ a:hover { text-decoration: underline; }
 .measuring .badge { background: #fef3c7; color: #92400e; }
 .failed .badge { background: #fee2e2; color: #991b1b; }
 .note { color: var(--muted); font-size: 13px; margin: 8px 0 0; }
+.charts { display: grid; grid-template-columns: 1fr 1fr; gap: 8px 20px; }
+@media (max-width: 860px) { .charts { grid-template-columns: 1fr; } }
 svg.chart { display: block; width: 100%; height: auto; font-size: 12px; }
+.chart .title .unit { fill: var(--muted); font-weight: 400; }
+.chart .legend text.chosen { font-weight: 700; }
 .chart .grid line { stroke: var(--grid); }
 .chart .axis { stroke: #9aa3ad; }
 .chart text { fill: var(--muted); }
@@ -520,10 +581,14 @@ footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
 <main>
 <section class="card">
 <div class="status {{.State}}"><span class="badge">{{.State}}</span><span>{{.Status}}</span></div>
-{{- if .Chart}}
+{{- if .Charts}}
 <h2>{{.ChartTitle}}</h2>
-{{template "chart" .Chart}}
-<p class="note">{{.RunNote}} Solid lines are the implementations the service uses; dashed lines the others. Hover a point for its value.</p>
+<div class="charts">
+{{- range .Charts}}
+{{template "chart" .}}
+{{- end}}
+</div>
+<p class="note">{{.RunNote}} Each family has its own scale. Wide solid lines with points are the implementations the service uses; narrow dashed faded lines the others. Hover a point for its value.</p>
 {{- else}}
 <p class="note">Nothing has been measured yet.</p>
 {{- end}}
@@ -535,7 +600,7 @@ footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
 <thead><tr><th>cipher</th><th>implementation</th>{{range .Sizes}}<th class="num">{{sizelbl .}}</th>{{end}}</tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr{{if .Selected}} class="chosen"{{end}}><td><svg class="swatch" width="28" height="10" viewBox="0 0 28 10" aria-hidden="true"><line x1="1" y1="5" x2="27" y2="5" stroke="{{.Color}}" stroke-width="3"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/></svg>{{.Name}}</td><td>{{.Impl}}{{if .Selected}} <span class="tick" title="used by the service">✓</span>{{end}}</td>{{range .Cells}}<td class="num{{if .Best}} best{{end}}">{{.Text}}</td>{{end}}</tr>
+<tr{{if .Selected}} class="chosen"{{end}}><td><svg class="swatch" width="28" height="10" viewBox="0 0 28 10" aria-hidden="true"><line x1="1" y1="5" x2="27" y2="5" stroke="{{.Color}}" stroke-width="3"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/></svg>{{.Name}}</td><td>{{.Impl}}{{if .Selected}} <span class="tick" title="used by the service">✓</span>{{end}}</td>{{range .Cells}}<td class="num{{if .Best}} best{{end}}"{{if .Title}} title="{{.Title}}"{{end}}>{{.Text}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table>
@@ -613,8 +678,8 @@ footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
 </body>
 </html>
 {{define "chart" -}}
-<svg class="chart" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-labelledby="chart-title">
-<title id="chart-title">Throughput in {{.Unit}} against block size, one line per cipher and implementation</title>
+<svg class="chart" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}: throughput in {{.Unit}} against message size, one line per cipher and implementation">
+<text class="title" x="{{.X0}}" y="16">{{.Title}} <tspan class="unit">{{.Unit}}</tspan></text>
 <g class="grid">
 {{- range .YTicks}}<line x1="{{$.X0}}" x2="{{$.X1}}" y1="{{.Pos}}" y2="{{.Pos}}"/>{{end}}
 {{- range .XTicks}}<line x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$.Y0}}" y2="{{$.Y1}}"/>{{end}}
@@ -622,24 +687,23 @@ footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
 <line class="axis" x1="{{.X0}}" x2="{{.X1}}" y1="{{.Y1}}" y2="{{.Y1}}"/>
 <line class="axis" x1="{{.X0}}" x2="{{.X0}}" y1="{{.Y0}}" y2="{{.Y1}}"/>
 <g text-anchor="end">
-{{- range .YTicks}}<text x="{{$.X0}}" y="{{.Pos}}" dx="-8" dy="4">{{.Label}}</text>{{end}}
+{{- range .YTicks}}<text x="{{$.X0}}" y="{{.Pos}}" dx="-6" dy="4">{{.Label}}</text>{{end}}
 </g>
 <g text-anchor="middle">
-{{- range .XTicks}}<text x="{{.Pos}}" y="{{$.Y1}}" dy="20">{{.Label}}</text>{{end}}
-<text x="{{.XMid}}" y="{{$.Y1}}" dy="42">message size (log scale)</text>
-<text transform="rotate(-90)" x="-{{.YMid}}" y="18">{{.Unit}}</text>
+{{- range .XTicks}}<text x="{{.Pos}}" y="{{$.Y1}}" dy="17">{{.Label}}</text>{{end}}
+<text x="{{.XMid}}" y="{{$.Y1}}" dy="34">message size (log scale)</text>
 </g>
 {{- range .Lines}}{{$color := .Color}}
-<g class="series">
+<g class="series{{if .Selected}} chosen{{end}}" opacity="{{.Opacity}}">
 <polyline points="{{.Points}}" fill="none" stroke="{{.Color}}" stroke-width="{{.Width}}" stroke-linejoin="round" stroke-linecap="round"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
-{{- range .Marks}}<circle cx="{{.X}}" cy="{{.Y}}" r="3.5" fill="{{$color}}"><title>{{.Title}}</title></circle>{{end}}
+{{- if .Selected}}{{range .Marks}}<circle cx="{{.X}}" cy="{{.Y}}" r="3.5" fill="{{$color}}"><title>{{.Title}}</title></circle>{{end}}
+{{- else}}{{range .Marks}}<circle cx="{{.X}}" cy="{{.Y}}" r="6" fill="transparent"><title>{{.Title}}</title></circle>{{end}}{{end}}
 </g>
 {{- end}}
 <g class="legend">
-<text class="title" x="{{.LegendX}}" y="{{.LegendY}}">cipher · implementation</text>
 {{- range .Lines}}
-<line x1="{{$.LegendX}}" x2="{{$.LegendLineX}}" y1="{{.LegendY}}" y2="{{.LegendY}}" stroke="{{.Color}}" stroke-width="3"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
-<text x="{{$.LegendTextX}}" y="{{.LegendY}}" dy="4">{{.Name}} <tspan class="impl">{{.Impl}}</tspan></text>
+<line x1="{{.LegendX}}" x2="{{.LegendX | legendEnd}}" y1="{{.LegendY}}" y2="{{.LegendY}}" stroke="{{.Color}}" stroke-width="{{if .Selected}}4{{else}}2{{end}}"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
+<text x="{{.LegendX | legendText}}" y="{{.LegendY}}" dy="4"{{if .Selected}} class="chosen"{{end}}>{{.Name}} <tspan class="impl">{{.Impl}}</tspan>{{if .Selected}} ✓{{end}}</text>
 {{- end}}
 </g>
 </svg>

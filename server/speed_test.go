@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,15 +53,27 @@ type speedJSON struct {
 			Cipher string `json:"cipher"`
 			Impl   string `json:"impl"`
 			Cells  []struct {
-				Size      int   `json:"size"`
-				Ops       int64 `json:"ops"`
-				ElapsedNS int64 `json:"elapsed_ns"`
+				Size      int       `json:"size"`
+				Ops       int64     `json:"ops"`
+				ElapsedNS int64     `json:"elapsed_ns"`
+				Rate      float64   `json:"bytes_per_second"`
+				Trials    []float64 `json:"trials_bytes_per_second"`
+				Min       float64   `json:"min_bytes_per_second"`
+				Max       float64   `json:"max_bytes_per_second"`
 			} `json:"cells"`
 		} `json:"rows"`
+		Seconds float64 `json:"seconds_per_cell"`
+		Trials  int     `json:"trials"`
 	} `json:"table"`
 	TableState    string     `json:"table_state"`
 	TableMeasured *time.Time `json:"table_measured"`
 	TableSource   string     `json:"table_source"`
+	TableQuality  string     `json:"table_quality"`
+	TableMethod   string     `json:"table_method"`
+	TableSpread   float64    `json:"table_median_spread"`
+	Refining      *struct {
+		Round, Rounds int
+	} `json:"refining"`
 }
 
 // getSpeed fetches /speed with an Accept header and returns status, body and
@@ -108,7 +121,7 @@ func waitSpeedTable(t testing.TB, ts *testServer) speedJSON {
 		switch v.TableState {
 		case tableDone:
 			return v
-		case tableMeasuring:
+		case tableMeasuring, tableRefining:
 		default:
 			t.Fatalf("table_state %q while waiting for the start-up table", v.TableState)
 		}
@@ -145,7 +158,7 @@ func TestSpeedStartupTable(t *testing.T) {
 	// Straight after start-up the table is being measured: JSON says so and
 	// the openssl formats ask to retry.
 	code, body, hdr := getSpeed(t, ts, "?format=text", "")
-	if fresh := time.Since(start) < startupBudget/2; code == 200 && fresh {
+	if fresh := time.Since(start) < quickBudget/2; code == 200 && fresh {
 		t.Fatalf("text table served %s after start-up", time.Since(start))
 	} else if code != 200 {
 		if code != 503 || hdr.Get("Retry-After") == "" || !bytes.Contains(body, []byte(api.CodeNotReady)) {
@@ -161,8 +174,36 @@ func TestSpeedStartupTable(t *testing.T) {
 		}
 	}
 
+	// The quick table comes first, published while the refined one is
+	// measured.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, body, _ := getSpeed(t, ts, "", "")
+		v := decodeSpeed(t, body)
+		if v.TableState == tableDone {
+			t.Fatalf("the refined table came without a quick one published first (quality %q)", v.TableQuality)
+		}
+		if v.Table == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("no quick table in 60 s")
+			}
+			continue
+		}
+		if v.TableState != tableRefining || v.TableQuality != qualityQuick || v.Refining == nil || v.Refining.Rounds != refineTrials ||
+			v.Table.Trials != quickTrials || !strings.Contains(v.TableMethod, "median of 3 interleaved trials") {
+			t.Fatalf("quick table: state %q quality %q refining %+v trials %d method %q", v.TableState, v.TableQuality, v.Refining, v.Table.Trials, v.TableMethod)
+		}
+		if code, _, _ := getSpeed(t, ts, "?format=text", ""); code != 200 {
+			t.Fatalf("text while refining: %d", code)
+		}
+		break
+	}
+
 	v := waitSpeedTable(t, ts)
 	took := time.Since(start)
+	if v.TableQuality != qualityRefined || v.Refining != nil || v.Table.Trials != refineTrials ||
+		v.Table.Seconds != refineTrialTime.Seconds() || !strings.Contains(v.TableMethod, "median of 3 interleaved trials of 2ms per cell") {
+		t.Errorf("refined table: quality %q refining %+v trials %d of %gs, method %q", v.TableQuality, v.Refining, v.Table.Trials, v.Table.Seconds, v.TableMethod)
+	}
 	t.Logf("start-up table: %d rows in %s after New", len(v.Table.Rows), took.Round(time.Millisecond))
 	if v.Host.GOMAXPROCS == 0 || v.Host.Features == nil || v.Build.Version == "" || v.Build.GoVersion == "" {
 		t.Errorf("host/build incomplete: %+v %+v", v.Host, v.Build)
@@ -186,6 +227,12 @@ func TestSpeedStartupTable(t *testing.T) {
 		for i, c := range row.Cells {
 			if c.Size != selftest.DefaultSizes[i] || c.Ops <= 0 || c.ElapsedNS <= 0 {
 				t.Errorf("%s/%s cell %d: %+v", row.Cipher, row.Impl, i, c)
+			}
+			// The cell is its median trial, and says how far the others were.
+			rate := float64(c.Ops) * float64(c.Size) / (float64(c.ElapsedNS) / 1e9)
+			if len(c.Trials) != refineTrials || c.Min > c.Rate || c.Rate > c.Max || math.Abs(c.Rate-rate) > rate*1e-9 ||
+				!slices.Contains(c.Trials, c.Rate) {
+				t.Errorf("%s/%s cell %d: rate %g (from ops %g), trials %v, range %g–%g", row.Cipher, row.Impl, i, c.Rate, rate, c.Trials, c.Min, c.Max)
 			}
 		}
 	}
@@ -214,7 +261,7 @@ func TestSpeedNegotiation(t *testing.T) {
 		}
 	}
 	code, body, _ := getSpeed(t, ts, "?format=xml", "")
-	if code != 400 || !bytes.Contains(body, []byte(api.CodeBadRequest)) {
+	if code != 400 || !bytes.Contains(body, []byte(api.CodeInvalidParameter)) {
 		t.Errorf("?format=xml: %d %s", code, body)
 	}
 }
@@ -330,8 +377,35 @@ func TestSpeedPage(t *testing.T) {
 		}
 	}
 	page := string(body)
-	if strings.Count(page, "<svg class=\"chart\"") != 1 {
-		t.Errorf("want one chart <svg>")
+	// One small chart per cipher family with rows, each on its own scale.
+	families := 0
+	for _, f := range cipherFamilies {
+		for _, row := range v.Table.Rows {
+			if c, _ := kernels.ParseCipher(row.Cipher); slices.Contains(f.ciphers, c) {
+				families++
+				if !strings.Contains(page, ">"+htmlText(f.name)+" <tspan class=\"unit\">") {
+					t.Errorf("no chart titled %q", f.name)
+				}
+				break
+			}
+		}
+	}
+	if n := strings.Count(page, "<svg class=\"chart\""); n != families || n < 2 {
+		t.Errorf("%d chart <svg>s, want one per family (%d)", n, families)
+	}
+	// The implementations in use stand out: wide and opaque, the others
+	// narrow and faded.
+	if n := strings.Count(page, `<g class="series chosen" opacity="1">`+"\n"+`<polyline`); n != len(ts.sel.Implementations)+countSpeedOnly(ts) {
+		t.Errorf("%d highlighted lines, want one per cipher (%d)", n, len(ts.sel.Implementations)+countSpeedOnly(ts))
+	}
+	if n := strings.Count(page, `stroke-width="3"`); n < len(ts.sel.Implementations) {
+		t.Errorf("%d wide lines", n)
+	}
+	if !strings.Contains(page, `<g class="series" opacity="0.55">`) {
+		t.Errorf("no faded line for the other implementations")
+	}
+	if !strings.Contains(page, `title="median of 3 trials; range `) {
+		t.Errorf("the figures do not say how far their trials were")
 	}
 	if n := strings.Count(page, "<polyline"); n != len(v.Table.Rows) {
 		t.Errorf("%d polylines, want one per row (%d)", n, len(v.Table.Rows))
@@ -344,6 +418,7 @@ func TestSpeedPage(t *testing.T) {
 	for _, want := range []string{
 		v.Selection.AEAD, v.Selection.AEADReason, v.Host.Brand, "Self-test", "known-answer runs passed",
 		"after start-up", "message size (log scale)", "16 KiB", "The full table is measured.",
+		"median of 3 interleaved trials of 2ms per cell",
 	} {
 		if !strings.Contains(page, htmlText(want)) {
 			t.Errorf("page lacks %q", want)
@@ -432,7 +507,7 @@ func TestSpeedRun(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("run without body: %d %s", code, body)
 	}
-	t.Logf("full run without body: %s (aims at %s)", time.Since(start).Round(time.Millisecond), startupBudget)
+	t.Logf("full run without body: %s (aims at %s)", time.Since(start).Round(time.Millisecond), quickBudget)
 	if v := decodeSpeed(t, body); len(v.Table.Rows) != usableRows(ts) || len(v.Table.Sizes) != len(selftest.DefaultSizes) {
 		t.Errorf("full run: %d rows, sizes %v", len(v.Table.Rows), v.Table.Sizes)
 	}
@@ -454,7 +529,7 @@ func TestSpeedRunForbidden(t *testing.T) {
 func TestSpeedRunConcurrent(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true})
 	// A run of about 1.2 s; a second one while it lasts is refused.
-	slow := `{"seconds":0.2,"ciphers":["aes-128-gcm"],"sizes":[16,64,256,1024,8192,16384]}`
+	slow := `{"seconds":0.2,"trials":1,"ciphers":["aes-128-gcm"],"sizes":[16,64,256,1024,8192,16384]}`
 	var wg sync.WaitGroup
 	var firstCode int
 	var firstBody []byte
@@ -510,7 +585,7 @@ func TestSpeedChart(t *testing.T) {
 	if rows[0].Selected || rows[0].Dash == "" || !rows[1].Selected || rows[1].Dash != "" || rows[0].Color != rows[1].Color {
 		t.Errorf("styles: %+v", rows)
 	}
-	ch := newChart(rows)
+	ch := newChart("AES-GCM", rows)
 	if ch.Unit != "GB/s" {
 		t.Errorf("unit %s for a 2.4 GB/s peak", ch.Unit)
 	}
@@ -539,4 +614,17 @@ func TestSpeedChart(t *testing.T) {
 			t.Errorf("niceStep(%g) = %g, want %g", tc.span, got, tc.want)
 		}
 	}
+}
+
+// countSpeedOnly is the number of speed-only ciphers with a usable
+// implementation: their most preferred one is highlighted though the
+// service never uses it.
+func countSpeedOnly(ts *testServer) int {
+	n := 0
+	for _, c := range kernels.Ciphers() {
+		if c.SpeedOnly() && len(ts.kat.Usable(c)) > 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -134,12 +134,20 @@ func TestSpeedMR(t *testing.T) {
 }
 
 func TestSpeedTable(t *testing.T) {
-	out, errOut, code := cipherd(t, nil, "speed", "-seconds", "0.05", "-bytes", "16384", "-evp", "aes-128-gcm", "-multi", "2")
+	out, errOut, code := cipherd(t, nil, "speed", "-seconds", "0.05", "-bytes", "16384", "-evp", "aes-128-gcm")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !regexp.MustCompile(`(?m)^The 'numbers' are in 1000s of bytes per second processed.\ntype {10}16384 bytes\nAES-128-GCM   +\d+\.\d\dk\n$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^built on: .+\n(.+\n){3}The 'numbers' are in 1000s of bytes per second processed.\ntype {10}16384 bytes\nAES-128-GCM   +\d+\.\d\dk\n$`).MatchString(out) {
 		t.Errorf("table:\n%s", out)
+	}
+	// -multi: openssl's form, with each worker's figures first and no header.
+	out, errOut, code = cipherd(t, nil, "speed", "-seconds", "0.05", "-bytes", "16384", "-evp", "aes-128-gcm", "-multi", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !regexp.MustCompile(`^Forked child 0\nForked child 1\nGot: \+H:16384 from 0\nGot: \+F:25:AES-128-GCM:\d+\.\d\d from 0\nGot: \+H:16384 from 1\nGot: \+F:25:AES-128-GCM:\d+\.\d\d from 1\nversion: .*\n(.+\n){4}AES-128-GCM   +\d+\.\d\dk\n$`).MatchString(out) {
+		t.Errorf("-multi table:\n%s", out)
 	}
 	if !strings.Contains(errOut, "Doing AES-128-GCM for 0.05s on 16384 size blocks: ") {
 		t.Errorf("progress:\n%s", errOut)

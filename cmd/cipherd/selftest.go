@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	cacheDir := fs.String("cache", "", "directory for the cached profile (default: none, always measure)")
 	budget := fs.Duration("budget", selftest.DefaultBudget, "wall time the quick profile aims to spend measuring")
 	pin := fs.String("aead", "", "pin the AEAD for new data instead of choosing by speed")
+	allowed := fs.String("allowed-aeads", "", "AEADs allowed for new data, comma-separated (default aes-256-gcm,chacha20-poly1305; add aes-128-gcm to allow it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -38,6 +40,29 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		pinned = c
 	}
 
+	var candidates []kernels.Cipher
+	if *allowed != "" {
+		var list []kernels.Cipher
+		for _, name := range strings.Split(*allowed, ",") {
+			c, err := kernels.ParseCipher(strings.TrimSpace(name))
+			if err != nil {
+				fmt.Fprintln(stderr, "cipherd selftest: -allowed-aeads:", err)
+				return 2
+			}
+			list = append(list, c)
+		}
+		// the order of preference among the allowed
+		for _, c := range selftest.AllCandidates() {
+			if slices.Contains(list, c) {
+				candidates = append(candidates, c)
+			}
+		}
+		if len(candidates) < len(list) {
+			fmt.Fprintf(stderr, "cipherd selftest: -allowed-aeads: only %s can seal new data\n", cipherList(selftest.AllCandidates()))
+			return 2
+		}
+	}
+
 	start := time.Now()
 	kat := selftest.RunKATs(selftest.KATConfig{Fail: *fail})
 	if err := kat.Err(); err != nil {
@@ -50,7 +75,7 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	sel, err := selftest.Select(ctx, selftest.SelectConfig{
-		KAT: kat, Pin: pinned, SkipBenchmark: *skipBench, CacheDir: *cacheDir, Budget: *budget,
+		KAT: kat, Pin: pinned, Candidates: candidates, SkipBenchmark: *skipBench, CacheDir: *cacheDir, Budget: *budget,
 	})
 	if err != nil {
 		if !*asJSON {
@@ -87,19 +112,34 @@ func writeSelection(w io.Writer, s *selftest.Selection) {
 	}
 	switch {
 	case s.Cached:
-		fmt.Fprintf(w, "profile: cached, measured %s in %v\n", s.Measured.Format(time.RFC3339), s.ProfileTime.Round(time.Millisecond))
+		fmt.Fprintf(w, "profile: cached, measured %s in %v, %d trials per cell\n", s.Measured.Format(time.RFC3339), s.ProfileTime.Round(time.Millisecond), s.Trials)
 	case len(s.Profile) > 0:
-		fmt.Fprintf(w, "profile: measured in %v\n", s.ProfileTime.Round(time.Millisecond))
+		fmt.Fprintf(w, "profile: measured in %v, %d interleaved trials per cell\n", s.ProfileTime.Round(time.Millisecond), s.Trials)
 	default:
 		fmt.Fprintln(w, "profile: skipped")
 	}
+	if len(s.Profile) > 0 {
+		fmt.Fprintf(w, "  %-20s %-10s %11s %10s %21s %8s\n", "cipher", "impl", "size", "median", "range (MB/s)", "trial")
+	}
 	for _, p := range s.Profile {
-		fmt.Fprintf(w, "  %-20s %-10s %6d bytes %10.1f MB/s\n", p.Cipher, p.Impl, p.Size, p.BytesPerSecond/1e6)
+		fmt.Fprintf(w, "  %-20s %-10s %5d bytes %10.1f %10.1f–%-10.1f %8v\n",
+			p.Cipher, p.Impl, p.Size, p.BytesPerSecond/1e6, p.Min/1e6, p.Max/1e6, p.TrialTime)
 	}
 	fmt.Fprintln(w, "implementations:")
 	for _, c := range s.Implementations {
 		fmt.Fprintf(w, "  %-20s %-10s %s\n", c.Name, c.Impl, c.Reason)
+		for _, sc := range c.Sizes {
+			fmt.Fprintf(w, "  %-20s %-10s %s\n", fmt.Sprintf("  ≤ %d bytes", sc.MaxSize), sc.Impl, sc.Reason)
+		}
 	}
-	fmt.Fprintf(w, "aead for new data: %s (%s; candidates %s, margin %.0f%%)\n",
-		s.AEADName, s.AEADReason, strings.Join(s.Candidates, ", "), s.Margin*100)
+	fmt.Fprintf(w, "aead for new data: %s (candidates %s; margin at least %.0f%%, more when the trials are noisy)\n  %s\n",
+		s.AEADName, strings.Join(s.Candidates, ", "), s.Margin*100, s.AEADReason)
+}
+
+func cipherList(cs []kernels.Cipher) string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
 }

@@ -39,6 +39,7 @@ type speedFlags struct {
 	asJSON    bool
 	impl      string
 	vsOpenSSL bool
+	openssl   string
 	hw        string
 	decrypt   bool
 	elapsed   bool
@@ -56,6 +57,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&f.asJSON, "json", false, "JSON output")
 	fs.StringVar(&f.impl, "impl", "", "implementation to measure: a name (stdlib, xcrypto, …) or all; default the preferred one")
 	fs.BoolVar(&f.vsOpenSSL, "vs-openssl", false, "also run the host's `openssl speed -elapsed`, cipher by cipher, and print ratios")
+	fs.StringVar(&f.openssl, "openssl", "", "with -vs-openssl: the openssl binary to run, a path or a name in PATH (default openssl)")
 	fs.StringVar(&f.hw, "hw", "on", "off: measure with hardware acceleration disabled (AES-NI, PCLMULQDQ, AVX…)")
 	fs.BoolVar(&f.decrypt, "decrypt", false, "measure decryption (Open for AEADs) instead of encryption")
 	fs.BoolVar(&f.elapsed, "elapsed", true, "accepted for openssl compatibility: timing is always wall-clock")
@@ -110,6 +112,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Multi:      f.multi,
 		Decrypt:    f.decrypt,
 		KAT:        kat,
+		OpenSSL:    f.openssl,
 		Progress:   stderr,
 		ProgressMR: f.mr,
 	}

@@ -25,10 +25,10 @@
 //     version), so no two writers on any replicas can both make version
 //     n, and a transaction either writes a whole rotation or nothing.
 //   - Sealed at rest. Each version's secret and each key's metadata are
-//     sealed with cryptosvc.RecordSealer under the root key, the key name
-//     (and version) bound in the additional data; a root-key check record
-//     refuses a wrong root key at Open. The database never holds material
-//     in clear.
+//     records sealed by a cryptosvc.Sealer under the database's storage
+//     key, the key name (and version) bound in the additional data; the
+//     storage key is kept wrapped by the root-key provider, so a wrong root
+//     key is refused at Open. The database never holds material in clear.
 //   - Versioned schema. Open creates or migrates the schema under an
 //     advisory lock, so that replicas starting together migrate once; a
 //     schema newer than this build is refused.

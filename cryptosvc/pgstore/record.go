@@ -12,10 +12,10 @@ import (
 )
 
 // The sealed records of a key's rows (docs/STORAGE.md): cipherd_keys.meta
-// seals metaRecord under RecordAD("pg-key", name); each
-// cipherd_key_versions.sealed seals versionRecord under
-// RecordAD("pg-version", name, decimal version). They are the file
-// store's record split into rows.
+// is the record of kind "pg-key" and the key's name, holding metaRecord;
+// each cipherd_key_versions.sealed is the record of kind "pg-version" and
+// the name "<key name> NUL <decimal version>", holding versionRecord. They
+// are the file store's record split into rows.
 
 type metaRecord struct {
 	Name    string              `json:"name"`
@@ -29,10 +29,14 @@ type versionRecord struct {
 	Secret  []byte    `json:"secret"` // standard base64
 }
 
-func metaAD(name string) []byte { return cryptosvc.RecordAD("pg-key", name) }
+const (
+	kindMeta    = "pg-key"
+	kindVersion = "pg-version"
+)
 
-func versionAD(name string, v uint32) []byte {
-	return cryptosvc.RecordAD("pg-version", name, strconv.FormatUint(uint64(v), 10))
+// versionName is the record name of a version; key names hold no NUL.
+func versionName(name string, v uint32) string {
+	return name + "\x00" + strconv.FormatUint(uint64(v), 10)
 }
 
 func (s *Store) sealMeta(k *cryptosvc.StoredKey) ([]byte, error) {
@@ -40,7 +44,7 @@ func (s *Store) sealMeta(k *cryptosvc.StoredKey) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.sealer.Seal(pt, metaAD(k.Name))
+	return s.sealer.Seal(kindMeta, k.Name, pt)
 }
 
 func (s *Store) sealVersion(name string, v *cryptosvc.StoredVersion) ([]byte, error) {
@@ -50,11 +54,11 @@ func (s *Store) sealVersion(name string, v *cryptosvc.StoredVersion) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	return s.sealer.Seal(pt, versionAD(name, v.Version))
+	return s.sealer.Seal(kindVersion, versionName(name, v.Version), pt)
 }
 
 func (s *Store) openMeta(name string, sealed []byte) (*cryptosvc.StoredKey, error) {
-	pt, err := s.sealer.Open(sealed, metaAD(name))
+	pt, err := s.sealer.Open(kindMeta, name, sealed)
 	if err != nil {
 		return nil, fmt.Errorf("key %s: metadata: %w", name, err)
 	}
@@ -69,7 +73,7 @@ func (s *Store) openMeta(name string, sealed []byte) (*cryptosvc.StoredKey, erro
 }
 
 func (s *Store) openVersion(name string, v uint32, sealed []byte) (cryptosvc.StoredVersion, error) {
-	pt, err := s.sealer.Open(sealed, versionAD(name, v))
+	pt, err := s.sealer.Open(kindVersion, versionName(name, v), sealed)
 	defer clear(pt)
 	if err != nil {
 		return cryptosvc.StoredVersion{}, fmt.Errorf("key %s version %d: %w", name, v, err)

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -25,8 +24,12 @@ type Config struct {
 	// (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGPASSFILE or ~/.pgpass,
 	// PGSSLMODE, PGSSLROOTCERT, …), as in libpq. Required.
 	DSN string
-	// RootKey seals every record (see cryptosvc.RecordSealer). Required:
-	// there is no development root key for a shared store.
+	// RootKeyProvider wraps the storage key that seals every record
+	// (cryptosvc.Sealer); the wrapped storage key is kept in the database.
+	RootKeyProvider cryptosvc.RootKeyProvider
+	// RootKey, when RootKeyProvider is nil, is a static root key. One of
+	// the two is required: there is no development root key for a shared
+	// store.
 	RootKey *cryptosvc.Secret
 	// Logger receives connection losses, reconnections and records that
 	// do not open; never material. nil means no logging.
@@ -52,7 +55,7 @@ const channel = "cipherd_keys"
 type Store struct {
 	pool    *pgxpool.Pool
 	connCfg *pgx.ConnConfig // the listener's
-	sealer  *cryptosvc.RecordSealer
+	sealer  *cryptosvc.Sealer
 	log     *zap.Logger
 	opTO    time.Duration
 	backoff time.Duration
@@ -99,12 +102,18 @@ type flight struct {
 
 type flights struct{ cur, next *flight }
 
-// Open connects, creates or migrates the schema, checks the root key
-// against the database's check record (writing it on first use), loads
-// every key and starts listening for changes.
+// Open connects, creates or migrates the schema, unwraps the database's
+// storage key with the root key (making one on first use), loads every key
+// and starts listening for changes.
 func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
-	if cfg.RootKey == nil {
-		return nil, fmt.Errorf("%w: the PostgreSQL keystore needs a root key (root_key_file or CIPHERD_ROOT_KEY)", cryptosvc.ErrRootKey)
+	provider := cfg.RootKeyProvider
+	if provider == nil {
+		if cfg.RootKey == nil {
+			return nil, fmt.Errorf("%w: the PostgreSQL keystore needs a root key (root_key_file or CIPHERD_ROOT_KEY)", cryptosvc.ErrRootKey)
+		}
+		if provider, err = cryptosvc.NewStaticRootKey(cfg.RootKey, cfg.Rand); err != nil {
+			return nil, err
+		}
 	}
 	pc, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
@@ -117,13 +126,8 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 	if pc.MaxConns <= 0 {
 		pc.MaxConns = 4
 	}
-	sealer, err := cryptosvc.NewRecordSealer(cfg.RootKey, cfg.Rand)
-	if err != nil {
-		return nil, err
-	}
 	s := &Store{
 		connCfg: pc.ConnConfig.Copy(),
-		sealer:  sealer,
 		log:     cfg.Logger,
 		opTO:    cfg.OpTimeout,
 		backoff: cfg.ReconnectMax,
@@ -151,7 +155,7 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 	if err := migrate(ctx, s.pool); err != nil {
 		return nil, classify(err)
 	}
-	if err := s.checkRootKey(ctx); err != nil {
+	if s.sealer, err = openStorageKey(ctx, s.pool, provider, cfg.Rand); err != nil {
 		return nil, err
 	}
 	conn, err := s.subscribe(ctx)
@@ -166,30 +170,6 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.run(conn)
 	return s, nil
-}
-
-// checkRootKey opens the check record, or, on a new database, makes sure
-// no key exists under another root key and writes it.
-func (s *Store) checkRootKey(ctx context.Context) error {
-	var data []byte
-	err := s.pool.QueryRow(ctx, `SELECT value FROM cipherd_meta WHERE name = 'root.check'`).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		check, err := s.sealer.SealCheck()
-		if err != nil {
-			return err
-		}
-		if _, err := s.pool.Exec(ctx, `INSERT INTO cipherd_meta (name, value) VALUES ('root.check', $1) ON CONFLICT (name) DO NOTHING`, check); err != nil {
-			return classify(err)
-		}
-		return s.checkRootKey(ctx) // the winner's record, if another replica wrote first
-	}
-	if err != nil {
-		return classify(err)
-	}
-	if err := s.sealer.VerifyCheck(data); err != nil {
-		return fmt.Errorf("pgstore: %w", err)
-	}
-	return nil
 }
 
 // Get returns the key named name from memory (shared: do not modify it).

@@ -111,7 +111,7 @@ func shortAEAD(blocks int) {
 	if blocks > 8 {
 		flags = 0
 	}
-	TEXT(name, flags, "func(out, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[3]uint32, tag *[16]byte, seal bool)")
+	TEXT(name, flags, "func(out, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)")
 	Pragma("noescape")
 	Doc(name+" sets out[:n] = in[:n] XOR the ChaCha20 keystream from block",
 		"1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439",

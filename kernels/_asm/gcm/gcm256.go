@@ -6,8 +6,9 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The VAES256 kernels: the same mathematics and key-power table on 256-bit
-// vectors with VEX encoding only, for processors with VAES and VPCLMULQDQ
+// The VAES256 kernels: the same mathematics on 256-bit vectors with VEX
+// encoding only, in schoolbook form, with a table of sixteen powers laid out
+// as the first half of gcmInitVAES512's (K16…K1 and three zero entries), for processors with VAES and VPCLMULQDQ
 // but no AVX-512 (AMD Zen 3, Intel Alder Lake). Sixteen registers do not
 // hold the round keys, so each round broadcasts its key from memory (one
 // load per round per 8 blocks), and the carry-less multiplications take the
@@ -160,8 +161,9 @@ func copyOut(buf Mem, dst, n, i Register, b GPVirtual, lbl string) {
 func gcmInit256() {
 	TEXT("gcmInitVAES256", NOSPLIT, "func(table *[19][16]byte, k1 *[16]byte)")
 	Pragma("noescape")
-	Doc("gcmInitVAES256 is gcmInitVAES512 without AVX-512: the same four rounds",
-		"of products, two lanes at a time.")
+	Doc("gcmInitVAES256 fills table with K16, K15, …, K1 and three zero blocks, as",
+		"gcmInitVAES512 does, two lanes at a time; without folded keys, since these",
+		"kernels multiply in schoolbook form.")
 	table := Load(Param("table"), GP64())
 	k1 := Load(Param("k1"), GP64())
 	v2, v4, v6, v8, k := yst[0], yst[1], yst[2], yst[3], ykey

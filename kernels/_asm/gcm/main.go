@@ -33,33 +33,44 @@
 // The powers follow as K(i+1) = mul(K(i), K1) = y·R(h^(i+1)).
 //
 // The reduction is linear, so the products of many blocks with their powers
-// of H can be summed unreduced and reduced once. A product is computed in
-// schoolbook form: LO = a0·b0, MI = a0·b1 + a1·b0, HI = a1·b1 (64-bit
-// halves), T = HI·y^128 + MI·y^64 + LO. The first fold moves LO's low word
-// onto MI's position, the second moves MI's low word onto HI's:
+// of H can be summed unreduced and reduced once. A product of 64-bit halves
+// is T = HI·y^128 + MI·y^64 + LO with LO = a0·b0, HI = a1·b1 and the middle
+// product MI = a0·b1 + a1·b0, which Karatsuba's identity gives as
+// (a0 + a1)·(b0 + b1) + LO + HI: three carry-less multiplies instead of
+// four. The sums of LO, HI and (a0 + a1)·(b0 + b1) are accumulated over the
+// blocks, and the two XORs that recover MI are paid once per reduction. The
+// first fold moves LO's low word onto MI's position, the second moves MI's
+// low word onto HI's:
 //
 //	MI' = MI ⊕ clmul(LO.lo, C) ⊕ swap(LO)
 //	R   = HI ⊕ clmul(MI'.lo, C) ⊕ swap(MI')
 //
 // # Layout of the key powers
 //
-// The table holds K16, K15, …, K1 (entry i is K(16-i)) and then three zero
-// entries. n blocks C0…C(n-1) hash as Σ Ci·K(n-i) with the running value
-// XORed into C0, so they take the n consecutive entries starting at entry
-// 16-n, four per vector; a last vector that is not full reads into the zero
-// entries, which multiply its zero-padded lanes by zero.
+// The table holds K(N), K(N-1), …, K1 for N = aggBlocks (entry i is
+// K(N-i)) and then three zero entries; its second half holds the same
+// entries folded, each with both qwords k0 ⊕ k1, the key's factor in
+// Karatsuba's middle product. n blocks C0…C(n-1) hash as Σ Ci·K(n-i) with
+// the running value XORed into C0, so they take the n consecutive entries
+// starting at entry N-n, four per vector; a last vector that is not full
+// reads into the zero entries, which multiply its zero-padded lanes by zero.
+// The key powers are memory operands of the multiplies: the registers hold
+// the round keys and the AES states.
 //
 // # Structure
 //
-// AES keeps 16 blocks (four zmm) in flight, with every round key broadcast
-// into its own register. In the main loop the rounds of the current 256
-// bytes are interleaved with GHASH of the previous 256 bytes of ciphertext
-// (sealing) or of the same 256 bytes (opening, whose ciphertext is known up
-// front): AES and carry-less multiplication run on different execution
-// units. The counter lives in registers in byte-reversed form, so that
+// AES keeps 32 blocks (eight zmm) in flight, with every round key broadcast
+// into its own register: four states would leave the loop waiting on the
+// four-cycle latency of VAESENC, which issues twice per cycle. In the main
+// loop the rounds of the current 512 bytes are interleaved with GHASH of the
+// previous 512 bytes of ciphertext (sealing) or of the same 512 bytes
+// (opening, whose ciphertext is known up front), with one reduction per 512
+// bytes: on Zen 5 the carry-less multiplies, not the AES rounds, bound
+// AES-128-GCM (BenchmarkSeal/aes-128-gcm/vaes512/16384), so each one saved
+// counts. The counter lives in registers in byte-reversed form, so that
 // VPADDD increments its last 32 bits modulo 2^32, exactly GCM's inc32. The
 // last AES round takes round key ⊕ input, which folds the XOR with the text
-// into VAESENCLAST. Tails of fewer than 256 bytes go a vector at a time, with
+// into VAESENCLAST. Tails of fewer than 512 bytes go a vector at a time, with
 // byte masks (BZHI, KMOVQ, VMOVDQU8) for the last partial vector, and the
 // length block is hashed along with the tail's blocks when they leave a
 // power of H for it. gcm256.go has the variant for 256-bit vectors without
@@ -74,30 +85,53 @@
 //   - N. Drucker, S. Gueron, V. Krasnov, Making AES Great Again: The
 //     Forthcoming Vectorized AES Instruction (2018).
 //   - E. Biggers, the Linux kernel's arch/x86/crypto/aes-gcm-avx10-x86_64.S
-//     (2024) and its VAES+AVX2 sibling: the overall shape (16 blocks in
-//     flight, key powers in descending order with zero padding, one reduction
-//     per 256 bytes, stitching) that this generator re-derives.
+//     (2024) and its VAES+AVX2 sibling: the overall shape (blocks in flight,
+//     key powers in descending order with zero padding, aggregated
+//     reduction, stitching, Karatsuba with pre-folded key halves on AVX2)
+//     that this generator re-derives.
 package main
 
 //go:generate go run . -out ../../gcm_amd64.s -stubs ../../gcm_stub_amd64.go -pkg kernels
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
 
+// aggBlocks is how many blocks the main loops hash per reduction, and so how
+// many powers of H the table holds; aggVecs is that in zmm vectors, which is
+// also how many AES states the main loops keep in flight.
+const (
+	aggBlocks = 32
+	aggVecs   = aggBlocks / 4
+	aggBytes  = 16 * aggBlocks
+	// tableEntries is the length of the table's first half: K(aggBlocks),
+	// …, K1 and three zero entries. The second half, at foldedDisp, has the
+	// folded keys in the same order.
+	tableEntries = aggBlocks + 3
+	foldedDisp   = 16 * tableEntries
+	// packedDisp is where the main loops' folded keys start, packed two
+	// vectors to a vector (see pairStep): aggVecs/2 vectors.
+	packedDisp = 2 * foldedDisp
+)
+
+// tableType is the Go type of the table of key powers.
+var tableType = fmt.Sprintf("*[%d][16]byte", 2*tableEntries+aggBlocks/2)
+
 // The vector registers of the kernels, assigned by hand: all 32 are needed
-// for AES-256 with its 15 round keys held in registers.
+// for AES-256 with its 15 round keys and eight AES states held in registers.
 var (
-	st         = [4]VecPhysical{Z0, Z1, Z2, Z3} // AES states, 4 blocks each
-	hk         = [4]VecPhysical{Z4, Z5, Z6, Z7} // K16…K13, K12…K9, K8…K5, K4…K1
-	ctr        = Z8                             // next counters, byte-reversed
-	acc        = Z9                             // running GHASH value, lane 0
-	dat        = Z10                            // the block vector being hashed
-	lo, mi, hi = Z11, Z12, Z13                  // unreduced product sums
-	t0, t1     = Z14, Z15                       // scratch
-	bsw        = Z31                            // byte-reversal shuffle mask
+	st         = [8]VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7} // AES states, 4 blocks each
+	ctr        = Z8                                             // next counters, byte-reversed
+	acc        = Z9                                             // running GHASH value, lane 0
+	dat        = Z10                                            // the block vector being hashed
+	lo, mi, hi = Z11, Z12, Z13                                  // unreduced product sums
+	t0, t1     = Z14, Z15                                       // scratch
+	bsw        = Z31                                            // byte-reversal shuffle mask, outside the main loops
+	dat2       = Z31                                            // in the main loops: the second vector of a pair
 	rkRegs     = []VecPhysical{Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30}
 )
 
@@ -157,28 +191,52 @@ func constants() {
 	}
 }
 
-// mulAcc multiplies the blocks in d lane by lane with the key powers in k and
-// adds the unreduced products to lo, mi and hi, or sets them if first.
-func mulAcc(d, k Op, first bool) {
+// mulAcc multiplies the blocks in d lane by lane with the key powers at k
+// (table entries; their folded halves are foldedDisp further on) and adds
+// the products to the unreduced sums, or sets them if first. Karatsuba: lo
+// gets d0·k0, hi gets d1·k1 and mi gets (d0 ⊕ d1)·(k0 ⊕ k1), from which
+// the reduction recovers the middle product d0·k1 ⊕ d1·k0 as mi ⊕ lo ⊕ hi:
+// three carry-less multiplies per block instead of four, on a core where
+// they, not the AES rounds, bound the loop (BenchmarkSeal/aes-128-gcm/vaes512/16384).
+// d is clobbered.
+func mulAcc(d VecPhysical, k Mem, first bool) {
+	kf := k
+	kf.Disp += foldedDisp
 	if first {
 		VPCLMULQDQ(U8(0x00), k, d, lo)
-		VPCLMULQDQ(U8(0x01), k, d, t0)
-		VPCLMULQDQ(U8(0x10), k, d, t1)
-		VPXORD(t0, t1, mi)
 		VPCLMULQDQ(U8(0x11), k, d, hi)
+		VPSHUFD(U8(0x4e), d, t0)
+		VPXORD(t0, d, d)
+		VPCLMULQDQ(U8(0x00), kf, d, mi)
 		return
 	}
 	VPCLMULQDQ(U8(0x00), k, d, t0)
-	VPCLMULQDQ(U8(0x01), k, d, t1)
 	VPXORD(t0, lo, lo)
-	VPCLMULQDQ(U8(0x10), k, d, t0)
-	VPTERNLOGD(U8(0x96), t0, t1, mi)
 	VPCLMULQDQ(U8(0x11), k, d, t0)
 	VPXORD(t0, hi, hi)
+	VPSHUFD(U8(0x4e), d, t1)
+	VPXORD(t1, d, d)
+	VPCLMULQDQ(U8(0x00), kf, d, t1)
+	VPXORD(t1, mi, mi)
 }
 
-// reduceFold folds lo into mi (the first step of the reduction).
-func reduceFold() {
+// mulSchool sets lo, mi and hi to the schoolbook products of d and k lane by
+// lane, mi being the middle product itself: for computing the table, whose
+// keys have no folded halves yet.
+func mulSchool(d, k VecPhysical) {
+	VPCLMULQDQ(U8(0x00), k, d, lo)
+	VPCLMULQDQ(U8(0x01), k, d, t0)
+	VPCLMULQDQ(U8(0x10), k, d, t1)
+	VPXORD(t0, t1, mi)
+	VPCLMULQDQ(U8(0x11), k, d, hi)
+}
+
+// reduceFold folds lo into mi (the first step of the reduction), turning mi
+// from the Karatsuba sum into the middle product first if karatsuba.
+func reduceFold(karatsuba bool) {
+	if karatsuba {
+		VPTERNLOGD(U8(0x96), lo, hi, mi)
+	}
 	VPCLMULQDQ(U8(0x00), gfPoly, lo, t0)
 	VPSHUFD(U8(0x4e), lo, lo)
 	VPTERNLOGD(U8(0x96), t0, lo, mi)
@@ -203,85 +261,143 @@ func reduceLanes() {
 	VPTERNLOGD(U8(0x96), t0, mi, hi)
 }
 
+// reduce reduces the Karatsuba sums into dst.
 func reduce(dst VecPhysical) {
-	reduceFold()
+	reduceFold(true)
 	reduceFinish(dst)
 }
 
-// ghash16Steps returns the steps that hash the 256 bytes at base+disp into
-// acc, using the key powers in hk: one step per vector, then the two halves
-// of the reduction. Interleaved with AES rounds, they stitch the two.
-func ghash16Steps(base Register, disp int) []func() {
+// ghashSteps returns the steps that hash the aggBytes bytes at base+disp
+// into acc with the key powers of table: one step per pair of vectors, then
+// the two halves of the reduction. Interleaved with AES rounds, they stitch
+// the two. The pair that takes the running value goes last, so that the
+// other products do not wait for the previous reduction. The steps use dat2
+// and so clobber bsw.
+func ghashSteps(table, base Register, disp int) []func() {
 	var steps []func()
-	for k := 0; k < 4; k++ {
-		k := k
-		steps = append(steps, func() {
-			VMOVDQU64(Mem{Base: base, Disp: disp + 64*k}, dat)
-			VPSHUFB(bsw, dat, dat)
-			if k == 0 {
-				VPXORD(acc, dat, dat)
-			}
-			mulAcc(dat, hk[k], k == 0)
-		})
+	for i := 0; i < aggVecs/2; i++ {
+		j := (i + 1) % (aggVecs / 2)
+		first := i == 0
+		steps = append(steps, func() { pairStep(table, base, disp, j, first) })
 	}
-	steps = append(steps, reduceFold, func() { reduceFinish(acc) })
+	steps = append(steps, func() { reduceFold(true) }, func() { reduceFinish(acc) })
 	return steps
 }
 
-func loadPowers(table Register) {
-	for k := range hk {
-		VMOVDQU64(Mem{Base: table, Disp: 64 * k}, hk[k])
+// pairStep multiplies vectors 2j and 2j+1 of the blocks at base+disp by
+// their key powers and adds the Karatsuba products to the sums (or sets
+// them if first); vector 0 takes the running value. Two vectors at a time,
+// the products combine with three-way XORs, and the halves of both fold in
+// three instructions (two unpacks and an XOR) into one vector whose low and
+// high qwords meet the packed folded keys: in this loop the carry-less
+// multiplies run at their limit, and every other vector instruction beside
+// them costs time (BenchmarkSeal/aes-128-gcm/vaes512/16384).
+func pairStep(table, base Register, disp, j int, first bool) {
+	a, b := 2*j, 2*j+1
+	VMOVDQU64(Mem{Base: base, Disp: disp + 64*a}, dat)
+	VPSHUFB(bswapMask, dat, dat)
+	if a == 0 {
+		VPXORD(acc, dat, dat)
 	}
+	VMOVDQU64(Mem{Base: base, Disp: disp + 64*b}, dat2)
+	VPSHUFB(bswapMask, dat2, dat2)
+	ka, kb := Mem{Base: table, Disp: 64 * a}, Mem{Base: table, Disp: 64 * b}
+	sum := func(dst VecPhysical) {
+		if first {
+			VPXORD(t0, t1, dst)
+		} else {
+			VPTERNLOGD(U8(0x96), t0, t1, dst)
+		}
+	}
+	VPCLMULQDQ(U8(0x00), ka, dat, t0)
+	VPCLMULQDQ(U8(0x00), kb, dat2, t1)
+	sum(lo)
+	VPCLMULQDQ(U8(0x11), ka, dat, t0)
+	VPCLMULQDQ(U8(0x11), kb, dat2, t1)
+	sum(hi)
+	// t0 = [a0 ⊕ a1, b0 ⊕ b1] in each lane.
+	VPUNPCKLQDQ(dat2, dat, t0)
+	VPUNPCKHQDQ(dat2, dat, t1)
+	VPXORD(t1, t0, t0)
+	kp := Mem{Base: table, Disp: packedDisp + 64*j}
+	VPCLMULQDQ(U8(0x00), kp, t0, t1)
+	VPCLMULQDQ(U8(0x11), kp, t0, t0)
+	sum(mi)
 }
 
 // tailMask sets K1 to the byte mask of the first min(n, 64) bytes of a
-// vector; n must be below 256 (BZHI reads the index's low byte and clears
-// nothing for an index of 64 or more).
+// vector (BZHI alone reads only the index's low byte, and tails here are
+// longer than 255 bytes).
 func tailMask(n, tmp Register) {
+	c := GP64()
+	MOVL(U32(64), c.As32())
+	CMPQ(n, c)
+	CMOVQCS(n, c)
 	MOVQ(I32(-1), tmp)
-	BZHIQ(n, tmp, tmp)
+	BZHIQ(c, tmp, tmp)
 	KMOVQ(tmp, K1)
 }
 
-// gcmInit computes the table of key powers in four rounds of multiplication
-// rather than fifteen: K2 = K1·K1; (K4, K3) = (K2, K1)·K2;
-// (K8, …, K5) = (K4, …, K1)·K4; and (K16, …, K13), (K12, …, K9) =
-// (K8, …, K5)·K8, (K4, …, K1)·K8, the last two independent. A per-message
-// key pays for the table on every message, and the chain of fifteen
-// dependent products was most of its cost.
+// gcmInit computes the table of key powers in log2(aggBlocks) rounds of
+// multiplication rather than aggBlocks-1: K2 = K1·K1; (K4, K3) = (K2,
+// K1)·K2; then each round multiplies every vector of four powers so far by
+// the highest power so far, broadcast, doubling the number of powers with
+// independent products. A per-message key pays for the table on every
+// message (BenchmarkGCMNew), and a chain of dependent products would be
+// most of its cost.
 func gcmInit() {
-	TEXT("gcmInitVAES512", NOSPLIT, "func(table *[19][16]byte, k1 *[16]byte)")
+	TEXT("gcmInitVAES512", NOSPLIT, "func(table "+tableType+", k1 *[16]byte)")
 	Pragma("noescape")
-	Doc("gcmInitVAES512 fills table with K16, K15, …, K1 and three zero blocks,",
-		"where K1 = y·H is the byte-reversed hash key multiplied by y (see the generator).")
+	Doc("gcmInitVAES512 fills table with K"+fmt.Sprint(aggBlocks)+", …, K1 and three zero blocks,",
+		"where K1 = y·H is the byte-reversed hash key multiplied by y (see the",
+		"generator), followed by the folded keys of the same entries: each",
+		"entry's two qwords XORed together, in both qwords.")
 	table := Load(Param("table"), GP64())
 	k1 := Load(Param("k1"), GP64())
-	v4, v8, k := st[0], st[1], st[2]
+	vec := st[:aggVecs] // vec[j] = K(4j+4), …, K(4j+1)
+	k := ctr
 	// mul sets hi to d·k lane by lane, reduced.
 	mul := func(d, k VecPhysical) {
-		mulAcc(d, k, true)
-		reduceFold()
+		mulSchool(d, k)
+		reduceFold(false)
 		reduceLanes()
 	}
-	VMOVDQU(Mem{Base: k1}, hk[0].AsX()) // K1, 0, 0, 0
-	mul(hk[0], hk[0])                   // K2, 0, 0, 0
-	VINSERTI32X4(U8(1), hk[0].AsX(), hi, v4)
+	VMOVDQU(Mem{Base: k1}, vec[0].AsX()) // K1, 0, 0, 0
+	mul(vec[0], vec[0])                  // K2, 0, 0, 0
+	VINSERTI32X4(U8(1), vec[0].AsX(), hi, vec[0])
 	VSHUFI32X4(U8(0), hi, hi, k)
-	mul(v4, k) // K4, K3, 0, 0
-	VINSERTI64X4(U8(1), v4.AsY(), hi, v4)
-	VMOVDQU64(v4, Mem{Base: table, Disp: 12 * 16})
-	VSHUFI32X4(U8(0), v4, v4, k)
-	mul(v4, k) // K8, …, K5
-	VMOVDQA64(hi, v8)
-	VMOVDQU64(v8, Mem{Base: table, Disp: 8 * 16})
-	VSHUFI32X4(U8(0), v8, v8, k)
-	mul(v4, k) // K12, …, K9
-	VMOVDQU64(hi, Mem{Base: table, Disp: 4 * 16})
-	mul(v8, k) // K16, …, K13
-	VMOVDQU64(hi, Mem{Base: table, Disp: 0})
+	mul(vec[0], k) // K4, K3, 0, 0
+	VINSERTI64X4(U8(1), vec[0].AsY(), hi, vec[0])
+	for m := 1; m < aggVecs; m *= 2 {
+		VSHUFI32X4(U8(0), vec[m-1], vec[m-1], k) // K(4m)
+		for i := 0; i < m; i++ {
+			mul(vec[i], k)
+			VMOVDQA64(hi, vec[m+i])
+		}
+	}
+	for j, v := range vec {
+		entry := aggBlocks - 4 - 4*j
+		VMOVDQU64(v, Mem{Base: table, Disp: 16 * entry})
+		VPSHUFD(U8(0x4e), v, t0)
+		VPXORD(v, t0, t0)
+		VMOVDQU64(t0, Mem{Base: table, Disp: foldedDisp + 16*entry})
+	}
+	// The packed folded keys of vector pairs (2j, 2j+1): lane l holds the
+	// folded key of entry 8j+l in its low qword and of entry 8j+4+l in its
+	// high qword. vec runs from K1 up, the table from K(aggBlocks) down.
+	for j := 0; j < aggVecs/2; j++ {
+		va, vb := vec[aggVecs-1-2*j], vec[aggVecs-2-2*j]
+		VPSHUFD(U8(0x4e), va, t0)
+		VPXORD(va, t0, t0)
+		VPSHUFD(U8(0x4e), vb, t1)
+		VPXORD(vb, t1, t1)
+		VPUNPCKLQDQ(t1, t0, t0)
+		VMOVDQU64(t0, Mem{Base: table, Disp: packedDisp + 64*j})
+	}
 	VPXORD(t0.AsX(), t0.AsX(), t0.AsX())
-	for i := 16; i < 19; i++ {
+	for i := aggBlocks; i < tableEntries; i++ {
 		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: i * 16})
+		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: foldedDisp + i*16})
 	}
 	VZEROUPPER()
 	RET()
@@ -289,7 +405,7 @@ func gcmInit() {
 
 // gcmAAD hashes additional data into the running value.
 func gcmAAD() {
-	TEXT("gcmAADVAES512", NOSPLIT, "func(table *[19][16]byte, acc *[16]byte, aad []byte)")
+	TEXT("gcmAADVAES512", NOSPLIT, "func(table "+tableType+", acc *[16]byte, aad []byte)")
 	Pragma("noescape")
 	Doc("gcmAADVAES512 hashes aad, zero-padded to a whole number of blocks, into acc.")
 	table := Load(Param("table"), GP64())
@@ -299,28 +415,28 @@ func gcmAAD() {
 	VMOVDQU64(bswapMask, bsw)
 	VMOVDQU(Mem{Base: accp}, acc.AsX())
 
-	CMPQ(n, U32(256))
+	CMPQ(n, U32(aggBytes))
 	JB(LabelRef("aadTail"))
-	loadPowers(table)
 	Label("aadLoop")
-	for _, s := range ghash16Steps(p, 0) {
+	for _, s := range ghashSteps(table, p, 0) {
 		s()
 	}
-	ADDQ(U32(256), p)
-	SUBQ(U32(256), n)
-	CMPQ(n, U32(256))
+	ADDQ(U32(aggBytes), p)
+	SUBQ(U32(aggBytes), n)
+	CMPQ(n, U32(aggBytes))
 	JAE(LabelRef("aadLoop"))
 
 	Label("aadTail")
+	VMOVDQU64(bswapMask, bsw)
 	TESTQ(n, n)
 	JZ(LabelRef("aadDone"))
-	// Powers K(nb)… for the nb remaining blocks start at entry 16-nb.
+	// Powers K(nb)… for the nb remaining blocks start at entry aggBlocks-nb.
 	hp := GP64()
 	MOVQ(n, hp)
 	ADDQ(U8(15), hp)
 	ANDQ(I32(-16), hp)
 	NEGQ(hp)
-	LEAQ(Mem{Base: table, Index: hp, Scale: 1, Disp: 256}, hp)
+	LEAQ(Mem{Base: table, Index: hp, Scale: 1, Disp: aggBytes}, hp)
 	zeroSums()
 	m := GP64()
 	Label("aadTailLoop")
@@ -329,8 +445,7 @@ func gcmAAD() {
 	VPSHUFB(bsw, dat, dat)
 	VPXORD(acc, dat, dat)
 	VPXORD(acc, acc, acc)
-	VMOVDQU64(Mem{Base: hp}, hk[0])
-	mulAcc(dat, hk[0], false)
+	mulAcc(dat, Mem{Base: hp}, false)
 	ADDQ(U8(64), p)
 	ADDQ(U8(64), hp)
 	SUBQ(U8(64), n)
@@ -360,7 +475,7 @@ func gcmCrypt(open bool) {
 	if open {
 		name, what = "gcmOpenVAES512", "decrypts src into dst"
 	}
-	TEXT(name, NOSPLIT, "func(rk *[15][16]byte, rounds int, table *[19][16]byte, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)")
+	TEXT(name, NOSPLIT, "func(rk *[15][16]byte, rounds int, table "+tableType+", acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)")
 	Pragma("noescape")
 	Doc(name+" "+what+" with AES-GCM and writes the tag, computed over",
 		"the additional data already hashed into acc (aadLen bytes of it) and the",
@@ -408,7 +523,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	n, src, dst := a.n, a.src, a.dst
 	aesStart := func(nv int) {
 		for k := 0; k < nv; k++ {
-			VPSHUFB(bsw, ctr, st[k])
+			VPSHUFB(bswapMask, ctr, st[k])
 			VPADDD(inc4, ctr, ctr)
 			VPXORD(rk[0], st[k], st[k])
 		}
@@ -418,71 +533,72 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 			VAESENC(rk[r], st[k], st[k])
 		}
 	}
-	aesLast16 := func() {
-		for k := 0; k < 4; k++ {
+	aesLast := func(nv int) {
+		for k := 0; k < nv; k++ {
 			VPXORD(Mem{Base: src, Disp: 64 * k}, rk[rounds], t1)
 			VAESENCLAST(t1, st[k], st[k])
 			VMOVDQU64(st[k], Mem{Base: dst, Disp: 64 * k})
 		}
 	}
-	// stitched runs the AES of 256 bytes from src to dst with the given
-	// GHASH steps spread over its middle rounds.
+	// stitched runs the AES of aggBytes bytes from src to dst with the
+	// given GHASH steps spread over its middle rounds.
 	stitched := func(steps []func()) {
-		aesStart(4)
-		for k := 0; k < 4; k++ {
+		aesStart(aggVecs)
+		for k := 0; k < aggVecs; k++ {
 			PREFETCHT0(Mem{Base: src, Disp: prefetchAhead + 64*k})
 		}
 		for r := 1; r < rounds; r++ {
-			aesRound(r, 4)
-			// Step i goes after round 1 + i·(rounds-1)/len(steps).
+			aesRound(r, aggVecs)
+			// Step i goes after round 1 + i·(rounds-2)/len(steps).
 			for i, s := range steps {
 				if 1+i*(rounds-2)/len(steps) == r {
 					s()
 				}
 			}
 		}
-		aesLast16()
+		aesLast(aggVecs)
 	}
 	advance := func() {
-		ADDQ(U32(256), src)
-		ADDQ(U32(256), dst)
-		SUBQ(U32(256), n)
+		ADDQ(U32(aggBytes), src)
+		ADDQ(U32(aggBytes), dst)
+		SUBQ(U32(aggBytes), n)
 	}
 
-	CMPQ(n, U32(256))
+	CMPQ(n, U32(aggBytes))
 	JB(LabelRef(L("tail")))
-	loadPowers(a.table)
 	if open {
 		Label(L("openLoop"))
-		stitched(ghash16Steps(src, 0))
+		stitched(ghashSteps(a.table, src, 0))
 		advance()
-		CMPQ(n, U32(256))
+		CMPQ(n, U32(aggBytes))
 		JAE(LabelRef(L("openLoop")))
 	} else {
 		stitched(nil)
 		advance()
-		CMPQ(n, U32(256))
+		CMPQ(n, U32(aggBytes))
 		JB(LabelRef(L("sealLast")))
 		Label(L("sealLoop"))
-		stitched(ghash16Steps(dst, -256))
+		stitched(ghashSteps(a.table, dst, -aggBytes))
 		advance()
-		CMPQ(n, U32(256))
+		CMPQ(n, U32(aggBytes))
 		JAE(LabelRef(L("sealLoop")))
 		Label(L("sealLast"))
-		for _, s := range ghash16Steps(dst, -256) {
+		for _, s := range ghashSteps(a.table, dst, -aggBytes) {
 			s()
 		}
 	}
 
-	// Tail: n < 256 bytes in nb = ceil(n/16) blocks, then the length block.
-	// With nb ≤ 15 the length block takes K1 and the blocks K(nb+1)…K2,
-	// starting at entry 15-nb; with nb = 16 the blocks take all 16 powers
-	// and the length block is hashed after a reduction.
+	// Tail: n < aggBytes bytes in nb = ceil(n/16) blocks, then the length
+	// block. With nb < aggBlocks the length block takes K1 and the blocks
+	// K(nb+1)…K2, starting at entry aggBlocks-1-nb; with nb = aggBlocks the
+	// blocks take all the powers and the length block is hashed after a
+	// reduction.
 	Label(L("tail"))
+	VMOVDQU64(bswapMask, bsw)
 	// E(K, J0), for the tag, computed alongside the tail and kept in a
 	// register: parked in memory it would wait for the tail's masked stores,
 	// which cover the tag's place.
-	ej := hk[3].AsX()
+	ej := st[7].AsX()
 	loadJ0(a, ej)
 	VPXORD(rk[0].AsX(), ej, ej)
 	for r := 1; r < rounds; r++ {
@@ -495,12 +611,12 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	ADDQ(U8(15), hp)
 	ANDQ(I32(-16), hp) // 16·nb
 	XORQ(sep, sep)
-	CMPQ(hp, U32(256))
+	CMPQ(hp, U32(aggBytes))
 	SETEQ(sep.As8())
 	NEGQ(hp)
-	LEAQ(Mem{Base: a.table, Index: hp, Scale: 1, Disp: 240}, hp)
+	LEAQ(Mem{Base: a.table, Index: hp, Scale: 1, Disp: aggBytes - 16}, hp)
 	SHLQ(U8(4), sep)
-	ADDQ(sep, hp) // back to entry 0 when nb = 16
+	ADDQ(sep, hp) // back to entry 0 when nb = aggBlocks
 	zeroSums()
 	TESTQ(n, n)
 	JZ(LabelRef(L("lengths")))
@@ -523,21 +639,21 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	VPSHUFB(bsw, dat, dat)
 	VPXORD(acc, dat, dat)
 	VPXORD(acc, acc, acc)
-	VMOVDQU64(Mem{Base: hp}, hk[0])
-	mulAcc(dat, hk[0], false)
+	mulAcc(dat, Mem{Base: hp}, false)
 	ADDQ(U8(64), src)
 	ADDQ(U8(64), dst)
 	ADDQ(U8(64), hp)
 	SUBQ(U8(64), n)
 	JG(LabelRef(L("tailLoop")))
-	// nb = 16: reduce now; the length block goes alone.
+	// nb = aggBlocks: reduce now; the length block goes alone.
 	TESTQ(sep, sep)
 	JZ(LabelRef(L("lengths")))
 	reduce(acc)
 	zeroSums()
 
 	// The length block: bit lengths of the additional data and the
-	// ciphertext, byte-reversed (high qword, low qword), times K1.
+	// ciphertext, byte-reversed (high qword, low qword), times K1 (whose
+	// vector's other lanes are the zero entries).
 	Label(L("lengths"))
 	ln := dat.AsX()
 	var bits Register = GP64()
@@ -548,8 +664,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	SHLQ(U8(3), bits)
 	VPINSRQ(U8(1), bits, ln, ln)
 	VPXORD(acc, dat, dat)
-	VMOVDQU(Mem{Base: a.table, Disp: 240}, hk[1].AsX())
-	mulAcc(dat, hk[1], false)
+	mulAcc(dat, Mem{Base: a.table, Disp: aggBytes - 16}, false)
 	reduce(acc)
 
 	// tag = E(K, J0) ⊕ the hash, back in GCM's byte order.

@@ -1,0 +1,221 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/cipherd/cipherd/api"
+)
+
+// The route table (routes, in app.go) is the contract of the HTTP API: each
+// row says what a route takes and what it may do, and serve applies the row
+// before the handler runs, in this order:
+//
+//  1. the query string: only the row's parameters, each once, each with one
+//     of its values (400 invalid_parameter);
+//  2. on a row with an operation: the caller's identity (401), its rate limit
+//     at the row's cost (429), the key name of the path (400), and the
+//     policy check of the operation on that key (403);
+//  3. the body: an announced JSON body over the row's limit is refused
+//     before a byte of it is read (413);
+//  4. the deadline: the handler's context (c.UserContext()) ends after the
+//     row's timeout, and whatever the handler blocks on honours it (408).
+//
+// Handlers do the domain work only. GET /v1/api and the OpenAPI document are
+// made from the same rows (openapi.go), so what is advertised is what is
+// enforced; TestRouteTable* walk every row.
+
+// route is one row of the route table.
+type route struct {
+	method, path string
+	// op is the policy operation the caller needs, on the path's key when
+	// the path has one; "" for the unauthenticated routes.
+	op Op
+	// orOp, when set, may stand in for op: the handler then checks which of
+	// the two the request needs (a data key with or without its plaintext
+	// depends on the body).
+	orOp Op
+	// lists: the path has no key and the handler shows only the keys the
+	// caller may op on; the caller needs op on some key.
+	lists bool
+	// maxBody is the largest body the route reads whole (JSON); 0 means the
+	// route takes no body.
+	maxBody int64
+	// stream: the route also takes application/octet-stream bodies of any
+	// size, read and written as they flow, each read and write within
+	// Config.StreamIdleTimeout; timeout does not apply to them.
+	stream bool
+	// items is the most items of a batch; 0 for routes without batches.
+	items int
+	// verifyFull is the most plaintext ?verify=full buffers; 0 where the
+	// route has no ?verify.
+	verifyFull int64
+	// query lists the query parameters the route takes.
+	query []queryParam
+	// timeout bounds the request once its headers are in: the handler's
+	// context ends then.
+	timeout time.Duration
+	// cost is the tokens a request takes from its caller's rate limit.
+	cost int
+
+	handler fiber.Handler
+
+	keyed     bool   // the path has a :key parameter (set by prepare)
+	queryHelp string // what the query may hold, for the 400 (set by prepare)
+}
+
+// queryParam is a query parameter a route takes, and its values.
+type queryParam struct {
+	name   string
+	values []string
+	doc    string // for /v1/api and the OpenAPI document
+}
+
+// prepare fills in what serve derives from the row.
+func (r *route) prepare() {
+	r.keyed = strings.Contains(r.path, ":key")
+	if len(r.query) == 0 {
+		r.queryHelp = "this route takes no query parameters"
+		return
+	}
+	var b strings.Builder
+	b.WriteString("unknown query parameter, value, or repeated parameter; this route takes")
+	for i, q := range r.query {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %s=%s", q.name, strings.Join(q.values, "|"))
+	}
+	r.queryHelp = b.String()
+}
+
+// serve is the handler fiber runs for the row: the checks of the row, then
+// the row's handler.
+func (s *Server) serve(r *route) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		st := state(c)
+		if st != nil {
+			st.route = r
+		}
+		if err := r.checkQuery(c); err != nil {
+			return err
+		}
+		if r.op != "" {
+			id, err := s.authenticate(c)
+			if err != nil {
+				return err
+			}
+			if err := s.rateLimit(c, id, r.cost); err != nil {
+				return err
+			}
+			var key string
+			if r.keyed {
+				if key, err = keyParam(c); err != nil {
+					return err
+				}
+				if st != nil {
+					st.key = key
+				}
+			}
+			if !r.allowed(id, key) {
+				return forbidden(r.op, key)
+			}
+		}
+		if err := r.checkBody(c); err != nil {
+			return err
+		}
+		if r.timeout > 0 && !(r.stream && isStream(c)) {
+			if st == nil {
+				ctx, cancel := context.WithTimeout(c.UserContext(), r.timeout)
+				defer cancel()
+				c.SetUserContext(ctx)
+			} else {
+				// fasthttp read the clock when the request was parsed.
+				st.ctx.start(c.UserContext(), c.Context().Time().Add(r.timeout))
+				defer st.ctx.end()
+				c.SetUserContext(&st.ctx)
+			}
+		}
+		return r.handler(c)
+	}
+}
+
+// checkQuery refuses a query string with a parameter the row does not
+// take, a value it does not list, or a parameter twice. The message names
+// what the row takes, never what was sent.
+func (r *route) checkQuery(c *fiber.Ctx) error {
+	if len(c.Request().URI().QueryString()) == 0 {
+		return nil
+	}
+	var seen uint64 // bit i: r.query[i] was given
+	bad := false
+	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
+		i := slices.IndexFunc(r.query, func(q queryParam) bool { return q.name == string(k) })
+		if i < 0 || seen&(1<<i) != 0 || !slices.Contains(r.query[i].values, string(v)) {
+			bad = true
+			return
+		}
+		seen |= 1 << i
+	})
+	if bad {
+		return apiError(api.CodeInvalidParameter, r.queryHelp)
+	}
+	return nil
+}
+
+// checkBody refuses a JSON body whose announced length is over the row's
+// limit, before reading it (the front middleware then closes the
+// connection, whose unread body could not be told from the next request). A
+// chunked body has no announced length: the handler reads at most the limit
+// of it (readJSONBody). A route without a body limit reads no body: one sent
+// is left unread, and the connection closed after the answer.
+func (r *route) checkBody(c *fiber.Ctx) error {
+	if r.maxBody == 0 || !isJSON(c) {
+		return nil // a body that is not read, or that the handler refuses (415)
+	}
+	if cl := int64(c.Request().Header.ContentLength()); cl > r.maxBody {
+		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", r.maxBody))
+	}
+	return nil
+}
+
+// allowed reports whether id may do the row's operation: on the path's key,
+// on some key for a listing, or with no key.
+func (r *route) allowed(id *identity, key string) bool {
+	switch {
+	case r.keyed:
+		return id.allowed(r.op, key) || r.orOp != "" && id.allowed(r.orOp, key)
+	case r.lists:
+		return id.allowedSome(r.op)
+	}
+	return id.allowed(r.op, "")
+}
+
+func forbidden(op Op, key string) error {
+	if key == "" {
+		return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s", op))
+	}
+	return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s with key %q", op, key))
+}
+
+// currentRoute returns the row serving the request; nil for a context that
+// did not pass through the front middleware.
+func currentRoute(c *fiber.Ctx) *route {
+	if st := state(c); st != nil {
+		return st.route
+	}
+	return nil
+}
+
+// jsonLimit is the largest JSON body of the request's route.
+func (s *Server) jsonLimit(c *fiber.Ctx) int {
+	if r := currentRoute(c); r != nil {
+		return int(r.maxBody)
+	}
+	return s.cfg.MaxJSONBody
+}
