@@ -29,7 +29,10 @@ type Option func(*Client)
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
 // WithHTTPClient uses hc for every request instead of a client of its own.
-// Its timeout, if any, also bounds streams: prefer contexts.
+// Its timeout, if any, also bounds streams: prefer contexts. The client's
+// own transport reads the service's answer to an upload it refused early
+// (an unknown key, a bad token); through hc's transport such an answer may
+// be lost and the upload fail with the connection's write error instead.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
 // WithTLSConfig uses cfg for HTTPS (a private CA, a client certificate for
@@ -56,11 +59,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	if c.hc == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		if c.tls != nil {
-			t.TLSClientConfig = c.tls.Clone()
-		}
-		c.hc = &http.Client{Transport: t}
+		c.hc = &http.Client{Transport: newTransport(c)}
 	}
 	return c, nil
 }
@@ -287,9 +286,17 @@ func (c *Client) RotateKey(ctx context.Context, name string) (*api.Key, error) {
 	return c.keyCall(ctx, http.MethodPost, api.RouteKeyRotate, name, nil)
 }
 
-// ConfigureKey replaces a key's configuration.
+// ConfigureKey replaces a key's configuration with cfg: every field, the
+// zero ones included, so that the key ends with exactly cfg.
 func (c *Client) ConfigureKey(ctx context.Context, name string, cfg api.KeyConfig) (*api.Key, error) {
-	return c.keyCall(ctx, http.MethodPut, api.RouteKeyConfig, name, &cfg)
+	p := api.ReplaceKeyConfig(cfg)
+	return c.keyCall(ctx, http.MethodPut, api.RouteKeyConfig, name, &p)
+}
+
+// UpdateKeyConfig changes the fields of a key's configuration that patch
+// sets (api.Some, or api.Null for the default) and keeps the others.
+func (c *Client) UpdateKeyConfig(ctx context.Context, name string, patch api.KeyConfigPatch) (*api.Key, error) {
+	return c.keyCall(ctx, http.MethodPut, api.RouteKeyConfig, name, &patch)
 }
 
 // DeleteKey deletes a key whose configuration allows it.

@@ -27,7 +27,15 @@ const adminToken = "t"
 // returns its URL.
 func startServer(t testing.TB) (string, *server.Server) {
 	t.Helper()
-	srv, err := server.New(context.Background(), server.Config{DataDir: t.TempDir(), AdminToken: adminToken, SkipBenchmark: true, Logger: zap.NewNop()})
+	return startServerConfig(t, server.Config{})
+}
+
+// startServerConfig is startServer with cfg's settings besides the test's
+// data directory, token and logger; with cfg.TLSCert the URL is https.
+func startServerConfig(t testing.TB, cfg server.Config) (string, *server.Server) {
+	t.Helper()
+	cfg.DataDir, cfg.AdminToken, cfg.SkipBenchmark, cfg.Logger = t.TempDir(), adminToken, true, zap.NewNop()
+	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +54,11 @@ func startServer(t testing.TB) (string, *server.Server) {
 		srv.Shutdown(ctx)
 		<-done
 	})
-	return "http://" + ln.Addr().String(), srv
+	scheme := "http://"
+	if cfg.TLSCert != "" {
+		scheme = "https://"
+	}
+	return scheme + ln.Addr().String(), srv
 }
 
 func newClient(t testing.TB, url string, opts ...client.Option) *client.Client {
@@ -113,8 +125,18 @@ func TestClientJSON(t *testing.T) {
 	if err := c.DeleteKey(ctx, "orders"); !client.IsCode(err, api.CodeDeletionNotAllowed) {
 		t.Fatalf("DeleteKey without permission: %v", err)
 	}
-	if _, err := c.ConfigureKey(ctx, "orders", api.KeyConfig{DeletionAllowed: true}); err != nil {
-		t.Fatal(err)
+	// A patch changes the fields it sets; ConfigureKey replaces them all.
+	if k, err = c.UpdateKeyConfig(ctx, "orders", api.KeyConfigPatch{RotationPeriod: api.Some("720h"), AllowedAEADs: api.Some([]string{"aes-256-gcm"})}); err != nil ||
+		k.RotationPeriod != "720h0m0s" || len(k.AllowedAEADs) != 1 {
+		t.Fatalf("UpdateKeyConfig: %+v, %v", k, err)
+	}
+	if k, err = c.UpdateKeyConfig(ctx, "orders", api.KeyConfigPatch{MinDecryptionVersion: api.Some[uint32](2), AllowedAEADs: api.Null[[]string]()}); err != nil ||
+		k.RotationPeriod != "720h0m0s" || k.MinDecryptionVersion != 2 || k.AllowedAEADs != nil {
+		t.Fatalf("UpdateKeyConfig keeping rotation_period: %+v, %v", k, err)
+	}
+	if k, err = c.ConfigureKey(ctx, "orders", api.KeyConfig{DeletionAllowed: true}); err != nil ||
+		!k.DeletionAllowed || k.RotationPeriod != "" || k.MinDecryptionVersion != 0 {
+		t.Fatalf("ConfigureKey replacing the configuration: %+v, %v", k, err)
 	}
 	if err := c.DeleteKey(ctx, "orders"); err != nil {
 		t.Fatal(err)

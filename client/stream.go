@@ -41,7 +41,10 @@ func (c *Client) EncryptStream(ctx context.Context, key string, dst io.Writer, s
 // sends after the last chunk authenticated and the stream proved complete. A
 // cut or tampered stream returns an error wrapping ErrIncompleteStream (or an
 // *Error when the service refused it before sending anything), even when the
-// body read ended cleanly; the output must then be discarded.
+// body read ended cleanly; the output must then be discarded. A connection
+// that fails during the upload without an answer also wraps
+// ErrIncompleteStream; a service that cannot be reached at all is the
+// transport's error.
 func (c *Client) DecryptStream(ctx context.Context, key string, dst io.Writer, src io.Reader, context []byte) (StreamInfo, error) {
 	return c.stream(ctx, api.RouteDecrypt, key, dst, src, context, true)
 }
@@ -60,6 +63,7 @@ func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // an early return stops the upload
 	in := &sourceReader{r: src}
+	ctx = in.watch.trace(ctx)
 	req, err := c.newRequest(ctx, http.MethodPost, c.url(route, key), in, api.ContentTypeStream)
 	if err != nil {
 		return info, err
@@ -71,6 +75,16 @@ func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, s
 	if err != nil {
 		if err := in.failed(); err != nil {
 			return info, fmt.Errorf("cipherd client: reading the input: %w", err)
+		}
+		if werr := in.watch.refused(); werr != nil && ctx.Err() == nil {
+			err = fmt.Errorf("cipherd client: the service closed the connection during the upload without an answer: %w", werr)
+		}
+		if trailer && in.watch.connected() && ctx.Err() == nil {
+			// The service saw some of the ciphertext and closed without an
+			// answer (a first chunk that failed, with a transport that lost
+			// the answer): nothing was written to dst, and the caller learns
+			// it in the type DecryptStream promises.
+			return info, fmt.Errorf("%w: %w", ErrIncompleteStream, err)
 		}
 		return info, err
 	}
@@ -100,15 +114,21 @@ func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, s
 }
 
 // sourceReader is the request body: it remembers src's error, and it is not
-// an io.Closer, so the transport never closes the caller's reader.
-// The transport reads it in a goroutine of its own.
+// an io.Closer, so the transport never closes the caller's reader. It ends
+// once the service has refused the rest of the upload, so that the
+// transport reads the answer (see earlyConn) instead of reading src to its
+// end for nothing. The transport reads it in a goroutine of its own.
 type sourceReader struct {
-	r   io.Reader
-	mu  sync.Mutex
-	err error
+	r     io.Reader
+	watch connWatch
+	mu    sync.Mutex
+	err   error
 }
 
 func (s *sourceReader) Read(p []byte) (int, error) {
+	if s.watch.refused() != nil {
+		return 0, io.EOF
+	}
 	n, err := s.r.Read(p)
 	if err != nil && !errors.Is(err, io.EOF) {
 		s.mu.Lock()

@@ -90,8 +90,20 @@ func (s *Service) addVersion(k *StoredKey) error {
 
 // ConfigureKey replaces a key's configuration.
 func (s *Service) ConfigureKey(ctx context.Context, name string, cfg KeyConfig) (Key, error) {
+	return s.UpdateKeyConfig(ctx, name, func(c *KeyConfig) error { *c = cfg; return nil })
+}
+
+// UpdateKeyConfig changes a key's configuration with update, which is given
+// the current one, in the same read-modify-write as the store's other key
+// changes (modifyKey), so that concurrent updates of different fields all
+// hold, on any replica. update must depend only on its argument: it may be
+// called again on a newer configuration. Its error leaves the key as it
+// was.
+func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(*KeyConfig) error) (Key, error) {
 	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) {
-		k.Config = cfg
+		if err := update(&k.Config); err != nil {
+			return false, err
+		}
 		return true, k.Validate()
 	})
 	if err != nil {

@@ -90,6 +90,11 @@ type Config struct {
 	// SkipBenchmark chooses by order of preference without the start-up
 	// profile. CIPHERD_SKIP_BENCHMARK.
 	SkipBenchmark bool `yaml:"skip_benchmark"`
+	// SelftestFail makes the named known-answer tests, implementations or
+	// ciphers fail on purpose at start-up, to exercise the failure path
+	// (selftest.KATConfig.Fail). Empty means CIPHERD_SELFTEST_FAIL, which
+	// the self-tests read themselves. Not settable from the file.
+	SelftestFail string `yaml:"-"`
 
 	// MaxJSONBody is the largest JSON request body. Default 4 MiB.
 	MaxJSONBody int `yaml:"max_json_body"`

@@ -117,15 +117,20 @@ func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var req api.KeyConfig
-	if err := s.readJSON(c, &req, false); err != nil {
+	// A merge patch (RFC 7396): the fields given change, null resets one,
+	// the others keep their values.
+	var patch api.KeyConfigPatch
+	if err := s.readJSON(c, &patch, false); err != nil {
 		return err
 	}
-	cfg, err := fromAPIKeyConfig(req)
-	if err != nil {
-		return err
-	}
-	k, err := s.svc.ConfigureKey(c.UserContext(), key, cfg)
+	k, err := s.svc.UpdateKeyConfig(c.UserContext(), key, func(cfg *cryptosvc.KeyConfig) error {
+		next, err := fromAPIKeyConfig(patch.Apply(toAPIKeyConfig(*cfg)))
+		if err != nil {
+			return err
+		}
+		*cfg = next
+		return nil
+	})
 	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
 	if err != nil {
 		return err

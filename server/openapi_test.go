@@ -308,6 +308,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		"DataKeyRequest":       reflect.TypeFor[api.DataKeyRequest](),
 		"DataKeyResponse":      reflect.TypeFor[api.DataKeyResponse](),
 		"KeyConfig":            reflect.TypeFor[api.KeyConfig](),
+		"KeyConfigPatch":       reflect.TypeFor[api.KeyConfigPatch](),
 		"CreateKeyRequest":     reflect.TypeFor[api.CreateKeyRequest](),
 		"KeyVersion":           reflect.TypeFor[api.KeyVersion](),
 		"Key":                  reflect.TypeFor[api.Key](),

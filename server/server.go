@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
 
-	s.kat = selftest.RunKATs(selftest.KATConfig{Logger: log})
+	s.kat = selftest.RunKATs(selftest.KATConfig{Fail: cfg.SelftestFail, Logger: log})
 	if err := s.kat.Err(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -74,29 +74,44 @@ func runDecrypt(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return runCrypt(ctx, "decrypt", args, stdout, stderr)
 }
 
-// runCrypt streams standard input through the server to standard output.
+// runCrypt streams a file or standard input through the server to a file
+// or standard output.
 func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(op, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [--context B64] [--server URL] < in > out\n\n", op)
+		fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--context B64] [--server URL]\n\n", op)
 		if op == "encrypt" {
-			fmt.Fprintln(stderr, "Seals standard input under the key, streaming through a cipherd server.")
+			fmt.Fprintln(stderr, "Seals IN (default standard input) under the key, streaming through a cipherd")
+			fmt.Fprintln(stderr, "server, to OUT (default standard output).")
 		} else {
-			fmt.Fprintln(stderr, "Opens a sealed stream from standard input. On failure it exits 1 and what it")
-			fmt.Fprintln(stderr, "wrote to standard output must be discarded.")
+			fmt.Fprintln(stderr, "Opens a sealed stream from IN (default standard input) to OUT (default")
+			fmt.Fprintln(stderr, "standard output). On failure it exits 1; a file named by -o is then left as")
+			fmt.Fprintln(stderr, "it was, but what went to standard output must be discarded.")
 		}
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "-o FILE is written to a temporary file beside it and renamed over it only")
+		fmt.Fprintln(stderr, "once the whole stream succeeded; a new file gets mode 0600, a replaced one")
+		fmt.Fprintln(stderr, "keeps its mode. The token is read from CIPHERD_TOKEN unless --token is given.")
+		fmt.Fprintln(stderr, "Progress (bytes, rate, and the time left when the input's size is known)")
+		fmt.Fprintln(stderr, "goes to standard error when it is a terminal.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
 	var cf clientFlags
 	cf.register(fs, true)
-	key := fs.String("key", "", "key name (required)")
+	key := fs.String("key", "", "key name (required), such as the default key \"default\"")
 	ctxB64 := fs.String("context", "", "context (additional data) as standard base64; decryption needs the same")
+	inPath := fs.String("i", "-", "input `file`; - for standard input")
+	outPath := fs.String("o", "-", "output `file`, replaced only on success; - for standard output")
+	progressMode := fs.String("progress", "auto", "progress on standard error: auto (when it is a terminal), always or never")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	if fs.NArg() > 0 || *key == "" {
+	if fs.NArg() > 0 || *key == "" || *inPath == "" || *outPath == "" {
 		fs.Usage()
 		return 2
 	}
@@ -108,17 +123,57 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 			return 2
 		}
 	}
+	showProgress := false
+	switch *progressMode {
+	case "auto":
+		showProgress = isTerminal(stderr)
+	case "always":
+		showProgress = true
+	case "never":
+	default:
+		fmt.Fprintf(stderr, "cipherd %s: -progress must be auto, always or never\n", op)
+		return 2
+	}
+	if op == "encrypt" && *outPath == "-" && isTerminal(stdout) {
+		fmt.Fprintf(stderr, "cipherd %s: not writing a ciphertext to a terminal: use -o FILE or redirect standard output\n", op)
+		return 2
+	}
 	c, err := cf.client()
 	if err != nil {
 		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
 		return 2
 	}
+	in, size, err := input(*inPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		return 1
+	}
+	defer in.Close()
+	out, err := createOutput(*outPath, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		return 1
+	}
 	stream := c.EncryptStream
 	if op == "decrypt" {
 		stream = c.DecryptStream
 	}
-	if _, err := stream(ctx, *key, stdout, stdin, aad); err != nil {
+	var meter *progress
+	if showProgress {
+		meter = startProgress(stderr, "cipherd "+op, size)
+	}
+	_, err = stream(ctx, *key, out, meter.reader(in), aad)
+	if err == nil {
+		err = out.commit()
+	} else {
+		out.abort()
+	}
+	meter.end(err == nil)
+	if err != nil {
 		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		if out.tmp != "" {
+			fmt.Fprintf(stderr, "cipherd %s: %s was not written\n", op, *outPath)
+		}
 		return 1
 	}
 	return 0

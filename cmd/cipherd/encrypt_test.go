@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,5 +191,203 @@ func TestCLIHealth(t *testing.T) {
 	}
 	if _, _, code := cipherd(t, nil, "health", "--server", "not a url"); code != 2 {
 		t.Errorf("bad URL: exit %d, want 2", code)
+	}
+}
+
+// crypt runs `cipherd encrypt|decrypt args` with stdin and returns its
+// stdout, stderr and exit code.
+func crypt(t *testing.T, env []string, stdin io.Reader, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(cipherdBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// leftovers lists the temporary files of outputs in dir.
+func leftovers(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, ".*.cipherd-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestCLIFiles(t *testing.T) {
+	url := startServe(t)
+	env := []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=" + cliToken}
+	dir := t.TempDir()
+	plain, sealed, back := filepath.Join(dir, "plain"), filepath.Join(dir, "plain.sealed"), filepath.Join(dir, "back")
+	pt := make([]byte, 1<<20+5)
+	rand.Read(pt)
+	if err := os.WriteFile(plain, pt, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, e, code := crypt(t, env, nil, "encrypt", "--key", "default", "-i", plain, "-o", sealed); code != 0 {
+		t.Fatalf("encrypt -i -o: exit %d: %s", code, e)
+	}
+	if _, e, code := crypt(t, env, nil, "decrypt", "--key", "default", "-i", sealed, "-o", back); code != 0 {
+		t.Fatalf("decrypt -i -o: exit %d: %s", code, e)
+	}
+	if got, err := os.ReadFile(back); err != nil || !bytes.Equal(got, pt) {
+		t.Fatalf("round trip through files: %v, equal=%v", err, bytes.Equal(got, pt))
+	}
+	if fi, err := os.Stat(back); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("a new output file: %v, mode %v, want 0600", err, fi.Mode())
+	}
+	// -i with standard output, and standard input with -o.
+	ct, err := os.ReadFile(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, e, code := crypt(t, env, nil, "decrypt", "--key", "default", "-i", sealed); code != 0 || out != string(pt) {
+		t.Fatalf("decrypt -i to stdout: exit %d: %s", code, e)
+	}
+	if err := os.Chmod(back, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, code := crypt(t, env, bytes.NewReader(ct), "decrypt", "--key", "default", "-o", back); code != 0 {
+		t.Fatalf("decrypt stdin to -o: exit %d: %s", code, e)
+	}
+	if fi, err := os.Stat(back); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("a replaced output file: %v, mode %v, want its own 0640", err, fi.Mode())
+	}
+
+	// A decrypt that fails leaves the target as it was, and no temporary
+	// file, whether it fails at once or after writing a good part of the
+	// plaintext.
+	const old = "the previous content\n"
+	for name, bad := range map[string][]byte{
+		"flipped bit mid-stream": func() []byte { b := bytes.Clone(ct); b[len(b)/2] ^= 1; return b }(),
+		"truncated":              ct[:len(ct)-100],
+		"wrong key":              ct,
+	} {
+		if err := os.WriteFile(back, []byte(old), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		key := "default"
+		if name == "wrong key" {
+			key = "missing"
+		}
+		_, e, code := crypt(t, env, bytes.NewReader(bad), "decrypt", "--key", key, "-o", back)
+		if code != 1 || !strings.Contains(e, back+" was not written") {
+			t.Errorf("%s: exit %d: %s", name, code, e)
+		}
+		if got, err := os.ReadFile(back); err != nil || string(got) != old {
+			t.Errorf("%s: the output file holds %d bytes, %v; want it untouched", name, len(got), err)
+		}
+		if l := leftovers(t, dir); len(l) != 0 {
+			t.Errorf("%s: temporary files left: %v", name, l)
+		}
+		// A target that did not exist is not created.
+		fresh := filepath.Join(dir, "fresh-"+strings.ReplaceAll(name, " ", "-"))
+		crypt(t, env, bytes.NewReader(bad), "decrypt", "--key", key, "-o", fresh)
+		if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a failed decrypt created %s: %v", name, fresh, err)
+		}
+	}
+
+	// Inputs and outputs that cannot be used.
+	if _, e, code := crypt(t, env, nil, "encrypt", "--key", "default", "-i", filepath.Join(dir, "nonexistent"), "-o", sealed); code != 1 || !strings.Contains(e, "no such file") {
+		t.Errorf("missing input: exit %d: %s", code, e)
+	}
+	if _, e, code := crypt(t, env, nil, "encrypt", "--key", "default", "-i", plain, "-o", filepath.Join(dir, "no", "dir")); code != 1 {
+		t.Errorf("output in a missing directory: exit %d: %s", code, e)
+	}
+	if _, e, code := crypt(t, env, nil, "encrypt", "--key", "default", "-i", plain, "-o", dir); code != 1 || !strings.Contains(e, "directory") {
+		t.Errorf("output is a directory: exit %d: %s", code, e)
+	}
+	if _, e, code := crypt(t, env, nil, "encrypt", "--key", "default", "-i", plain, "-o", os.DevNull); code != 0 {
+		t.Errorf("-o %s: exit %d: %s", os.DevNull, code, e)
+	}
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode().IsRegular() {
+		t.Fatalf("%s replaced: %v %v", os.DevNull, fi.Mode(), err)
+	}
+}
+
+// zeros yields n zero bytes.
+type zeros struct{ left int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.left <= 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), z.left)]
+	clear(p)
+	z.left -= int64(len(p))
+	return len(p), nil
+}
+
+// The server refuses a large upload before reading it (unknown key, bad
+// token) and closes the connection: the command reports the server's
+// answer, never the write error of the rest of the upload.
+func TestCLIEarlyAnswer(t *testing.T) {
+	url := startServe(t)
+	for round := range 8 {
+		_, e, code := crypt(t, []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=" + cliToken}, &zeros{64 << 20}, "encrypt", "--key", "missing")
+		if code != 1 || !strings.Contains(e, "404 key_not_found") {
+			t.Fatalf("round %d: unknown key: exit %d: %s", round, code, e)
+		}
+		_, e, code = crypt(t, []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=wrong"}, &zeros{64 << 20}, "decrypt", "--key", "default")
+		if code != 1 || !strings.Contains(e, "401 unauthenticated") {
+			t.Fatalf("round %d: bad token: exit %d: %s", round, code, e)
+		}
+	}
+}
+
+// slowReader yields b in pieces, pausing before each.
+type slowReader struct {
+	b     []byte
+	piece int
+	pause time.Duration
+}
+
+func slow(b []byte) *slowReader {
+	return &slowReader{b: b, piece: 1 << 10, pause: 100 * time.Millisecond}
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(s.pause)
+	k := copy(p[:min(len(p), s.piece)], s.b)
+	s.b = s.b[k:]
+	return k, nil
+}
+
+func TestCLIProgress(t *testing.T) {
+	url := startServe(t)
+	env := []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=" + cliToken}
+	// A pipe: no size, so bytes and rate only; the summary stays.
+	ct, e, code := crypt(t, env, slow(make([]byte, 8<<10)), "encrypt", "--key", "default", "-progress", "always")
+	if code != 0 || !regexp.MustCompile(`\r\x1b\[Kcipherd encrypt: \d+(\.\d)? [KM]?i?B, \d+(\.\d)? [KM]?i?B/s`).MatchString(e) ||
+		!regexp.MustCompile(`\r\x1b\[Kcipherd encrypt: 8\.0 KiB in [\d.]+m?s, \d+(\.\d)? [KM]?i?B/s\n$`).MatchString(e) || strings.Contains(e, "ETA") {
+		t.Fatalf("progress of a pipe: exit %d: %q", code, e)
+	}
+	// Not a terminal: nothing unless asked.
+	if _, e, code := crypt(t, env, slow(make([]byte, 4<<10)), "encrypt", "--key", "default"); code != 0 || e != "" {
+		t.Fatalf("progress on a non-terminal: exit %d: %q", code, e)
+	}
+	// A failure erases the line: the error stands alone.
+	bad := []byte(ct)
+	bad[len(bad)-100] ^= 1
+	_, e, code = crypt(t, env, slow(bad), "decrypt", "--key", "default", "-progress", "always")
+	if code != 1 || !strings.Contains(e, "B/s\r\x1b[Kcipherd decrypt: cipherd: ") {
+		t.Fatalf("progress of a failure: exit %d: %q", code, e)
+	}
+	if _, _, code := crypt(t, env, nil, "encrypt", "--key", "default", "-progress", "sometimes"); code != 2 {
+		t.Fatalf("-progress sometimes: exit %d, want 2", code)
 	}
 }

@@ -3,11 +3,12 @@
 //	cipherd [serve] [flags]              run the service (the default)
 //	cipherd speed [flags] [cipher ...]   benchmark, as `openssl speed -evp`
 //	cipherd selftest [flags]             known-answer tests and cipher selection
-//	cipherd encrypt|decrypt --key NAME   stream stdin to stdout through a server
+//	cipherd encrypt|decrypt --key NAME   stream a file or stdin through a server (-i, -o)
 //	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
 //	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
 //	cipherd keys migrate                 copy a file keystore or keyring into PostgreSQL
-//	cipherd version [-json]              build information
+//	cipherd version [-json]              build information (also --version)
+//	cipherd help [command]               the commands, or a command's flags
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -30,8 +32,8 @@ var commands = []command{
 	{"speed", "measure cipher throughput like `openssl speed -evp`", runSpeed},
 	{"selftest", "run the known-answer tests and the quick cipher selection", runSelftest},
 	{"version", "print build information", runVersion},
-	{"encrypt", "seal standard input to standard output through a server (--key NAME)", runEncrypt},
-	{"decrypt", "open a sealed stream from standard input through a server (--key NAME)", runDecrypt},
+	{"encrypt", "seal a file or standard input through a server (--key NAME [-i IN] [-o OUT])", runEncrypt},
+	{"decrypt", "open a sealed stream through a server (--key NAME [-i IN] [-o OUT])", runDecrypt},
 	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
 	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
 	{"keys", "copy a file keystore or a keyring into a PostgreSQL keystore (migrate)", runKeys},
@@ -47,12 +49,23 @@ func main() {
 // run dispatches to a subcommand and returns the process exit code:
 // 0 success, 1 failure, 2 usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' && args[0] != "-h" && args[0] != "-help" && args[0] != "--help" {
-		return runServe(ctx, args, stdout, stderr) // serve is the default command
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			usage(stderr)
+			return 0
+		case "help":
+			if len(args) == 1 {
+				usage(stderr)
+				return 0
+			}
+			return run(ctx, []string{args[1], "-h"}, stdout, stderr)
+		case "-version", "--version":
+			return runVersion(ctx, args[1:], stdout, stderr)
+		}
 	}
-	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		return 0
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return runServe(ctx, args, stdout, stderr) // serve is the default command
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
@@ -72,5 +85,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.short)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'cipherd <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Without a command, cipherd serves: 'cipherd -addr :8080' is 'cipherd serve -addr :8080'.")
+	fmt.Fprintln(w, "Run 'cipherd help <command>' or 'cipherd <command> -h' for a command's flags,")
+	fmt.Fprintln(w, "and 'cipherd --version' for the build.")
 }

@@ -30,6 +30,10 @@ func runSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "cipherd selftest: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if err := checkFailNames(*fail); err != nil {
+		fmt.Fprintln(stderr, "cipherd selftest:", err)
+		return 2
+	}
 	var pinned kernels.Cipher
 	if *pin != "" {
 		c, err := kernels.ParseCipher(*pin)

@@ -21,21 +21,24 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configFile := fs.String("config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration file (CIPHERD_CONFIG); see deploy/cipherd.yaml")
-	addr := fs.String("addr", "", "listen address (default 127.0.0.1:8080; CIPHERD_ADDR)")
-	dataDir := fs.String("data-dir", "", "data directory (default ./cipherd-data; CIPHERD_DATA_DIR)")
-	keyring := fs.String("keyring", "", "read-only keyring file instead of the file keystore (CIPHERD_KEYRING)")
-	aead := fs.String("aead", "", "pin the AEAD for new data (CIPHERD_AEAD)")
-	skipBench := fs.Bool("skip-benchmark", false, "choose the AEAD by preference, without the start-up profile")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var sf serveFlags
+	sf.register(fs)
+	fs.Usage = func() { serveUsage(stderr, fs) }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "cipherd serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg, err := loadConfig(*configFile)
+	if err := checkFailNames(sf.fail); err != nil {
+		fmt.Fprintln(stderr, "cipherd serve:", err)
+		return 2
+	}
+	cfg, err := loadConfig(sf.config)
 	if err != nil {
 		fmt.Fprintln(stderr, "cipherd serve:", err)
 		return 2
@@ -44,16 +47,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "cipherd serve:", err)
 		return 2
 	}
-	for _, f := range []struct {
-		v string
-		p *string
-	}{{*addr, &cfg.Addr}, {*dataDir, &cfg.DataDir}, {*keyring, &cfg.Keyring}, {*aead, &cfg.AEAD}} {
-		if f.v != "" {
-			*f.p = f.v
-		}
-	}
-	cfg.SkipBenchmark = cfg.SkipBenchmark || *skipBench
-	level, err := zap.ParseAtomicLevel(*logLevel)
+	sf.apply(&cfg)
+	level, err := zap.ParseAtomicLevel(sf.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "cipherd serve: -log-level:", err)
 		return 2

@@ -1,0 +1,130 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Dialing as http.DefaultTransport does.
+const (
+	dialTimeout = 30 * time.Second
+	keepAlive   = 30 * time.Second
+)
+
+// The service may answer before it has read the whole request: an unknown
+// key, a bad token, a body over the limit, a ciphertext whose header or
+// first chunk fails. It then closes the connection with the rest of the
+// upload unread, and the kernel answers the next segments the client sends
+// with a reset. net/http's transport treats the failed write as the
+// request's outcome and drops the answer it has already received or is about
+// to (RFC 9112 §9.6 describes the race). So the connections the client dials
+// itself are wrapped in earlyConn: a write the peer refused is reported as
+// done, nothing more is sent, and the request body stops, so the transport
+// goes on to read the answer. If the peer is gone without one, the read
+// fails too and the write error is reported instead.
+
+// earlyConn is a client connection that hides a refused write from the
+// transport and remembers it.
+type earlyConn struct {
+	net.Conn
+	mu   sync.Mutex
+	werr error // the first write the peer refused
+}
+
+func (c *earlyConn) Write(p []byte) (int, error) {
+	if c.refused() != nil {
+		return len(p), nil
+	}
+	n, err := c.Conn.Write(p)
+	if err != nil && peerClosed(err) {
+		c.mu.Lock()
+		c.werr = err
+		c.mu.Unlock()
+		return len(p), nil
+	}
+	return n, err
+}
+
+// refused returns the write error the peer caused, if any.
+func (c *earlyConn) refused() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.werr
+}
+
+// peerClosed reports whether a write failed because the peer closed or reset
+// the connection, rather than because it was closed here or timed out.
+func peerClosed(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// dialEarly wraps dial's connections in earlyConn.
+func dialEarly(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &earlyConn{Conn: c}, nil
+	}
+}
+
+// connWatch learns which connection carries a request, so that its body can
+// stop once the peer refuses more.
+type connWatch struct {
+	mu   sync.Mutex
+	got  bool       // the request had a connection
+	conn *earlyConn // nil with a transport of the caller's
+}
+
+// trace returns ctx with a trace that records the request's connection.
+func (w *connWatch) trace(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		c := info.Conn
+		if tc, ok := c.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+			c = tc.NetConn()
+		}
+		ec, _ := c.(*earlyConn)
+		w.mu.Lock()
+		w.got, w.conn = true, ec
+		w.mu.Unlock()
+	}})
+}
+
+// connected reports whether the request had a connection: the service may
+// have seen some of it.
+func (w *connWatch) connected() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.got
+}
+
+// refused returns the write error the peer caused on the request's
+// connection, if any.
+func (w *connWatch) refused() error {
+	w.mu.Lock()
+	c := w.conn
+	w.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.refused()
+}
+
+// newTransport returns the transport of a client made without
+// WithHTTPClient.
+func newTransport(c *Client) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if c.tls != nil {
+		t.TLSClientConfig = c.tls.Clone()
+	}
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
+	t.DialContext = dialEarly(d.DialContext)
+	return t
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/cipherd/cipherd/server"
+)
+
+// serveFlags are the flags of `cipherd serve`. Each overrides the file and
+// the environment.
+type serveFlags struct {
+	config, addr, dataDir, keyring, aead, logLevel, fail string
+	skipBenchmark                                        bool
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration `file` (CIPHERD_CONFIG); see deploy/cipherd.yaml")
+	fs.StringVar(&f.addr, "addr", "", "listen `address`")
+	fs.StringVar(&f.dataDir, "data-dir", "", "data `directory`")
+	fs.StringVar(&f.keyring, "keyring", "", "read-only keyring `file` instead of the file keystore")
+	fs.StringVar(&f.aead, "aead", "", "pin the `AEAD` for new data")
+	fs.BoolVar(&f.skipBenchmark, "skip-benchmark", false, "choose the AEAD by preference, without the start-up profile")
+	fs.StringVar(&f.logLevel, "log-level", "info", "`level` of the logs: debug, info, warn or error")
+	fs.StringVar(&f.fail, "fail", "", "fail the named KATs, implementations or ciphers on purpose (comma-separated `names`, * for all), as cipherd selftest -fail")
+}
+
+// apply sets what the flags give over cfg (read from the file and the
+// environment).
+func (f *serveFlags) apply(cfg *server.Config) {
+	for _, o := range []struct {
+		v string
+		p *string
+	}{{f.addr, &cfg.Addr}, {f.dataDir, &cfg.DataDir}, {f.keyring, &cfg.Keyring}, {f.aead, &cfg.AEAD}, {f.fail, &cfg.SelftestFail}} {
+		if o.v != "" {
+			*o.p = o.v
+		}
+	}
+	cfg.SkipBenchmark = cfg.SkipBenchmark || f.skipBenchmark
+}
+
+// A setting is one entry of `cipherd serve -h`: a field of server.Config,
+// named by its YAML key, or one that only the environment or a flag sets.
+// The default shown is server.Config's own (Defaults), so it cannot drift;
+// zero says what the zero value means when that is the default.
+type setting struct {
+	key, env, flag string
+	zero           string
+	help           string
+}
+
+// serveSettings lists every setting; TestServeSettingsComplete checks it
+// against server.Config's YAML keys, the variables ApplyEnv reads and the
+// flags.
+var serveSettings = []setting{
+	{key: "version", zero: "1", help: "configuration file format: 0 or 1"},
+	{key: "addr", env: "CIPHERD_ADDR", flag: "addr", help: "address to listen on, host:port (:8080 in a container)"},
+	{key: "tls_cert", env: "CIPHERD_TLS_CERT", zero: "none (plain HTTP)", help: "PEM certificate chain; with tls_key the server speaks TLS only and reloads both when they change"},
+	{key: "tls_key", env: "CIPHERD_TLS_KEY", zero: "none", help: "PEM private key of tls_cert"},
+	{key: "tls_client_ca", env: "CIPHERD_TLS_CLIENT_CA", zero: "none (no client certificates)", help: "PEM CA bundle that signs client certificates (mTLS identities); needs tls_cert"},
+	{key: "data_dir", env: "CIPHERD_DATA_DIR", flag: "data-dir", help: "holds the file keystore, the hashed admin token and the speed cache; created 0700"},
+	{key: "root_key_file", env: "CIPHERD_ROOT_KEY_FILE", zero: "CIPHERD_ROOT_KEY, else a development key in data_dir (with a warning)", help: "file with the 32-byte root key (base64 or hex) that encrypts the keystore at rest; or the key itself in CIPHERD_ROOT_KEY"},
+	{env: "CIPHERD_ROOT_KEY", zero: "none", help: "the root key itself (base64 or hex), instead of root_key_file"},
+	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
+	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
+	{env: "CIPHERD_ADMIN_TOKEN", zero: "generated on first start, printed once, stored hashed", help: "the admin's bearer token (never read from the file)"},
+	{key: "identities", zero: "none", help: "API clients besides the admin: name, token_sha256 or cert_sha256, policies (file only)"},
+	{key: "policies", zero: "none", help: "named allow and deny rules of operations on key-name patterns; deny wins (file only)"},
+	{key: "trusted_proxies", env: "CIPHERD_TRUSTED_PROXIES", zero: "none", help: "CIDRs of proxies whose X-Forwarded-Client-Cert is believed (comma-separated in the variable)"},
+	{key: "rate_limit", env: "CIPHERD_RATE_LIMIT", zero: "0 (no limit)", help: "sustained requests per second per identity; over it 429 with Retry-After"},
+	{key: "rate_burst", zero: "2 × rate_limit, at least 1", help: "burst above rate_limit"},
+	{key: "aead", env: "CIPHERD_AEAD", flag: "aead", zero: "the fastest correct one measured at start-up", help: "pin the AEAD for new data: aes-128-gcm, aes-256-gcm or chacha20-poly1305"},
+	{key: "allowed_aeads", env: "CIPHERD_ALLOWED_AEADS", zero: "all", help: "restrict the AEADs for new data (comma-separated in the variable)"},
+	{key: "skip_benchmark", env: "CIPHERD_SKIP_BENCHMARK", flag: "skip-benchmark", zero: "false", help: "choose the AEAD by order of preference without the start-up profile; the self-tests still run"},
+	{env: "CIPHERD_SELFTEST_FAIL", flag: "fail", zero: "none", help: "fail the named KATs, implementations or ciphers on purpose (see cipherd selftest -h); an unknown name is refused"},
+	{key: "max_json_body", help: "largest JSON request body, in bytes"},
+	{key: "max_batch_items", help: "most items in one batch"},
+	{key: "max_verify_full", help: "largest stream decrypt ?verify=full buffers, in bytes"},
+	{key: "request_timeout", help: "bound on reading a request's headers and JSON body"},
+	{key: "stream_idle_timeout", help: "a streaming request that moves no byte for this long is ended"},
+	{key: "shutdown_timeout", help: "bound on the drain on SIGTERM"},
+	{key: "drain_delay", zero: "0s", help: "serve with readiness off for this long before closing the listener, so load balancers notice first"},
+	{key: "io_buffer_size", help: "read and write buffer per connection, in bytes"},
+	{flag: "log-level", zero: "info", help: "level of the JSON logs on standard error: debug, info, warn or error"},
+	{flag: "config", env: "CIPHERD_CONFIG", zero: "none", help: "the YAML configuration file; unknown keys are refused"},
+}
+
+// serveUsage writes `cipherd serve -h`: the flags, then every setting with
+// its key, variable, flag and default.
+func serveUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `usage: cipherd serve [flags]
+
+Runs the service: the known-answer self-tests, the cipher profile, then HTTP
+(or HTTPS) on the listen address. Each setting takes, from lowest precedence
+to highest, its default, its key in the YAML file given by -config, its
+CIPHERD_* environment variable, and its flag. Durations are Go durations
+("500ms", "15s"); sizes are bytes. deploy/cipherd.yaml shows every key, and
+docs/OPERATIONS.md explains them.
+
+flags:
+`)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\nsettings (file key, environment variable, flag; what it does, its default):\n")
+	defaults := reflect.ValueOf(server.Config{}.Defaults())
+	for _, s := range serveSettings {
+		var cols []string
+		for _, c := range []string{s.key, s.env, flagName(s.flag)} {
+			if c != "" {
+				cols = append(cols, c)
+			}
+		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(cols, "  "))
+		help := strings.ToUpper(s.help[:1]) + s.help[1:] + ". Default: " + settingDefault(defaults, s) + "."
+		for _, line := range wrap(help, 72) {
+			fmt.Fprintf(w, "      %s\n", line)
+		}
+	}
+}
+
+func flagName(f string) string {
+	if f == "" {
+		return ""
+	}
+	return "-" + f
+}
+
+// settingDefault formats the default of s: server.Config's when it is not
+// the zero value, else what the zero value means.
+func settingDefault(defaults reflect.Value, s setting) string {
+	if s.key != "" {
+		if v, ok := configField(defaults, s.key); ok && !v.IsZero() {
+			return formatDefault(s.key, v)
+		}
+	}
+	if s.zero != "" {
+		return s.zero
+	}
+	return "none"
+}
+
+// configField returns the field of a server.Config with the YAML key.
+func configField(cfg reflect.Value, key string) (reflect.Value, bool) {
+	t := cfg.Type()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name == key {
+			return cfg.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+func formatDefault(key string, v reflect.Value) string {
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return x.String()
+	case int, int64:
+		n := v.Int()
+		if strings.HasSuffix(key, "_body") || strings.HasSuffix(key, "_full") || strings.HasSuffix(key, "_size") {
+			return fmt.Sprintf("%d (%s)", n, iecBytes(float64(n)))
+		}
+		return fmt.Sprint(n)
+	case []string:
+		return strings.Join(x, ",")
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// wrap breaks text into lines of at most width bytes at spaces (a longer
+// word has a line of its own).
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cipherd/cipherd/api"
+)
+
+// PUT /v1/keys/{key}/config is a merge patch: the fields given change, null
+// resets one, the others are kept. The walk is docs/API.md's, and its
+// output is the one the docs show.
+func TestKeyConfigPatch(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	put := func(body string) (int, api.Key, string) {
+		t.Helper()
+		code, b, _ := ts.do(t, "PUT", "/v1/keys/orders/config", "application/json", strings.NewReader(body), "")
+		var k api.Key
+		if code == 200 {
+			if err := json.Unmarshal(b, &k); err != nil {
+				t.Fatalf("PUT %s: %s: %v", body, b, err)
+			}
+		}
+		return code, k, string(b)
+	}
+	describe := func() api.Key {
+		t.Helper()
+		code, b, _ := ts.do(t, "GET", "/v1/keys/orders", "", nil, "")
+		var k api.Key
+		if code != 200 || json.Unmarshal(b, &k) != nil {
+			t.Fatalf("describe: %d %s", code, b)
+		}
+		return k
+	}
+
+	if code := ts.postJSON(t, "/v1/keys/orders", map[string]any{"allowed_aeads": []string{"aes-256-gcm"}, "rotation_period": "720h"}, nil); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	if code, _, _ := ts.do(t, "POST", "/v1/keys/orders/rotate", "", nil, ""); code != 200 {
+		t.Fatalf("rotate: %d", code)
+	}
+	code, k, body := put(`{"min_decryption_version":2,"deletion_allowed":true}`)
+	want := api.KeyConfig{MinDecryptionVersion: 2, AllowedAEADs: []string{"aes-256-gcm"}, DeletionAllowed: true, RotationPeriod: "720h0m0s"}
+	if code != 200 || !sameConfig(k.KeyConfig, want) || k.LatestVersion != 2 {
+		t.Fatalf("configure: %d %s; want %+v", code, body, want)
+	}
+	cfgJSON, err := json.Marshal(k.KeyConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/API.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown := strings.Trim(string(cfgJSON), "{}"); !strings.Contains(string(doc), shown) {
+		t.Errorf("docs/API.md does not show the configuration the route answers: %s", shown)
+	}
+
+	// null resets a field; the others stay.
+	if code, k, body := put(`{"rotation_period":null,"aead":"aes-256-gcm"}`); code != 200 ||
+		!sameConfig(k.KeyConfig, api.KeyConfig{MinDecryptionVersion: 2, AllowedAEADs: []string{"aes-256-gcm"}, AEAD: "aes-256-gcm", DeletionAllowed: true}) {
+		t.Fatalf("reset rotation_period: %d %s", code, body)
+	}
+	if code, k, body := put(`{}`); code != 200 || !sameConfig(k.KeyConfig, describe().KeyConfig) || k.AEAD != "aes-256-gcm" {
+		t.Fatalf("empty patch: %d %s", code, body)
+	}
+
+	// A patch whose result is invalid changes nothing.
+	before := describe().KeyConfig
+	for body, wantCode := range map[string]api.Code{
+		`{"aead":"chacha20-poly1305"}`:                api.CodeInvalidConfig, // outside allowed_aeads
+		`{"allowed_aeads":["aes-128-gcm"]}`:           api.CodeInvalidConfig, // the pinned aead outside it
+		`{"rotation_period":"monthly"}`:               api.CodeInvalidConfig,
+		`{"min_decryption_version":3}`:                api.CodeInvalidConfig,
+		`{"min_decryption_version":"2"}`:              api.CodeBadRequest,
+		`{"deletion_allowed":false,"colour":"green"}`: api.CodeBadRequest,
+		`[]`: api.CodeBadRequest,
+	} {
+		code, _, b := put(body)
+		var e api.Error
+		if code != 400 || json.Unmarshal([]byte(b), &e) != nil || e.Code != wantCode {
+			t.Errorf("PUT %s: %d %s, want 400 %s", body, code, b, wantCode)
+		}
+		if strings.Contains(b, "monthly") {
+			t.Errorf("PUT %s: the error repeats the request: %s", body, b)
+		}
+		if after := describe().KeyConfig; !sameConfig(after, before) {
+			t.Fatalf("PUT %s changed the configuration to %+v", body, after)
+		}
+	}
+
+	// Concurrent patches of different fields all hold.
+	var wg sync.WaitGroup
+	for _, body := range []string{`{"deletion_allowed":false}`, `{"rotation_period":"48h"}`, `{"aead":null}`, `{"min_decryption_version":1}`} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _, b := put(body); code != 200 {
+				t.Errorf("PUT %s: %d %s", body, code, b)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := describe().KeyConfig; !sameConfig(got, api.KeyConfig{MinDecryptionVersion: 1, AllowedAEADs: []string{"aes-256-gcm"}, RotationPeriod: "48h0m0s"}) {
+		t.Fatalf("after concurrent patches: %+v", got)
+	}
+	if code, _, b := ts.do(t, "PUT", "/v1/keys/nosuch/config", "application/json", strings.NewReader(`{}`), ""); code != 404 {
+		t.Fatalf("unknown key: %d %s", code, b)
+	}
+}
+
+func sameConfig(a, b api.KeyConfig) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
