@@ -147,6 +147,74 @@ func TestHAProxyPostgres(t *testing.T) {
 	}
 	verifyAcks(t, l.acks, apis)
 	t.Logf("%d round trips through HAProxy, none failed; %d ciphertexts open on every replica", l.ok.Load(), len(l.acks))
+
+	t.Run("ReplicaKilledMidRotation", func(t *testing.T) { testKilledMidRotation(t, c) })
+}
+
+// testKilledMidRotation kills a replica with SIGKILL while it and the others
+// rotate the key concurrently: every rotation acknowledged has its own
+// version, the versions stay 1…n with nothing half-written, and after the
+// replica's restart every replica agrees on them.
+func testKilledMidRotation(t *testing.T, c *cluster) {
+	victim := c.replicas[0]
+	before, err := c.replicas[1].api.DescribeKey(ctx(t), testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	acked := map[uint32]int{}
+	var wg sync.WaitGroup
+	for i := range 60 {
+		r := c.replicas[i%3]
+		wg.Go(func() {
+			k, err := r.api.RotateKey(context.Background(), testKey)
+			if err != nil {
+				if r != victim {
+					t.Errorf("rotation on %s, which lives: %v", r.name, err)
+				}
+				return // the victim died with it in flight
+			}
+			mu.Lock()
+			acked[k.LatestVersion]++
+			mu.Unlock()
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	victim.proc.kill()
+	wg.Wait()
+	victim.start(t, c)
+	victim.waitReady(t)
+
+	var n uint32
+	for i, r := range c.replicas {
+		k, err := r.api.DescribeKey(ctx(t), testKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range k.Versions {
+			if v.Version != uint32(j+1) {
+				t.Fatalf("%s: versions not 1…n: %v at %d", r.name, v.Version, j)
+			}
+		}
+		if i == 0 {
+			n = k.LatestVersion
+		} else if !poll(time.Second, func() bool {
+			k, err := r.api.DescribeKey(ctx(t), testKey)
+			return err == nil && k.LatestVersion == n
+		}) {
+			t.Fatalf("%s does not agree on version %d", r.name, n)
+		}
+	}
+	for v, times := range acked {
+		if times != 1 || v <= before.LatestVersion || v > n {
+			t.Fatalf("acknowledged version %d made %d times (versions %d…%d)", v, times, before.LatestVersion+1, n)
+		}
+	}
+	if made := int(n - before.LatestVersion); made < len(acked) || made > 60 {
+		t.Fatalf("%d versions made for %d acknowledged rotations of 60", made, len(acked))
+	}
+	t.Logf("%d of 60 rotations acknowledged, %d versions made; the killed replica restarted with them", len(acked), n-before.LatestVersion)
+	c.everySealsUnder(t, n, 5*time.Second)
 }
 
 // everySealsUnder waits until every replica, asked directly, encrypts
