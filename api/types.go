@@ -150,8 +150,14 @@ type Route struct {
 	// of such a stream, which has no total timeout.
 	Streaming         bool   `json:"streaming,omitempty"`
 	StreamIdleTimeout string `json:"stream_idle_timeout,omitempty"`
-	// MaxVerifyFull is the most plaintext ?verify=full buffers.
-	MaxVerifyFull int64 `json:"max_verify_full,omitempty"`
+	// MaxStreamsPerIdentity is how many streams of this server one
+	// identity may have in flight (all streaming routes together); absent:
+	// no limit.
+	MaxStreamsPerIdentity int `json:"max_streams_per_identity,omitempty"`
+	// MaxVerifyFull is the most plaintext ?verify=full buffers, and
+	// VerifyFullBudget what all ?verify=full requests together may.
+	MaxVerifyFull    int64 `json:"max_verify_full,omitempty"`
+	VerifyFullBudget int64 `json:"verify_full_budget,omitempty"`
 }
 
 // QueryParam is a query parameter a route takes.

@@ -31,11 +31,14 @@
 //     and the OpenAPI document (openapi.go over openapi.json) are made from
 //     the same rows, with the limits in force.
 //  4. The handlers do the domain work: handlers_data.go (encrypt, decrypt,
-//     rewrap, data keys as JSON, one item or a batch, with the fast JSON
-//     decoder of fastjson.go), stream.go (the same routes as streamed
-//     bodies), handlers_keys.go (key management), handlers_ops.go (health,
-//     readiness, version, GET /v1/api and the OpenAPI document) and
-//     speed.go with speed_page.go (GET /speed).
+//     rewrap, data keys as JSON, one item or a batch: batch.go; strict JSON
+//     in strictjson.go, with the fast decoders and encoders of
+//     fastjson_request.go and fastjson.go), stream.go (the same routes as
+//     streamed bodies, bounded per identity by streamlimit.go, and
+//     ?verify=full's buffers server-wide by verifybuf.go), handlers_keys.go
+//     (key management), handlers_ops.go (health, readiness, version,
+//     GET /v1/api and the OpenAPI document) and speed.go with speed_page.go
+//     (GET /speed).
 //  5. The request ends in accesslog.go: one access line per request, which
 //     carries the audit record of the request's cryptographic operation, and
 //     metrics.go counts it; metrics_expo.go renders GET /metrics.

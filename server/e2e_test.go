@@ -379,6 +379,10 @@ func TestE2ECurl(t *testing.T) {
 			}
 			if r.stream {
 				want.StreamIdleTimeout = ts.cfg.StreamIdleTimeout.String()
+				want.MaxStreamsPerIdentity = ts.cfg.MaxStreamsPerIdentity
+			}
+			if r.verifyFull > 0 {
+				want.VerifyFullBudget = ts.cfg.VerifyFullBudget
 			}
 			for _, q := range r.query {
 				want.Query = append(want.Query, api.QueryParam{Name: q.name, Values: q.values, Description: q.doc})

@@ -32,6 +32,10 @@ func (s *Server) apiRoute(r *route) api.Route {
 	}
 	if r.stream {
 		ar.StreamIdleTimeout = s.cfg.StreamIdleTimeout.String()
+		ar.MaxStreamsPerIdentity = max(s.cfg.MaxStreamsPerIdentity, 0)
+	}
+	if r.verifyFull > 0 {
+		ar.VerifyFullBudget = s.cfg.VerifyFullBudget
 	}
 	for _, q := range r.query {
 		ar.Query = append(ar.Query, api.QueryParam{Name: q.name, Values: q.values, Description: q.doc})
@@ -101,8 +105,12 @@ func (s *Server) openAPI() ([]byte, error) {
 			op["x-cipherd-streaming"] = true
 			op["x-cipherd-stream-idle-timeout"] = ar.StreamIdleTimeout
 		}
+		if ar.MaxStreamsPerIdentity > 0 {
+			op["x-cipherd-max-streams-per-identity"] = ar.MaxStreamsPerIdentity
+		}
 		if ar.MaxVerifyFull > 0 {
 			op["x-cipherd-max-verify-full"] = ar.MaxVerifyFull
+			op["x-cipherd-verify-full-budget"] = ar.VerifyFullBudget
 		}
 		params, _ := op["parameters"].([]any)
 		for _, q := range r.query {

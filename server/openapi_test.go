@@ -214,6 +214,12 @@ func TestOpenAPIDocument(t *testing.T) {
 		if got := op["x-cipherd-max-verify-full"]; r.verifyFull != 0 && fmt.Sprint(got) != strconv.FormatInt(r.verifyFull, 10) || r.verifyFull == 0 && got != nil {
 			t.Errorf("%s: x-cipherd-max-verify-full %v, want %d", where, op["x-cipherd-max-verify-full"], r.verifyFull)
 		}
+		if got := op["x-cipherd-verify-full-budget"]; r.verifyFull != 0 && fmt.Sprint(got) != strconv.FormatInt(s.cfg.VerifyFullBudget, 10) || r.verifyFull == 0 && got != nil {
+			t.Errorf("%s: x-cipherd-verify-full-budget %v, want %d", where, got, s.cfg.VerifyFullBudget)
+		}
+		if got := op["x-cipherd-max-streams-per-identity"]; r.stream && fmt.Sprint(got) != strconv.Itoa(s.cfg.MaxStreamsPerIdentity) || !r.stream && got != nil {
+			t.Errorf("%s: x-cipherd-max-streams-per-identity %v, want %d", where, got, s.cfg.MaxStreamsPerIdentity)
+		}
 		if st, _ := op["x-cipherd-streaming"].(bool); st != r.stream {
 			t.Errorf("%s: x-cipherd-streaming %v, want %v", where, st, r.stream)
 		}
@@ -363,7 +369,8 @@ func jsonFields(typ reflect.Type) []string {
 // of the running configuration, not the defaults.
 func TestOpenAPIServed(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true, MaxJSONBody: 1 << 20, MaxBatchItems: 7, MaxVerifyFull: 3 << 20,
-		RequestTimeout: 9 * time.Second, StreamIdleTimeout: 11 * time.Second, RateLimit: 5, RateBurst: 13})
+		RequestTimeout: 9 * time.Second, StreamIdleTimeout: 11 * time.Second, RateLimit: 5, RateBurst: 13,
+		VerifyFullBudget: 5 << 20, MaxStreamsPerIdentity: 3})
 	code, body, hdr := ts.do(t, "GET", api.RouteOpenAPI, "", nil, "-")
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), api.ContentTypeJSON) {
 		t.Fatalf("GET %s: %d, %s, %d bytes", api.RouteOpenAPI, code, hdr.Get("Content-Type"), len(body))
@@ -389,6 +396,7 @@ func TestOpenAPIServed(t *testing.T) {
 	for k, want := range map[string]string{
 		"x-cipherd-max-body": "1048576", "x-cipherd-timeout": "9s", "x-cipherd-max-items": "7",
 		"x-cipherd-max-verify-full": "3145728", "x-cipherd-stream-idle-timeout": "11s", "x-cipherd-rate-cost": "1",
+		"x-cipherd-verify-full-budget": "5242880", "x-cipherd-max-streams-per-identity": "3",
 	} {
 		if got := fmt.Sprint(dec[k]); got != want {
 			t.Errorf("decrypt %s: %s, want %s", k, got, want)
@@ -406,6 +414,7 @@ func TestOpenAPIServed(t *testing.T) {
 	for _, r := range desc.Routes {
 		if r.Method == "POST" && r.Path == api.RouteDecrypt {
 			if r.MaxBody != 1<<20 || r.Timeout != "9s" || r.MaxItems != 7 || r.MaxVerifyFull != 3<<20 || r.StreamIdleTimeout != "11s" ||
+				r.VerifyFullBudget != 5<<20 || r.MaxStreamsPerIdentity != 3 ||
 				len(r.Query) != 1 || r.Query[0].Name != "verify" || !slices.Equal(r.Query[0].Values, []string{"full"}) {
 				t.Errorf("/v1/api decrypt: %+v", r)
 			}
