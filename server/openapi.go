@@ -118,6 +118,15 @@ func (s *Server) openAPI() ([]byte, error) {
 			op["parameters"] = params
 		}
 	}
+	schemas, _ := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	for _, name := range []string{"EncryptRequest", "DecryptRequest"} {
+		props, _ := schemas[name].(map[string]any)["properties"].(map[string]any)
+		items, _ := props["items"].(map[string]any)
+		if items == nil {
+			return nil, fmt.Errorf("server: openapi.json: %s has no items", name)
+		}
+		items["maxItems"] = s.cfg.MaxBatchItems
+	}
 	limit := func(v any, setting, desc string) map[string]any {
 		return map[string]any{"value": v, "setting": setting, "description": desc}
 	}
