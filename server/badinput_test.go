@@ -546,7 +546,7 @@ func TestBadInputUnreadBodyNotReparsed(t *testing.T) {
 		{"404 route", "POST /v1/nope HTTP/1.1\r\nHost: x\r\n", body, 404},
 		{"400 bad stream context", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: application/octet-stream\r\nCipherd-Context: %%\r\n", body, 400},
 		{"413 JSON over its limit", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: application/json\r\n", body, 413},
-		{"200 on a route without a body", "GET /healthz HTTP/1.1\r\nHost: x\r\n", body, 200},
+		{"413 on a route without a body", "GET /healthz HTTP/1.1\r\nHost: x\r\n", body, 413},
 		{"401 chunked", "POST /v1/decrypt/default HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n", chunk + chunk + "0\r\n\r\n", 401},
 	}
 	for _, tc := range cases {

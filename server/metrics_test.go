@@ -686,7 +686,7 @@ func TestAccessConnectionReuse(t *testing.T) {
 	}{
 		{"large JSON handled", ts.Token, "/v1/encrypt/default", api.ContentTypeJSON, big, 200, false},
 		{"large JSON refused", "wrong", "/v1/encrypt/default", api.ContentTypeJSON, big, 401, true},
-		{"large body on a route without one", ts.Token, "/v1/keys/default/rotate", api.ContentTypeJSON, big, 200, true},
+		{"large body on a route without one", ts.Token, "/v1/keys/default/rotate", api.ContentTypeJSON, big, 413, true},
 		{"small body refused", "wrong", "/v1/encrypt/default", api.ContentTypeJSON, `{"plaintext":""}`, 401, false},
 	} {
 		req, _ := http.NewRequest("POST", ts.URL+c.path, strings.NewReader(c.body))

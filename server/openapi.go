@@ -45,7 +45,7 @@ func (s *Server) apiDescription() *api.APIDescription {
 	for i := range s.table {
 		out.Routes = append(out.Routes, s.apiRoute(&s.table[i]))
 	}
-	if l := s.auth.limits; l != nil {
+	if l := s.auth().limits; l != nil {
 		out.RateLimit = &api.RateLimit{PerSecond: l.rate, Burst: l.burst}
 	}
 	return out
@@ -132,7 +132,7 @@ func (s *Server) openAPI() ([]byte, error) {
 	}
 	var rate float64
 	var burst int
-	if l := s.auth.limits; l != nil {
+	if l := s.auth().limits; l != nil {
 		rate, burst = l.rate, l.burst
 	}
 	doc["x-cipherd-limits"] = map[string]any{
@@ -154,12 +154,12 @@ func (s *Server) openAPI() ([]byte, error) {
 func (s *Server) servedOpenAPI() ([]byte, error) {
 	s.openAPIMu.Lock()
 	defer s.openAPIMu.Unlock()
-	if s.openAPIDoc == nil || s.openAPIFor != s.auth.limits {
+	if s.openAPIDoc == nil || s.openAPIFor != s.auth().limits {
 		doc, err := s.openAPI()
 		if err != nil {
 			return nil, err
 		}
-		s.openAPIDoc, s.openAPIFor = doc, s.auth.limits
+		s.openAPIDoc, s.openAPIFor = doc, s.auth().limits
 	}
 	return s.openAPIDoc, nil
 }

@@ -65,7 +65,8 @@ func apiCodes(t *testing.T) []api.Code {
 // defaultServer is a server with the default configuration and its route
 // table, enough to describe the API.
 func defaultServer() *Server {
-	s := &Server{cfg: Config{}.Defaults(), auth: &authState{}}
+	s := &Server{cfg: Config{}.Defaults()}
+	s.authp.Store(&authState{})
 	s.table = s.routes()
 	for i := range s.table {
 		s.table[i].prepare()

@@ -26,7 +26,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.keyring, "keyring", "", "read-only keyring `file` instead of the file keystore")
 	fs.StringVar(&f.aead, "aead", "", "pin the `AEAD` for new data")
 	fs.BoolVar(&f.skipBenchmark, "skip-benchmark", false, "choose the AEAD by preference, without the start-up profile")
-	fs.StringVar(&f.logLevel, "log-level", "info", "`level` of the logs: debug, info, warn or error")
+	fs.StringVar(&f.logLevel, "log-level", "", "`level` of the logs: debug, info, warn or error (default info)")
 	fs.StringVar(&f.fail, "fail", "", "fail the named KATs, implementations or ciphers on purpose (comma-separated `names`, * for all), as cipherd selftest -fail")
 }
 
@@ -36,7 +36,7 @@ func (f *serveFlags) apply(cfg *server.Config) {
 	for _, o := range []struct {
 		v string
 		p *string
-	}{{f.addr, &cfg.Addr}, {f.dataDir, &cfg.DataDir}, {f.keyring, &cfg.Keyring}, {f.aead, &cfg.AEAD}, {f.fail, &cfg.SelftestFail}} {
+	}{{f.addr, &cfg.Addr}, {f.dataDir, &cfg.DataDir}, {f.keyring, &cfg.Keyring}, {f.aead, &cfg.AEAD}, {f.logLevel, &cfg.LogLevel}, {f.fail, &cfg.SelftestFail}} {
 		if o.v != "" {
 			*o.p = o.v
 		}
@@ -66,6 +66,7 @@ var serveSettings = []setting{
 	{key: "data_dir", env: "CIPHERD_DATA_DIR", flag: "data-dir", help: "holds the file keystore, the hashed admin token and the speed cache; created 0700"},
 	{key: "root_key_file", env: "CIPHERD_ROOT_KEY_FILE", zero: "CIPHERD_ROOT_KEY, else a development key in data_dir (with a warning)", help: "file with the 32-byte root key (base64 or hex) that encrypts the keystore at rest; or the key itself in CIPHERD_ROOT_KEY"},
 	{env: "CIPHERD_ROOT_KEY", zero: "none", help: "the root key itself (base64 or hex), instead of root_key_file"},
+	{key: "root_key_uri", env: "CIPHERD_ROOT_KEY_URI", zero: "root_key_file", help: "the root-key provider instead of root_key_file: pkcs11:… (RFC 7512 URI of a key in a PKCS#11 token; PIN from pin-source=file:… or CIPHERD_PKCS11_PIN) or file:<path>"},
 	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
 	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
 	{env: "CIPHERD_ADMIN_TOKEN", zero: "generated on first start, printed once, stored hashed", help: "the admin's bearer token (never read from the file)"},
@@ -88,7 +89,7 @@ var serveSettings = []setting{
 	{key: "shutdown_timeout", help: "bound on the drain on SIGTERM"},
 	{key: "drain_delay", zero: "0s", help: "serve with readiness off for this long before closing the listener, so load balancers notice first"},
 	{key: "io_buffer_size", help: "read and write buffer per connection, in bytes"},
-	{flag: "log-level", zero: "info", help: "level of the JSON logs on standard error: debug, info, warn or error"},
+	{key: "log_level", env: "CIPHERD_LOG_LEVEL", flag: "log-level", help: "level of the JSON logs on standard error: debug, info, warn or error; reloads"},
 	{flag: "config", env: "CIPHERD_CONFIG", zero: "none", help: "the YAML configuration file; unknown keys are refused"},
 }
 
