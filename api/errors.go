@@ -40,8 +40,10 @@ const (
 	CodeTooLarge           Code = "too_large"            // 413: body, item or batch over its limit
 	CodeUnsupportedMedia   Code = "unsupported_media"    // 415
 	CodeRateLimited        Code = "rate_limited"         // 429 with Retry-After
+	CodeTooManyStreams     Code = "too_many_streams"     // 429 with Retry-After: the identity has max_streams_per_identity streams in flight
 	CodeInternal           Code = "internal"             // 500: details are logged, never sent
 	CodeNotReady           Code = "not_ready"            // 503
+	CodeVerifyBusy         Code = "verify_full_busy"     // 503 with Retry-After: ?verify=full buffers fill verify_full_budget
 	// CodeKeystoreUnavailable: the shared keystore's database cannot be
 	// reached. Key administration waits for it; encryption and decryption
 	// with the keys the replica holds go on. Retry later.
@@ -70,11 +72,11 @@ func (c Code) Status() int {
 		return 413
 	case CodeUnsupportedMedia:
 		return 415
-	case CodeRateLimited:
+	case CodeRateLimited, CodeTooManyStreams:
 		return 429
 	case CodeInternal:
 		return 500
-	case CodeNotReady, CodeKeystoreUnavailable:
+	case CodeNotReady, CodeVerifyBusy, CodeKeystoreUnavailable:
 		return 503
 	}
 	return 400

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // AES-GCM (NIST SP 800-38D) with a 96-bit nonce and a 128-bit tag, on VAES
@@ -35,7 +36,7 @@ var (
 )
 
 func init() {
-	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
+	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmInitHighVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
 	funcs256 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES256", "gcmAADVAES256", "gcmSealVAES256", "gcmOpenVAES256")
 	for _, c := range []Cipher{AES128GCM, AES256GCM} {
 		register(&Implementation{
@@ -64,6 +65,22 @@ type gcmAsm struct {
 	aesSchedule
 	zmm   bool // the VAES512 kernels, else the VAES256 ones
 	table gcmTable
+	// high completes the VAES512 table (gcmInitHighVAES512) the first time
+	// a message needs it: cryptosvc keys every message anew, and most are
+	// short enough for K16…K1 (BenchmarkGCMNew, gcmNeedsHigh).
+	high sync.Once
+}
+
+// gcmNeedsHigh reports whether a message of n bytes with aad bytes of
+// additional data needs more than K16…K1 of the VAES512 table: a tail of 16
+// or more blocks takes K17 and up, and so does the main loop.
+func gcmNeedsHigh(n, aad int) bool { return n > 15*16 || aad > 16*16 }
+
+// ensureHigh completes the VAES512 table if n and aad need it.
+func (g *gcmAsm) ensureHigh(n, aad int) {
+	if g.zmm && gcmNeedsHigh(n, aad) {
+		g.high.Do(func() { gcmInitHighVAES512(&g.table) })
+	}
 }
 
 // gcmAggBlocks is how many blocks the VAES512 kernels hash per reduction:
@@ -110,6 +127,7 @@ func (g *gcmAsm) setKey(key []byte) {
 	encryptBlockAESNI(g.rounds, &g.rk, &h, &zero)
 	k1 := gcmKeyTimesY(&h)
 	if g.zmm {
+		g.high = sync.Once{}
 		gcmInitVAES512(&g.table, &k1)
 	} else {
 		gcmInitVAES256(table256(&g.table), &k1)
@@ -155,6 +173,7 @@ func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	}
 	var acc [16]byte
 	tag := (*[16]byte)(out[len(plaintext):])
+	g.ensureHigh(len(plaintext), len(additionalData))
 	if g.zmm {
 		if len(additionalData) > 0 {
 			gcmAADVAES512(&g.table, &acc, additionalData)
@@ -189,6 +208,7 @@ func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, er
 		panic("crypto/cipher: invalid buffer overlap of output and additional data")
 	}
 	var acc, tag [16]byte
+	g.ensureHigh(n, len(additionalData))
 	if g.zmm {
 		if len(additionalData) > 0 {
 			gcmAADVAES512(&g.table, &acc, additionalData)

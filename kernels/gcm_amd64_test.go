@@ -79,6 +79,7 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 				}
 
 				var acc, tag [16]byte
+				g.ensureHigh(n, len(aad))
 				aadFn(&g.table, &acc, aad)
 				accAAD := acc
 				ct := make([]byte, n)
@@ -155,6 +156,50 @@ func BenchmarkGCMNew(b *testing.B) {
 				for b.Loop() {
 					if _, err := im.NewAEAD(key); err != nil {
 						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGCMAsmRekey checks that Rekey leaves nothing of the old key's table:
+// the VAES512 table's powers past K16 are computed only when a message needs
+// them, so each key is used first with a long message and then, after
+// Rekey, with short and long ones, all against crypto/cipher's AES-GCM.
+func TestGCMAsmRekey(t *testing.T) {
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		for _, name := range []string{"vaes512", "vaes256"} {
+			im, err := Lookup(c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(im.String(), func(t *testing.T) {
+				if !im.Available() {
+					t.Skipf("%s is not available on this host", im)
+				}
+				r := newRand(t)
+				g := mustAEAD(t, im, r.bytes(c.KeySize())).(*gcmAsm)
+				nonce := r.bytes(12)
+				g.Seal(nil, nonce, r.bytes(1000), r.bytes(300))
+				for range 3 {
+					key := r.bytes(c.KeySize())
+					if err := g.Rekey(key); err != nil {
+						t.Fatal(err)
+					}
+					b, err := aes.NewCipher(key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ref, err := cipher.NewGCM(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, n := range []int{16, 240, 241, 600, 2048} {
+						pt, aad := r.bytes(n), r.bytes(r.IntN(300))
+						if got, want := g.Seal(nil, nonce, pt, aad), ref.Seal(nil, nonce, pt, aad); !bytes.Equal(got, want) {
+							t.Fatalf("after Rekey, %d bytes with %d of additional data: Seal differs from crypto/cipher", n, len(aad))
+						}
 					}
 				}
 			})

@@ -4,13 +4,20 @@
 
 package kernels
 
-// gcmInitVAES512 fills table with K32, …, K1 and three zero blocks,
+// gcmInitVAES512 fills table entries 16 on with K16, …, K1 and three zero blocks,
 // where K1 = y·H is the byte-reversed hash key multiplied by y (see the
-// generator), followed by the folded keys of the same entries: each
-// entry's two qwords XORed together, in both qwords.
+// generator), and the folded keys of the same entries: each entry's two
+// qwords XORed together, in both qwords.
 //
 //go:noescape
 func gcmInitVAES512(table *[86][16]byte, k1 *[16]byte)
+
+// gcmInitHighVAES512 completes a table that gcmInitVAES512 filled: the
+// powers K32, …, K17 and their folded keys, and the
+// folded keys packed for the main loops.
+//
+//go:noescape
+func gcmInitHighVAES512(table *[86][16]byte)
 
 // gcmAADVAES512 hashes aad, zero-padded to a whole number of blocks, into acc.
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/cryptosvc/pgstore"
@@ -32,7 +33,7 @@ type Server struct {
 	store cryptosvc.Keystore
 	kat   *selftest.KATReport
 	sel   *selftest.Selection
-	auth  *authState
+	authp atomic.Pointer[authState] // the credentials in service (auth); Reload replaces them
 	met   *metrics
 	speed *speedState
 	tls   *tlsState // nil without TLS
@@ -42,6 +43,15 @@ type Server struct {
 	openAPIDoc []byte       // the served OpenAPI document, made on first use
 	openAPIFor *rateLimiter // the limits openAPIDoc states
 
+	// verifyBudget holds the bytes ?verify=full requests may buffer;
+	// verifyReserved is what they hold now (verifybuf.go).
+	verifyBudget   *semaphore.Weighted
+	verifyReserved atomic.Int64
+	streams        *streamLimiter // streams in flight per identity
+
+	headerRoutes []headerRoute // the route table as checkHeaders matches it
+	minJSONBody  int64         // the smallest JSON body limit in headerRoutes
+
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool
 	started  time.Time
@@ -50,6 +60,7 @@ type Server struct {
 	// once; empty when the token was configured or generated earlier.
 	AdminTokenGenerated string
 
+	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
 }
@@ -72,7 +83,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		log = l
 	}
-	s := &Server{cfg: cfg, log: log, started: time.Now()}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), verifyBudget: semaphore.NewWeighted(cfg.VerifyFullBudget), streams: newStreamLimiter(cfg.MaxStreamsPerIdentity)}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
@@ -107,11 +118,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.store.Close()
 		return nil, err
 	}
-	if s.auth, err = newAuth(&s.cfg, log); err != nil {
+	auth, err := newAuth(&s.cfg, log)
+	if err != nil {
 		s.store.Close()
 		return nil, err
 	}
-	s.AdminTokenGenerated = s.auth.generated
+	s.authp.Store(auth)
+	s.AdminTokenGenerated = auth.generated
 	if cfg.TLSCert != "" {
 		if s.tls, err = newTLSState(&s.cfg, log); err != nil {
 			s.store.Close()
@@ -253,6 +266,9 @@ func (s *Server) background(ctx context.Context) {
 		}
 	}
 }
+
+// auth returns the credentials in service.
+func (s *Server) auth() *authState { return s.authp.Load() }
 
 // App returns the fiber app, to serve directly or to mount under a host app
 // (host.Mount("/crypto", s.App())).

@@ -338,49 +338,67 @@ func tailMask(n, tmp Register) {
 	KMOVQ(tmp, K1)
 }
 
+// lowVecs is how many vectors of powers gcmInitVAES512 computes: K16…K1,
+// all that a message of up to 240 bytes (15 blocks and the length block)
+// and additional data of up to 256 bytes need. The rest of the table waits
+// for gcmInitHighVAES512.
+const lowVecs = 4
+
 // gcmInit computes the table of key powers in log2(aggBlocks) rounds of
 // multiplication rather than aggBlocks-1: K2 = K1·K1; (K4, K3) = (K2,
 // K1)·K2; then each round multiplies every vector of four powers so far by
 // the highest power so far, broadcast, doubling the number of powers with
 // independent products. A per-message key pays for the table on every
 // message (BenchmarkGCMNew), and a chain of dependent products would be
-// most of its cost.
+// most of its cost; so gcmInitVAES512 stops at K16, and the last round,
+// with the packed folded keys of the main loops, is gcmInitHighVAES512,
+// run only for a key that meets a longer message.
 func gcmInit() {
 	TEXT("gcmInitVAES512", NOSPLIT, "func(table "+tableType+", k1 *[16]byte)")
 	Pragma("noescape")
-	Doc("gcmInitVAES512 fills table with K"+fmt.Sprint(aggBlocks)+", …, K1 and three zero blocks,",
+	Doc("gcmInitVAES512 fills table entries "+fmt.Sprint(aggBlocks-16)+" on with K16, …, K1 and three zero blocks,",
 		"where K1 = y·H is the byte-reversed hash key multiplied by y (see the",
-		"generator), followed by the folded keys of the same entries: each",
-		"entry's two qwords XORed together, in both qwords.")
+		"generator), and the folded keys of the same entries: each entry's two",
+		"qwords XORed together, in both qwords.")
 	table := Load(Param("table"), GP64())
 	k1 := Load(Param("k1"), GP64())
-	vec := st[:aggVecs] // vec[j] = K(4j+4), …, K(4j+1)
+	vec := st[:lowVecs] // vec[j] = K(4j+4), …, K(4j+1)
 	k := ctr
-	// mul sets hi to d·k lane by lane, reduced.
-	mul := func(d, k VecPhysical) {
-		mulSchool(d, k)
-		reduceFold(false)
-		reduceLanes()
-	}
 	VMOVDQU(Mem{Base: k1}, vec[0].AsX()) // K1, 0, 0, 0
-	mul(vec[0], vec[0])                  // K2, 0, 0, 0
+	initMul(vec[0], vec[0])              // K2, 0, 0, 0
 	VINSERTI32X4(U8(1), vec[0].AsX(), hi, vec[0])
 	VSHUFI32X4(U8(0), hi, hi, k)
-	mul(vec[0], k) // K4, K3, 0, 0
+	initMul(vec[0], k) // K4, K3, 0, 0
 	VINSERTI64X4(U8(1), vec[0].AsY(), hi, vec[0])
-	for m := 1; m < aggVecs; m *= 2 {
-		VSHUFI32X4(U8(0), vec[m-1], vec[m-1], k) // K(4m)
-		for i := 0; i < m; i++ {
-			mul(vec[i], k)
-			VMOVDQA64(hi, vec[m+i])
-		}
+	for m := 1; m < lowVecs; m *= 2 {
+		initRound(vec, m)
 	}
 	for j, v := range vec {
-		entry := aggBlocks - 4 - 4*j
-		VMOVDQU64(v, Mem{Base: table, Disp: 16 * entry})
-		VPSHUFD(U8(0x4e), v, t0)
-		VPXORD(v, t0, t0)
-		VMOVDQU64(t0, Mem{Base: table, Disp: foldedDisp + 16*entry})
+		storePowers(table, j, v)
+	}
+	VPXORD(t0.AsX(), t0.AsX(), t0.AsX())
+	for i := aggBlocks; i < tableEntries; i++ {
+		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: i * 16})
+		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: foldedDisp + i*16})
+	}
+	VZEROUPPER()
+	RET()
+
+	TEXT("gcmInitHighVAES512", NOSPLIT, "func(table "+tableType+")")
+	Pragma("noescape")
+	Doc("gcmInitHighVAES512 completes a table that gcmInitVAES512 filled: the",
+		"powers K"+fmt.Sprint(aggBlocks)+", …, K17 and their folded keys, and the",
+		"folded keys packed for the main loops.")
+	table = Load(Param("table"), GP64())
+	vec = st[:aggVecs]
+	for j := 0; j < lowVecs; j++ {
+		VMOVDQU64(Mem{Base: table, Disp: 16 * (aggBlocks - 4 - 4*j)}, vec[j])
+	}
+	for m := lowVecs; m < aggVecs; m *= 2 {
+		initRound(vec, m)
+	}
+	for j := lowVecs; j < aggVecs; j++ {
+		storePowers(table, j, vec[j])
 	}
 	// The packed folded keys of vector pairs (2j, 2j+1): lane l holds the
 	// folded key of entry 8j+l in its low qword and of entry 8j+4+l in its
@@ -394,13 +412,35 @@ func gcmInit() {
 		VPUNPCKLQDQ(t1, t0, t0)
 		VMOVDQU64(t0, Mem{Base: table, Disp: packedDisp + 64*j})
 	}
-	VPXORD(t0.AsX(), t0.AsX(), t0.AsX())
-	for i := aggBlocks; i < tableEntries; i++ {
-		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: i * 16})
-		VMOVDQU(t0.AsX(), Mem{Base: table, Disp: foldedDisp + i*16})
-	}
 	VZEROUPPER()
 	RET()
+}
+
+// initMul sets hi to d·k lane by lane, reduced.
+func initMul(d, k VecPhysical) {
+	mulSchool(d, k)
+	reduceFold(false)
+	reduceLanes()
+}
+
+// initRound doubles the m vectors of powers in vec: vec[m+i] = vec[i]·K(4m),
+// K(4m) being lane 0 of vec[m-1].
+func initRound(vec []VecPhysical, m int) {
+	k := ctr
+	VSHUFI32X4(U8(0), vec[m-1], vec[m-1], k) // K(4m)
+	for i := 0; i < m; i++ {
+		initMul(vec[i], k)
+		VMOVDQA64(hi, vec[m+i])
+	}
+}
+
+// storePowers stores vec[j] = K(4j+4), …, K(4j+1) and its folded keys.
+func storePowers(table Register, j int, v VecPhysical) {
+	entry := aggBlocks - 4 - 4*j
+	VMOVDQU64(v, Mem{Base: table, Disp: 16 * entry})
+	VPSHUFD(U8(0x4e), v, t0)
+	VPXORD(v, t0, t0)
+	VMOVDQU64(t0, Mem{Base: table, Disp: foldedDisp + 16*entry})
 }
 
 // gcmAAD hashes additional data into the running value.
@@ -627,10 +667,23 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	for r := 1; r < rounds; r++ {
 		aesRound(r, 1)
 	}
+	// A message of one block or less is read and written with 128-bit
+	// masked moves: a 512-bit one reaches 48 bytes past it, often into the
+	// next cache line, and a masked move across lines costs several
+	// nanoseconds (BenchmarkSeal/aes-128-gcm/vaes512/16).
+	CMPQ(n, U8(16))
+	JA(LabelRef(L("tailWide")))
+	VMOVDQU8_Z(Mem{Base: src}, K1, dat.AsX())
+	VPXORD(dat, rk[rounds], t1)
+	VAESENCLAST(t1, st[0], st[0])
+	VMOVDQU8(st[0].AsX(), K1, Mem{Base: dst})
+	JMP(LabelRef(L("tailMoved")))
+	Label(L("tailWide"))
 	VMOVDQU8_Z(Mem{Base: src}, K1, dat)
 	VPXORD(dat, rk[rounds], t1)
 	VAESENCLAST(t1, st[0], st[0])
 	VMOVDQU8(st[0], K1, Mem{Base: dst})
+	Label(L("tailMoved"))
 	if !open {
 		// The ciphertext, zero past the message (the mask applies before
 		// the byte reversal).
