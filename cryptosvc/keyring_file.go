@@ -45,6 +45,8 @@ import (
 // is not 32 bytes, and two keys of the same name. One bad key rejects the
 // whole file: a keyring is replaced whole or not at all.
 //
+// Version 2 is the same keys sealed under a root key (keyring_sealed.go).
+//
 // The file store seals the same per-key record ("name", "created", "config",
 // "versions") as the plaintext of its key files.
 
@@ -57,6 +59,9 @@ type KeyringConfig struct {
 	// Logger receives reloads (Info) and rejected files (Error), never key
 	// material. nil means no logging.
 	Logger *zap.Logger
+	// RootKeyProvider opens a sealed keyring (keyring_sealed.go), at every
+	// load. nil means only keyrings of version 1, in the clear, load.
+	RootKeyProvider RootKeyProvider
 }
 
 const (
@@ -75,8 +80,9 @@ const (
 // leaves the previous set in service. Create, Update and Delete return
 // ErrReadOnly. Keys returned by Get are shared: do not modify them.
 type Keyring struct {
-	path string
-	log  *zap.Logger
+	path     string
+	log      *zap.Logger
+	provider RootKeyProvider
 
 	set    atomic.Pointer[krSet] // nil only after Close
 	closed atomic.Bool
@@ -109,7 +115,7 @@ type krSet struct {
 // OpenKeyring loads the keyring file at path, which must exist and be
 // valid, and starts polling it for changes (see KeyringConfig).
 func OpenKeyring(path string, cfg KeyringConfig) (*Keyring, error) {
-	r := &Keyring{path: path, log: cfg.Logger, stop: make(chan struct{})}
+	r := &Keyring{path: path, log: cfg.Logger, provider: cfg.RootKeyProvider, stop: make(chan struct{})}
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
@@ -245,7 +251,7 @@ func (r *Keyring) krLoad(force bool) error {
 		r.krSetErr(nil)
 		return nil
 	}
-	set, err := krParse(data)
+	set, err := krParse(data, krOpener(context.Background(), r.provider))
 	if err != nil {
 		return r.krFail(err, force)
 	}
@@ -352,15 +358,28 @@ type krFile struct {
 	Keys    []ksRecord `json:"keys"`
 }
 
-// krParse decodes and validates a whole keyring.
-func krParse(data []byte) (*krSet, error) {
+// krParse decodes and validates a whole keyring. open opens a sealed one
+// (version 2, keyring_sealed.go); nil refuses it.
+func krParse(data []byte, open func([]byte) ([]ksRecord, error)) (*krSet, error) {
 	var f krFile
 	defer func() {
 		for i := range f.Keys {
 			f.Keys[i].clearSecrets()
 		}
 	}()
-	if err := ksUnmarshalStrict(data, &f, ErrInvalidConfig); err != nil {
+	var peek struct {
+		Version int `json:"cipherd_keyring"`
+	}
+	if json.Unmarshal(data, &peek) == nil && peek.Version == 2 {
+		if open == nil {
+			return nil, fmt.Errorf("%w: a sealed keyring (version 2) needs the root key that sealed it: set root_key_uri or root_key_file", ErrRootKey)
+		}
+		recs, err := open(data)
+		if err != nil {
+			return nil, err
+		}
+		f = krFile{Version: 1, Keys: recs}
+	} else if err := ksUnmarshalStrict(data, &f, ErrInvalidConfig); err != nil {
 		return nil, err
 	}
 	switch f.Version {
@@ -397,7 +416,7 @@ func ReadKeyring(r io.Reader) ([]*StoredKey, error) {
 	if len(data) > krMaxFileSize {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidConfig, krMaxFileSize)
 	}
-	set, err := krParse(data)
+	set, err := krParse(data, nil)
 	if err != nil {
 		return nil, err
 	}

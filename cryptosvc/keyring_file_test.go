@@ -341,7 +341,7 @@ func krInvalidDocs(t *testing.T, good *StoredKey) map[string]krInvalidDoc {
 		"two objects":             {append(bytes.Clone(valid), valid...), ErrInvalidConfig},
 		"array":                   {[]byte(`[]`), ErrInvalidConfig},
 		"no version":              {edit(func(d, _ map[string]any) { delete(d, "cipherd_keyring") }), ErrInvalidConfig},
-		"version 2":               {edit(func(d, _ map[string]any) { d["cipherd_keyring"] = 2 }), ErrUnsupported},
+		"version 3":               {edit(func(d, _ map[string]any) { d["cipherd_keyring"] = 3 }), ErrUnsupported},
 		"unknown top-level field": {edit(func(d, _ map[string]any) { d["comment"] = "x" }), ErrInvalidConfig},
 		"unknown key field":       {edit(func(_, k map[string]any) { k["material"] = secret }), ErrInvalidConfig},
 		"unknown config field": {edit(func(_, k map[string]any) {

@@ -25,6 +25,7 @@ import (
 //	  storagekey.json the storage key, wrapped by the root-key provider
 //	  root.check      a fixed plaintext sealed under the storage key
 //	  root.key        the development root key (DevRootKey only), base64
+//	  rotate.json     the check file of a root-key rotation (rootkey_rotate.go)
 //	  keys/           0700
 //	    <name>.key    one sealed record per key
 //	  .tmp-*, keys/.tmp-*  partial writes, removed at open
@@ -88,10 +89,17 @@ type FileStoreConfig struct {
 // file systems cannot tell their files apart.
 type FileStore struct {
 	dir, keysDir string
-	seal         *Sealer
 	rand         io.Reader
 	log          *zap.Logger
 	lock         *os.File
+
+	// Guarded by wmu once open: the sealer (read by writers only), the
+	// provider that wraps the current storage key, a rotation found half
+	// done at open, and whether the root key is the development one.
+	seal     *Sealer
+	provider RootKeyProvider
+	pending  *ksRotation
+	dev      bool
 
 	wmu    sync.Mutex // serializes writes and Close
 	keySet            // the keys in memory; writers also hold wmu
@@ -164,6 +172,7 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 			return nil, err
 		}
 	}
+	s.provider, s.dev = provider, dev
 	if err := s.ksOpenStorageKey(context.Background(), provider); err != nil {
 		return nil, err
 	}
@@ -187,12 +196,20 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 		s.log.Warn("development root key stored next to the keys: not for production",
 			zap.String("path", rootKeyPath))
 	}
+	if s.pending != nil {
+		s.log.Warn("a root-key rotation is half done: the store opens with either root key until it is finished; run cipherd rootkey rotate again with the new root key to finish it",
+			zap.String("path", filepath.Join(s.dir, ksRotationFile)),
+			zap.String("from", s.pending.ToUnderOld.RootKey), zap.String("to", s.pending.To.RootKey))
+	}
 	return s, nil
 }
 
 // ksOpenStorageKey sets s.seal: from storagekey.json, from the static root
 // key of a store of layout 1, or from a new storage key (a new store).
 func (s *FileStore) ksOpenStorageKey(ctx context.Context, p RootKeyProvider) error {
+	if done, err := s.ksOpenRotation(ctx, p); done || err != nil {
+		return err
+	}
 	path := filepath.Join(s.dir, ksStorageKey)
 	w, err := ksReadStorageKey(path)
 	switch {

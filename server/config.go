@@ -45,6 +45,11 @@ type Config struct {
 	// instead be in CIPHERD_ROOT_KEY. With neither, a development root key is
 	// generated in DataDir, with a loud warning.
 	RootKeyFile string `yaml:"root_key_file"`
+	// RootKeyURI, when set, names the root-key provider instead of
+	// RootKeyFile: "pkcs11:…" (an RFC 7512 URI of a key in a PKCS#11 token)
+	// or "file:<path>" (see docs/OPERATIONS.md, Root of trust).
+	// CIPHERD_ROOT_KEY_URI.
+	RootKeyURI string `yaml:"root_key_uri"`
 	// DefaultKey is created on first start if missing. Default "default";
 	// "-" creates none. CIPHERD_DEFAULT_KEY.
 	DefaultKey string `yaml:"default_key"`
@@ -84,8 +89,10 @@ type Config struct {
 	// AEAD pins the AEAD for new data; empty means the fastest measured.
 	// CIPHERD_AEAD.
 	AEAD string `yaml:"aead"`
-	// AllowedAEADs restricts the AEADs for new data (e.g. AES-GCM only).
-	// CIPHERD_ALLOWED_AEADS (comma-separated).
+	// AllowedAEADs are the AEADs the start-up selection may choose for new
+	// data. Empty means those with 256-bit keys, aes-256-gcm and
+	// chacha20-poly1305; list aes-128-gcm to allow it, or restrict the set
+	// (e.g. AES-GCM only). CIPHERD_ALLOWED_AEADS (comma-separated).
 	AllowedAEADs []string `yaml:"allowed_aeads"`
 	// SkipBenchmark chooses by order of preference without the start-up
 	// profile. CIPHERD_SKIP_BENCHMARK.
@@ -232,6 +239,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_KEYRING", &cfg.Keyring)
 	str("CIPHERD_KEYSTORE", &cfg.Keystore)
 	str("CIPHERD_ROOT_KEY_FILE", &cfg.RootKeyFile)
+	str("CIPHERD_ROOT_KEY_URI", &cfg.RootKeyURI)
 	str("CIPHERD_DEFAULT_KEY", &cfg.DefaultKey)
 	str("CIPHERD_ADMIN_TOKEN", &cfg.AdminToken)
 	str("CIPHERD_TLS_CERT", &cfg.TLSCert)

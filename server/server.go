@@ -63,6 +63,7 @@ type Server struct {
 	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
+	rk        rootKeyState // the file keystore's root-key provider
 }
 
 // New runs the start-up sequence (known-answer tests, cipher selection, keys,
@@ -108,6 +109,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Keystore:       s.store,
 		AEAD:           sel.AEAD,
 		Implementation: sel.Implementation,
+		SizeClasses:    sizeClasses(sel),
 		Logger:         log,
 	})
 	if err != nil {
@@ -138,6 +140,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
 	go s.background(bg)
+	if fs, ok := s.store.(*cryptosvc.FileStore); ok {
+		go s.watchRotation(bg, fs, filepath.Join(cfg.DataDir, "keys"))
+	}
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
@@ -171,7 +176,7 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 		}
 		// keep the default order of preference among the allowed
 		allowed := sc.Candidates
-		sc.Candidates = slices.DeleteFunc(selftest.DefaultCandidates(), func(c kernels.Cipher) bool {
+		sc.Candidates = slices.DeleteFunc(selftest.AllCandidates(), func(c kernels.Cipher) bool {
 			return !slices.Contains(allowed, c)
 		})
 	}
@@ -199,24 +204,14 @@ func (s *Server) openKeystore(ctx context.Context) error {
 		return nil
 	}
 	if s.cfg.Keyring != "" {
-		kr, err := cryptosvc.OpenKeyring(s.cfg.Keyring, cryptosvc.KeyringConfig{Logger: s.log})
+		kr, err := s.openKeyring(context.Background(), s.cfg.Keyring)
 		if err != nil {
 			return fmt.Errorf("server: keyring: %w", err)
 		}
 		s.store = kr
 		return nil
 	}
-	fc := cryptosvc.FileStoreConfig{Logger: s.log}
-	root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
-	switch {
-	case err == nil:
-		fc.RootKey = &root
-	case s.cfg.RootKeyFile == "" && os.Getenv(cryptosvc.EnvRootKey) == "":
-		fc.DevRootKey = true
-	default:
-		return fmt.Errorf("server: %w", err)
-	}
-	fs, err := cryptosvc.OpenFileStore(filepath.Join(s.cfg.DataDir, "keys"), fc)
+	fs, err := s.openFileStore(context.Background(), filepath.Join(s.cfg.DataDir, "keys"))
 	if err != nil {
 		return fmt.Errorf("server: keystore: %w", err)
 	}
@@ -320,6 +315,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if cerr := s.store.Close(); err == nil {
 			err = cerr
 		}
+		s.rk.close()
 		s.log.Info("stopped", zap.Error(err))
 	})
 	return err
