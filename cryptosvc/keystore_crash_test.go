@@ -180,11 +180,8 @@ func TestFileStoreCrashHelper(t *testing.T) {
 			Secret:     ksCrashSecret(label, n),
 		})
 	}
-	var rot *StoredKey
-	if k, err := s.Get(ctx, "rot"); err == nil {
-		rot = k.Clone()
-	} else {
-		rot = &StoredKey{Name: "rot", Created: time.Now()}
+	if _, err := s.Get(ctx, "rot"); err != nil {
+		rot := &StoredKey{Name: "rot", Created: time.Now()}
 		version(rot, "v")
 		if err := s.Create(ctx, rot); err != nil {
 			fail(err)
@@ -202,7 +199,7 @@ func TestFileStoreCrashHelper(t *testing.T) {
 	fmt.Println(ksCrashReady)
 
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		rot = current("rot")
+		rot := current("rot")
 		version(rot, "v")
 		if err := s.Update(ctx, rot); err != nil {
 			fail(err)
