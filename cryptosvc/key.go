@@ -76,7 +76,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return fmt.Errorf("%w: bad duration %q", ErrInvalidConfig, s)
+		return fmt.Errorf("%w: a duration must be non-negative, in Go's form such as \"720h\"", ErrInvalidConfig)
 	}
 	*d = Duration(v)
 	return nil
@@ -129,7 +129,8 @@ func (c KeyConfig) Validate(latest uint32) error {
 func ParseAEAD(name string) (kernels.Cipher, error) {
 	c, err := kernels.ParseCipher(name)
 	if err != nil || !slices.Contains(SealAEADs, c) {
-		return 0, fmt.Errorf("%w: %q is not an AEAD of the sealed format (aes-128-gcm, aes-256-gcm, chacha20-poly1305)", ErrInvalidConfig, name)
+		// The name is not repeated: it may come from a request.
+		return 0, fmt.Errorf("%w: not an AEAD of the sealed format (aes-128-gcm, aes-256-gcm, chacha20-poly1305)", ErrInvalidConfig)
 	}
 	return c, nil
 }
@@ -169,6 +170,10 @@ type StoredKey struct {
 	Created  time.Time
 	Config   KeyConfig
 	Versions []StoredVersion
+	// Revision is the store's mark of this state of the key: Get sets it,
+	// Update and Delete apply only while it is current (see Keystore). It
+	// is not part of the key: records and files do not hold it.
+	Revision uint64
 }
 
 // Describe returns the key's metadata without material.

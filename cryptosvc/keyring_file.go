@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -94,6 +95,9 @@ type Keyring struct {
 	errMu   sync.Mutex
 	lastErr error
 
+	rev   uint64 // the last revision given out; guarded by reloadMu
+	watch KeyWatchers
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{} // nil when not polling
@@ -158,7 +162,16 @@ func (r *Keyring) Create(context.Context, *StoredKey) error { return ErrReadOnly
 func (r *Keyring) Update(context.Context, *StoredKey) error { return ErrReadOnly }
 
 // Delete returns ErrReadOnly.
-func (r *Keyring) Delete(context.Context, string) error { return ErrReadOnly }
+func (r *Keyring) Delete(context.Context, string, uint64) error { return ErrReadOnly }
+
+// Refresh returns what Get returns: the file is the only source.
+func (r *Keyring) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+	return r.Get(ctx, name)
+}
+
+// Watch calls fn with the name of every key a reload adds, changes or
+// removes.
+func (r *Keyring) Watch(fn func(name string)) (stop func()) { return r.watch.Add(fn) }
 
 // Reload reads the file now. If it is valid it replaces the key set; if it
 // is not, the previous set stays and the error is returned (and reported by
@@ -184,6 +197,7 @@ func (r *Keyring) LastError() error {
 // with ErrClosed. Closing twice is not an error.
 func (r *Keyring) Close() error {
 	r.closeOnce.Do(func() {
+		r.watch.Close()
 		r.closed.Store(true)
 		close(r.stop)
 		if r.done != nil {
@@ -243,12 +257,51 @@ func (r *Keyring) krLoad(force bool) error {
 	}
 	set.sum = sum
 	old := r.set.Load()
+	changed := r.krRevise(old, set)
 	r.set.Store(set)
 	r.krSetErr(nil)
 	if old != nil {
 		r.log.Info("keyring reloaded", zap.String("path", r.path), zap.Int("keys", len(set.names)))
 	}
+	for _, name := range changed {
+		r.watch.Notify(name)
+	}
 	return nil
+}
+
+// krRevise gives the keys of a new set their revisions: an unchanged key
+// keeps its own, a new or changed one gets a new one. It returns the names
+// of the keys added, changed or removed.
+func (r *Keyring) krRevise(old, set *krSet) []string {
+	var changed []string
+	for _, name := range set.names {
+		k := set.keys[name]
+		if old != nil {
+			if o := old.keys[name]; o != nil && ksSameKey(o, k) {
+				k.Revision = o.Revision
+				continue
+			}
+		}
+		r.rev++
+		k.Revision = r.rev
+		if old != nil {
+			changed = append(changed, name)
+		}
+	}
+	if old != nil {
+		for _, name := range old.names {
+			if _, ok := set.keys[name]; !ok {
+				changed = append(changed, name)
+			}
+		}
+	}
+	return changed
+}
+
+// ksSameKey reports whether a and b hold the same metadata and material.
+func ksSameKey(a, b *StoredKey) bool {
+	return a.Name == b.Name && a.Created.Equal(b.Created) && reflect.DeepEqual(a.Config, b.Config) &&
+		len(a.Versions) == len(b.Versions) && CheckAppendOnly(a, b) == nil
 }
 
 // krFail records err for LastError and logs it, once per distinct error

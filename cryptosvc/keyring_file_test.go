@@ -461,3 +461,41 @@ func TestReadKeyring(t *testing.T) {
 		t.Errorf("oversized keyring: %v", err)
 	}
 }
+
+// A reload tells the watchers which keys it added, changed or removed;
+// an unchanged key keeps its revision.
+func TestKeyringWatch(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	a, b, same := ksTestKey(t, "a", 1), ksTestKey(t, "b", 1), ksTestKey(t, "same", 2)
+	os.WriteFile(path, krEncode(t, a, b, same), 0o600)
+	r, err := OpenKeyring(path, KeyringConfig{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	before, _ := r.Get(ctx, "same")
+	var mu sync.Mutex
+	var got []string
+	r.Watch(func(name string) { mu.Lock(); got = append(got, name); mu.Unlock() })
+
+	ksAddVersion(t, a, ksTestSecret(t))
+	krReplace(t, path, krEncode(t, a, same, ksTestKey(t, "c", 1)))
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	slices.Sort(got)
+	names := slices.Clone(got)
+	mu.Unlock()
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Fatalf("notified %q, want a, b, c", names)
+	}
+	after, _ := r.Get(ctx, "same")
+	if after.Revision != before.Revision {
+		t.Errorf("an unchanged key's revision went from %d to %d", before.Revision, after.Revision)
+	}
+	if ka, _ := r.Get(ctx, "a"); ka.Revision == before.Revision || len(ka.Versions) != 2 {
+		t.Errorf("a: revision %d, %d versions", ka.Revision, len(ka.Versions))
+	}
+}

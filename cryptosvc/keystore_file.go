@@ -315,10 +315,12 @@ func (s *FileStore) Create(ctx context.Context, k *StoredKey) error {
 			return fmt.Errorf("%w: %s differs from %s only in case", ErrKeyExists, k.Name, n)
 		}
 	}
+	s.rev++
+	k.Revision = s.rev
 	return s.ksPut(k)
 }
 
-// Update replaces the key of k's name.
+// Update replaces the key of k's name if its revision is k.Revision.
 func (s *FileStore) Update(ctx context.Context, k *StoredKey) error {
 	k, err := ksValidClone(k)
 	if err != nil {
@@ -329,21 +331,21 @@ func (s *FileStore) Update(ctx context.Context, k *StoredKey) error {
 	if err := s.ksWritable(ctx); err != nil {
 		return err
 	}
-	if _, ok := s.keys[k.Name]; !ok {
-		return ksNotFound(k.Name)
+	if err := s.checkUpdate(k); err != nil {
+		return err
 	}
 	return s.ksPut(k)
 }
 
-// Delete removes the key named name.
-func (s *FileStore) Delete(ctx context.Context, name string) error {
+// Delete removes the key named name if its revision is revision.
+func (s *FileStore) Delete(ctx context.Context, name string, revision uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := s.ksWritable(ctx); err != nil {
 		return err
 	}
-	if _, ok := s.keys[name]; !ok {
-		return ksNotFound(name)
+	if err := s.checkDelete(name, revision); err != nil {
+		return err
 	}
 	if err := os.Remove(s.ksKeyPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cryptosvc: keystore: deleting key %s: %w", name, err)
@@ -354,12 +356,14 @@ func (s *FileStore) Delete(ctx context.Context, name string) error {
 	s.mu.Lock()
 	delete(s.keys, name)
 	s.mu.Unlock()
+	s.watch.Notify(name)
 	return nil
 }
 
 // Close releases the directory; later calls fail with ErrClosed. It waits
 // for a write in progress. Closing twice is not an error.
 func (s *FileStore) Close() error {
+	s.watch.Close()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
@@ -380,8 +384,8 @@ func (s *FileStore) ksWritable(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// ksPut writes k (validated, owned) to disk, then to memory. Callers hold
-// wmu. If the error comes after the rename (a failed directory fsync), the
+// ksPut writes k (validated, owned, with its new revision) to disk, then
+// to memory, and tells the watchers. Callers hold wmu. If the error comes after the rename (a failed directory fsync), the
 // new file may or may not survive a crash; memory keeps the old key.
 func (s *FileStore) ksPut(k *StoredKey) error {
 	rec := ksRecordOf(k)
@@ -396,6 +400,7 @@ func (s *FileStore) ksPut(k *StoredKey) error {
 	s.mu.Lock()
 	s.keys[k.Name] = k
 	s.mu.Unlock()
+	s.watch.Notify(k.Name)
 	return nil
 }
 
@@ -459,6 +464,8 @@ func (s *FileStore) ksLoadKeys() error {
 		if err != nil {
 			return fmt.Errorf("cryptosvc: keystore file %s: %w", path, err)
 		}
+		s.rev++
+		k.Revision = s.rev
 		s.keys[name] = k
 	}
 	return nil

@@ -40,6 +40,12 @@ const noiseFactor = 3
 // up to this fraction of Trials more rounds, each as long as the first.
 const maxExtraTrials = 0.6
 
+// classMarginFactor scales the margin for size classes: a class changes
+// only the speed of short one-shot messages, where the figures are the
+// noisiest, and a choice that differs from one start to the next is worth
+// less there than a few per cent.
+const classMarginFactor = 2
+
 // scoreSize is the size that decides the implementation of a cipher and the
 // AEAD for new data: the sealed format's 16 KiB chunk, which every stream
 // and every large message is made of.
@@ -419,13 +425,6 @@ func (s *Selection) cell(c kernels.Cipher, impl string, size int) *ProfileCell {
 	return nil
 }
 
-func rates(p *ProfileCell) []float64 {
-	if p == nil {
-		return nil
-	}
-	return p.Rates
-}
-
 // describe names a cell's figures: "14,812 MB/s at 16384 bytes (median of
 // 5 trials of 2ms, 14,500–15,100)".
 func describe(p *ProfileCell) string {
@@ -450,7 +449,7 @@ func mbps(bps float64) string {
 
 // best returns the fastest of usable at size: the first (most preferred)
 // unless another displaces it by compareTrials, and the reason.
-func (s *Selection) best(c kernels.Cipher, usable []*kernels.Implementation, size int) (*kernels.Implementation, string) {
+func (s *Selection) best(c kernels.Cipher, usable []*kernels.Implementation, size int, margin float64) (*kernels.Implementation, string) {
 	best := usable[0]
 	bestCell := s.cell(c, best.Name(), size)
 	if bestCell == nil || len(bestCell.Rates) == 0 {
@@ -463,15 +462,14 @@ func (s *Selection) best(c kernels.Cipher, usable []*kernels.Implementation, siz
 		if other == nil {
 			continue
 		}
-		if cmp := compareTrials(bestCell.Rates, other.Rates, s.Margin); cmp.wins {
-			// The new incumbent is compared with the rest; the old one's
-			// figures go with the reason.
+		cmp := compareTrials(bestCell.Rates, other.Rates, margin)
+		if cmp.wins {
+			// The winner becomes the incumbent the rest must beat.
 			reason = fmt.Sprintf("%s: %s, %s", im.Name(), describe(other), against(cmp, best.Name()))
 			best, bestCell = im, other
 			beaten = nil
 			continue
 		}
-		cmp := compareTrials(bestCell.Rates, other.Rates, s.Margin)
 		beaten = append(beaten, fmt.Sprintf("%s %.2f× (needed %.1f %%)", im.Name(), cmp.ratio, cmp.margin*100))
 	}
 	if reason == "" {
@@ -495,7 +493,7 @@ func (s *Selection) chooseImplementations(kat *KATReport) {
 		}
 		best, reason := usable[0], "only implementation that passed the self-test"
 		if len(usable) > 1 {
-			best, reason = s.best(c, usable, scoreSize)
+			best, reason = s.best(c, usable, scoreSize, s.Margin)
 		}
 		s.impls[c] = best
 		ch := Choice{Cipher: c, Name: c.String(), Impl: best.Name(), Reason: reason}
@@ -506,7 +504,7 @@ func (s *Selection) chooseImplementations(kat *KATReport) {
 				}
 				// The chunk size's winner is the incumbent of every class.
 				order := append([]*kernels.Implementation{best}, slices.DeleteFunc(slices.Clone(usable), func(im *kernels.Implementation) bool { return im == best })...)
-				im, why := s.best(c, order, size)
+				im, why := s.best(c, order, size, classMarginFactor*s.Margin)
 				ch.Sizes = append(ch.Sizes, SizeClass{MaxSize: size, Impl: im.Name(), Reason: why, im: im})
 			}
 			s.sizes[c] = ch.Sizes

@@ -87,6 +87,7 @@ func (s *Server) buildApp(rows []route) *fiber.App {
 		// streaming handlers set write deadlines per chunk.
 		WriteTimeout: 0,
 	})
+	s.guardHeaders(app)
 	app.Use(s.front)
 	for i := range rows {
 		r := &rows[i]

@@ -64,10 +64,20 @@ func newAuth(cfg *Config, log *zap.Logger) (*authState, error) {
 		return nil, err
 	}
 	cfg.AdminToken = ""
+	a, err := buildAuth(cfg, admin)
+	if err != nil {
+		return nil, err
+	}
+	a.generated = generated
+	return a, nil
+}
+
+// buildAuth builds the credentials and policies of cfg around the admin
+// token's hash.
+func buildAuth(cfg *Config, admin [sha256.Size]byte) (*authState, error) {
 	a := &authState{
-		tokens:    []tokenHash{{admin, adminIdentity}},
-		certs:     map[[sha256.Size]byte]*identity{},
-		generated: generated,
+		tokens: []tokenHash{{admin, adminIdentity}},
+		certs:  map[[sha256.Size]byte]*identity{},
 	}
 	policies, err := newPolicies(cfg.Policies)
 	if err != nil {
@@ -224,7 +234,7 @@ func (s *Server) authenticate(c *fiber.Ctx) (*identity, error) {
 func (s *Server) identifyRequest(c *fiber.Ctx) (*identity, string) {
 	ctx := c.Context()
 	forwarded := len(ctx.Request.Header.Peek(headerForwardedCert)) > 0
-	if forwarded && !s.auth.trustedProxy(ctx.RemoteIP()) {
+	if forwarded && !s.auth().trustedProxy(ctx.RemoteIP()) {
 		// Only a trusted proxy may speak for a client; from anyone else
 		// the header is dropped unread.
 		ctx.Request.Header.Del(headerForwardedCert)
@@ -235,7 +245,7 @@ func (s *Server) identifyRequest(c *fiber.Ctx) (*identity, string) {
 		if !strings.EqualFold(scheme, "Bearer") {
 			return nil, "unsupported authorization scheme"
 		}
-		if id := s.auth.identify(strings.TrimSpace(tok)); id != nil {
+		if id := s.auth().identify(strings.TrimSpace(tok)); id != nil {
 			return id, ""
 		}
 		return nil, "unknown bearer token"
@@ -282,5 +292,5 @@ func (s *Server) certIdentity(c *fiber.Ctx) *identity {
 	if st == nil || len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
 		return nil
 	}
-	return s.auth.certs[sha256.Sum256(st.PeerCertificates[0].RawSubjectPublicKeyInfo)]
+	return s.auth().certs[sha256.Sum256(st.PeerCertificates[0].RawSubjectPublicKeyInfo)]
 }

@@ -434,7 +434,8 @@ func TestBadInputMemoryBound(t *testing.T) {
 		{"JSON over the limit, Content-Length", badConcat([]byte("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/json\r\nContent-Length: "+fmt.Sprint(len(big)+16)+"\r\nConnection: close\r\n\r\n{\"plaintext\":\""), big, []byte("\"}")), 413},
 		{"JSON over the limit, chunked", badConcat([]byte("POST /v1/decrypt/default HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"), chunked(badConcat([]byte(`{"ciphertext":"`), big, []byte(`"}`)))), 413},
 		{"stream decrypt of garbage, chunked", badConcat([]byte("POST /v1/decrypt/default HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"), chunked(garbage)), 400},
-		{"stream decrypt of garbage, verify=full", badConcat([]byte("POST /v1/decrypt/default?verify=full HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/octet-stream\r\nContent-Length: "+fmt.Sprint(len(garbage))+"\r\nConnection: close\r\n\r\n"), garbage), 400},
+		{"stream decrypt of garbage, verify=full", badConcat([]byte("POST /v1/decrypt/default?verify=full HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"), chunked(garbage)), 400},
+		{"verify=full over the limit, Content-Length", badConcat([]byte("POST /v1/decrypt/default?verify=full HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/octet-stream\r\nContent-Length: "+fmt.Sprint(len(garbage))+"\r\nConnection: close\r\n\r\n"), garbage), 413},
 		{"unauthenticated upload", badConcat([]byte("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: "+fmt.Sprint(len(garbage))+"\r\nConnection: close\r\n\r\n"), garbage), 401},
 		{"malformed JSON", []byte("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\nContent-Length: 4000\r\nConnection: close\r\n\r\n{" + strings.Repeat("[", 3999)), 400},
 	}
@@ -545,7 +546,7 @@ func TestBadInputUnreadBodyNotReparsed(t *testing.T) {
 		{"404 route", "POST /v1/nope HTTP/1.1\r\nHost: x\r\n", body, 404},
 		{"400 bad stream context", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: application/octet-stream\r\nCipherd-Context: %%\r\n", body, 400},
 		{"413 JSON over its limit", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: application/json\r\n", body, 413},
-		{"200 on a route without a body", "GET /healthz HTTP/1.1\r\nHost: x\r\n", body, 200},
+		{"413 on a route without a body", "GET /healthz HTTP/1.1\r\nHost: x\r\n", body, 413},
 		{"401 chunked", "POST /v1/decrypt/default HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n", chunk + chunk + "0\r\n\r\n", 401},
 	}
 	for _, tc := range cases {
@@ -760,7 +761,7 @@ func TestBadInputSlowBody(t *testing.T) {
 		{"stalled stream decrypt in the header", chunked("/v1/decrypt/default", sct[:5]), true},
 		{"stalled stream decrypt in the commitment", chunked("/v1/decrypt/default", sct[:sHdrLen+30]), true},
 		{"stalled stream decrypt in fasthttp's read-ahead", head("/v1/decrypt/default", len(sct)) + string(sct[:sHdrLen+30]), true},
-		{"stalled verify=full", head("/v1/decrypt/default?verify=full", len(sct)) + string(sct[:20<<10]), true},
+		{"stalled verify=full", chunked("/v1/decrypt/default?verify=full", sct[:20<<10]), true},
 		{"stalled stream rewrap", head("/v1/rewrap/default", len(sct)) + string(sct[:20<<10]), false},
 		{"stalled stream rewrap in the header", chunked("/v1/rewrap/default", sct[:5]), true},
 	}

@@ -33,6 +33,13 @@ type Config struct {
 	// Secret) that replaces the file keystore; it reloads when it changes.
 	// CIPHERD_KEYRING.
 	Keyring string `yaml:"keyring"`
+	// Keystore, when set, is the URL of a PostgreSQL database
+	// (postgres://user@host/db?sslmode=verify-full, libpq conventions:
+	// PGPASSWORD, PGPASSFILE and the other PG* variables fill in what it
+	// leaves out) that holds the keys for every replica using it, instead
+	// of the file keystore; it needs RootKeyFile or CIPHERD_ROOT_KEY.
+	// Empty means the file keystore. CIPHERD_KEYSTORE.
+	Keystore string `yaml:"keystore"`
 	// RootKeyFile holds the root key that encrypts the file keystore at rest
 	// (32 bytes, base64 or hex). CIPHERD_ROOT_KEY_FILE; the key itself may
 	// instead be in CIPHERD_ROOT_KEY. With neither, a development root key is
@@ -82,8 +89,10 @@ type Config struct {
 	// AEAD pins the AEAD for new data; empty means the fastest measured.
 	// CIPHERD_AEAD.
 	AEAD string `yaml:"aead"`
-	// AllowedAEADs restricts the AEADs for new data (e.g. AES-GCM only).
-	// CIPHERD_ALLOWED_AEADS (comma-separated).
+	// AllowedAEADs are the AEADs the start-up selection may choose for new
+	// data. Empty means those with 256-bit keys, aes-256-gcm and
+	// chacha20-poly1305; list aes-128-gcm to allow it, or restrict the set
+	// (e.g. AES-GCM only). CIPHERD_ALLOWED_AEADS (comma-separated).
 	AllowedAEADs []string `yaml:"allowed_aeads"`
 	// SkipBenchmark chooses by order of preference without the start-up
 	// profile. CIPHERD_SKIP_BENCHMARK.
@@ -98,9 +107,21 @@ type Config struct {
 	MaxJSONBody int `yaml:"max_json_body"`
 	// MaxBatchItems is the most items in one batch. Default 1000.
 	MaxBatchItems int `yaml:"max_batch_items"`
-	// MaxVerifyFull is the largest stream decrypt=?verify=full buffers.
-	// Default 64 MiB.
+	// MaxVerifyFull is the largest plaintext a stream decrypt with
+	// ?verify=full buffers; a Content-Length no such plaintext could have is
+	// refused 413 unread. Default 64 MiB.
 	MaxVerifyFull int64 `yaml:"max_verify_full"`
+	// VerifyFullBudget bounds the bytes all ?verify=full requests together
+	// may buffer. Each reserves its Content-Length (at most MaxVerifyFull),
+	// or MaxVerifyFull when chunked, before reading; one the budget cannot
+	// cover is refused 503 verify_full_busy with Retry-After. At least
+	// MaxVerifyFull. Default 4 × MaxVerifyFull (256 MiB).
+	VerifyFullBudget int64 `yaml:"verify_full_budget"`
+	// MaxStreamsPerIdentity bounds the streaming requests (octet-stream
+	// bodies, ?verify=full included) one identity has in flight, so that one
+	// caller cannot hold every connection; more are refused 429
+	// too_many_streams with Retry-After. Default 64; -1 means no limit.
+	MaxStreamsPerIdentity int `yaml:"max_streams_per_identity"`
 	// RequestTimeout bounds reading a request's headers and JSON body.
 	// Default 15s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
@@ -118,6 +139,10 @@ type Config struct {
 	// Logger receives access, audit and lifecycle logs. Nil means a zap
 	// production (JSON) logger. Not settable from the file.
 	Logger *zap.Logger `yaml:"-"`
+	// LogLevel is the level of cipherd serve's log: debug, info, warn or
+	// error. Default info. CIPHERD_LOG_LEVEL; the flag -log-level wins
+	// over both. A Logger an embedding program passes keeps its own level.
+	LogLevel string `yaml:"log_level"`
 }
 
 // IdentityConfig is one API client.
@@ -158,6 +183,7 @@ func (cfg Config) Defaults() Config {
 	def(&cfg.Addr, "127.0.0.1:8080")
 	def(&cfg.DataDir, "cipherd-data")
 	def(&cfg.DefaultKey, "default")
+	def(&cfg.LogLevel, "info")
 	if cfg.MaxJSONBody <= 0 {
 		cfg.MaxJSONBody = 4 << 20
 	}
@@ -166,6 +192,12 @@ func (cfg Config) Defaults() Config {
 	}
 	if cfg.MaxVerifyFull <= 0 {
 		cfg.MaxVerifyFull = 64 << 20
+	}
+	if cfg.VerifyFullBudget <= 0 {
+		cfg.VerifyFullBudget = 4 * cfg.MaxVerifyFull
+	}
+	if cfg.MaxStreamsPerIdentity == 0 {
+		cfg.MaxStreamsPerIdentity = 64
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 15 * time.Second
@@ -205,6 +237,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_ADDR", &cfg.Addr)
 	str("CIPHERD_DATA_DIR", &cfg.DataDir)
 	str("CIPHERD_KEYRING", &cfg.Keyring)
+	str("CIPHERD_KEYSTORE", &cfg.Keystore)
 	str("CIPHERD_ROOT_KEY_FILE", &cfg.RootKeyFile)
 	str("CIPHERD_ROOT_KEY_URI", &cfg.RootKeyURI)
 	str("CIPHERD_DEFAULT_KEY", &cfg.DefaultKey)
@@ -213,6 +246,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_TLS_KEY", &cfg.TLSKey)
 	str("CIPHERD_TLS_CLIENT_CA", &cfg.TLSClientCA)
 	str("CIPHERD_AEAD", &cfg.AEAD)
+	str("CIPHERD_LOG_LEVEL", &cfg.LogLevel)
 	list("CIPHERD_ALLOWED_AEADS", &cfg.AllowedAEADs)
 	list("CIPHERD_TRUSTED_PROXIES", &cfg.TrustedProxies)
 	var errs []error
@@ -248,12 +282,31 @@ func (cfg *Config) Validate() error {
 	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
 		errs = append(errs, errors.New("tls_client_ca needs tls_cert and tls_key"))
 	}
+	switch cfg.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level %q is not debug, info, warn or error", cfg.LogLevel))
+	}
 	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) {
 		errs = append(errs, fmt.Errorf("rate_limit %v must be a finite non-negative number", cfg.RateLimit))
+	}
+	if cfg.VerifyFullBudget < cfg.MaxVerifyFull {
+		errs = append(errs, fmt.Errorf("verify_full_budget %d is below max_verify_full %d: no request at the limit could be served", cfg.VerifyFullBudget, cfg.MaxVerifyFull))
+	}
+	if cfg.MaxStreamsPerIdentity < -1 {
+		errs = append(errs, fmt.Errorf("max_streams_per_identity %d: want a positive number, or -1 for no limit", cfg.MaxStreamsPerIdentity))
 	}
 	for _, p := range cfg.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil {
 			errs = append(errs, fmt.Errorf("trusted proxy %q is not a CIDR", p))
+		}
+	}
+	if cfg.Keystore != "" {
+		if !strings.HasPrefix(cfg.Keystore, "postgres://") && !strings.HasPrefix(cfg.Keystore, "postgresql://") {
+			errs = append(errs, errors.New("keystore must be a postgres:// or postgresql:// URL"))
+		}
+		if cfg.Keyring != "" {
+			errs = append(errs, errors.New("keystore and keyring exclude each other"))
 		}
 	}
 	if cfg.Keyring != "" {

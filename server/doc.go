@@ -10,6 +10,10 @@
 //  1. The connection: connguard.go wraps the listener so that the read
 //     deadlines fasthttp sets per read cost one system call per change that
 //     matters, and tls.go terminates TLS with hot-reloaded certificates.
+//     headercheck.go looks at each request's headers before any of its body
+//     is read: it refuses bad header names and bodies over the route's
+//     limit at once, lets a stream's first byte take the stream idle
+//     timeout, and answers what fasthttp could not parse.
 //  2. The front middleware (front.go) gives every request its ID and state
 //     (request.go), recovers a handler's panic as an internal error, runs the
 //     error handler (errors.go) so that it sees the status sent, and closes

@@ -50,6 +50,10 @@ func toAPIError(err error) *api.Error {
 		return apiError(api.CodeInvalidConfig, err.Error())
 	case errors.Is(err, cryptosvc.ErrReadOnly):
 		return apiError(api.CodeReadOnly, "keys are managed in a read-only keyring")
+	case errors.Is(err, cryptosvc.ErrUnavailable):
+		return apiError(api.CodeKeystoreUnavailable, "the keystore's database is unreachable; retry later")
+	case errors.Is(err, cryptosvc.ErrConflict):
+		return apiError(api.CodeConflict, "the key kept changing concurrently; retry")
 	case errors.Is(err, context.DeadlineExceeded):
 		return apiError(api.CodeTimeout, "request timed out")
 	case errors.As(err, &fe):
@@ -84,7 +88,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if out.Code == api.CodeInternal {
 		s.log.Error("internal error", zap.String("request_id", out.RequestID), zap.String("route", c.Route().Path), zap.Error(err))
 	}
-	if out.Code == api.CodeRateLimited && c.GetRespHeader(fiber.HeaderRetryAfter) == "" {
+	if (out.Code == api.CodeRateLimited || out.Code == api.CodeTooManyStreams || out.Code == api.CodeVerifyBusy) && c.GetRespHeader(fiber.HeaderRetryAfter) == "" {
 		c.Set(fiber.HeaderRetryAfter, "1")
 	}
 	return c.Status(out.Code.Status()).JSON(&out)

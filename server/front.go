@@ -47,23 +47,28 @@ func (s *Server) front(c *fiber.Ctx) error {
 	return nil
 }
 
-// prefetchedBody is how much of a request body fasthttp reads with the
-// headers when it streams request bodies; the rest of a larger or chunked
-// body stays on the connection until a handler reads it.
+// prefetchedBody is how much of a JSON request body fasthttp reads with the
+// headers when it streams request bodies (of a stream body it reads one
+// byte: checkHeaders). A body up to this size that a handler left unread,
+// fasthttp reads and discards after the response, keeping the connection;
+// the rest of a larger or chunked body stays on the connection.
 const prefetchedBody = 8 << 10
 
 // closeIfUnread ends the connection after this response when part of the
-// request body may still be unread on it. fasthttp does not drain a streamed
-// body the handler left: its bytes would be parsed as the next request on the
-// connection, a desync that a proxy sharing backend connections turns into
-// request smuggling. A streamed response reads the body to its end or aborts
-// the connection, and a successful handler of a route with a body reads it to
-// its end; anything else with a large or chunked body closes.
+// request body may still be unread on it. Left on the connection, its bytes
+// would be parsed as the next request, a desync that a proxy sharing backend
+// connections turns into request smuggling; fasthttp would read and discard
+// up to 256 KiB of it first, reading a refused upload for nothing. A
+// streamed response reads the body to its end or aborts the connection, and
+// a successful handler of a route with a body reads it to its end; anything
+// else with a large or chunked body closes. A request with neither
+// Content-Length nor chunks has no body (RFC 9112 section 6.3), and keeps
+// its connection like one with Content-Length: 0.
 func (s *Server) closeIfUnread(c *fiber.Ctx, route string, status int) {
 	if c.Response().IsBodyStream() {
 		return
 	}
-	if cl := c.Request().Header.ContentLength(); cl >= 0 && cl <= prefetchedBody {
+	if cl := c.Request().Header.ContentLength(); cl == -2 || cl >= 0 && cl <= prefetchedBody {
 		return
 	}
 	if status < 300 && s.readsBody(c.Method(), route) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -67,32 +68,24 @@ func (s *Server) readJSONBody(c *fiber.Ctx, optional bool) ([]byte, error) {
 	return b, nil
 }
 
-// dataScratch returns the request's room for the data decoded from the
-// base64 strings of the JSON body b, or nil: at most as much as b's length
-// in base64 would decode to.
+// dataScratch returns room for the data decoded from the base64 strings of
+// the JSON body b: as much as b's length in base64 would decode to, in the
+// request's scratch space when it fits.
 func dataScratch(c *fiber.Ctx, b []byte) []byte {
-	if sc := scratchSpace(c); sc != nil {
-		n := min(len(sc.data), base64.StdEncoding.DecodedLen(len(b)))
+	n := base64.StdEncoding.DecodedLen(len(b))
+	if sc := scratchSpace(c); sc != nil && n <= len(sc.data) {
 		sc.dataUsed = max(sc.dataUsed, n)
 		return sc.data[:n]
 	}
-	return nil
+	return make([]byte, n) // one buffer for every item of a batch
 }
 
-// decodeInto is decodeJSON into a fresh value that then replaces *v, so that
-// v, which the fast path fills, stays off the heap.
-func decodeInto[T any](b []byte, v *T) error {
-	x := new(T)
-	if err := decodeJSON(b, x); err != nil {
+// decodeJSON decodes exactly one JSON object into v, refusing unknown
+// fields, anything after the value, and what strictJSON refuses.
+func decodeJSON(b []byte, v any) error {
+	if err := strictJSON(b, reflect.TypeOf(v)); err != nil {
 		return err
 	}
-	*v = *x
-	return nil
-}
-
-// decodeJSON decodes exactly one JSON value into v, refusing unknown fields
-// and anything after the value.
-func decodeJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -134,7 +127,7 @@ func jsonErrorText(err error) string {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "unexpected end of input"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return strings.TrimPrefix(err.Error(), "json: ")
+		return "unknown field" // its name is request data: not repeated
 	}
 	return "malformed"
 }
@@ -167,31 +160,6 @@ func keyParam(c *fiber.Ctx) (string, error) {
 	return strings.Clone(k), nil
 }
 
-// batchStatus returns 200 when every item succeeded, 207 when some failed,
-// and the first failure's status when all failed.
-func batchStatus(errs []*api.Error) int {
-	failed := 0
-	for _, e := range errs {
-		if e != nil {
-			failed++
-		}
-	}
-	switch {
-	case failed == 0:
-		return fiber.StatusOK
-	case failed < len(errs):
-		return api.BatchStatusPartial
-	}
-	return errs[0].Code.Status()
-}
-
-func (s *Server) checkBatch(n int) error {
-	if n > s.cfg.MaxBatchItems {
-		return apiError(api.CodeTooLarge, fmt.Sprintf("batch of %d items; at most %d", n, s.cfg.MaxBatchItems))
-	}
-	return nil
-}
-
 // sendResult answers with one result as JSON, written straight into the
 // response's buffer when the fast encoder takes it.
 func sendResult[R any](c *fiber.Ctx, res *R) error {
@@ -214,38 +182,46 @@ func sendResult[R any](c *fiber.Ctx, res *R) error {
 	return nil
 }
 
-// respondItems answers a JSON data request: one item, or a batch in items
-// (when the request's top-level fields are empty) with a result or an error
-// per item, in order. do processes one item; failed builds a batch item's
-// error result.
-func respondItems[I, R any](s *Server, c *fiber.Ctx, single I, items []I, topLevelSet bool, do func(I) (R, error), failed func(I, *api.Error) R) error {
-	if items == nil {
-		res, err := do(single)
-		if err != nil {
-			return err
+// readDataRequest reads and decodes the JSON body of a data route: one item,
+// or a batch (then with no top-level field but items, and within
+// max_batch_items).
+func (s *Server) readDataRequest(c *fiber.Ctx, dataField string) (dataRequest, error) {
+	b, err := s.readJSONBody(c, false)
+	if err != nil {
+		return dataRequest{}, err
+	}
+	req, derr := decodeDataRequest(b, dataField, dataScratch(c, b), s.cfg.MaxBatchItems)
+	if derr != nil {
+		return dataRequest{}, derr
+	}
+	if req.items != nil {
+		if req.topLevel {
+			return dataRequest{}, apiError(api.CodeBadRequest, "a batch has only items")
 		}
-		return sendResult(c, &res)
+		if err := s.checkBatch(len(req.items)); err != nil {
+			return dataRequest{}, err
+		}
+		if st := state(c); st != nil {
+			st.batch = true
+		}
 	}
-	if topLevelSet {
-		return apiError(api.CodeBadRequest, "a batch has only items")
+	return req, nil
+}
+
+// respondItems answers a decoded data request: one item (audited on the
+// request's access line), or a batch.
+func respondItems[R any](s *Server, c *fiber.Ctx, op Op, key string, req *dataRequest, do func(dataItem) (R, cryptosvc.Info, int, error), failed func(dataItem, *api.Error) R) error {
+	if req.items != nil {
+		return respondBatch(s, c, op, key, req.items, do, failed)
 	}
-	if st := state(c); st != nil {
-		st.batch = true
+	res, info, n, err := do(req.single)
+	if err != errCiphertextRequired { // refused before any cryptography: not audited
+		s.audit(c, op, key, info, n, err)
 	}
-	if err := s.checkBatch(len(items)); err != nil {
+	if err != nil {
 		return err
 	}
-	out := api.BatchResponse[R]{Items: make([]R, len(items))}
-	errs := make([]*api.Error, len(items))
-	for i := range items {
-		res, err := do(items[i])
-		if err != nil {
-			errs[i] = toAPIError(err)
-			res = failed(items[i], errs[i])
-		}
-		out.Items[i] = res
-	}
-	return c.Status(batchStatus(errs)).JSON(&out)
+	return sendResult(c, &res)
 }
 
 func (s *Server) handleEncrypt(c *fiber.Ctx) error {
@@ -254,36 +230,29 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 		return err
 	}
 	if isStream(c) {
-		return s.streamEncrypt(c, key)
+		return s.withStream(c, func(release func()) error { return s.streamEncrypt(c, key, release) })
 	}
-	b, err := s.readJSONBody(c, false)
+	req, err := s.readDataRequest(c, "plaintext")
 	if err != nil {
 		return err
 	}
-	var req api.EncryptRequest
-	var fast bool
-	if req.Plaintext, req.Context, req.Reference, fast = decodeItem(b, "plaintext", dataScratch(c, b)); !fast {
-		if err := decodeInto(b, &req); err != nil {
-			return err
-		}
+	if req.items != nil {
+		return s.encryptBatch(c, key, req.items)
 	}
-	seal := func(it api.EncryptItem) (api.EncryptResult, error) {
-		if it.Plaintext == nil {
-			return api.EncryptResult{}, apiError(api.CodeBadRequest, "plaintext is required (base64; \"\" for an empty message)")
-		}
-		ct, info, err := s.svc.Seal(c.UserContext(), key, it.Plaintext, it.Context)
-		s.audit(c, OpEncrypt, key, info, len(it.Plaintext), err)
-		if err != nil {
-			return api.EncryptResult{}, err
-		}
-		s.met.bytes(string(OpEncrypt), info.AEAD.String(), int64(len(it.Plaintext)))
-		return api.EncryptResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
+	it := req.single
+	if it.data == nil {
+		return errPlaintextRequired
 	}
-	return respondItems(s, c, req.EncryptItem, req.Items, req.Plaintext != nil || req.Context != nil || req.Reference != "", seal,
-		func(it api.EncryptItem, e *api.Error) api.EncryptResult {
-			return api.EncryptResult{Reference: it.Reference, Error: e}
-		})
+	ct, info, err := s.svc.Seal(c.UserContext(), key, it.data, it.context)
+	s.audit(c, OpEncrypt, key, info, len(it.data), err)
+	if err != nil {
+		return err
+	}
+	s.met.bytes(string(OpEncrypt), info.AEAD.String(), int64(len(it.data)))
+	return sendResult(c, &api.EncryptResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.reference})
 }
+
+var errCiphertextRequired = apiError(api.CodeBadRequest, "ciphertext is required (base64)")
 
 func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 	key, err := keyParam(c)
@@ -291,41 +260,32 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 		return err
 	}
 	if isStream(c) {
-		return s.streamDecrypt(c, key)
+		return s.withStream(c, func(release func()) error { return s.streamDecrypt(c, key, release) })
 	}
-	b, err := s.readJSONBody(c, false)
+	req, err := s.readDataRequest(c, "ciphertext")
 	if err != nil {
 		return err
 	}
-	var req api.DecryptRequest
-	var fast bool
-	if req.Ciphertext, req.Context, req.Reference, fast = decodeItem(b, "ciphertext", dataScratch(c, b)); !fast {
-		if err := decodeInto(b, &req); err != nil {
-			return err
+	open := func(it dataItem) (api.DecryptResult, cryptosvc.Info, int, error) {
+		if it.data == nil {
+			return api.DecryptResult{}, cryptosvc.Info{}, 0, errCiphertextRequired
 		}
-	}
-	open := func(it api.DecryptItem) (api.DecryptResult, error) {
-		if it.Ciphertext == nil {
-			return api.DecryptResult{}, apiError(api.CodeBadRequest, "ciphertext is required (base64)")
-		}
-		pt, info, err := s.svc.Open(c.UserContext(), key, it.Ciphertext, it.Context)
-		s.audit(c, OpDecrypt, key, info, len(it.Ciphertext), err)
+		pt, info, err := s.svc.Open(c.UserContext(), key, it.data, it.context)
 		if err != nil {
 			if errors.Is(err, cryptosvc.ErrAuthFailed) {
 				s.met.decryptFailure()
 			}
-			return api.DecryptResult{}, err
+			return api.DecryptResult{}, info, len(it.data), err
 		}
 		s.met.bytes(string(OpDecrypt), info.AEAD.String(), int64(len(pt)))
 		if pt == nil {
 			pt = []byte{}
 		}
-		return api.DecryptResult{Plaintext: pt, KeyVersion: info.Version, Reference: it.Reference}, nil
+		return api.DecryptResult{Plaintext: pt, KeyVersion: info.Version, Reference: it.reference}, info, len(it.data), nil
 	}
-	return respondItems(s, c, req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", open,
-		func(it api.DecryptItem, e *api.Error) api.DecryptResult {
-			return api.DecryptResult{Reference: it.Reference, Error: e}
-		})
+	return respondItems(s, c, OpDecrypt, key, &req, open, func(it dataItem, e *api.Error) api.DecryptResult {
+		return api.DecryptResult{Reference: it.reference, Error: e}
+	})
 }
 
 func (s *Server) handleRewrap(c *fiber.Ctx) error {
@@ -334,27 +294,25 @@ func (s *Server) handleRewrap(c *fiber.Ctx) error {
 		return err
 	}
 	if isStream(c) {
-		return s.streamRewrap(c, key)
+		return s.withStream(c, func(release func()) error { return s.streamRewrap(c, key, release) })
 	}
-	var req api.RewrapRequest
-	if err := s.readJSON(c, &req, false); err != nil {
+	req, err := s.readDataRequest(c, "ciphertext")
+	if err != nil {
 		return err
 	}
-	rewrap := func(it api.DecryptItem) (api.RewrapResult, error) {
-		if it.Ciphertext == nil {
-			return api.RewrapResult{}, apiError(api.CodeBadRequest, "ciphertext is required (base64)")
+	rewrap := func(it dataItem) (api.RewrapResult, cryptosvc.Info, int, error) {
+		if it.data == nil {
+			return api.RewrapResult{}, cryptosvc.Info{}, 0, errCiphertextRequired
 		}
-		ct, info, err := s.svc.Rewrap(c.UserContext(), key, it.Ciphertext, it.Context)
-		s.audit(c, OpRewrap, key, info, len(it.Ciphertext), err)
+		ct, info, err := s.svc.Rewrap(c.UserContext(), key, it.data, it.context)
 		if err != nil {
-			return api.RewrapResult{}, err
+			return api.RewrapResult{}, info, len(it.data), err
 		}
-		return api.RewrapResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.Reference}, nil
+		return api.RewrapResult{Ciphertext: ct, KeyVersion: info.Version, AEAD: info.AEAD.String(), Reference: it.reference}, info, len(it.data), nil
 	}
-	return respondItems(s, c, req.DecryptItem, req.Items, req.Ciphertext != nil || req.Context != nil || req.Reference != "", rewrap,
-		func(it api.DecryptItem, e *api.Error) api.RewrapResult {
-			return api.RewrapResult{Reference: it.Reference, Error: e}
-		})
+	return respondItems(s, c, OpRewrap, key, &req, rewrap, func(it dataItem, e *api.Error) api.RewrapResult {
+		return api.RewrapResult{Reference: it.reference, Error: e}
+	})
 }
 
 func (s *Server) handleDataKey(c *fiber.Ctx) error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -687,7 +686,7 @@ func TestAccessConnectionReuse(t *testing.T) {
 	}{
 		{"large JSON handled", ts.Token, "/v1/encrypt/default", api.ContentTypeJSON, big, 200, false},
 		{"large JSON refused", "wrong", "/v1/encrypt/default", api.ContentTypeJSON, big, 401, true},
-		{"large body on a route without one", ts.Token, "/v1/keys/default/rotate", api.ContentTypeJSON, big, 200, true},
+		{"large body on a route without one", ts.Token, "/v1/keys/default/rotate", api.ContentTypeJSON, big, 413, true},
 		{"small body refused", "wrong", "/v1/encrypt/default", api.ContentTypeJSON, `{"plaintext":""}`, 401, false},
 	} {
 		req, _ := http.NewRequest("POST", ts.URL+c.path, strings.NewReader(c.body))
@@ -706,9 +705,9 @@ func TestAccessConnectionReuse(t *testing.T) {
 }
 
 // TestAuditLines: a request with one cryptographic operation logs one line
-// carrying both the access and the audit fields; each item of a batch gets an
-// audit line of its own, next to the request's access line; a failed item is
-// logged at warn with its error code.
+// carrying both the access and the audit fields; a batch gets one audit line
+// that sums up its items, next to the request's access line; a failed
+// operation is logged at warn with its error code.
 func TestAuditLines(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true})
 	ts.Logs.TakeAll()
@@ -745,7 +744,9 @@ func TestAuditLines(t *testing.T) {
 	}
 
 	// A batch of three: two encryptions and one item refused before any
-	// cryptography (no plaintext), which is answered but not audited.
+	// cryptography (no plaintext). The batch gets one audit line, beside its
+	// access line: how many items, how many failed and the first failure's
+	// code, at warn since one failed.
 	batch := byRequest(post(`{"items":[{"plaintext":"YQ=="},{"context":"Yg=="},{"plaintext":"Yw=="}]}`))
 	var audits, access int
 	for _, e := range batch {
@@ -754,20 +755,28 @@ func TestAuditLines(t *testing.T) {
 		case "audit":
 			audits++
 			if _, ok := m["route"]; ok {
-				t.Errorf("batch item audit line carries access fields: %v", m)
+				t.Errorf("batch audit line carries access fields: %v", m)
 			}
-			if m["outcome"] != "ok" || e.Level != zapcore.InfoLevel || m["op"] != "encrypt" {
-				t.Errorf("batch item line at %v: %v", e.Level, m)
+			for k, want := range map[string]any{"op": "encrypt", "key": "default", "items": int64(3), "failed": int64(1), "bytes": int64(2), "outcome": "bad_request", "identity": "admin"} {
+				if m[k] != want {
+					t.Errorf("batch audit line: %s = %#v, want %#v", k, m[k], want)
+				}
+			}
+			if v, _ := m["key_versions"].([]any); len(v) != 1 || v[0] != uint32(1) {
+				t.Errorf("batch audit line: key_versions %#v, want [1]", m["key_versions"])
+			}
+			if e.Level != zapcore.WarnLevel {
+				t.Errorf("batch audit line at %v, want warn", e.Level)
 			}
 		case "access":
 			access++
 			if _, ok := m["op"]; ok {
-				t.Errorf("batch access line carries an item's audit fields: %v", m)
+				t.Errorf("batch access line carries audit fields: %v", m)
 			}
 		}
 	}
-	if audits != 2 || access != 1 {
-		t.Errorf("batch of 3: %d audit lines and %d access lines, want 2 and 1", audits, access)
+	if audits != 1 || access != 1 {
+		t.Errorf("batch of 3: %d audit lines and %d access lines, want 1 and 1", audits, access)
 	}
 
 	// A failed operation: the one line is at warn, with the error's code.
@@ -838,11 +847,11 @@ func TestScratchWiped(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		d, _, _, ok := decodeItem(b, "plaintext", dataScratch(c, b))
-		if !ok {
-			return errors.New("not decoded")
+		req, derr := decodeDataRequest(b, "plaintext", dataScratch(c, b), 1)
+		if derr != nil {
+			return derr
 		}
-		sc, data = scratchSpace(c), d
+		sc, data = scratchSpace(c), req.single.data
 		return c.SendStatus(204)
 	})
 	secret := bytes.Repeat([]byte("secret!"), 20)

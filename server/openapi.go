@@ -45,7 +45,7 @@ func (s *Server) apiDescription() *api.APIDescription {
 	for i := range s.table {
 		out.Routes = append(out.Routes, s.apiRoute(&s.table[i]))
 	}
-	if l := s.auth.limits; l != nil {
+	if l := s.auth().limits; l != nil {
 		out.RateLimit = &api.RateLimit{PerSecond: l.rate, Burst: l.burst}
 	}
 	return out
@@ -118,22 +118,33 @@ func (s *Server) openAPI() ([]byte, error) {
 			op["parameters"] = params
 		}
 	}
+	schemas, _ := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	for _, name := range []string{"EncryptRequest", "DecryptRequest"} {
+		props, _ := schemas[name].(map[string]any)["properties"].(map[string]any)
+		items, _ := props["items"].(map[string]any)
+		if items == nil {
+			return nil, fmt.Errorf("server: openapi.json: %s has no items", name)
+		}
+		items["maxItems"] = s.cfg.MaxBatchItems
+	}
 	limit := func(v any, setting, desc string) map[string]any {
 		return map[string]any{"value": v, "setting": setting, "description": desc}
 	}
 	var rate float64
 	var burst int
-	if l := s.auth.limits; l != nil {
+	if l := s.auth().limits; l != nil {
 		rate, burst = l.rate, l.burst
 	}
 	doc["x-cipherd-limits"] = map[string]any{
-		"max_json_body":       limit(s.cfg.MaxJSONBody, "max_json_body", "Largest JSON body on the data routes (encrypt, decrypt, rewrap); each operation's x-cipherd-max-body is its own."),
-		"max_batch_items":     limit(s.cfg.MaxBatchItems, "max_batch_items", "Most items in one batch."),
-		"max_verify_full":     limit(s.cfg.MaxVerifyFull, "max_verify_full", "Largest plaintext ?verify=full buffers."),
-		"request_timeout":     limit(s.cfg.RequestTimeout.String(), "request_timeout", "Time to receive a request's headers and JSON body, and the deadline of most operations (x-cipherd-timeout)."),
-		"stream_idle_timeout": limit(s.cfg.StreamIdleTimeout.String(), "stream_idle_timeout", "A stream that sends or accepts nothing for this long is cut."),
-		"rate_limit":          limit(rate, "rate_limit", "Requests per second each identity may make, in tokens (x-cipherd-rate-cost); 0: no limit."),
-		"rate_burst":          limit(burst, "rate_burst", "Tokens an identity may spend at once above rate_limit; 0 when there is no limit."),
+		"max_json_body":            limit(s.cfg.MaxJSONBody, "max_json_body", "Largest JSON body on the data routes (encrypt, decrypt, rewrap); each operation's x-cipherd-max-body is its own."),
+		"max_batch_items":          limit(s.cfg.MaxBatchItems, "max_batch_items", "Most items in one batch."),
+		"max_verify_full":          limit(s.cfg.MaxVerifyFull, "max_verify_full", "Largest plaintext ?verify=full buffers; a Content-Length no such plaintext could have is refused 413 unread."),
+		"verify_full_budget":       limit(s.cfg.VerifyFullBudget, "verify_full_budget", "Bytes all ?verify=full requests together may buffer; each reserves its Content-Length (at most max_verify_full), or max_verify_full when chunked, and is refused 503 verify_full_busy when the budget cannot cover it."),
+		"max_streams_per_identity": limit(s.cfg.MaxStreamsPerIdentity, "max_streams_per_identity", "Streaming requests one identity may have in flight; more are refused 429 too_many_streams; -1: no limit."),
+		"request_timeout":          limit(s.cfg.RequestTimeout.String(), "request_timeout", "Time to receive a request's headers and JSON body, and the deadline of most operations (x-cipherd-timeout)."),
+		"stream_idle_timeout":      limit(s.cfg.StreamIdleTimeout.String(), "stream_idle_timeout", "A stream that sends or accepts nothing for this long is cut."),
+		"rate_limit":               limit(rate, "rate_limit", "Requests per second each identity may make, in tokens (x-cipherd-rate-cost); 0: no limit."),
+		"rate_burst":               limit(burst, "rate_burst", "Tokens an identity may spend at once above rate_limit; 0 when there is no limit."),
 	}
 	return json.Marshal(doc)
 }
@@ -143,12 +154,12 @@ func (s *Server) openAPI() ([]byte, error) {
 func (s *Server) servedOpenAPI() ([]byte, error) {
 	s.openAPIMu.Lock()
 	defer s.openAPIMu.Unlock()
-	if s.openAPIDoc == nil || s.openAPIFor != s.auth.limits {
+	if s.openAPIDoc == nil || s.openAPIFor != s.auth().limits {
 		doc, err := s.openAPI()
 		if err != nil {
 			return nil, err
 		}
-		s.openAPIDoc, s.openAPIFor = doc, s.auth.limits
+		s.openAPIDoc, s.openAPIFor = doc, s.auth().limits
 	}
 	return s.openAPIDoc, nil
 }

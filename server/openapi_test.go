@@ -65,7 +65,8 @@ func apiCodes(t *testing.T) []api.Code {
 // defaultServer is a server with the default configuration and its route
 // table, enough to describe the API.
 func defaultServer() *Server {
-	s := &Server{cfg: Config{}.Defaults(), auth: &authState{}}
+	s := &Server{cfg: Config{}.Defaults()}
+	s.authp.Store(&authState{})
 	s.table = s.routes()
 	for i := range s.table {
 		s.table[i].prepare()
@@ -102,7 +103,7 @@ func obj(t *testing.T, v any, where string) jsonObj {
 // the document nowhere, so that it has one source.
 func TestOpenAPIBase(t *testing.T) {
 	doc := loadOpenAPI(t, openAPIBase)
-	if doc["x-cipherd-limits"] != nil {
+	if doc["x-cipherd-limits"] != nil || bytes.Contains(openAPIBase, []byte(`"maxItems"`)) {
 		t.Error("openapi.json states limits; they come from the configuration")
 	}
 	if params := obj(t, obj(t, doc["components"], "components")["parameters"], "parameters"); len(params) > 0 {
@@ -375,6 +376,13 @@ func TestOpenAPIServed(t *testing.T) {
 	} {
 		if got := fmt.Sprint(obj(t, limits[name], name)["value"]); got != want {
 			t.Errorf("x-cipherd-limits %s: %s, want %s", name, got, want)
+		}
+	}
+	schemas := obj(t, obj(t, doc["components"], "components")["schemas"], "schemas")
+	for _, name := range []string{"EncryptRequest", "DecryptRequest"} {
+		items := obj(t, obj(t, obj(t, schemas[name], name)["properties"], name)["items"], name)
+		if got := fmt.Sprint(items["maxItems"]); got != "7" {
+			t.Errorf("%s.items.maxItems %s, want 7", name, got)
 		}
 	}
 	dec := obj(t, obj(t, obj(t, doc["paths"], "paths")["/v1/decrypt/{key}"], "decrypt")["post"], "decrypt")

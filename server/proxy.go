@@ -27,7 +27,7 @@ func (s *Server) forwardedIdentity(c *fiber.Ctx) (*identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := s.auth.certs[sha256.Sum256(cert.RawSubjectPublicKeyInfo)]
+	id := s.auth().certs[sha256.Sum256(cert.RawSubjectPublicKeyInfo)]
 	if id == nil {
 		return nil, errors.New("unknown certificate key")
 	}

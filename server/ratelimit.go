@@ -73,7 +73,7 @@ func retryAfter(wait time.Duration) string {
 
 // rateLimit answers 429 with Retry-After when id is over its rate.
 func (s *Server) rateLimit(c *fiber.Ctx, id *identity, cost int) error {
-	ok, wait := s.auth.limits.take(id.name, cost)
+	ok, wait := s.auth().limits.take(id.name, cost)
 	if ok {
 		return nil
 	}

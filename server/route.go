@@ -175,10 +175,9 @@ func (r *route) checkQuery(c *fiber.Ctx) error {
 // of it (readJSONBody). A route without a body limit reads no body: one sent
 // is left unread, and the connection closed after the answer.
 func (r *route) checkBody(c *fiber.Ctx) error {
-	if r.maxBody == 0 || !isJSON(c) {
-		return nil // a body that is not read, or that the handler refuses (415)
-	}
-	if cl := int64(c.Request().Header.ContentLength()); cl > r.maxBody {
+	// A route without a limit reads no body; one that is not JSON the
+	// handler refuses (415).
+	if cl := int64(c.Request().Header.ContentLength()); cl > r.maxBody && r.maxBody > 0 && isJSON(c) {
 		return apiError(api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", r.maxBody))
 	}
 	return nil
@@ -196,11 +195,13 @@ func (r *route) allowed(id *identity, key string) bool {
 	return id.allowed(r.op, "")
 }
 
+// forbidden is the 403 of op: it names the operation, which the route table
+// publishes, and not the key, which is the caller's.
 func forbidden(op Op, key string) error {
 	if key == "" {
-		return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s", op))
+		return apiError(api.CodeForbidden, "not allowed to "+string(op))
 	}
-	return apiError(api.CodeForbidden, fmt.Sprintf("not allowed to %s with key %q", op, key))
+	return apiError(api.CodeForbidden, "not allowed to "+string(op)+" with this key")
 }
 
 // currentRoute returns the row serving the request; nil for a context that

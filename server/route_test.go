@@ -113,6 +113,9 @@ func TestRouteTableForbidden(t *testing.T) {
 	for i := range ts.table {
 		r := &ts.table[i]
 		code, body := rowRequest(t, plainClient, ts.URL, r, "", tokNobody, nil)
+		if code >= 400 && bytes.Contains(body, []byte(`"default"`)) {
+			t.Errorf("%s %s: the answer repeats the key name: %s", r.method, r.path, body)
+		}
 		switch {
 		case r.op != "" && (code != 403 || codeOf(body) != api.CodeForbidden):
 			t.Errorf("%s %s as an identity with no policy: %d %s, want 403 forbidden", r.method, r.path, code, body)
@@ -444,5 +447,58 @@ func TestRouteRateCost(t *testing.T) {
 	}
 	if cost["GET "+api.RouteKey] != 1 || cost["GET "+api.RouteHealthz] != 0 {
 		t.Fatalf("costs: describe %d, healthz %d; want 1 and none", cost["GET "+api.RouteKey], cost["GET "+api.RouteHealthz])
+	}
+}
+
+// TestRouteAllowed: what serve asks of the policies for each kind of row.
+func TestRouteAllowed(t *testing.T) {
+	pols, err := newPolicies([]PolicyConfig{
+		{Name: "orders", Allow: []RuleConfig{{Ops: []string{"keys-read", "datakey"}, Keys: []string{"orders-*"}}}},
+		{Name: "no-reads", Deny: []RuleConfig{{Ops: []string{"keys-read"}, Keys: []string{"*"}}}},
+		{Name: "no-secret", Deny: []RuleConfig{{Ops: []string{"keys-read"}, Keys: []string{"orders-secret"}}}},
+		{Name: "speed", Allow: []RuleConfig{{Ops: []string{"speed-run"}, Keys: []string{"*"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(names ...string) *identity {
+		x := &identity{name: "x"}
+		for _, n := range names {
+			x.policies = append(x.policies, pols[n])
+		}
+		return x
+	}
+	describe := &route{path: api.RouteKey, op: OpKeysRead}
+	list := &route{path: api.RouteKeys, op: OpKeysRead, lists: true}
+	datakey := &route{path: api.RouteDataKey, op: OpDataKey, orOp: OpDataKeyPlaintext}
+	run := &route{path: api.RouteSpeedRun, op: OpSpeedRun}
+	for _, r := range []*route{describe, list, datakey, run} {
+		r.prepare()
+	}
+	for _, tc := range []struct {
+		r    *route
+		id   *identity
+		key  string
+		want bool
+	}{
+		{describe, id("orders"), "orders-1", true},
+		{describe, id("orders"), "billing", false},
+		{describe, id("orders", "no-secret"), "orders-secret", false},
+		{describe, id(), "orders-1", false},
+		{describe, adminIdentity, "anything", true},
+		{list, id("orders"), "", true},
+		{list, id("orders", "no-secret"), "", true}, // it shows the others
+		{list, id("orders", "no-reads"), "", false},
+		{list, id("speed"), "", false},
+		{list, id(), "", false},
+		{datakey, id("orders"), "orders-1", true},
+		{datakey, id("orders"), "billing", false},
+		{run, id("speed"), "", true},
+		{run, id("orders"), "", false},
+		{run, adminIdentity, "", true},
+	} {
+		if got := tc.r.allowed(tc.id, tc.key); got != tc.want {
+			t.Errorf("%s %q for policies %d: allowed %v, want %v", tc.r.path, tc.key, len(tc.id.policies), got, tc.want)
+		}
 	}
 }

@@ -15,8 +15,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
 )
@@ -31,7 +33,7 @@ type Server struct {
 	store cryptosvc.Keystore
 	kat   *selftest.KATReport
 	sel   *selftest.Selection
-	auth  *authState
+	authp atomic.Pointer[authState] // the credentials in service (auth); Reload replaces them
 	met   *metrics
 	speed *speedState
 	tls   *tlsState // nil without TLS
@@ -41,6 +43,15 @@ type Server struct {
 	openAPIDoc []byte       // the served OpenAPI document, made on first use
 	openAPIFor *rateLimiter // the limits openAPIDoc states
 
+	// verifyBudget holds the bytes ?verify=full requests may buffer;
+	// verifyReserved is what they hold now (verifybuf.go).
+	verifyBudget   *semaphore.Weighted
+	verifyReserved atomic.Int64
+	streams        *streamLimiter // streams in flight per identity
+
+	headerRoutes []headerRoute // the route table as checkHeaders matches it
+	minJSONBody  int64         // the smallest JSON body limit in headerRoutes
+
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool
 	started  time.Time
@@ -49,6 +60,7 @@ type Server struct {
 	// once; empty when the token was configured or generated earlier.
 	AdminTokenGenerated string
 
+	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
 	rk        rootKeyState // the file keystore's root-key provider
@@ -72,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		log = l
 	}
-	s := &Server{cfg: cfg, log: log, started: time.Now()}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), verifyBudget: semaphore.NewWeighted(cfg.VerifyFullBudget), streams: newStreamLimiter(cfg.MaxStreamsPerIdentity)}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
@@ -90,13 +102,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.sel = sel
 
-	if err := s.openKeystore(); err != nil {
+	if err := s.openKeystore(ctx); err != nil {
 		return nil, err
 	}
 	s.svc, err = cryptosvc.New(cryptosvc.Config{
 		Keystore:       s.store,
 		AEAD:           sel.AEAD,
 		Implementation: sel.Implementation,
+		SizeClasses:    sizeClasses(sel),
 		Logger:         log,
 	})
 	if err != nil {
@@ -107,11 +120,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.store.Close()
 		return nil, err
 	}
-	if s.auth, err = newAuth(&s.cfg, log); err != nil {
+	auth, err := newAuth(&s.cfg, log)
+	if err != nil {
 		s.store.Close()
 		return nil, err
 	}
-	s.AdminTokenGenerated = s.auth.generated
+	s.authp.Store(auth)
+	s.AdminTokenGenerated = auth.generated
 	if cfg.TLSCert != "" {
 		if s.tls, err = newTLSState(&s.cfg, log); err != nil {
 			s.store.Close()
@@ -161,7 +176,7 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 		}
 		// keep the default order of preference among the allowed
 		allowed := sc.Candidates
-		sc.Candidates = slices.DeleteFunc(selftest.DefaultCandidates(), func(c kernels.Cipher) bool {
+		sc.Candidates = slices.DeleteFunc(selftest.AllCandidates(), func(c kernels.Cipher) bool {
 			return !slices.Contains(allowed, c)
 		})
 	}
@@ -172,9 +187,22 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 	return sel, nil
 }
 
-// openKeystore opens the read-only keyring, or the file keystore with the
-// configured root key (or a development one, loudly).
-func (s *Server) openKeystore() error {
+// openKeystore opens the read-only keyring, the PostgreSQL keystore, or the
+// file keystore with the configured root key (or a development one,
+// loudly).
+func (s *Server) openKeystore(ctx context.Context) error {
+	if s.cfg.Keystore != "" {
+		root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
+		if err != nil {
+			return fmt.Errorf("server: the PostgreSQL keystore needs a root key: %w", err)
+		}
+		st, err := pgstore.Open(ctx, pgstore.Config{DSN: s.cfg.Keystore, RootKey: &root, Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("server: keystore: %w", err)
+		}
+		s.store = st
+		return nil
+	}
 	if s.cfg.Keyring != "" {
 		kr, err := s.openKeyring(context.Background(), s.cfg.Keyring)
 		if err != nil {
@@ -199,6 +227,9 @@ func (s *Server) ensureDefaultKey(ctx context.Context) error {
 	_, err := s.svc.DescribeKey(ctx, name)
 	if errors.Is(err, cryptosvc.ErrKeyNotFound) {
 		_, err = s.svc.CreateKey(ctx, name, cryptosvc.KeyConfig{})
+		if errors.Is(err, cryptosvc.ErrKeyExists) {
+			err = nil // another replica of a shared keystore made it first
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("server: default key %q: %w", name, err)
@@ -206,14 +237,19 @@ func (s *Server) ensureDefaultKey(ctx context.Context) error {
 	return nil
 }
 
+// rotationCheck is how often scheduled rotation looks for due keys: a look
+// is a walk over the keys in memory, and rotation periods of seconds are
+// honoured to within one interval.
+const rotationCheck = time.Second
+
 // background runs periodic work until ctx ends: the full speed table once,
 // and scheduled key rotation.
 func (s *Server) background(ctx context.Context) {
 	s.speed.runInitial(ctx)
-	t := time.NewTicker(time.Minute)
+	t := time.NewTicker(rotationCheck)
 	defer t.Stop()
 	for {
-		if rotated, err := s.svc.RotateDue(ctx); err != nil && !errors.Is(err, cryptosvc.ErrReadOnly) {
+		if rotated, err := s.svc.RotateDue(ctx); err != nil && !errors.Is(err, cryptosvc.ErrReadOnly) && !errors.Is(err, cryptosvc.ErrUnavailable) {
 			s.log.Warn("scheduled rotation failed", zap.Error(err))
 		} else if len(rotated) > 0 {
 			s.log.Info("keys rotated on schedule", zap.Strings("keys", rotated))
@@ -225,6 +261,9 @@ func (s *Server) background(ctx context.Context) {
 		}
 	}
 }
+
+// auth returns the credentials in service.
+func (s *Server) auth() *authState { return s.authp.Load() }
 
 // App returns the fiber app, to serve directly or to mount under a host app
 // (host.Mount("/crypto", s.App())).

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/internal/buildinfo"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
@@ -507,4 +508,15 @@ func (s *Server) handleSpeedRun(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(sp.report())
+}
+
+// sizeClasses hands the selection's one-shot size classes to cryptosvc.
+func sizeClasses(sel *selftest.Selection) func(kernels.Cipher) []cryptosvc.SizeClass {
+	return func(c kernels.Cipher) []cryptosvc.SizeClass {
+		var out []cryptosvc.SizeClass
+		for _, sc := range sel.SizeClasses(c) {
+			out = append(out, cryptosvc.SizeClass{MaxSize: sc.MaxSize, Impl: sc.Implementation()})
+		}
+		return out
+	}
 }

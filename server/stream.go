@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -27,17 +26,44 @@ import (
 // stream for a complete one. A successful decrypt ends with the trailer
 // Cipherd-Status: ok.
 
-// streamContext decodes the Cipherd-Context header.
+// streamContext decodes the Cipherd-Context header. Two lines of it are
+// refused rather than one chosen: a proxy that adds its line after the
+// client's must not have the client's read.
 func streamContext(c *fiber.Ctx) ([]byte, error) {
-	h := c.Get(api.HeaderContext)
-	if h == "" {
+	all := c.Request().Header.PeekAll(api.HeaderContext)
+	switch {
+	case len(all) == 0:
+		return nil, nil
+	case len(all) > 1:
+		return nil, apiError(api.CodeBadRequest, "send one "+api.HeaderContext+" header line")
+	case len(all[0]) == 0:
 		return nil, nil
 	}
-	b, err := base64.StdEncoding.DecodeString(h)
-	if err != nil {
-		return nil, apiError(api.CodeBadRequest, api.HeaderContext+" must be standard base64")
+	var scratch []byte
+	b, ok := decodeStrictBase64(all[0], &scratch)
+	if !ok {
+		return nil, apiError(api.CodeBadRequest, api.HeaderContext+" must be standard base64 (RFC 4648 §4, no line breaks)")
 	}
 	return b, nil
+}
+
+// withStream runs a streaming handler within the caller's limit of
+// concurrent streams: handler gets the function that frees the place,
+// which it calls when its response ends (or hands to what ends it).
+func (s *Server) withStream(c *fiber.Ctx, handler func(release func()) error) error {
+	release := s.streams.acquire(callerName(c))
+	if release == nil {
+		c.Set(fiber.HeaderRetryAfter, "1")
+		return apiError(api.CodeTooManyStreams, fmt.Sprintf("this identity has %d streams in flight, its limit", s.cfg.MaxStreamsPerIdentity))
+	}
+	if err := handler(release); err != nil {
+		release()
+		return err
+	}
+	if !c.Response().IsBodyStream() {
+		release()
+	}
+	return nil
 }
 
 // errBodyCut: the request body ended before its Content-Length or inside a
@@ -103,10 +129,11 @@ type responseStream struct {
 	trailer bool
 	start   time.Time
 	done    atomic.Bool
+	release func() // frees the caller's stream place
 }
 
-func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, trailer bool) error {
-	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now()}
+func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, trailer bool, release func()) error {
+	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now(), release: release}
 	if trailer {
 		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {
 			return err
@@ -146,6 +173,7 @@ func (rs *responseStream) finish(err error) {
 	if rs.done.Swap(true) {
 		return
 	}
+	rs.release()
 	s := rs.s
 	s.met.streamEnd()
 	s.met.bytes(string(rs.op), rs.info.AEAD.String(), rs.n)
@@ -168,7 +196,7 @@ func (rs *responseStream) finish(err error) {
 	}
 }
 
-func (s *Server) streamEncrypt(c *fiber.Ctx, key string) error {
+func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 	ctx, err := streamContext(c)
 	if err != nil {
 		return err
@@ -178,13 +206,24 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string) error {
 		s.audit(c, OpEncrypt, key, cryptosvc.Info{}, 0, err)
 		return err
 	}
-	return s.startStream(c, OpEncrypt, key, er.Info(), er, false)
+	return s.startStream(c, OpEncrypt, key, er.Info(), er, false, release)
 }
 
-func (s *Server) streamDecrypt(c *fiber.Ctx, key string) error {
+func (s *Server) streamDecrypt(c *fiber.Ctx, key string, release func()) error {
 	ctx, err := streamContext(c)
 	if err != nil {
 		return err
+	}
+	var vb *verifyBuffer
+	if c.Query("verify") == "full" {
+		if vb, err = s.reserveVerify(c, release); err != nil {
+			return err
+		}
+		defer func() {
+			if vb != nil { // the response did not take it
+				vb.Close()
+			}
+		}()
 	}
 	body := s.requestBody(c)
 	dr, err := s.svc.DecryptReader(c.UserContext(), key, body, ctx)
@@ -198,42 +237,80 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, key string) error {
 		s.audit(c, OpDecrypt, key, cryptosvc.Info{}, 0, err)
 		return err
 	}
-	if c.Query("verify") == "full" {
-		return s.verifyFull(c, key, dr, body)
+	if vb != nil {
+		if err := s.verifyFull(c, key, dr, body, vb); err != nil {
+			return err
+		}
+		vb = nil // the response's body now: closed when it is written
+		return nil
 	}
-	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, true)
+	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, true, release)
 }
 
-// verifyFull buffers the whole plaintext (up to MaxVerifyFull) and answers
-// only once every chunk authenticated.
-func (s *Server) verifyFull(c *fiber.Ctx, key string, dr *cryptosvc.DecryptReader, body *idleReader) error {
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(dr, s.cfg.MaxVerifyFull+1))
+// reserveVerify takes a ?verify=full request's share of the budget, before
+// any of its body is read: its Content-Length, or max_verify_full when it
+// has none. A length no plaintext within max_verify_full could have is
+// refused 413, and a share the budget cannot cover 503 with Retry-After.
+// Closing the buffer gives the share back and calls release.
+func (s *Server) reserveVerify(c *fiber.Ctx, release func()) (*verifyBuffer, error) {
+	limit := s.cfg.MaxVerifyFull
+	size := limit
+	if cl := int64(c.Request().Header.ContentLength()); cl >= 0 {
+		if cl > cryptosvc.MaxSealedLen(limit) {
+			return nil, errVerifyTooLarge(limit)
+		}
+		size = min(cl, limit)
+	}
+	vb, ok, err := newVerifyBuffer(s.verifyBudget, size)
+	switch {
+	case !ok:
+		c.Set(fiber.HeaderRetryAfter, "1")
+		return nil, apiError(api.CodeVerifyBusy, "the server is buffering as much ?verify=full plaintext as it may; retry after Retry-After seconds, or stream without ?verify=full")
+	case err != nil:
+		return nil, fmt.Errorf("server: mapping a ?verify=full buffer: %w", err)
+	}
+	s.verifyReserved.Add(size)
+	vb.onClose = func() {
+		s.verifyReserved.Add(-size)
+		release()
+	}
+	return vb, nil
+}
+
+func errVerifyTooLarge(limit int64) error {
+	return apiError(api.CodeTooLarge, fmt.Sprintf("plaintext over %d bytes: stream it without ?verify=full", limit))
+}
+
+// verifyFull reads the whole plaintext into vb and answers only once every
+// chunk authenticated, with vb as the response's body.
+func (s *Server) verifyFull(c *fiber.Ctx, key string, dr *cryptosvc.DecryptReader, body *idleReader, vb *verifyBuffer) error {
+	fits, err := vb.fill(dr)
 	switch {
 	case err != nil && body.err != nil:
 		err = bodyReadError(c, body.err)
-	case err == nil && n > s.cfg.MaxVerifyFull:
-		err = apiError(api.CodeTooLarge, fmt.Sprintf("plaintext over %d bytes: stream it without ?verify=full", s.cfg.MaxVerifyFull))
+	case err == nil && !fits:
+		err = errVerifyTooLarge(s.cfg.MaxVerifyFull)
 	}
-	s.audit(c, OpDecrypt, key, dr.Info(), int(n), err)
+	s.audit(c, OpDecrypt, key, dr.Info(), vb.n, err)
 	if err != nil {
 		if errors.Is(err, cryptosvc.ErrAuthFailed) {
 			s.met.decryptFailure()
 		}
 		return err
 	}
-	s.met.bytes(string(OpDecrypt), dr.Info().AEAD.String(), n)
+	s.met.bytes(string(OpDecrypt), dr.Info().AEAD.String(), int64(vb.n))
 	c.Set(fiber.HeaderContentType, api.ContentTypeStream)
 	c.Set(api.HeaderKeyVersion, strconv.FormatUint(uint64(dr.Info().Version), 10))
 	c.Set(api.HeaderAEAD, dr.Info().AEAD.String())
-	return c.Send(buf.Bytes())
+	c.Context().SetBodyStream(vb, vb.n)
+	return nil
 }
 
 // streamRewrap rewrites a stream's header: the response is the new header
 // followed by whatever of the body the request carries, streamed through. A
 // one-shot message (direct mode) is re-encrypted whole instead, within the
 // JSON body limit.
-func (s *Server) streamRewrap(c *fiber.Ctx, key string) error {
+func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 	ctx, err := streamContext(c)
 	if err != nil {
 		return err
@@ -263,7 +340,7 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string) error {
 		return err
 	}
 	if h.Mode == cryptosvc.ModeDirect {
-		return s.startStream(c, OpRewrap, key, info, bytes.NewReader(out), false)
+		return s.startStream(c, OpRewrap, key, info, bytes.NewReader(out), false, release)
 	}
-	return s.startStream(c, OpRewrap, key, info, io.MultiReader(bytes.NewReader(out), body), false)
+	return s.startStream(c, OpRewrap, key, info, io.MultiReader(bytes.NewReader(out), body), false, release)
 }

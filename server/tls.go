@@ -65,13 +65,11 @@ func newTLSState(cfg *Config, log *zap.Logger) (*tlsState, error) {
 	if err := t.reload(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if t.caFile == "" {
-		t.base = t.newConfig(nil)
-	} else {
-		// Each handshake takes the configuration with the current pool.
-		t.base = t.newConfig(t.perClient.Load().ClientCAs)
-		t.base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return t.perClient.Load(), nil }
-	}
+	// Each handshake takes the configuration with the current client CA
+	// pool, or base itself (nil) when there is none: Reload may add or
+	// remove the client CA.
+	t.base = t.newConfig(nil)
+	t.base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return t.perClient.Load(), nil }
 	go t.poll(t.pollEvery)
 	return t, nil
 }
@@ -188,6 +186,58 @@ func (t *tlsState) reload() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// setFiles puts new certificate, key and client CA files (caFile may be
+// empty: no client certificates) in service and polls them from then on.
+// It reads them even when the names are the ones in service, and changes
+// nothing unless all of them load.
+func (t *tlsState) setFiles(certFile, keyFile, caFile string) error {
+	certPEM, err1 := os.ReadFile(certFile)
+	keyPEM, err2 := os.ReadFile(keyFile)
+	defer clear(keyPEM)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("TLS certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err == nil && cert.Leaf == nil {
+		cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0])
+	}
+	if err != nil {
+		return fmt.Errorf("TLS certificate: %w", err)
+	}
+	var pool *x509.CertPool
+	var caSum [sha256.Size]byte
+	if caFile != "" {
+		caPEM, err := os.ReadFile(caFile)
+		if err != nil {
+			return fmt.Errorf("TLS client CA: %w", err)
+		}
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return fmt.Errorf("TLS client CA: %s holds no PEM certificate", caFile)
+		}
+		caSum = fileSum(caPEM)
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sum := fileSum(certPEM, keyPEM)
+	changed := sum != t.certSum || certFile != t.certFile
+	t.certFile, t.keyFile, t.caFile = certFile, keyFile, caFile
+	t.cert.Store(&cert)
+	t.certSum, t.certFail = sum, [sha256.Size]byte{}
+	if changed {
+		t.loaded(false, cert.Leaf)
+	}
+	if pool == nil {
+		t.perClient.Store(nil)
+	} else if caSum != t.caSum || t.perClient.Load() == nil {
+		t.perClient.Store(t.newConfig(pool))
+		t.log.Info("TLS client CA loaded", zap.String("file", caFile))
+	}
+	t.caSum, t.caFail = caSum, [sha256.Size]byte{}
+	return nil
 }
 
 // failed reports a load error: returned on start-up, else logged once per

@@ -26,7 +26,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.keyring, "keyring", "", "read-only keyring `file` instead of the file keystore")
 	fs.StringVar(&f.aead, "aead", "", "pin the `AEAD` for new data")
 	fs.BoolVar(&f.skipBenchmark, "skip-benchmark", false, "choose the AEAD by preference, without the start-up profile")
-	fs.StringVar(&f.logLevel, "log-level", "info", "`level` of the logs: debug, info, warn or error")
+	fs.StringVar(&f.logLevel, "log-level", "", "`level` of the logs: debug, info, warn or error (default info)")
 	fs.StringVar(&f.fail, "fail", "", "fail the named KATs, implementations or ciphers on purpose (comma-separated `names`, * for all), as cipherd selftest -fail")
 }
 
@@ -36,7 +36,7 @@ func (f *serveFlags) apply(cfg *server.Config) {
 	for _, o := range []struct {
 		v string
 		p *string
-	}{{f.addr, &cfg.Addr}, {f.dataDir, &cfg.DataDir}, {f.keyring, &cfg.Keyring}, {f.aead, &cfg.AEAD}, {f.fail, &cfg.SelftestFail}} {
+	}{{f.addr, &cfg.Addr}, {f.dataDir, &cfg.DataDir}, {f.keyring, &cfg.Keyring}, {f.aead, &cfg.AEAD}, {f.logLevel, &cfg.LogLevel}, {f.fail, &cfg.SelftestFail}} {
 		if o.v != "" {
 			*o.p = o.v
 		}
@@ -82,12 +82,14 @@ var serveSettings = []setting{
 	{key: "max_json_body", help: "largest JSON request body, in bytes"},
 	{key: "max_batch_items", help: "most items in one batch"},
 	{key: "max_verify_full", help: "largest stream decrypt ?verify=full buffers, in bytes"},
+	{key: "verify_full_budget", help: "bytes all ?verify=full decrypts together may buffer; over it 503 verify_full_busy"},
+	{key: "max_streams_per_identity", help: "streaming requests one identity may have in flight (-1: no limit); over it 429 too_many_streams"},
 	{key: "request_timeout", help: "bound on reading a request's headers and JSON body"},
 	{key: "stream_idle_timeout", help: "a streaming request that moves no byte for this long is ended"},
 	{key: "shutdown_timeout", help: "bound on the drain on SIGTERM"},
 	{key: "drain_delay", zero: "0s", help: "serve with readiness off for this long before closing the listener, so load balancers notice first"},
 	{key: "io_buffer_size", help: "read and write buffer per connection, in bytes"},
-	{flag: "log-level", zero: "info", help: "level of the JSON logs on standard error: debug, info, warn or error"},
+	{key: "log_level", env: "CIPHERD_LOG_LEVEL", flag: "log-level", help: "level of the JSON logs on standard error: debug, info, warn or error; reloads"},
 	{flag: "config", env: "CIPHERD_CONFIG", zero: "none", help: "the YAML configuration file; unknown keys are refused"},
 }
 

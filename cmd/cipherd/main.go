@@ -7,6 +7,7 @@
 //	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
 //	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
 //	cipherd rootkey init|rotate          the root key: in a PKCS#11 token, rotation
+//	cipherd keys migrate                 copy a file keystore or keyring into PostgreSQL
 //	cipherd version [-json]              build information (also --version)
 //	cipherd help [command]               the commands, or a command's flags
 package main
@@ -37,6 +38,7 @@ var commands = []command{
 	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
 	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
 	{"rootkey", "generate the root key in a PKCS#11 token, rotate the root key (init, rotate)", runRootkey},
+	{"keys", "copy a file keystore or a keyring into a PostgreSQL keystore (migrate)", runKeys},
 }
 
 func main() {

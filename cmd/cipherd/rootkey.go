@@ -71,7 +71,7 @@ func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *server
 		fmt.Fprintf(stderr, "cipherd rootkey %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
 		return nil, false, 2
 	}
-	cfg, err := loadConfig(*configFile)
+	cfg, _, err := readConfig(*configFile)
 	if err == nil {
 		err = cfg.ApplyEnv(os.Getenv)
 	}

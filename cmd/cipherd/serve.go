@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/cipherd/cipherd/internal/zaplog"
 	"github.com/cipherd/cipherd/server"
@@ -38,19 +37,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "cipherd serve:", err)
 		return 2
 	}
-	cfg, err := loadConfig(sf.config)
+	hup, stopHup := notifyReload()
+	defer stopHup()
+	// The configuration as the file, the environment and the flags give
+	// it; made again on every reload.
+	var fileSum [sha256.Size]byte
+	load := func() (server.Config, error) {
+		cfg, sum, err := readConfig(sf.config)
+		fileSum = sum
+		if err != nil {
+			return cfg, err
+		}
+		if err := cfg.ApplyEnv(os.Getenv); err != nil {
+			return cfg, err
+		}
+		sf.apply(&cfg)
+		return cfg, nil
+	}
+	cfg, err := load()
 	if err != nil {
 		fmt.Fprintln(stderr, "cipherd serve:", err)
 		return 2
 	}
-	if err := cfg.ApplyEnv(os.Getenv); err != nil {
-		fmt.Fprintln(stderr, "cipherd serve:", err)
-		return 2
-	}
-	sf.apply(&cfg)
-	level, err := zap.ParseAtomicLevel(sf.logLevel)
+	level, err := zap.ParseAtomicLevel(cfg.Defaults().LogLevel)
 	if err != nil {
-		fmt.Fprintln(stderr, "cipherd serve: -log-level:", err)
+		fmt.Fprintln(stderr, "cipherd serve: log level:", err)
 		return 2
 	}
 	// JSON logs to standard error through buffers written by a goroutine of
@@ -74,6 +85,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if tok := srv.AdminTokenGenerated; tok != "" {
 		fmt.Fprintf(stderr, "\n  cipherd admin token (shown once, stored hashed): %s\n\n", tok)
 	}
+	rl := &reloader{file: sf.config, load: load, apply: srv.Reload, level: level, log: log, sum: fileSum}
+	rctx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	go rl.run(rctx, hup)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {
@@ -92,22 +107,4 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
-}
-
-// loadConfig reads the YAML configuration file, if any, rejecting unknown keys.
-func loadConfig(path string) (server.Config, error) {
-	var cfg server.Config
-	if path == "" {
-		return cfg, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
 }
