@@ -79,8 +79,8 @@ func testEarlyAnswer(t *testing.T, url string, opts ...client.Option) {
 	tampered[8000] ^= 1
 
 	const size = 64 << 20
-	big := make([]byte, 3<<20)  // 4 MiB of JSON, within the default limit
-	huge := make([]byte, 4<<20) // 5.3 MiB of JSON, over the limit
+	big := make([]byte, 3<<20-1024) // just under 4 MiB of JSON once base64-encoded: within the default limit
+	huge := make([]byte, 4<<20)     // 5.3 MiB of JSON, over the limit
 	for round := range 12 {
 		src := newZeros(size)
 		_, err := c.EncryptStream(ctx, "missing", io.Discard, src, nil)
