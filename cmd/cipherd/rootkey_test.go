@@ -416,9 +416,10 @@ func TestRootKeyRotateUnderLoad(t *testing.T) {
 	rkAssertStoreClean(t, dataDir, secrets...)
 }
 
-// TestRootKeyRotateKilled SIGKILLs `cipherd rootkey rotate` at random
-// moments, over many rounds that move a stopped store between two PKCS#11
-// keys (after a first static → PKCS#11 round), and checks after every kill
+// TestRootKeyRotateKilled SIGKILLs `cipherd rootkey rotate` at 10–99 % of
+// the time a whole run takes (timed by a first, uninterrupted static →
+// PKCS#11 rotation), over rounds that move a stopped 100-key store between
+// two PKCS#11 keys, and checks after every kill
 // that the store opens with the old root key or the new one and holds every
 // key; a rotation cut short is finished by the next round's run of the same
 // command.
@@ -439,7 +440,8 @@ func TestRootKeyRotateKilled(t *testing.T) {
 	rootFile := filepath.Join(t.TempDir(), "root.key")
 	os.WriteFile(rootFile, []byte(hex.EncodeToString(staticRoot)+"\n"), 0o600)
 
-	// A store of 30 keys, sealed under the static key.
+	// A store of 100 keys, sealed under the static key.
+	const nkeys = 100
 	dataDir := t.TempDir()
 	dir := filepath.Join(dataDir, "keys")
 	sr, _ := cryptosvc.NewSecret(staticRoot)
@@ -448,7 +450,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 30 {
+	for i := range nkeys {
 		sec, _ := cryptosvc.GenerateSecret(rand.Reader)
 		k := &cryptosvc.StoredKey{Name: fmt.Sprintf("k%02d", i), Created: time.Now().UTC().Truncate(time.Second),
 			Versions: []cryptosvc.StoredVersion{{KeyVersion: cryptosvc.KeyVersion{Version: 1, Created: time.Now().UTC().Truncate(time.Second)}, Secret: sec}}}
@@ -475,13 +477,23 @@ func TestRootKeyRotateKilled(t *testing.T) {
 			return err
 		}
 		defer s.Close()
-		if names, _ := s.List(ctx); len(names) != 30 {
-			return fmt.Errorf("%d keys, want 30", len(names))
+		if names, _ := s.List(ctx); len(names) != nkeys {
+			return fmt.Errorf("%d keys, want %d", len(names), nkeys)
 		}
 		return nil
 	}
 
-	cur, target := "file:"+rootFile, uris[0]
+	// The first rotation, static -> PKCS#11, runs to the end and times a
+	// whole run of the command; the kills land at fractions of that time.
+	start := time.Now()
+	if out, e, code := cipherd(t, nil, "rootkey", "rotate", "-data-dir", dataDir, "-from", "file:"+rootFile, "-to", uris[0]); code != 0 {
+		t.Fatalf("rotate static -> PKCS#11: %s%s", out, e)
+	}
+	whole := time.Since(start)
+	if err := opens(uris[0]); err != nil {
+		t.Fatal(err)
+	}
+	cur, target := uris[0], uris[1]
 	var killed, finished, pendingSeen int
 	const rounds = 24
 	for round := range rounds {
@@ -493,7 +505,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 		}
 		// Process start and the token's login take most of the first tens of
 		// milliseconds; the re-seal follows.
-		delay := time.Duration(10+(round*83)%450) * time.Millisecond
+		delay := whole * time.Duration(10+(round*7)%90) / 100
 		timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
 		err := cmd.Wait()
 		timer.Stop()
@@ -523,8 +535,9 @@ func TestRootKeyRotateKilled(t *testing.T) {
 			cur, target = target, next
 		}
 	}
+	t.Logf("a whole rotation of %d keys: %v", nkeys, whole)
 	t.Logf("%d rounds: %d killed, %d rotations finished, %d kills left a rotation half done", rounds, killed, finished, pendingSeen)
-	if killed < rounds/2 || pendingSeen == 0 {
+	if killed < rounds/3 || pendingSeen == 0 {
 		t.Fatalf("the kills did not land inside rotations often enough (killed %d, half done %d)", killed, pendingSeen)
 	}
 	// Finish whatever is pending and check the store once more.
