@@ -35,6 +35,7 @@ const (
 	CodeBusy               Code = "busy"                 // 409: a speed run is already in progress
 	CodeDeletionNotAllowed Code = "deletion_not_allowed" // 409
 	CodeReadOnly           Code = "keystore_read_only"   // 409
+	CodeConflict           Code = "conflict"             // 409: the key kept changing under this write; retry
 	CodeVersionRetired     Code = "key_version_retired"  // 410
 	CodeTooLarge           Code = "too_large"            // 413: body, item or batch over its limit
 	CodeUnsupportedMedia   Code = "unsupported_media"    // 415
@@ -43,7 +44,11 @@ const (
 	CodeInternal           Code = "internal"             // 500: details are logged, never sent
 	CodeNotReady           Code = "not_ready"            // 503
 	CodeVerifyBusy         Code = "verify_full_busy"     // 503 with Retry-After: ?verify=full buffers fill verify_full_budget
-	CodeTimeout            Code = "timeout"              // 408
+	// CodeKeystoreUnavailable: the shared keystore's database cannot be
+	// reached. Key administration waits for it; encryption and decryption
+	// with the keys the replica holds go on. Retry later.
+	CodeKeystoreUnavailable Code = "keystore_unavailable" // 503
+	CodeTimeout             Code = "timeout"              // 408
 )
 
 // Status returns the HTTP status a code is sent with.
@@ -59,7 +64,7 @@ func (c Code) Status() int {
 		return 405
 	case CodeTimeout:
 		return 408
-	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy:
+	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy, CodeConflict:
 		return 409
 	case CodeVersionRetired:
 		return 410
@@ -71,7 +76,7 @@ func (c Code) Status() int {
 		return 429
 	case CodeInternal:
 		return 500
-	case CodeNotReady, CodeVerifyBusy:
+	case CodeNotReady, CodeVerifyBusy, CodeKeystoreUnavailable:
 		return 503
 	}
 	return 400

@@ -10,8 +10,10 @@
 //	pt, err := c.Decrypt(ctx, "orders", res.Ciphertext, []byte("order 42"))
 //
 // Errors from the service are *Error values with the HTTP status and a stable
-// code (see IsCode and the Err… sentinels). A batch answers item by item: the
-// results carry per-item errors.
+// code (see IsCode and the Err… sentinels), also when the service refuses an
+// upload before reading it (an unknown key, a bad token, a body over the
+// limit) and closes the connection while the client is still sending. A
+// batch answers item by item: the results carry per-item errors.
 //
 // Streams (EncryptStream, DecryptStream) send the request body and read the
 // response at the same time, in constant memory. A decrypted stream is

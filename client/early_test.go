@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,16 +24,24 @@ import (
 	"github.com/cipherd/cipherd/server"
 )
 
-// zeros yields n zero bytes and counts what is left.
-type zeros struct{ left int64 }
+// zeros yields n zero bytes and counts what is left. The count is atomic:
+// after an error the transport may still be in a Read.
+type zeros struct{ left atomic.Int64 }
+
+func newZeros(n int64) *zeros {
+	z := &zeros{}
+	z.left.Store(n)
+	return z
+}
 
 func (z *zeros) Read(p []byte) (int, error) {
-	if z.left <= 0 {
+	left := z.left.Load()
+	if left <= 0 {
 		return 0, io.EOF
 	}
-	p = p[:min(int64(len(p)), z.left)]
+	p = p[:min(int64(len(p)), left)]
 	clear(p)
-	z.left -= int64(len(p))
+	z.left.Add(-int64(len(p)))
 	return len(p), nil
 }
 
@@ -70,34 +79,47 @@ func testEarlyAnswer(t *testing.T, url string, opts ...client.Option) {
 	tampered[8000] ^= 1
 
 	const size = 64 << 20
+	big := make([]byte, 3<<20)  // 4 MiB of JSON, within the default limit
+	huge := make([]byte, 4<<20) // 5.3 MiB of JSON, over the limit
 	for round := range 12 {
-		src := &zeros{left: size}
+		src := newZeros(size)
 		_, err := c.EncryptStream(ctx, "missing", io.Discard, src, nil)
 		var ce *client.Error
 		if !errors.Is(err, client.ErrKeyNotFound) || !errors.As(err, &ce) || ce.Status != 404 || ce.API.RequestID == "" {
 			t.Fatalf("round %d: unknown key: %v", round, err)
 		}
-		if src.left == 0 {
+		if src.left.Load() == 0 {
 			t.Fatalf("round %d: unknown key: the whole upload was read", round)
 		}
 
-		src = &zeros{left: size}
+		src = newZeros(size)
 		_, err = bad.EncryptStream(ctx, "default", io.Discard, src, nil)
 		if !errors.Is(err, client.ErrUnauthenticated) || !errors.As(err, &ce) || ce.Status != 401 {
 			t.Fatalf("round %d: bad token: %v", round, err)
 		}
-		if src.left == 0 {
+		if src.left.Load() == 0 {
 			t.Fatalf("round %d: bad token: the whole upload was read", round)
 		}
 
-		src = &zeros{left: size}
+		src = newZeros(size)
 		_, err = bad.DecryptStream(ctx, "default", io.Discard, src, nil)
 		if !errors.Is(err, client.ErrUnauthenticated) {
 			t.Fatalf("round %d: bad token, decrypt: %v", round, err)
 		}
 
+		// JSON bodies too: refused before they are read (fewer rounds:
+		// each encodes megabytes).
+		if round < 4 {
+			if _, err := bad.Encrypt(ctx, "default", big, nil); !errors.Is(err, client.ErrUnauthenticated) {
+				t.Fatalf("round %d: bad token, %d-byte JSON: %v", round, len(big), err)
+			}
+			if _, err := c.Encrypt(ctx, "default", huge, nil); !errors.Is(err, client.ErrTooLarge) {
+				t.Fatalf("round %d: JSON over the limit: %v", round, err)
+			}
+		}
+
 		var out bytes.Buffer
-		_, err = c.DecryptStream(ctx, "default", &out, io.MultiReader(bytes.NewReader(tampered), &zeros{left: size}), nil)
+		_, err = c.DecryptStream(ctx, "default", &out, io.MultiReader(bytes.NewReader(tampered), newZeros(size)), nil)
 		if !errors.Is(err, client.ErrIncompleteStream) && !client.IsCode(err, api.CodeDecryptFailed) {
 			t.Fatalf("round %d: tampered first chunk: %v", round, err)
 		}

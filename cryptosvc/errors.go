@@ -45,6 +45,13 @@ var (
 	// ErrRootKey: the root key is missing, malformed, or does not decrypt
 	// the keystore.
 	ErrRootKey = errors.New("cryptosvc: root key missing or wrong")
+	// ErrConflict: the key changed since it was read (another writer,
+	// possibly another replica, won): read it again and retry.
+	ErrConflict = errors.New("cryptosvc: key changed concurrently")
+	// ErrUnavailable: the keystore's backing database cannot be reached.
+	// Keys already in memory keep serving data; writes and lookups of
+	// keys not in memory fail until it is back.
+	ErrUnavailable = errors.New("cryptosvc: keystore unavailable")
 	// ErrClosed: the writer or reader was closed.
 	ErrClosed = errors.New("cryptosvc: closed")
 )

@@ -170,6 +170,10 @@ type StoredKey struct {
 	Created  time.Time
 	Config   KeyConfig
 	Versions []StoredVersion
+	// Revision is the store's mark of this state of the key: Get sets it,
+	// Update and Delete apply only while it is current (see Keystore). It
+	// is not part of the key: records and files do not hold it.
+	Revision uint64
 }
 
 // Describe returns the key's metadata without material.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,8 @@ import (
 // is not 32 bytes, and two keys of the same name. One bad key rejects the
 // whole file: a keyring is replaced whole or not at all.
 //
+// Version 2 is the same keys sealed under a root key (keyring_sealed.go).
+//
 // The file store seals the same per-key record ("name", "created", "config",
 // "versions") as the plaintext of its key files.
 
@@ -56,6 +59,9 @@ type KeyringConfig struct {
 	// Logger receives reloads (Info) and rejected files (Error), never key
 	// material. nil means no logging.
 	Logger *zap.Logger
+	// RootKeyProvider opens a sealed keyring (keyring_sealed.go), at every
+	// load. nil means only keyrings of version 1, in the clear, load.
+	RootKeyProvider RootKeyProvider
 }
 
 const (
@@ -74,8 +80,9 @@ const (
 // leaves the previous set in service. Create, Update and Delete return
 // ErrReadOnly. Keys returned by Get are shared: do not modify them.
 type Keyring struct {
-	path string
-	log  *zap.Logger
+	path     string
+	log      *zap.Logger
+	provider RootKeyProvider
 
 	set    atomic.Pointer[krSet] // nil only after Close
 	closed atomic.Bool
@@ -87,6 +94,9 @@ type Keyring struct {
 
 	errMu   sync.Mutex
 	lastErr error
+
+	rev   uint64 // the last revision given out; guarded by reloadMu
+	watch KeyWatchers
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -105,7 +115,7 @@ type krSet struct {
 // OpenKeyring loads the keyring file at path, which must exist and be
 // valid, and starts polling it for changes (see KeyringConfig).
 func OpenKeyring(path string, cfg KeyringConfig) (*Keyring, error) {
-	r := &Keyring{path: path, log: cfg.Logger, stop: make(chan struct{})}
+	r := &Keyring{path: path, log: cfg.Logger, provider: cfg.RootKeyProvider, stop: make(chan struct{})}
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
@@ -152,7 +162,16 @@ func (r *Keyring) Create(context.Context, *StoredKey) error { return ErrReadOnly
 func (r *Keyring) Update(context.Context, *StoredKey) error { return ErrReadOnly }
 
 // Delete returns ErrReadOnly.
-func (r *Keyring) Delete(context.Context, string) error { return ErrReadOnly }
+func (r *Keyring) Delete(context.Context, string, uint64) error { return ErrReadOnly }
+
+// Refresh returns what Get returns: the file is the only source.
+func (r *Keyring) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+	return r.Get(ctx, name)
+}
+
+// Watch calls fn with the name of every key a reload adds, changes or
+// removes.
+func (r *Keyring) Watch(fn func(name string)) (stop func()) { return r.watch.Add(fn) }
 
 // Reload reads the file now. If it is valid it replaces the key set; if it
 // is not, the previous set stays and the error is returned (and reported by
@@ -178,6 +197,7 @@ func (r *Keyring) LastError() error {
 // with ErrClosed. Closing twice is not an error.
 func (r *Keyring) Close() error {
 	r.closeOnce.Do(func() {
+		r.watch.Close()
 		r.closed.Store(true)
 		close(r.stop)
 		if r.done != nil {
@@ -231,18 +251,57 @@ func (r *Keyring) krLoad(force bool) error {
 		r.krSetErr(nil)
 		return nil
 	}
-	set, err := krParse(data)
+	set, err := krParse(data, krOpener(context.Background(), r.provider))
 	if err != nil {
 		return r.krFail(err, force)
 	}
 	set.sum = sum
 	old := r.set.Load()
+	changed := r.krRevise(old, set)
 	r.set.Store(set)
 	r.krSetErr(nil)
 	if old != nil {
 		r.log.Info("keyring reloaded", zap.String("path", r.path), zap.Int("keys", len(set.names)))
 	}
+	for _, name := range changed {
+		r.watch.Notify(name)
+	}
 	return nil
+}
+
+// krRevise gives the keys of a new set their revisions: an unchanged key
+// keeps its own, a new or changed one gets a new one. It returns the names
+// of the keys added, changed or removed.
+func (r *Keyring) krRevise(old, set *krSet) []string {
+	var changed []string
+	for _, name := range set.names {
+		k := set.keys[name]
+		if old != nil {
+			if o := old.keys[name]; o != nil && ksSameKey(o, k) {
+				k.Revision = o.Revision
+				continue
+			}
+		}
+		r.rev++
+		k.Revision = r.rev
+		if old != nil {
+			changed = append(changed, name)
+		}
+	}
+	if old != nil {
+		for _, name := range old.names {
+			if _, ok := set.keys[name]; !ok {
+				changed = append(changed, name)
+			}
+		}
+	}
+	return changed
+}
+
+// ksSameKey reports whether a and b hold the same metadata and material.
+func ksSameKey(a, b *StoredKey) bool {
+	return a.Name == b.Name && a.Created.Equal(b.Created) && reflect.DeepEqual(a.Config, b.Config) &&
+		len(a.Versions) == len(b.Versions) && CheckAppendOnly(a, b) == nil
 }
 
 // krFail records err for LastError and logs it, once per distinct error
@@ -299,15 +358,28 @@ type krFile struct {
 	Keys    []ksRecord `json:"keys"`
 }
 
-// krParse decodes and validates a whole keyring.
-func krParse(data []byte) (*krSet, error) {
+// krParse decodes and validates a whole keyring. open opens a sealed one
+// (version 2, keyring_sealed.go); nil refuses it.
+func krParse(data []byte, open func([]byte) ([]ksRecord, error)) (*krSet, error) {
 	var f krFile
 	defer func() {
 		for i := range f.Keys {
 			f.Keys[i].clearSecrets()
 		}
 	}()
-	if err := ksUnmarshalStrict(data, &f, ErrInvalidConfig); err != nil {
+	var peek struct {
+		Version int `json:"cipherd_keyring"`
+	}
+	if json.Unmarshal(data, &peek) == nil && peek.Version == 2 {
+		if open == nil {
+			return nil, fmt.Errorf("%w: a sealed keyring (version 2) needs the root key that sealed it: set root_key_uri or root_key_file", ErrRootKey)
+		}
+		recs, err := open(data)
+		if err != nil {
+			return nil, err
+		}
+		f = krFile{Version: 1, Keys: recs}
+	} else if err := ksUnmarshalStrict(data, &f, ErrInvalidConfig); err != nil {
 		return nil, err
 	}
 	switch f.Version {
@@ -344,7 +416,7 @@ func ReadKeyring(r io.Reader) ([]*StoredKey, error) {
 	if len(data) > krMaxFileSize {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidConfig, krMaxFileSize)
 	}
-	set, err := krParse(data)
+	set, err := krParse(data, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -341,7 +341,7 @@ func krInvalidDocs(t *testing.T, good *StoredKey) map[string]krInvalidDoc {
 		"two objects":             {append(bytes.Clone(valid), valid...), ErrInvalidConfig},
 		"array":                   {[]byte(`[]`), ErrInvalidConfig},
 		"no version":              {edit(func(d, _ map[string]any) { delete(d, "cipherd_keyring") }), ErrInvalidConfig},
-		"version 2":               {edit(func(d, _ map[string]any) { d["cipherd_keyring"] = 2 }), ErrUnsupported},
+		"version 3":               {edit(func(d, _ map[string]any) { d["cipherd_keyring"] = 3 }), ErrUnsupported},
 		"unknown top-level field": {edit(func(d, _ map[string]any) { d["comment"] = "x" }), ErrInvalidConfig},
 		"unknown key field":       {edit(func(_, k map[string]any) { k["material"] = secret }), ErrInvalidConfig},
 		"unknown config field": {edit(func(_, k map[string]any) {
@@ -459,5 +459,43 @@ func TestReadKeyring(t *testing.T) {
 	big := io.MultiReader(strings.NewReader(`{"cipherd_keyring": 1, "keys": [] `), strings.NewReader(strings.Repeat(" ", krMaxFileSize)), strings.NewReader("}"))
 	if _, err := ReadKeyring(big); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("oversized keyring: %v", err)
+	}
+}
+
+// A reload tells the watchers which keys it added, changed or removed;
+// an unchanged key keeps its revision.
+func TestKeyringWatch(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	a, b, same := ksTestKey(t, "a", 1), ksTestKey(t, "b", 1), ksTestKey(t, "same", 2)
+	os.WriteFile(path, krEncode(t, a, b, same), 0o600)
+	r, err := OpenKeyring(path, KeyringConfig{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	before, _ := r.Get(ctx, "same")
+	var mu sync.Mutex
+	var got []string
+	r.Watch(func(name string) { mu.Lock(); got = append(got, name); mu.Unlock() })
+
+	ksAddVersion(t, a, ksTestSecret(t))
+	krReplace(t, path, krEncode(t, a, same, ksTestKey(t, "c", 1)))
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	slices.Sort(got)
+	names := slices.Clone(got)
+	mu.Unlock()
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Fatalf("notified %q, want a, b, c", names)
+	}
+	after, _ := r.Get(ctx, "same")
+	if after.Revision != before.Revision {
+		t.Errorf("an unchanged key's revision went from %d to %d", before.Revision, after.Revision)
+	}
+	if ka, _ := r.Get(ctx, "a"); ka.Revision == before.Revision || len(ka.Versions) != 2 {
+		t.Errorf("a: revision %d, %d versions", ka.Revision, len(ka.Versions))
 	}
 }

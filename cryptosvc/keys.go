@@ -2,7 +2,9 @@ package cryptosvc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,8 +33,6 @@ func (s *Service) ImportKey(ctx context.Context, name string, secrets []Secret, 
 	if err := k.Validate(); err != nil {
 		return Key{}, err
 	}
-	s.admin.Lock()
-	defer s.admin.Unlock()
 	if err := s.store.Create(ctx, k); err != nil {
 		return Key{}, err
 	}
@@ -69,28 +69,23 @@ func (s *Service) ListKeys(ctx context.Context) ([]Key, error) {
 // RotateKey adds a new random version, which seals all new data from now on.
 // Older versions keep opening what they sealed.
 func (s *Service) RotateKey(ctx context.Context, name string) (Key, error) {
-	s.admin.Lock()
-	defer s.admin.Unlock()
-	return s.rotateLocked(ctx, name)
+	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) { return true, s.addVersion(k) })
+	if err != nil {
+		return Key{}, err
+	}
+	s.log.Info("key rotated", zap.String("key", name), zap.Uint32("version", k.Latest().Version))
+	return k.Describe(), nil
 }
 
-func (s *Service) rotateLocked(ctx context.Context, name string) (Key, error) {
-	cur, err := s.store.Get(ctx, name)
-	if err != nil {
-		return Key{}, err
-	}
+// addVersion appends a new random version to k.
+func (s *Service) addVersion(k *StoredKey) error {
 	secret, err := GenerateSecret(s.rand)
 	if err != nil {
-		return Key{}, err
+		return err
 	}
-	k := cur.Clone()
 	v := uint32(len(k.Versions) + 1)
 	k.Versions = append(k.Versions, StoredVersion{KeyVersion: KeyVersion{Version: v, Created: s.now().UTC()}, Secret: secret})
-	if err := s.store.Update(ctx, k); err != nil {
-		return Key{}, err
-	}
-	s.log.Info("key rotated", zap.String("key", name), zap.Uint32("version", v))
-	return k.Describe(), nil
+	return nil
 }
 
 // ConfigureKey replaces a key's configuration.
@@ -100,24 +95,18 @@ func (s *Service) ConfigureKey(ctx context.Context, name string, cfg KeyConfig) 
 
 // UpdateKeyConfig changes a key's configuration with update, which is given
 // the current one, in the same read-modify-write as the store's other key
-// changes, so that concurrent updates of different fields all hold. update
-// must depend only on its argument: it may be called again on a newer
-// configuration. Its error leaves the key as it was.
+// changes (modifyKey), so that concurrent updates of different fields all
+// hold, on any replica. update must depend only on its argument: it may be
+// called again on a newer configuration. Its error leaves the key as it
+// was.
 func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(*KeyConfig) error) (Key, error) {
-	s.admin.Lock()
-	defer s.admin.Unlock()
-	cur, err := s.store.Get(ctx, name)
+	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) {
+		if err := update(&k.Config); err != nil {
+			return false, err
+		}
+		return true, k.Validate()
+	})
 	if err != nil {
-		return Key{}, err
-	}
-	k := cur.Clone()
-	if err := update(&k.Config); err != nil {
-		return Key{}, err
-	}
-	if err := k.Validate(); err != nil {
-		return Key{}, err
-	}
-	if err := s.store.Update(ctx, k); err != nil {
 		return Key{}, err
 	}
 	s.log.Info("key configured", zap.String("key", name))
@@ -129,47 +118,118 @@ func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(
 func (s *Service) DeleteKey(ctx context.Context, name string) error {
 	s.admin.Lock()
 	defer s.admin.Unlock()
-	k, err := s.store.Get(ctx, name)
-	if err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		k, err := s.store.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !k.Config.DeletionAllowed {
+			return fmt.Errorf("%w: %s", ErrDeletionNotAllowed, name)
+		}
+		err = s.store.Delete(ctx, name, k.Revision)
+		if err == nil {
+			s.log.Info("key deleted", zap.String("key", name))
+			return nil
+		}
+		if err := s.conflictBackoff(ctx, err, attempt); err != nil {
+			return err
+		}
 	}
-	if !k.Config.DeletionAllowed {
-		return fmt.Errorf("%w: %s", ErrDeletionNotAllowed, name)
-	}
-	if err := s.store.Delete(ctx, name); err != nil {
-		return err
-	}
-	s.log.Info("key deleted", zap.String("key", name))
-	return nil
 }
 
 // RotateDue rotates every key whose latest version is older than its
-// rotation period and returns their names. Call it periodically.
+// rotation period and returns their names. Call it periodically. Replicas
+// sharing a store may all call it: the store's revisions let exactly one
+// of them add each period's version, and the others, seeing the key no
+// longer due when they retry, leave it.
 func (s *Service) RotateDue(ctx context.Context) ([]string, error) {
 	names, err := s.store.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
 	var rotated []string
 	for _, n := range names {
-		k, err := s.store.Get(ctx, n)
-		if err != nil || k.Config.RotationPeriod <= 0 || k.Latest() == nil {
+		if k, err := s.store.Get(ctx, n); err != nil || !s.rotationDue(k) {
 			continue
 		}
-		if now.Sub(k.Latest().Created) < time.Duration(k.Config.RotationPeriod) {
-			continue
-		}
-		s.admin.Lock()
-		// Check again under the lock: another caller may have rotated it.
-		if cur, err := s.store.Get(ctx, n); err == nil && now.Sub(cur.Latest().Created) >= time.Duration(cur.Config.RotationPeriod) {
-			if _, err := s.rotateLocked(ctx, n); err != nil {
-				s.admin.Unlock()
-				return rotated, err
+		did := false
+		k, err := s.modifyKey(ctx, n, func(k *StoredKey) (bool, error) {
+			if !s.rotationDue(k) {
+				return false, nil // another caller or replica rotated it
 			}
+			did = true
+			return true, s.addVersion(k)
+		})
+		if errors.Is(err, ErrKeyNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return rotated, err
+		}
+		if did {
+			s.log.Info("key rotated", zap.String("key", n), zap.Uint32("version", k.Latest().Version))
 			rotated = append(rotated, n)
 		}
-		s.admin.Unlock()
 	}
 	return rotated, nil
+}
+
+func (s *Service) rotationDue(k *StoredKey) bool {
+	p := time.Duration(k.Config.RotationPeriod)
+	return p > 0 && k.Latest() != nil && s.now().Sub(k.Latest().Created) >= p
+}
+
+// modifyKey is the read-modify-write of a key: it applies change to a copy
+// of the stored key and updates the store if change says so, reading again
+// and retrying when another writer got there first (ErrConflict). It
+// returns the key as stored (or as read, when change made no change).
+//
+// The store's revisions make this correct across processes. The mutex only
+// keeps the writers of this process from failing each other's attempts.
+func (s *Service) modifyKey(ctx context.Context, name string, change func(*StoredKey) (bool, error)) (*StoredKey, error) {
+	s.admin.Lock()
+	defer s.admin.Unlock()
+	for attempt := 0; ; attempt++ {
+		cur, err := s.store.Get(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		k := cur.Clone()
+		write, err := change(k)
+		if err != nil {
+			return nil, err
+		}
+		if !write {
+			return cur, nil
+		}
+		err = s.store.Update(ctx, k)
+		if err == nil {
+			return k, nil
+		}
+		if err := s.conflictBackoff(ctx, err, attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// maxConflictRetries bounds the retries of one read-modify-write; each
+// lost attempt means another writer's succeeded.
+const maxConflictRetries = 1000
+
+// conflictBackoff returns err unless it is a conflict worth retrying, in
+// which case it waits a short random time (so that replicas that lost
+// together do not collide again) and returns nil.
+func (s *Service) conflictBackoff(ctx context.Context, err error, attempt int) error {
+	if !errors.Is(err, ErrConflict) || attempt >= maxConflictRetries {
+		return err
+	}
+	limit := time.Duration(min(attempt+1, 20)) * time.Millisecond
+	t := time.NewTimer(time.Duration(mrand.Int64N(int64(limit))))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

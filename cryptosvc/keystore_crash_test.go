@@ -190,17 +190,25 @@ func TestFileStoreCrashHelper(t *testing.T) {
 			fail(err)
 		}
 	}
+	current := func(name string) *StoredKey {
+		k, err := s.Get(ctx, name)
+		if err != nil {
+			fail(err)
+		}
+		return k.Clone()
+	}
 	_, err = s.Get(ctx, "scratch")
 	haveScratch := err == nil
 	fmt.Println(ksCrashReady)
 
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		rot = current("rot")
 		version(rot, "v")
 		if err := s.Update(ctx, rot); err != nil {
 			fail(err)
 		}
 		if haveScratch {
-			err = s.Delete(ctx, "scratch")
+			err = s.Delete(ctx, "scratch", current("scratch").Revision)
 		} else {
 			sc := &StoredKey{Name: "scratch", Created: time.Now()}
 			version(sc, "scratch")

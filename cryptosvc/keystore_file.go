@@ -25,6 +25,7 @@ import (
 //	  storagekey.json the storage key, wrapped by the root-key provider
 //	  root.check      a fixed plaintext sealed under the storage key
 //	  root.key        the development root key (DevRootKey only), base64
+//	  rotate.json     the check file of a root-key rotation (rootkey_rotate.go)
 //	  keys/           0700
 //	    <name>.key    one sealed record per key
 //	  .tmp-*, keys/.tmp-*  partial writes, removed at open
@@ -88,10 +89,17 @@ type FileStoreConfig struct {
 // file systems cannot tell their files apart.
 type FileStore struct {
 	dir, keysDir string
-	seal         *Sealer
 	rand         io.Reader
 	log          *zap.Logger
 	lock         *os.File
+
+	// Guarded by wmu once open: the sealer (read by writers only), the
+	// provider that wraps the current storage key, a rotation found half
+	// done at open, and whether the root key is the development one.
+	seal     *Sealer
+	provider RootKeyProvider
+	pending  *ksRotation
+	dev      bool
 
 	wmu    sync.Mutex // serializes writes and Close
 	keySet            // the keys in memory; writers also hold wmu
@@ -164,6 +172,7 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 			return nil, err
 		}
 	}
+	s.provider, s.dev = provider, dev
 	if err := s.ksOpenStorageKey(context.Background(), provider); err != nil {
 		return nil, err
 	}
@@ -187,12 +196,20 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 		s.log.Warn("development root key stored next to the keys: not for production",
 			zap.String("path", rootKeyPath))
 	}
+	if s.pending != nil {
+		s.log.Warn("a root-key rotation is half done: the store opens with either root key until it is finished; run cipherd rootkey rotate again with the new root key to finish it",
+			zap.String("path", filepath.Join(s.dir, ksRotationFile)),
+			zap.String("from", s.pending.ToUnderOld.RootKey), zap.String("to", s.pending.To.RootKey))
+	}
 	return s, nil
 }
 
 // ksOpenStorageKey sets s.seal: from storagekey.json, from the static root
 // key of a store of layout 1, or from a new storage key (a new store).
 func (s *FileStore) ksOpenStorageKey(ctx context.Context, p RootKeyProvider) error {
+	if done, err := s.ksOpenRotation(ctx, p); done || err != nil {
+		return err
+	}
 	path := filepath.Join(s.dir, ksStorageKey)
 	w, err := ksReadStorageKey(path)
 	switch {
@@ -298,10 +315,12 @@ func (s *FileStore) Create(ctx context.Context, k *StoredKey) error {
 			return fmt.Errorf("%w: %s differs from %s only in case", ErrKeyExists, k.Name, n)
 		}
 	}
+	s.rev++
+	k.Revision = s.rev
 	return s.ksPut(k)
 }
 
-// Update replaces the key of k's name.
+// Update replaces the key of k's name if its revision is k.Revision.
 func (s *FileStore) Update(ctx context.Context, k *StoredKey) error {
 	k, err := ksValidClone(k)
 	if err != nil {
@@ -312,21 +331,21 @@ func (s *FileStore) Update(ctx context.Context, k *StoredKey) error {
 	if err := s.ksWritable(ctx); err != nil {
 		return err
 	}
-	if _, ok := s.keys[k.Name]; !ok {
-		return ksNotFound(k.Name)
+	if err := s.checkUpdate(k); err != nil {
+		return err
 	}
 	return s.ksPut(k)
 }
 
-// Delete removes the key named name.
-func (s *FileStore) Delete(ctx context.Context, name string) error {
+// Delete removes the key named name if its revision is revision.
+func (s *FileStore) Delete(ctx context.Context, name string, revision uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := s.ksWritable(ctx); err != nil {
 		return err
 	}
-	if _, ok := s.keys[name]; !ok {
-		return ksNotFound(name)
+	if err := s.checkDelete(name, revision); err != nil {
+		return err
 	}
 	if err := os.Remove(s.ksKeyPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cryptosvc: keystore: deleting key %s: %w", name, err)
@@ -337,12 +356,14 @@ func (s *FileStore) Delete(ctx context.Context, name string) error {
 	s.mu.Lock()
 	delete(s.keys, name)
 	s.mu.Unlock()
+	s.watch.Notify(name)
 	return nil
 }
 
 // Close releases the directory; later calls fail with ErrClosed. It waits
 // for a write in progress. Closing twice is not an error.
 func (s *FileStore) Close() error {
+	s.watch.Close()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
@@ -363,8 +384,8 @@ func (s *FileStore) ksWritable(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// ksPut writes k (validated, owned) to disk, then to memory. Callers hold
-// wmu. If the error comes after the rename (a failed directory fsync), the
+// ksPut writes k (validated, owned, with its new revision) to disk, then
+// to memory, and tells the watchers. Callers hold wmu. If the error comes after the rename (a failed directory fsync), the
 // new file may or may not survive a crash; memory keeps the old key.
 func (s *FileStore) ksPut(k *StoredKey) error {
 	rec := ksRecordOf(k)
@@ -379,6 +400,7 @@ func (s *FileStore) ksPut(k *StoredKey) error {
 	s.mu.Lock()
 	s.keys[k.Name] = k
 	s.mu.Unlock()
+	s.watch.Notify(k.Name)
 	return nil
 }
 
@@ -442,6 +464,8 @@ func (s *FileStore) ksLoadKeys() error {
 		if err != nil {
 			return fmt.Errorf("cryptosvc: keystore file %s: %w", path, err)
 		}
+		s.rev++
+		k.Revision = s.rev
 		s.keys[name] = k
 	}
 	return nil

@@ -60,11 +60,12 @@ func TestFileStorePersistence(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	a.Revision = ksRevision(t, s, "a")
 	ksAddVersion(t, a, ksTestSecret(t))
 	if err := s.Update(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "c"); err != nil {
+	if err := s.Delete(ctx, "c", ksRevision(t, s, "c")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -200,7 +201,10 @@ func TestFileStoreModes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Update(ctx, ksTestKey(t, "k1", 2)); err != nil {
+	k1, _ := s.Get(ctx, "k1")
+	k1 = k1.Clone()
+	ksAddVersion(t, k1, ksTestSecret(t))
+	if err := s.Update(ctx, k1); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{dir, filepath.Join(dir, "keys")} {
@@ -243,6 +247,7 @@ func TestFileStoreNoMaterialOnDisk(t *testing.T) {
 		}
 		keys = append(keys, k)
 	}
+	keys[0].Revision = ksRevision(t, s, keys[0].Name)
 	ksAddVersion(t, keys[0], ksTestSecret(t))
 	if err := s.Update(ctx, keys[0]); err != nil {
 		t.Fatal(err)
@@ -467,4 +472,14 @@ func TestFileStoreCaseFold(t *testing.T) {
 	if names, _ := s.List(ctx); !slices.Equal(names, []string{"Orders"}) {
 		t.Fatalf("List = %q", names)
 	}
+}
+
+// ksRevision returns the current revision of the key named name.
+func ksRevision(t *testing.T, s Keystore, name string) uint64 {
+	t.Helper()
+	k, err := s.Get(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Revision
 }

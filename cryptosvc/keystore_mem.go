@@ -18,9 +18,50 @@ type MemStore struct{ keySet }
 // keySet is the in-memory set of keys behind MemStore and FileStore, which
 // serve Get and List from it alike.
 type keySet struct {
-	mu     sync.RWMutex // guards keys and closed
+	mu     sync.RWMutex // guards keys, rev and closed
 	keys   map[string]*StoredKey
+	rev    uint64 // the last revision given out
 	closed bool
+
+	watch KeyWatchers
+}
+
+// Refresh returns what Get returns: no other process writes this store.
+func (s *keySet) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+	return s.Get(ctx, name)
+}
+
+// Watch calls fn after every change (see Keystore).
+func (s *keySet) Watch(fn func(name string)) (stop func()) { return s.watch.Add(fn) }
+
+// checkUpdate checks, under mu (FileStore: wmu), that k may replace the stored key of its
+// name, and gives k its new revision.
+func (s *keySet) checkUpdate(k *StoredKey) error {
+	cur, ok := s.keys[k.Name]
+	if !ok {
+		return ksNotFound(k.Name)
+	}
+	if cur.Revision != k.Revision {
+		return ksConflict(k.Name)
+	}
+	if err := CheckAppendOnly(cur, k); err != nil {
+		return err
+	}
+	s.rev++
+	k.Revision = s.rev
+	return nil
+}
+
+// checkDelete checks, under mu (FileStore: wmu), that the key may be deleted.
+func (s *keySet) checkDelete(name string, revision uint64) error {
+	cur, ok := s.keys[name]
+	if !ok {
+		return ksNotFound(name)
+	}
+	if cur.Revision != revision {
+		return ksConflict(name)
+	}
+	return nil
 }
 
 // Get returns the key named name (shared: do not modify it).
@@ -59,14 +100,19 @@ func (s *MemStore) Create(_ context.Context, k *StoredKey) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
 	if _, ok := s.keys[k.Name]; ok {
+		s.mu.Unlock()
 		return ksExists(k.Name)
 	}
+	s.rev++
+	k.Revision = s.rev
 	s.keys[k.Name] = k
+	s.mu.Unlock()
+	s.watch.Notify(k.Name)
 	return nil
 }
 
@@ -77,34 +123,41 @@ func (s *MemStore) Update(_ context.Context, k *StoredKey) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
-	if _, ok := s.keys[k.Name]; !ok {
-		return ksNotFound(k.Name)
+	if err := s.checkUpdate(k); err != nil {
+		s.mu.Unlock()
+		return err
 	}
 	s.keys[k.Name] = k
+	s.mu.Unlock()
+	s.watch.Notify(k.Name)
 	return nil
 }
 
-// Delete removes the key named name.
-func (s *MemStore) Delete(_ context.Context, name string) error {
+// Delete removes the key named name if its revision is revision.
+func (s *MemStore) Delete(_ context.Context, name string, revision uint64) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
-	if _, ok := s.keys[name]; !ok {
-		return ksNotFound(name)
+	if err := s.checkDelete(name, revision); err != nil {
+		s.mu.Unlock()
+		return err
 	}
 	delete(s.keys, name)
+	s.mu.Unlock()
+	s.watch.Notify(name)
 	return nil
 }
 
 // Close drops the keys; later calls fail with ErrClosed. Closing twice is
 // not an error.
 func (s *MemStore) Close() error {
+	s.watch.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -136,6 +189,8 @@ func ksNotFound(name string) error {
 }
 
 func ksExists(name string) error { return fmt.Errorf("%w: %s", ErrKeyExists, name) }
+
+func ksConflict(name string) error { return fmt.Errorf("%w: %s", ErrConflict, name) }
 
 func ksSortedNames(m map[string]*StoredKey) []string {
 	names := make([]string, 0, len(m))

@@ -105,6 +105,12 @@ func OpenStorageKey(ctx context.Context, p RootKeyProvider, w *WrappedStorageKey
 	if w.Generation == 0 {
 		return nil, fmt.Errorf("%w: storage key generation 0", ErrMalformed)
 	}
+	return ssUnwrap(ctx, p, w, r)
+}
+
+// ssUnwrap is OpenStorageKey for any generation, 0 included: a rotation
+// off layout 1 wraps generation 0 under the new root key.
+func ssUnwrap(ctx context.Context, p RootKeyProvider, w *WrappedStorageKey, r io.Reader) (*Sealer, error) {
 	sec, err := p.UnwrapKey(ctx, w.Wrapped, ssWrapADOf(w.Generation))
 	if err != nil {
 		return nil, fmt.Errorf("storage key generation %d (wrapped by %s): %w", w.Generation, w.RootKey, err)
@@ -152,6 +158,14 @@ func (s *Sealer) Including(old *Sealer) *Sealer {
 	maps.Copy(keys, s.keys)
 	return &Sealer{gen: s.gen, keys: keys, rand: s.rand}
 }
+
+// Only returns a Sealer that holds the current generation alone.
+func (s *Sealer) Only() *Sealer {
+	return &Sealer{gen: s.gen, keys: map[uint32]*ssKey{s.gen: s.keys[s.gen]}, rand: s.rand}
+}
+
+// Generations returns how many storage keys s holds.
+func (s *Sealer) Generations() int { return len(s.keys) }
 
 // WrapFor wraps the storage key of generation gen, which s must hold, with
 // p. A rotation uses it to leave each storage key wrapped under both root

@@ -68,7 +68,7 @@ type Service struct {
 	// classes are the one-shot size classes by AEAD ID (sizeclass.go).
 	classes [len(aeadIDs)][]SizeClass
 
-	admin sync.Mutex // serialises read-modify-write of keys
+	admin sync.Mutex // serialises this process's key writes (see modifyKey)
 
 	cacheMu sync.RWMutex
 	cache   map[versionRef]*versionKeys
@@ -216,6 +216,11 @@ func (s *Service) openTarget(ctx context.Context, name string, h *Header) (*kern
 		return nil, nil, ErrKeyMismatch
 	}
 	k, err := s.store.Get(ctx, h.KeyName)
+	if err == nil && k.Version(h.KeyVersion) == nil || errors.Is(err, ErrKeyNotFound) {
+		// A version (or a key) another replica made moments ago may not
+		// have reached this one's memory yet: read it through.
+		k, err = s.store.Refresh(ctx, h.KeyName)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A cipherd cluster on loopback: N replicas sharing one keyring file (made
-# with `cipherd keyring new`), each pinned to a different AEAD, behind HAProxy
+# with `cipherd keyring new`) or, with KEYSTORE=postgres, one PostgreSQL
+# keystore, each pinned to a different AEAD, behind HAProxy
 # configured from deploy/haproxy/haproxy.cfg (only the addresses, the stats
 # socket and the server list are rewritten; checks, retries and timeouts are
 # the example's).
@@ -11,6 +12,14 @@
 #                                 then through HAProxy in front of 1, 2 and 3
 #
 #   DUR=10s CONNS=32 THREADS=2 ROUNDS=3 PORT_BASE=18600 scripts/cluster.sh scale
+#
+#   KEYSTORE=postgres scripts/cluster.sh up 3
+#                                 the replicas keep their keys in PostgreSQL: a
+#                                 cluster of its own (initdb in the work directory,
+#                                 on PORT_BASE+2, as user postgres when run as
+#                                 root; Debian: apt-get install postgresql), or the
+#                                 database at CL_PG_URL; keys are then created and
+#                                 rotated through the API of any replica
 #
 # scripts/soak.sh sources this file for cl_init, cl_start_replicas,
 # cl_start_haproxy, cl_wait_up and cl_stop. Needs go, haproxy, curl (and wrk
@@ -27,12 +36,44 @@ CL_STATS_ADDR=127.0.0.1:$((PORT_BASE + 1))
 CL_WORK=
 declare -a CL_PIDS=() CL_ADDRS=()
 CL_LB_PID=
+KEYSTORE=${KEYSTORE:-keyring}
+CL_PG_URL=${CL_PG_URL:-}
+CL_PG_DATA=
 
 # cl_init builds cipherd and makes the keyring, in a fresh work directory.
 cl_init() {
   CL_WORK=$(mktemp -d)
   (cd "$CL_ROOT" && go build -o "$CL_WORK/cipherd" ./cmd/cipherd)
-  "$CL_WORK/cipherd" keyring new -o "$CL_WORK/keyring.json" "$CL_KEY" >/dev/null
+  case $KEYSTORE in
+  keyring) "$CL_WORK/cipherd" keyring new -o "$CL_WORK/keyring.json" "$CL_KEY" >/dev/null ;;
+  postgres)
+    head -c 32 /dev/urandom | base64 >"$CL_WORK/root.key"
+    [ -n "$CL_PG_URL" ] || cl_pg_start
+    ;;
+  *) echo "cluster: KEYSTORE is keyring or postgres, not $KEYSTORE" >&2; return 2 ;;
+  esac
+}
+
+# cl_pg_as runs a PostgreSQL binary as postgres when we are root (it
+# refuses to run as root), else as ourselves.
+cl_pg_as() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# cl_pg_start runs a PostgreSQL cluster of its own in the work directory.
+cl_pg_start() {
+  local bin port=$((PORT_BASE + 2))
+  bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [ -x "$bin/initdb" ] || { echo "cluster: KEYSTORE=postgres needs PostgreSQL (apt-get install postgresql) or CL_PG_URL" >&2; return 1; }
+  CL_PG_DATA=$CL_WORK/pg/data
+  mkdir -p "$CL_WORK/pg"
+  chmod 711 "$CL_WORK"
+  [ "$(id -u)" = 0 ] && chown postgres: "$CL_WORK/pg"
+  cl_pg_as "$bin/initdb" -D "$CL_PG_DATA" -U cipherd --auth=trust -E UTF8 --no-sync >"$CL_WORK/pg/initdb.log"
+  cl_pg_as "$bin/pg_ctl" -D "$CL_PG_DATA" -l "$CL_WORK/pg/postgres.log" -w \
+    -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$CL_WORK/pg" start >/dev/null
+  CL_PG_BIN=$bin
+  CL_PG_URL="postgres://cipherd@127.0.0.1:$port/postgres?sslmode=disable"
 }
 
 # cl_stop stops every process started here and removes the work directory
@@ -42,6 +83,7 @@ cl_stop() {
   for p in "${CL_PIDS[@]}" $CL_LB_PID; do kill "$p" 2>/dev/null || true; done
   for p in "${CL_PIDS[@]}" $CL_LB_PID; do wait "$p" 2>/dev/null || true; done
   CL_PIDS=() CL_LB_PID=
+  if [ -n "$CL_PG_DATA" ]; then cl_pg_as "$CL_PG_BIN/pg_ctl" -D "$CL_PG_DATA" -m fast -w stop >/dev/null 2>&1 || true; CL_PG_DATA=; fi
   if [ -n "$CL_WORK" ] && [ "${CL_KEEP:-0}" != 1 ]; then rm -rf "$CL_WORK"; fi
 }
 
@@ -62,13 +104,25 @@ cl_start_replicas() {
   for i in $(seq "$n"); do
     addr=127.0.0.1:$((PORT_BASE + 10 + i))
     printf 'version: 1\ndrain_delay: 5s\nshutdown_timeout: 30s\n' >"$CL_WORK/cipherd$i.yaml"
-    CIPHERD_ADDR=$addr CIPHERD_DATA_DIR="$CL_WORK/data$i" CIPHERD_KEYRING="$CL_WORK/keyring.json" \
+    if [ "$KEYSTORE" = postgres ]; then
+      printf 'keystore: "%s"\nroot_key_file: %s\n' "$CL_PG_URL" "$CL_WORK/root.key" >>"$CL_WORK/cipherd$i.yaml"
+    else
+      printf 'keyring: %s\n' "$CL_WORK/keyring.json" >>"$CL_WORK/cipherd$i.yaml"
+    fi
+    CIPHERD_ADDR=$addr CIPHERD_DATA_DIR="$CL_WORK/data$i" \
       CIPHERD_ADMIN_TOKEN=$CL_TOKEN CIPHERD_AEAD=${CL_AEADS[$(((i - 1) % 3))]} CIPHERD_SKIP_BENCHMARK=1 \
       "$CL_WORK/cipherd" serve -config "$CL_WORK/cipherd$i.yaml" -log-level warn >>"$CL_WORK/cipherd$i.log" 2>&1 &
     CL_PIDS+=($!)
     CL_ADDRS+=("$addr")
   done
   for addr in "${CL_ADDRS[@]}"; do cl_wait_ready "http://$addr"; done
+  if [ "$KEYSTORE" = postgres ]; then
+    # Through any replica: every other has it within milliseconds. 409: it
+    # exists already (a second up on the same database).
+    curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $CL_TOKEN" \
+      "http://${CL_ADDRS[0]}/v1/keys/$CL_KEY" | grep -qE '^(200|201|409)$' ||
+      { echo "cluster: creating key $CL_KEY failed" >&2; return 1; }
+  fi
 }
 
 # cl_render N: deploy/haproxy/haproxy.cfg with the first N replicas.
@@ -169,8 +223,13 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     cl_start_haproxy "$n"
     echo "cipherd through HAProxy: http://$CL_LB_ADDR   (token: $CL_TOKEN, key: $CL_KEY)"
     echo "replicas: ${CL_ADDRS[*]}"
-    echo "HAProxy stats: http://$CL_STATS_ADDR/   keyring: $CL_WORK/keyring.json   logs: $CL_WORK"
-    echo "rotate: $CL_WORK/cipherd keyring rotate -f $CL_WORK/keyring.json $CL_KEY"
+    if [ "$KEYSTORE" = postgres ]; then
+      echo "HAProxy stats: http://$CL_STATS_ADDR/   keystore: $CL_PG_URL   logs: $CL_WORK"
+      echo "rotate: curl -X POST -H 'Authorization: Bearer $CL_TOKEN' http://$CL_LB_ADDR/v1/keys/$CL_KEY/rotate"
+    else
+      echo "HAProxy stats: http://$CL_STATS_ADDR/   keyring: $CL_WORK/keyring.json   logs: $CL_WORK"
+      echo "rotate: $CL_WORK/cipherd keyring rotate -f $CL_WORK/keyring.json $CL_KEY"
+    fi
     echo "Ctrl-C stops the cluster."
     wait
     ;;

@@ -33,11 +33,23 @@ type Config struct {
 	// Secret) that replaces the file keystore; it reloads when it changes.
 	// CIPHERD_KEYRING.
 	Keyring string `yaml:"keyring"`
+	// Keystore, when set, is the URL of a PostgreSQL database
+	// (postgres://user@host/db?sslmode=verify-full, libpq conventions:
+	// PGPASSWORD, PGPASSFILE and the other PG* variables fill in what it
+	// leaves out) that holds the keys for every replica using it, instead
+	// of the file keystore; it needs RootKeyFile or CIPHERD_ROOT_KEY.
+	// Empty means the file keystore. CIPHERD_KEYSTORE.
+	Keystore string `yaml:"keystore"`
 	// RootKeyFile holds the root key that encrypts the file keystore at rest
 	// (32 bytes, base64 or hex). CIPHERD_ROOT_KEY_FILE; the key itself may
 	// instead be in CIPHERD_ROOT_KEY. With neither, a development root key is
 	// generated in DataDir, with a loud warning.
 	RootKeyFile string `yaml:"root_key_file"`
+	// RootKeyURI, when set, names the root-key provider instead of
+	// RootKeyFile: "pkcs11:…" (an RFC 7512 URI of a key in a PKCS#11 token)
+	// or "file:<path>" (see docs/OPERATIONS.md, Root of trust).
+	// CIPHERD_ROOT_KEY_URI.
+	RootKeyURI string `yaml:"root_key_uri"`
 	// DefaultKey is created on first start if missing. Default "default";
 	// "-" creates none. CIPHERD_DEFAULT_KEY.
 	DefaultKey string `yaml:"default_key"`
@@ -225,7 +237,9 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_ADDR", &cfg.Addr)
 	str("CIPHERD_DATA_DIR", &cfg.DataDir)
 	str("CIPHERD_KEYRING", &cfg.Keyring)
+	str("CIPHERD_KEYSTORE", &cfg.Keystore)
 	str("CIPHERD_ROOT_KEY_FILE", &cfg.RootKeyFile)
+	str("CIPHERD_ROOT_KEY_URI", &cfg.RootKeyURI)
 	str("CIPHERD_DEFAULT_KEY", &cfg.DefaultKey)
 	str("CIPHERD_ADMIN_TOKEN", &cfg.AdminToken)
 	str("CIPHERD_TLS_CERT", &cfg.TLSCert)
@@ -285,6 +299,14 @@ func (cfg *Config) Validate() error {
 	for _, p := range cfg.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil {
 			errs = append(errs, fmt.Errorf("trusted proxy %q is not a CIDR", p))
+		}
+	}
+	if cfg.Keystore != "" {
+		if !strings.HasPrefix(cfg.Keystore, "postgres://") && !strings.HasPrefix(cfg.Keystore, "postgresql://") {
+			errs = append(errs, errors.New("keystore must be a postgres:// or postgresql:// URL"))
+		}
+		if cfg.Keyring != "" {
+			errs = append(errs, errors.New("keystore and keyring exclude each other"))
 		}
 	}
 	if cfg.Keyring != "" {

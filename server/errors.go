@@ -50,6 +50,10 @@ func toAPIError(err error) *api.Error {
 		return apiError(api.CodeInvalidConfig, err.Error())
 	case errors.Is(err, cryptosvc.ErrReadOnly):
 		return apiError(api.CodeReadOnly, "keys are managed in a read-only keyring")
+	case errors.Is(err, cryptosvc.ErrUnavailable):
+		return apiError(api.CodeKeystoreUnavailable, "the keystore's database is unreachable; retry later")
+	case errors.Is(err, cryptosvc.ErrConflict):
+		return apiError(api.CodeConflict, "the key kept changing concurrently; retry")
 	case errors.Is(err, context.DeadlineExceeded):
 		return apiError(api.CodeTimeout, "request timed out")
 	case errors.As(err, &fe):

@@ -4,6 +4,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/internal/buildinfo"
 )
 
@@ -12,12 +13,19 @@ func (s *Server) handleHealthz(c *fiber.Ctx) error {
 }
 
 // handleReadyz answers 200 once the self-test, the selection and the keys
-// are done, and 503 while draining.
+// are done, and 503 while draining. "keystore" is "ok", or "unavailable"
+// while a shared keystore's database cannot be reached: the replica stays
+// ready then, since it encrypts and decrypts with the keys it holds, but
+// key administration answers 503 keystore_unavailable.
 func (s *Server) handleReadyz(c *fiber.Ctx) error {
 	if !s.Ready() {
 		return apiError(api.CodeNotReady, "not ready (starting or draining)")
 	}
-	return c.JSON(fiber.Map{"status": "ready", "aead": s.sel.AEADName})
+	ks := "ok"
+	if h, ok := s.store.(cryptosvc.HealthReporter); ok && h.Health() != nil {
+		ks = "unavailable"
+	}
+	return c.JSON(fiber.Map{"status": "ready", "aead": s.sel.AEADName, "keystore": ks})
 }
 
 func (s *Server) handleVersion(c *fiber.Ctx) error {

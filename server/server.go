@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
 )
@@ -62,6 +63,7 @@ type Server struct {
 	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
+	rk        rootKeyState // the file keystore's root-key provider
 }
 
 // New runs the start-up sequence (known-answer tests, cipher selection, keys,
@@ -100,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.sel = sel
 
-	if err := s.openKeystore(); err != nil {
+	if err := s.openKeystore(ctx); err != nil {
 		return nil, err
 	}
 	s.svc, err = cryptosvc.New(cryptosvc.Config{
@@ -138,6 +140,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
 	go s.background(bg)
+	if fs, ok := s.store.(*cryptosvc.FileStore); ok {
+		go s.watchRotation(bg, fs, filepath.Join(cfg.DataDir, "keys"))
+	}
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
@@ -182,28 +187,31 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 	return sel, nil
 }
 
-// openKeystore opens the read-only keyring, or the file keystore with the
-// configured root key (or a development one, loudly).
-func (s *Server) openKeystore() error {
+// openKeystore opens the read-only keyring, the PostgreSQL keystore, or the
+// file keystore with the configured root key (or a development one,
+// loudly).
+func (s *Server) openKeystore(ctx context.Context) error {
+	if s.cfg.Keystore != "" {
+		root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
+		if err != nil {
+			return fmt.Errorf("server: the PostgreSQL keystore needs a root key: %w", err)
+		}
+		st, err := pgstore.Open(ctx, pgstore.Config{DSN: s.cfg.Keystore, RootKey: &root, Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("server: keystore: %w", err)
+		}
+		s.store = st
+		return nil
+	}
 	if s.cfg.Keyring != "" {
-		kr, err := cryptosvc.OpenKeyring(s.cfg.Keyring, cryptosvc.KeyringConfig{Logger: s.log})
+		kr, err := s.openKeyring(context.Background(), s.cfg.Keyring)
 		if err != nil {
 			return fmt.Errorf("server: keyring: %w", err)
 		}
 		s.store = kr
 		return nil
 	}
-	fc := cryptosvc.FileStoreConfig{Logger: s.log}
-	root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
-	switch {
-	case err == nil:
-		fc.RootKey = &root
-	case s.cfg.RootKeyFile == "" && os.Getenv(cryptosvc.EnvRootKey) == "":
-		fc.DevRootKey = true
-	default:
-		return fmt.Errorf("server: %w", err)
-	}
-	fs, err := cryptosvc.OpenFileStore(filepath.Join(s.cfg.DataDir, "keys"), fc)
+	fs, err := s.openFileStore(context.Background(), filepath.Join(s.cfg.DataDir, "keys"))
 	if err != nil {
 		return fmt.Errorf("server: keystore: %w", err)
 	}
@@ -219,6 +227,9 @@ func (s *Server) ensureDefaultKey(ctx context.Context) error {
 	_, err := s.svc.DescribeKey(ctx, name)
 	if errors.Is(err, cryptosvc.ErrKeyNotFound) {
 		_, err = s.svc.CreateKey(ctx, name, cryptosvc.KeyConfig{})
+		if errors.Is(err, cryptosvc.ErrKeyExists) {
+			err = nil // another replica of a shared keystore made it first
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("server: default key %q: %w", name, err)
@@ -226,14 +237,19 @@ func (s *Server) ensureDefaultKey(ctx context.Context) error {
 	return nil
 }
 
+// rotationCheck is how often scheduled rotation looks for due keys: a look
+// is a walk over the keys in memory, and rotation periods of seconds are
+// honoured to within one interval.
+const rotationCheck = time.Second
+
 // background runs periodic work until ctx ends: the full speed table once,
 // and scheduled key rotation.
 func (s *Server) background(ctx context.Context) {
 	s.speed.runInitial(ctx)
-	t := time.NewTicker(time.Minute)
+	t := time.NewTicker(rotationCheck)
 	defer t.Stop()
 	for {
-		if rotated, err := s.svc.RotateDue(ctx); err != nil && !errors.Is(err, cryptosvc.ErrReadOnly) {
+		if rotated, err := s.svc.RotateDue(ctx); err != nil && !errors.Is(err, cryptosvc.ErrReadOnly) && !errors.Is(err, cryptosvc.ErrUnavailable) {
 			s.log.Warn("scheduled rotation failed", zap.Error(err))
 		} else if len(rotated) > 0 {
 			s.log.Info("keys rotated on schedule", zap.Strings("keys", rotated))
@@ -299,6 +315,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if cerr := s.store.Close(); err == nil {
 			err = cerr
 		}
+		s.rk.close()
 		s.log.Info("stopped", zap.Error(err))
 	})
 	return err

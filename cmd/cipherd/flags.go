@@ -66,6 +66,7 @@ var serveSettings = []setting{
 	{key: "data_dir", env: "CIPHERD_DATA_DIR", flag: "data-dir", help: "holds the file keystore, the hashed admin token and the speed cache; created 0700"},
 	{key: "root_key_file", env: "CIPHERD_ROOT_KEY_FILE", zero: "CIPHERD_ROOT_KEY, else a development key in data_dir (with a warning)", help: "file with the 32-byte root key (base64 or hex) that encrypts the keystore at rest; or the key itself in CIPHERD_ROOT_KEY"},
 	{env: "CIPHERD_ROOT_KEY", zero: "none", help: "the root key itself (base64 or hex), instead of root_key_file"},
+	{key: "root_key_uri", env: "CIPHERD_ROOT_KEY_URI", zero: "root_key_file", help: "the root-key provider instead of root_key_file: pkcs11:… (RFC 7512 URI of a key in a PKCS#11 token; PIN from pin-source=file:… or CIPHERD_PKCS11_PIN) or file:<path>"},
 	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
 	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
 	{env: "CIPHERD_ADMIN_TOKEN", zero: "generated on first start, printed once, stored hashed", help: "the admin's bearer token (never read from the file)"},

@@ -6,6 +6,8 @@
 //	cipherd encrypt|decrypt --key NAME   stream a file or stdin through a server (-i, -o)
 //	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
 //	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
+//	cipherd rootkey init|rotate          the root key: in a PKCS#11 token, rotation
+//	cipherd keys migrate                 copy a file keystore or keyring into PostgreSQL
 //	cipherd version [-json]              build information (also --version)
 //	cipherd help [command]               the commands, or a command's flags
 package main
@@ -35,6 +37,8 @@ var commands = []command{
 	{"decrypt", "open a sealed stream through a server (--key NAME [-i IN] [-o OUT])", runDecrypt},
 	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
 	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
+	{"rootkey", "generate the root key in a PKCS#11 token, rotate the root key (init, rotate)", runRootkey},
+	{"keys", "copy a file keystore or a keyring into a PostgreSQL keystore (migrate)", runKeys},
 }
 
 func main() {

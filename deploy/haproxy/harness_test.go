@@ -5,6 +5,7 @@ package haproxy
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -158,10 +159,14 @@ func (r *replica) start(t *testing.T, c *cluster) {
 	env := []string{
 		"CIPHERD_ADDR=" + r.addr,
 		"CIPHERD_DATA_DIR=" + r.dataDir,
-		"CIPHERD_KEYRING=" + c.keyring,
 		"CIPHERD_ADMIN_TOKEN=" + testToken,
 		"CIPHERD_AEAD=" + r.aead,
 		"CIPHERD_SKIP_BENCHMARK=1",
+	}
+	if c.keystore != "" {
+		env = append(env, "CIPHERD_KEYSTORE="+c.keystore, "CIPHERD_ROOT_KEY_FILE="+c.rootKeyFile, "CIPHERD_DEFAULT_KEY=-")
+	} else {
+		env = append(env, "CIPHERD_KEYRING="+c.keyring)
 	}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CIPHERD_") {
@@ -190,10 +195,13 @@ func (r *replica) waitReady(t *testing.T) {
 	}
 }
 
-// cluster is three replicas behind one HAProxy.
+// cluster is three replicas behind one HAProxy, sharing a keyring file or,
+// with keystore set, a PostgreSQL keystore.
 type cluster struct {
 	t                 *testing.T // the owner: processes live until it ends
 	bin, dir, keyring string
+	keystore          string // a PostgreSQL URL, or empty
+	rootKeyFile       string // with keystore
 	replicas          []*replica
 	lb                *process
 	lbAddr, lbLog     string
@@ -225,6 +233,23 @@ func startCluster(t *testing.T, haproxy string, aeads ...string) *cluster {
 	if out, err := exec.Command(c.bin, "keyring", "new", "-o", c.keyring, testKey).CombinedOutput(); err != nil {
 		t.Fatalf("cipherd keyring new: %v\n%s", err, out)
 	}
+	return c.start(t, haproxy, aeads...)
+}
+
+// startPostgresCluster starts the replicas on the PostgreSQL keystore at
+// dsn, with a new root key; no key exists yet.
+func startPostgresCluster(t *testing.T, haproxy, dsn string, aeads ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: buildCipherd(t), dir: t.TempDir(), keystore: dsn}
+	c.rootKeyFile = filepath.Join(c.dir, "root.key")
+	if err := os.WriteFile(c.rootKeyFile, []byte(base64.StdEncoding.EncodeToString(random(32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c.start(t, haproxy, aeads...)
+}
+
+func (c *cluster) start(t *testing.T, haproxy string, aeads ...string) *cluster {
+	t.Helper()
 	for i, aead := range aeads {
 		name := fmt.Sprintf("cipherd%d", i+1)
 		r := &replica{name: name, aead: aead, addr: freeAddr(t),

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/cryptosvc/pkcs11"
+	"github.com/cipherd/cipherd/internal/atomicfile"
+	"github.com/cipherd/cipherd/server"
+)
+
+const rootkeyUsage = `usage: cipherd rootkey <command> [flags]
+
+  init   -uri URI       generate the root key in a PKCS#11 token
+  rotate -to URI        move the file keystore to another root key
+  seal-keyring -in F -out F [-from URI] [-to URI]
+                        seal a keyring file under a root key (or re-seal it
+                        under another): the keys are then not in the clear
+
+URIs are pkcs11:… (RFC 7512: token, object, module-path, pin-source) or
+file:<path> (a static root key, 32 bytes as base64 or hex). Without -uri,
+init takes root_key_uri from -config or CIPHERD_ROOT_KEY_URI.
+
+rotate re-seals every key under a new storage key wrapped by the new root
+key. On a stopped store it runs here; on a store a running cipherd holds, it
+asks that server to rotate while it keeps serving. Either way, a rotation
+cut short is finished by running the same command again. Then set
+root_key_uri to the new URI before the server's next start.
+`
+
+func runRootkey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, rootkeyUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "init":
+		return runRootkeyInit(ctx, args[1:], stdout, stderr)
+	case "rotate":
+		return runRootkeyRotate(ctx, args[1:], stdout, stderr)
+	case "seal-keyring":
+		return runRootkeySealKeyring(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "cipherd rootkey: unknown command %q\n\n%s", args[0], rootkeyUsage)
+	return 2
+}
+
+// rootkeyConfig is the server configuration the rootkey commands share with
+// serve: -config (or CIPHERD_CONFIG), the environment, then -data-dir. On
+// false the command exits with code.
+func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *server.Config, ok bool, code int) {
+	configFile := fs.String("config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration file (CIPHERD_CONFIG)")
+	dataDir := fs.String("data-dir", "", "data directory (default ./cipherd-data; CIPHERD_DATA_DIR)")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil, false, 0
+	} else if err != nil {
+		return nil, false, 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cipherd rootkey %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return nil, false, 2
+	}
+	cfg, _, err := readConfig(*configFile)
+	if err == nil {
+		err = cfg.ApplyEnv(os.Getenv)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cipherd rootkey %s: %v\n", fs.Name(), err)
+		return nil, false, 2
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	cfg = cfg.Defaults()
+	return &cfg, true, 0
+}
+
+func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	uri := fs.String("uri", "", "PKCS#11 URI of the key to create (default: root_key_uri)")
+	cfg, ok, code := rootkeyConfig(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	if *uri == "" {
+		*uri = cfg.RootKeyURI
+	}
+	if *uri == "" {
+		fmt.Fprintln(stderr, "cipherd rootkey init: give -uri pkcs11:… (or root_key_uri, CIPHERD_ROOT_KEY_URI)")
+		return 2
+	}
+	p, err := pkcs11.Generate(ctx, *uri)
+	if err != nil {
+		fmt.Fprintln(stderr, "cipherd rootkey init:", err)
+		return 1
+	}
+	defer p.Close()
+	fmt.Fprintf(stdout, "created %s: AES-256, sensitive, not extractable, encrypt and decrypt only\n", p)
+	return 0
+}
+
+func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rotate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	to := fs.String("to", "", "URI of the new root key: pkcs11:… or file:<path> (required)")
+	from := fs.String("from", "", "URI of the current root key (default: the configured one; ignored when a server holds the store)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for a running server's answer")
+	cfg, ok, code := rootkeyConfig(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	if *to == "" {
+		fmt.Fprintln(stderr, "cipherd rootkey rotate: -to is required")
+		return 2
+	}
+	if cfg.Keyring != "" {
+		fmt.Fprintln(stderr, "cipherd rootkey rotate: the configuration uses a keyring file, not the file keystore: nothing to rotate here")
+		return 2
+	}
+	dir := filepath.Join(cfg.DataDir, "keys")
+	name, gen, where, err := rotateStore(ctx, cfg, dir, *from, *to, *timeout)
+	if err != nil {
+		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "root key rotated %s: the keystore in %s is sealed under storage key generation %d, wrapped by %s\n", where, dir, gen, name)
+	fmt.Fprintf(stdout, "set root_key_uri (or %s) to the new URI before the server's next start\n", server.EnvRootKeyURI)
+	return 0
+}
+
+// rotateStore rotates here if no process holds dir, and otherwise asks the
+// server that does.
+func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, timeout time.Duration) (string, uint32, string, error) {
+	online := func() (string, uint32, string, error) {
+		name, gen, err := server.RequestRootKeyRotation(ctx, dir, to, timeout)
+		return name, gen, "by the running server", err
+	}
+	if inUse, err := cryptosvc.FileStoreInUse(dir); err != nil {
+		return "", 0, "", err
+	} else if inUse {
+		return online()
+	}
+	var cur cryptosvc.RootKeyProvider
+	var err error
+	if from != "" {
+		cur, err = server.OpenRootKeyURI(ctx, from)
+	} else {
+		cur, err = server.OpenRootKey(ctx, cfg)
+	}
+	if err != nil {
+		return "", 0, "", fmt.Errorf("the current root key: %w", err)
+	}
+	defer server.CloseRootKey(cur)
+	store, err := cryptosvc.OpenFileStore(dir, cryptosvc.FileStoreConfig{RootKeyProvider: cur, DevRootKey: cur == nil})
+	if errors.Is(err, cryptosvc.ErrLocked) {
+		return online() // a server started meanwhile
+	}
+	if err != nil {
+		return "", 0, "", err
+	}
+	defer store.Close()
+	next, err := server.OpenRootKeyURI(ctx, to)
+	if err != nil {
+		return "", 0, "", fmt.Errorf("the new root key: %w", err)
+	}
+	defer server.CloseRootKey(next)
+	if err := store.RotateRootKey(ctx, next); err != nil {
+		return "", 0, "", err
+	}
+	name, gen, _ := store.RootKey()
+	return name, gen, "here", nil
+}
+
+func runRootkeySealKeyring(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("seal-keyring", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	in := fs.String("in", "", "keyring file to read, in the clear or sealed (required)")
+	out := fs.String("out", "", "sealed keyring file to write, mode 0600 (required)")
+	from := fs.String("from", "", "URI of the root key that sealed -in (default: the configured one)")
+	to := fs.String("to", "", "URI of the root key to seal under (default: the configured one)")
+	cfg, ok, code := rootkeyConfig(fs, args, stderr)
+	if !ok {
+		return code
+	}
+	if *in == "" || *out == "" {
+		fmt.Fprintln(stderr, "cipherd rootkey seal-keyring: -in and -out are required")
+		return 2
+	}
+	open := func(uri string) (cryptosvc.RootKeyProvider, error) {
+		if uri != "" {
+			return server.OpenRootKeyURI(ctx, uri)
+		}
+		return server.OpenRootKey(ctx, cfg)
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "cipherd rootkey seal-keyring:", err)
+		return 1
+	}
+	src, err := open(*from)
+	if err != nil {
+		return fail(err)
+	}
+	defer server.CloseRootKey(src)
+	f, err := os.Open(*in)
+	if err != nil {
+		return fail(err)
+	}
+	keys, err := cryptosvc.ReadSealedKeyring(ctx, f, src)
+	f.Close()
+	if err != nil {
+		return fail(err)
+	}
+	dst, err := open(*to)
+	if err != nil {
+		return fail(err)
+	}
+	defer server.CloseRootKey(dst)
+	if dst == nil {
+		return fail(errors.New("no root key to seal under: give -to, root_key_uri or root_key_file"))
+	}
+	var buf bytes.Buffer
+	if err := cryptosvc.WriteSealedKeyring(ctx, &buf, keys, dst); err != nil {
+		return fail(err)
+	}
+	if err := atomicfile.Write(*out, buf.Bytes(), ".tmp-"); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "%s: %d keys sealed under %s\n", *out, len(keys), dst)
+	return 0
+}

@@ -1,0 +1,47 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/internal/keystoretest"
+	"github.com/cipherd/cipherd/internal/pgtest"
+)
+
+// BenchmarkSeal64 seals 64 bytes through a Service over the file store and
+// over the PostgreSQL store: the data path reads the key from memory in
+// both, and the PostgreSQL store must cost no more. With -count, the two
+// sub-benchmarks alternate, so that their ratio is taken in one run.
+func BenchmarkSeal64(b *testing.B) {
+	ctx := context.Background()
+	root := keystoretest.Secret(b)
+	fs, err := cryptosvc.OpenFileStore(b.TempDir(), cryptosvc.FileStoreConfig{RootKey: &root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fs.Close()
+	pg := open(b, pgtest.Shared(b).Database(b), &root)
+	pt := make([]byte, 64)
+	for _, st := range []struct {
+		name  string
+		store cryptosvc.Keystore
+	}{{"file", fs}, {"postgres", pg}} {
+		svc, err := cryptosvc.New(cryptosvc.Config{Keystore: st.store})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(st.name, func(b *testing.B) {
+			b.SetBytes(64)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := svc.Seal(ctx, "k", pt, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

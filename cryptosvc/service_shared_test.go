@@ -1,0 +1,112 @@
+package cryptosvc
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Several Services over one store stand for several replicas over one
+// shared database: each has its own in-process lock, so only the store's
+// revisions keep their writes from overwriting each other.
+
+func TestRotateKeyAcrossServices(t *testing.T) {
+	ctx := context.Background()
+	store := NewMemStore()
+	var svcs []*Service
+	for range 3 {
+		s, err := New(Config{Keystore: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, s)
+	}
+	if _, err := svcs[0].CreateKey(ctx, "k", KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	const rotations = 100
+	got := make(chan uint32, rotations)
+	var wg sync.WaitGroup
+	for i := range rotations {
+		wg.Go(func() {
+			k, err := svcs[i%len(svcs)].RotateKey(ctx, "k")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got <- k.Latest()
+		})
+	}
+	wg.Wait()
+	close(got)
+	seen := map[uint32]bool{}
+	for v := range got {
+		if seen[v] {
+			t.Fatalf("version %d returned twice", v)
+		}
+		seen[v] = true
+	}
+	for v := uint32(2); v <= rotations+1; v++ {
+		if !seen[v] {
+			t.Fatalf("no rotation made version %d", v)
+		}
+	}
+	k, _ := store.Get(ctx, "k")
+	if len(k.Versions) != rotations+1 {
+		t.Fatalf("%d versions stored, want %d", len(k.Versions), rotations+1)
+	}
+}
+
+func TestRotateDueAcrossServices(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store := NewMemStore()
+	var svcs []*Service
+	for range 3 {
+		s, _ := New(Config{Keystore: store, Now: clock})
+		svcs = append(svcs, s)
+	}
+	svcs[0].CreateKey(ctx, "hourly", KeyConfig{RotationPeriod: Duration(time.Hour)})
+	for period := range 5 {
+		mu.Lock()
+		now = now.Add(time.Hour)
+		mu.Unlock()
+		var wg sync.WaitGroup
+		for _, s := range svcs {
+			for range 4 {
+				wg.Go(func() {
+					if _, err := s.RotateDue(ctx); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		k, _ := store.Get(ctx, "hourly")
+		if want := period + 2; len(k.Versions) != want {
+			t.Fatalf("period %d: %d versions, want %d", period+1, len(k.Versions), want)
+		}
+	}
+}
+
+func TestDeleteKeyRechecksConfig(t *testing.T) {
+	ctx := context.Background()
+	store := NewMemStore()
+	s, _ := New(Config{Keystore: store})
+	s.CreateKey(ctx, "k", KeyConfig{DeletionAllowed: true})
+	// Another replica forbids deletion after this one read the key: the
+	// store refuses the delete made from the stale read.
+	stale, _ := store.Get(ctx, "k")
+	if _, err := s.ConfigureKey(ctx, "k", KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, "k", stale.Revision); err == nil {
+		t.Fatal("a delete from a stale read applied")
+	}
+	if err := s.DeleteKey(ctx, "k"); err == nil {
+		t.Fatal("DeleteKey ignored the new configuration")
+	}
+}
