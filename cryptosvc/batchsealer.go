@@ -53,7 +53,8 @@ func (z *BatchSealer) SealedLen(n int) int {
 // AppendSeal appends to dst the message Service.Seal would return for
 // plaintext and context (with a salt of its own).
 func (z *BatchSealer) AppendSeal(dst, plaintext, context []byte) ([]byte, error) {
-	keys, out, err := startBody(append(dst, z.hdr...), z.salts, z.im, z.prk, context)
+	im := z.s.forSize(z.info.AEAD, z.im, len(plaintext))
+	keys, out, err := startBody(append(dst, z.hdr...), z.salts, im, z.prk, context)
 	if err != nil {
 		return dst, err
 	}
