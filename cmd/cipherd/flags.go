@@ -64,6 +64,7 @@ var serveSettings = []setting{
 	{key: "tls_key", env: "CIPHERD_TLS_KEY", zero: "none", help: "PEM private key of tls_cert"},
 	{key: "tls_client_ca", env: "CIPHERD_TLS_CLIENT_CA", zero: "none (no client certificates)", help: "PEM CA bundle that signs client certificates (mTLS identities); needs tls_cert"},
 	{key: "data_dir", env: "CIPHERD_DATA_DIR", flag: "data-dir", help: "holds the file keystore, the hashed admin token and the speed cache; created 0700"},
+	{key: "keystore", env: "CIPHERD_KEYSTORE", zero: "none (the file keystore in data_dir)", help: "postgres:// URL of a PostgreSQL keystore shared by every replica using it (libpq conventions: PGPASSWORD, PGPASSFILE and the other PG* variables fill in what it leaves out); needs a root key; excludes keyring"},
 	{key: "root_key_file", env: "CIPHERD_ROOT_KEY_FILE", zero: "CIPHERD_ROOT_KEY, else a development key in data_dir (with a warning)", help: "file with the 32-byte root key (base64 or hex) that encrypts the keystore at rest; or the key itself in CIPHERD_ROOT_KEY"},
 	{env: "CIPHERD_ROOT_KEY", zero: "none", help: "the root key itself (base64 or hex), instead of root_key_file"},
 	{key: "root_key_uri", env: "CIPHERD_ROOT_KEY_URI", zero: "root_key_file", help: "the root-key provider instead of root_key_file: pkcs11:… (RFC 7512 URI of a key in a PKCS#11 token; PIN from pin-source=file:… or CIPHERD_PKCS11_PIN) or file:<path>"},
