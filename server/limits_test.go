@@ -48,15 +48,6 @@ func openUpload(t *testing.T, url, token string, hdr map[string]string) (*io.Pip
 	return pw, done
 }
 
-func errorOf(t *testing.T, resp *http.Response) api.Error {
-	t.Helper()
-	defer resp.Body.Close()
-	var e api.Error
-	b, _ := io.ReadAll(resp.Body)
-	json.Unmarshal(b, &e)
-	return e
-}
-
 const limitsUserToken = "limits-user-token"
 
 func TestStreamLimitPerIdentity(t *testing.T) {

@@ -153,17 +153,12 @@ func (r *route) checkQuery(c *fiber.Ctx) error {
 		return nil
 	}
 	var seen uint64 // bit i: r.query[i] was given
-	bad := false
-	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
+	for k, v := range c.Context().QueryArgs().All() {
 		i := slices.IndexFunc(r.query, func(q queryParam) bool { return q.name == string(k) })
 		if i < 0 || seen&(1<<i) != 0 || !slices.Contains(r.query[i].values, string(v)) {
-			bad = true
-			return
+			return apiError(api.CodeInvalidParameter, r.queryHelp)
 		}
 		seen |= 1 << i
-	})
-	if bad {
-		return apiError(api.CodeInvalidParameter, r.queryHelp)
 	}
 	return nil
 }

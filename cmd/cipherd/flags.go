@@ -69,7 +69,6 @@ var serveSettings = []setting{
 	{env: "CIPHERD_ROOT_KEY", zero: "none", help: "the root key itself (base64 or hex), instead of root_key_file"},
 	{key: "root_key_uri", env: "CIPHERD_ROOT_KEY_URI", zero: "root_key_file", help: "the root-key provider instead of root_key_file: pkcs11:… (RFC 7512 URI of a key in a PKCS#11 token; PIN from pin-source=file:… or CIPHERD_PKCS11_PIN) or file:<path>"},
 	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
-	{key: "keystore", env: "CIPHERD_KEYSTORE", zero: "none (the file keystore in data_dir)", help: "a PostgreSQL URL (postgres://user@host/db?sslmode=verify-full) whose database every replica shares, with key management through any replica; excludes keyring"},
 	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
 	{env: "CIPHERD_ADMIN_TOKEN", zero: "generated on first start, printed once, stored hashed", help: "the admin's bearer token (never read from the file)"},
 	{key: "identities", zero: "none", help: "API clients besides the admin: name, token_sha256 or cert_sha256, policies (file only)"},
