@@ -111,6 +111,10 @@ func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer
 	return 0
 }
 
+// resealingLine is what `rootkey rotate` writes on standard error when both
+// root keys are open and the re-seal of the store starts.
+const resealingLine = "cipherd rootkey rotate: both root keys open; re-sealing the keystore"
+
 func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rotate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -130,7 +134,7 @@ func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	dir := filepath.Join(cfg.DataDir, "keys")
-	name, gen, where, err := rotateStore(ctx, cfg, dir, *from, *to, *timeout)
+	name, gen, where, err := rotateStore(ctx, cfg, dir, *from, *to, *timeout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
 		return 1
@@ -141,8 +145,9 @@ func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 // rotateStore rotates here if no process holds dir, and otherwise asks the
-// server that does.
-func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, timeout time.Duration) (string, uint32, string, error) {
+// server that does. Rotating here, it says on progress when both root keys
+// are open and the re-seal starts.
+func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, timeout time.Duration, progress io.Writer) (string, uint32, string, error) {
 	online := func() (string, uint32, string, error) {
 		name, gen, err := server.RequestRootKeyRotation(ctx, dir, to, timeout)
 		return name, gen, "by the running server", err
@@ -176,6 +181,7 @@ func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, 
 		return "", 0, "", fmt.Errorf("the new root key: %w", err)
 	}
 	defer server.CloseRootKey(next)
+	fmt.Fprintln(progress, resealingLine)
 	if err := store.RotateRootKey(ctx, next); err != nil {
 		return "", 0, "", err
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -499,16 +500,31 @@ func TestRootKeyRotateKilled(t *testing.T) {
 	for round := range rounds {
 		cmd := exec.Command(cipherdBin, "rootkey", "rotate", "-data-dir", dataDir, "-from", cur, "-to", target)
 		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Stdout = &out
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Process start and the token's login take most of the first tens of
-		// milliseconds; the re-seal follows.
+		// The kill lands in the store's re-seal, after the command has
+		// logged in to the token: SoftHSM2 rewrites its token file
+		// (token.object) at every login, and a SIGKILL during that write
+		// damages the token itself, which no keystore can make safe.
 		delay := whole * time.Duration(10+(round*7)%90) / 100
-		timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
-		err := cmd.Wait()
-		timer.Stop()
+		var timer *time.Timer
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			out.Write(append(sc.Bytes(), '\n'))
+			if timer == nil && sc.Text() == resealingLine {
+				timer = time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+			}
+		}
+		err = cmd.Wait()
+		if timer != nil {
+			timer.Stop()
+		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
 			killed++
