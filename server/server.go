@@ -63,7 +63,7 @@ type Server struct {
 	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
-	rk        rootKeyState // the file keystore's root-key provider
+	rk        rootKeyState // the keystore's root-key provider (file or PostgreSQL store)
 }
 
 // New runs the start-up sequence (known-answer tests, cipher selection, keys,
@@ -192,14 +192,21 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 // loudly).
 func (s *Server) openKeystore(ctx context.Context) error {
 	if s.cfg.Keystore != "" {
-		root, err := cryptosvc.LoadRootKey(s.cfg.RootKeyFile, cryptosvc.EnvRootKey)
+		// The root-key provider of root_key_uri, root_key_file or
+		// CIPHERD_ROOT_KEY; a shared store has no development key.
+		p, err := OpenRootKey(ctx, &s.cfg)
+		if err == nil && p == nil {
+			err = fmt.Errorf("%w: give root_key_uri, root_key_file or %s", cryptosvc.ErrRootKey, cryptosvc.EnvRootKey)
+		}
 		if err != nil {
 			return fmt.Errorf("server: the PostgreSQL keystore needs a root key: %w", err)
 		}
-		st, err := pgstore.Open(ctx, pgstore.Config{DSN: s.cfg.Keystore, RootKey: &root, Logger: s.log})
+		st, err := pgstore.Open(ctx, pgstore.Config{DSN: s.cfg.Keystore, RootKeyProvider: p, Logger: s.log})
 		if err != nil {
+			CloseRootKey(p)
 			return fmt.Errorf("server: keystore: %w", err)
 		}
+		s.rk.p = p // closed at shutdown
 		s.store = st
 		return nil
 	}
