@@ -499,7 +499,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 	const rounds = 24
 	for round := range rounds {
 		cmd := exec.Command(cipherdBin, "rootkey", "rotate", "-data-dir", dataDir, "-from", cur, "-to", target)
-		var out bytes.Buffer
+		var out, errOut bytes.Buffer // standard output is copied by exec's goroutine, standard error by this one
 		cmd.Stdout = &out
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
@@ -516,7 +516,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 		var timer *time.Timer
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			out.Write(append(sc.Bytes(), '\n'))
+			errOut.Write(append(sc.Bytes(), '\n'))
 			if timer == nil && sc.Text() == resealingLine {
 				timer = time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
 			}
@@ -529,7 +529,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
 			killed++
 		} else if err != nil {
-			t.Fatalf("round %d: rotate %s → %s: %v\n%s", round, cur, target, err, out.Bytes())
+			t.Fatalf("round %d: rotate %s → %s: %v\n%s%s", round, cur, target, err, out.Bytes(), errOut.Bytes())
 		}
 		errOld, errNew := opens(cur), opens(target)
 		if errOld != nil && errNew != nil {
