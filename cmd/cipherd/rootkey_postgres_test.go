@@ -1,3 +1,5 @@
+//go:build cgo && (darwin || dragonfly || freebsd || linux || netbsd || openbsd)
+
 package main
 
 import (
