@@ -401,7 +401,9 @@ func TestSpeedPage(t *testing.T) {
 	if n := strings.Count(page, `stroke-width="3"`); n < len(ts.sel.Implementations) {
 		t.Errorf("%d wide lines", n)
 	}
-	if !strings.Contains(page, `<g class="series" opacity="0.55">`) {
+	// Under purego a family may have no implementation besides the one in
+	// use: a faded line is due only where the table has more rows.
+	if len(v.Table.Rows) > len(ts.sel.Implementations)+countSpeedOnly(ts) && !strings.Contains(page, `<g class="series" opacity="0.55">`) {
 		t.Errorf("no faded line for the other implementations")
 	}
 	if !strings.Contains(page, `title="median of 3 trials; range `) {

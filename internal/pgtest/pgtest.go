@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -273,6 +274,15 @@ func (s *Server) Kill(t testing.TB) {
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
+	// The postmaster is reaped, but its backends may still be exiting and
+	// holding the shared memory segment, which a restart then refuses
+	// ("pre-existing shared memory block is still in use"): wait until no
+	// process of the group is left.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := syscall.Kill(-cmd.Process.Pid, 0); errors.Is(err, syscall.ESRCH) {
+			break
+		}
+	}
 	// Backends notice the postmaster's death on their own; the group kill
 	// ended them too, but give the kernel a moment to release the port.
 	s.mu.Lock()
