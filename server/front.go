@@ -83,7 +83,7 @@ func (s *Server) readsBody(method, route string) bool {
 	m := s.met
 	m.bodyRoutesOnce.Do(func() {
 		m.bodyRoutes = map[string]bool{}
-		for _, r := range s.routes() {
+		for _, r := range s.table {
 			if r.maxBody > 0 {
 				m.bodyRoutes[r.method+" "+r.path] = true
 			}
