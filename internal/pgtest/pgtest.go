@@ -9,10 +9,10 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -203,6 +204,10 @@ func (s *Server) launch() error {
 		return err
 	}
 	defer logf.Close()
+	var from int64 // this launch's part of the log
+	if fi, err := logf.Stat(); err == nil {
+		from = fi.Size()
+	}
 	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
 		"-p", strconv.Itoa(s.Port), "-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories="+s.dir, "-c", "fsync=off",
@@ -228,6 +233,9 @@ func (s *Server) launch() error {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(s.logPath)
+			if int64(len(log)) >= from {
+				log = log[from:]
+			}
 			return fmt.Errorf("postgres exited at start:\n%s", log)
 		default:
 		}
@@ -264,6 +272,13 @@ func (s *Server) Database(t testing.TB) string {
 
 // Kill ends the server and every backend at once with SIGKILL, as a crash
 // would.
+//
+// Killing the postmaster's process group is not enough: PostgreSQL puts
+// each backend and auxiliary process in a session of its own (setsid), so
+// they outlive the group kill until they notice the postmaster is gone, and
+// while one still holds the shared memory segment a restart refuses to
+// start ("pre-existing shared memory block is still in use"). Kill finds
+// the postmaster's children, kills them too, and waits until they are gone.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
@@ -272,30 +287,88 @@ func (s *Server) Kill(t testing.TB) {
 	if cmd == nil {
 		return
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	pid := cmd.Process.Pid
+	children := childrenOf(pid)
+	syscall.Kill(-pid, syscall.SIGKILL)
+	for _, c := range children {
+		syscall.Kill(c, syscall.SIGKILL)
+	}
 	<-exited
-	// The postmaster is reaped, but its backends may still be exiting and
-	// holding the shared memory segment, which a restart then refuses
-	// ("pre-existing shared memory block is still in use"): wait until no
-	// process of the group is left.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if err := syscall.Kill(-cmd.Process.Pid, 0); errors.Is(err, syscall.ESRCH) {
-			break
+	// A child forked between the listing and the kill is orphaned and ends
+	// on its own when it notices the postmaster's death; Restart waits for
+	// it.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, c := range children {
+		for alive(c) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	// Backends notice the postmaster's death on their own; the group kill
-	// ended them too, but give the kernel a moment to release the port.
 	s.mu.Lock()
 	s.cmd = nil
 	s.mu.Unlock()
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := procStat(c); ok && st.ppid == pid {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+type stat struct {
+	state byte
+	ppid  int
+}
+
+// procStat reads the state and parent of pid from /proc/<pid>/stat.
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return stat{}, false
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return stat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return stat{state: f[0][0], ppid: ppid}, true
+}
+
+// alive reports whether pid still runs: a zombie has released its memory,
+// shared segments included.
+func alive(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
 }
 
 // Restart starts the server again on the same port and data (after Kill:
 // with crash recovery).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
-	if err := s.launch(); err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.launch()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "pre-existing shared memory block") || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
