@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +109,29 @@ func assertNoSecrets(t *testing.T, text string, keys ...*cryptosvc.StoredKey) {
 				t.Fatalf("output reveals %s version %d", k.Name, v.Version)
 			}
 		}
+	}
+}
+
+// A replica that cannot reach its PostgreSQL keystore at start exits with
+// status 1 and says the keystore is unavailable, as docs/OPERATIONS.md
+// states, and names no password.
+func TestServePostgresUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	root := filepath.Join(t.TempDir(), "root.key")
+	os.WriteFile(root, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
+	_, errOut, code := cipherd(t, []string{
+		"CIPHERD_KEYSTORE=postgres://cipherd:hunter2-db-password@" + addr + "/keys?sslmode=disable",
+		"CIPHERD_ROOT_KEY_FILE=" + root, "CIPHERD_ADMIN_TOKEN=t",
+	}, "serve", "-addr", "127.0.0.1:0", "-data-dir", t.TempDir(), "-skip-benchmark")
+	if code != 1 || !strings.Contains(errOut, "keystore unavailable") {
+		t.Fatalf("exit %d, want 1 with \"keystore unavailable\":\n%s", code, errOut)
+	}
+	if strings.Contains(errOut, "hunter2-db-password") {
+		t.Error("the start-up error shows the database password")
 	}
 }

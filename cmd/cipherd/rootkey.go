@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/cryptosvc/pkcs11"
 	"github.com/cipherd/cipherd/internal/atomicfile"
 	"github.com/cipherd/cipherd/server"
@@ -20,7 +21,8 @@ import (
 const rootkeyUsage = `usage: cipherd rootkey <command> [flags]
 
   init   -uri URI       generate the root key in a PKCS#11 token
-  rotate -to URI        move the file keystore to another root key
+  rotate -to URI        move the keystore (file or PostgreSQL) to another
+                        root key
   seal-keyring -in F -out F [-from URI] [-to URI]
                         seal a keyring file under a root key (or re-seal it
                         under another): the keys are then not in the clear
@@ -29,11 +31,14 @@ URIs are pkcs11:… (RFC 7512: token, object, module-path, pin-source) or
 file:<path> (a static root key, 32 bytes as base64 or hex). Without -uri,
 init takes root_key_uri from -config or CIPHERD_ROOT_KEY_URI.
 
-rotate re-seals every key under a new storage key wrapped by the new root
-key. On a stopped store it runs here; on a store a running cipherd holds, it
-asks that server to rotate while it keeps serving. Either way, a rotation
-cut short is finished by running the same command again. Then set
-root_key_uri to the new URI before the server's next start.
+rotate, on the file keystore, re-seals every key under a new storage key
+wrapped by the new root key. On a stopped store it runs here; on a store a
+running cipherd holds, it asks that server to rotate while it keeps serving.
+Either way, a rotation cut short is finished by running the same command
+again. On a PostgreSQL keystore (keystore, CIPHERD_KEYSTORE) it re-wraps the
+database's storage key under the new root key in one transaction, while the
+replicas keep serving. Then set root_key_uri to the new URI before each
+server's next start.
 `
 
 func runRootkey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -129,6 +134,9 @@ func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "cipherd rootkey rotate: -to is required")
 		return 2
 	}
+	if cfg.Keystore != "" {
+		return rotatePostgres(ctx, cfg, *from, *to, stdout, stderr)
+	}
 	if cfg.Keyring != "" {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate: the configuration uses a keyring file, not the file keystore: nothing to rotate here")
 		return 2
@@ -187,6 +195,42 @@ func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, 
 	}
 	name, gen, _ := store.RootKey()
 	return name, gen, "here", nil
+}
+
+// rotatePostgres re-wraps a PostgreSQL keystore's storage key under the
+// root key to.
+func rotatePostgres(ctx context.Context, cfg *server.Config, from, to string, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
+		return 1
+	}
+	var cur cryptosvc.RootKeyProvider
+	var err error
+	if from != "" {
+		cur, err = server.OpenRootKeyURI(ctx, from)
+	} else {
+		cur, err = server.OpenRootKey(ctx, cfg)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("the current root key: %w", err))
+	}
+	defer server.CloseRootKey(cur)
+	next, err := server.OpenRootKeyURI(ctx, to)
+	if err != nil {
+		return fail(fmt.Errorf("the new root key: %w", err))
+	}
+	defer server.CloseRootKey(next)
+	w, rotated, err := pgstore.RotateRootKey(ctx, cfg.Keystore, cur, next)
+	if err != nil {
+		return fail(err)
+	}
+	if rotated {
+		fmt.Fprintf(stdout, "root key rotated: the PostgreSQL keystore's storage key (generation %d) is wrapped by %s\n", w.Generation, next)
+	} else {
+		fmt.Fprintf(stdout, "nothing to do: the PostgreSQL keystore's storage key (generation %d) is already wrapped by %s\n", w.Generation, next)
+	}
+	fmt.Fprintf(stdout, "set root_key_uri (or %s) to the new URI before each replica's next start\n", server.EnvRootKeyURI)
+	return 0
 }
 
 func runRootkeySealKeyring(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -47,6 +47,10 @@ type Config struct {
 	ReconnectMax time.Duration
 }
 
+// defaultConnectTimeout bounds a connection attempt when the connection
+// string sets no connect_timeout.
+const defaultConnectTimeout = 3 * time.Second
+
 // channel is the NOTIFY channel; a payload is "<revision> <name>".
 const channel = "cipherd_keys"
 
@@ -120,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 		return nil, fmt.Errorf("pgstore: the connection string does not parse: %w", err)
 	}
 	if pc.ConnConfig.ConnectTimeout == 0 {
-		pc.ConnConfig.ConnectTimeout = 3 * time.Second
+		pc.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	pc.MaxConns = cfg.MaxConns
 	if pc.MaxConns <= 0 {
