@@ -16,6 +16,12 @@
 # CHART_DIR=docs/img also writes the medians as tables and SVG charts
 # (internal/benchchart).
 #
+# VS=postgres compares cipherd on its file keystore with cipherd on a
+# PostgreSQL keystore instead of the baseline (JSON rounds only): PG_DSN
+# names the database, or the script runs a throwaway cluster with Debian's
+# postgresql (initdb on a free port, as the user postgres when run as root),
+# on the clients' CPUs.
+#
 # With two CPUs or more, both servers run on the last CPU and the clients on
 # the others (taskset), as in a load test from other machines: the servers
 # get GOMAXPROCS=1 and no client competes for their core, so that CPU per
@@ -38,6 +44,12 @@ trap cleanup EXIT
 
 go build -o "$work/cipherd" ./cmd/cipherd
 go build -o "$work/baseline" ./internal/baseline
+VS=${VS:-baseline}
+case $VS in
+baseline) other=baseline ;;
+postgres) other=cipherd-pg; STREAM_MB=0 ;;
+*) echo "VS=baseline or VS=postgres" >&2; exit 2 ;;
+esac
 
 srv=() cli=()
 n=$(nproc)
@@ -61,17 +73,43 @@ CIPHERD_ADMIN_TOKEN=$TOKEN CIPHERD_AEAD=aes-128-gcm "${srv[@]}" "$work/cipherd" 
 pids+=($!); cpid=$!
 exec 3>&-
 echo "cipherd's log output: $LOG_TO"
-"${srv[@]}" "$work/baseline" -addr 127.0.0.1:18481 >"$work/baseline.log" 2>&1 &
-pids+=($!); bpid=$!
-for i in $(seq 100); do
+if [ "$VS" = baseline ]; then
+  "${srv[@]}" "$work/baseline" -addr 127.0.0.1:18481 >"$work/baseline.log" 2>&1 &
+  pids+=($!); bpid=$!
+  ourl=http://127.0.0.1:18481/seal
+else
+  if [ -z "${PG_DSN:-}" ]; then
+    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    [ -x "$bin/initdb" ] || { echo "VS=postgres needs PG_DSN or Debian's postgresql" >&2; exit 2; }
+    as=()
+    if [ "$(id -u)" = 0 ]; then chown postgres "$work"; as=(runuser -u postgres --); fi
+    pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "${as[@]}" "$bin/initdb" -D "$work/pg" -U cipherd --auth=trust --no-sync >/dev/null
+    "${cli[@]}" "${as[@]}" "$bin/postgres" -D "$work/pg" -p "$pgport" -c listen_addresses=127.0.0.1 \
+      -c unix_socket_directories="$work" >"$work/pg.log" 2>&1 &
+    pids+=($!)
+    PG_DSN="postgres://cipherd@127.0.0.1:$pgport/postgres?sslmode=disable"
+    for i in $(seq 100); do "$bin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && break; sleep 0.1; done
+  fi
+  head -c 32 /dev/urandom | base64 >"$work/root.key"
+  exec 3> >(cat >/dev/null)
+  CIPHERD_ADMIN_TOKEN=$TOKEN CIPHERD_AEAD=aes-128-gcm CIPHERD_KEYSTORE=$PG_DSN CIPHERD_ROOT_KEY_FILE="$work/root.key" \
+    "${srv[@]}" "$work/cipherd" serve -addr 127.0.0.1:18481 -data-dir "$work/data-pg" -log-level info >&3 2>&3 &
+  pids+=($!); bpid=$!
+  exec 3>&-
+  ourl=http://127.0.0.1:18481/v1/encrypt/default
+fi
+for i in $(seq 300); do
   curl -sf localhost:18480/readyz >/dev/null && curl -s -o /dev/null localhost:18481/ && break
   sleep 0.1
 done
 # cipherd measures its full speed table in the background after it is ready:
 # wait for that to finish, or its CPU would be counted against the requests.
-for i in $(seq 600); do
-  curl -s localhost:18480/speed | grep -q '"table_state":"done"' && break
-  sleep 0.5
+for port in 18480 $([ "$VS" = postgres ] && echo 18481); do
+  for i in $(seq 600); do
+    curl -s localhost:$port/speed | grep -q '"table_state":"done"' && break
+    sleep 0.5
+  done
 done
 
 # CPU time (user+sys, in clock ticks) of a process.
@@ -87,11 +125,12 @@ wrk.headers["Authorization"] = "Bearer $TOKEN"
 LUA
 
 declare -A rps cpu
+rat="" # per round: the other server's CPU per request over cipherd's
 echo "== 64-byte JSON encrypt, wrk -t1 -c$CONNS -d$DUR, $ROUNDS interleaved rounds"
 for r in $(seq "$ROUNDS"); do
-  for target in cipherd baseline; do
+  for target in cipherd $other; do
     if [ $target = cipherd ]; then url=http://127.0.0.1:18480/v1/encrypt/default; pid=$cpid
-    else url=http://127.0.0.1:18481/seal; pid=$bpid; fi
+    else url=$ourl; pid=$bpid; fi
     t0=$(ticks $pid)
     out=$("${cli[@]}" wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$work/post.lua" "$url")
     t1=$(ticks $pid)
@@ -101,18 +140,22 @@ for r in $(seq "$ROUNDS"); do
     p50=$(echo "$out" | awk '$1=="50%" {print $2}')
     p99=$(echo "$out" | awk '$1=="99%" {print $2}')
     us=$(awk -v d=$((t1 - t0)) -v n="$reqs" -v hz="$hz" 'BEGIN {printf "%.1f", d / hz * 1e6 / n}')
-    printf '%-9s round %d: %10s req/s  p50 %-8s p99 %-8s server CPU %6s µs/req  non-2xx %s\n' \
+    printf '%-10s round %d: %10s req/s  p50 %-8s p99 %-8s server CPU %6s µs/req  non-2xx %s\n' \
       $target "$r" "$r_s" "$p50" "$p99" "$us" "${non2xx:-0}"
     rps[$target]+="$r_s "
     cpu[$target]+="$us "
+    if [ $target = cipherd ]; then cus=$us; else rat+="$(awk -v a="$us" -v b="$cus" 'BEGIN {printf "%.3f", a/b}') "; fi
   done
 done
 sorted() { tr ' ' '\n' | grep -v '^$' | sort -g; }
 median() { sorted | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 range() { sorted | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}'; }
-mc=$(echo "${rps[cipherd]}" | median); mb=$(echo "${rps[baseline]}" | median)
-echo "median req/s: cipherd $mc, baseline $mb, ratio $(awk -v a="$mc" -v b="$mb" 'BEGIN {printf "%.2f", a/b}')"
-echo "median server CPU per request: cipherd $(echo "${cpu[cipherd]}" | median) µs ($(echo "${cpu[cipherd]}" | range)), baseline $(echo "${cpu[baseline]}" | median) µs ($(echo "${cpu[baseline]}" | range))"
+mc=$(echo "${rps[cipherd]}" | median); mb=$(echo "${rps[$other]}" | median)
+echo "median req/s: cipherd $mc, $other $mb, ratio $(awk -v a="$mc" -v b="$mb" 'BEGIN {printf "%.2f", a/b}')"
+cc=$(echo "${cpu[cipherd]}" | median); cb=$(echo "${cpu[$other]}" | median)
+echo "median server CPU per request: cipherd $cc µs ($(echo "${cpu[cipherd]}" | range)), $other $cb µs ($(echo "${cpu[$other]}" | range)), ratio $other/cipherd $(awk -v a="$cb" -v b="$cc" 'BEGIN {printf "%.3f", a/b}')"
+echo "server CPU per request, $other/cipherd, per round: median $(echo "$rat" | median) ($(echo "$rat" | range))"
+[ "$VS" = baseline ] || exit 0
 where=", server and client on separate CPUs"
 [ "$PIN" = 1 ] || where=", server and client sharing the CPUs (PIN=0)"
 note="wrk -t1 -c$CONNS -d$DUR on loopback$where, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
