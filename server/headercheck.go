@@ -131,11 +131,12 @@ func matchRoute(rows []headerRoute, method, path []byte) int {
 	return -1
 }
 
-// guardHeaders installs checkHeaders and readError in app's fasthttp
+// guardHeaders installs checkHeaders and readError, which check requests
+// against the served route table (s.table), in app's fasthttp
 // server, and in front of fiber's handler the answer to the requests they
 // refuse.
 func (s *Server) guardHeaders(app *fiber.App) {
-	s.headerRoutes = newHeaderRoutes(s.routes())
+	s.headerRoutes = newHeaderRoutes(s.table)
 	s.minJSONBody = minJSONBody(s.headerRoutes)
 	srv := app.Server()
 	srv.HeaderReceived = s.checkHeaders
