@@ -19,10 +19,10 @@ import (
 // The block of lengths, L, costs no multiply after the message's last step:
 // the head writes the lane powers times r (powersGPR with shift), so that the
 // lanes sum to h·r where they would sum to h, and L·r, computed beside the
-// additional data, joins that sum: (h + L)·r. Measured on Zen 4, fastest
-// burst of 4 runs alternating with the kernel that multiplied by r at the
-// end: Seal 1 KiB 292–293 -> 287 ns, Open 1 KiB 292–294 -> 286–288, Seal
-// 2 KiB 535–537 -> 523–524; 64, 512 bytes and 16 KiB unchanged.
+// additional data, joins that sum: (h + L)·r. That is one multiply fewer
+// on the chain at the end of the message, which counts most in messages of
+// one or two groups; BenchmarkChaCha20Poly1305Fastest at Seal/avx512/1024,
+// Open/avx512/1024 and Seal/avx512/2048 measures it.
 //
 // The frame, in order: the head's, the state of block 17 for the stitched
 // kernel, the Poly1305 state (h0 h1 h2 r0 r1), a block of padding for the
@@ -31,11 +31,10 @@ import (
 // rounded up to whole 64-byte rows. The rows before the key are no longer
 // read once the seal's last group has its multipliers in registers, and are
 // cleared then, among its steps (stitchIn.early); the rest at the end.
-// Measured on Zen 4, fastest burst of 3 runs alternating with the kernel
-// that cleared all of the frame at the end: Seal 1 KiB 285 -> 277–279 ns,
-// 2 KiB 523–528 -> 515–517, Open 2 KiB 535–541 -> 528–530; Open 1 KiB
-// unchanged. (Seal runs the next message while the last one's tag is still
-// being computed, where the frame's stores seem to hold it up.)
+// That leaves fewer stores for the end of the message, where Seal runs the
+// next message while the last one's tag is still being computed and the
+// frame's stores seem to hold it up; BenchmarkChaCha20Poly1305Fastest at
+// Seal/avx512/1024, Seal/avx512/2048 and Open/avx512/2048 measures it.
 const (
 	fusedState = headFrame
 	fusedSt    = fusedState + 64

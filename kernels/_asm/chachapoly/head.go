@@ -13,12 +13,14 @@ import (
 // by, which would otherwise follow the pass and hold up everything after
 // it.
 //
-// The zmm pass is the bottleneck, some 65 cycles a double round on Zen 4,
-// and block 0 needs about 29, so the kernel runs block 0 ahead: the first
-// headLead double rounds of the zmm blocks each carry two of block 0's,
-// which is then done, and the other 10−headLead carry the powers, r² … r⁸
-// by 130-bit multiplies in radix 2⁴⁴ with MULX (gprMul44), written to the
-// table as poly1305PowersIFMA writes them.
+// The zmm pass is the bottleneck, and the kernel is laid out for one of its
+// double rounds taking about as long as two of block 0's (scalar.go), so it
+// runs block 0 ahead: the first headLead double rounds of the zmm blocks
+// each carry two of block 0's, which is then done, and the other 10−headLead
+// carry the powers, r² … r⁸ by 130-bit multiplies in radix 2⁴⁴ with MULX
+// (gprMul44), written to the table as poly1305PowersIFMA writes them.
+// BenchmarkChaCha20Poly1305Fastest/Seal/avx512/1024 measures the choice of
+// headLead.
 const headLead = 5
 
 func chachaPolyHead() {
@@ -271,8 +273,8 @@ func powersGPR(s *stream, r0in, r1in Register, loadTbl func(Register), shift boo
 
 // powersMULX emits poly1305PowersMULX, powersGPR on its own, so that the
 // tests can run the code chachaPolyHeadAVX512 computes r's powers with on
-// chosen keys. Alone it is slower than poly1305PowersIFMA (71 ns against 53
-// on Zen 4: its multiplies wait on one another through memory).
+// chosen keys. Alone it is slower than poly1305PowersIFMA: its multiplies
+// wait on one another through memory.
 func powersMULX() {
 	TEXT("poly1305PowersMULX", NOSPLIT, "func(st *[5]uint64, tbl *[80]uint64)")
 	Pragma("noescape")

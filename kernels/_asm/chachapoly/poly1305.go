@@ -295,7 +295,8 @@ func mulProducts(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks) 
 	// h2's products first, then h0's, then h1's: the order in which the
 	// step before leaves them, 4 cycles apart or more, so that in a chain
 	// of steps each accumulator waits on h0 and h1 only (h0 + 8 cycles,
-	// where h0, h1, h2 took h0 + 12: Seal 1 KiB 307 -> 301 ns).
+	// where the order h0, h1, h2 would take h0 + 12;
+	// BenchmarkSeal/chacha20-poly1305/avx512/1024 measures it).
 	for _, j := range []int{2, 0, 1} {
 		for i := range 3 {
 			s.op(VPMADD52LUQ, terms[j][i], h[j], lo[i])
@@ -314,9 +315,8 @@ func mulProducts(s *stream, h [3]Op, r mulr, c consts, w scratch, next *blocks) 
 // folded into the low ones, which hold the columns d0, d1, d2 whole, for a
 // message's last step, whose lanes sumLanes adds up and carries once in
 // general-purpose registers. That takes the carries' chain, a dozen cycles,
-// off the end of the message. Measured on Zen 4, fastest burst of 3 runs
-// alternating with mulReduce there: Seal 1 KiB 279–280 -> 278–279 ns, 2 KiB
-// 520–521 -> 515–517, Open 1 KiB 287–288 -> 284–285.
+// off the end of the message; BenchmarkChaCha20Poly1305Fastest at
+// Seal/avx512/1024, Seal/avx512/2048 and Open/avx512/1024 measures it.
 //
 // Bounds, with mulReduce's inputs: each low accumulator is below 3·2⁵² plus
 // its fold (2⁸·hi0 < 2^48.99, 2⁸·hi1 < 2^47.24, 5·2¹⁰·hi2 < 2^50.48), so

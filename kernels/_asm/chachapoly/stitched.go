@@ -21,13 +21,11 @@ import (
 //
 // What the steps cost is vector throughput: with the rounds, the vector
 // pipes are the bottleneck, and an IFMA instruction costs about as much
-// ChaCha20 time as three simple ones. Measured on this Zen 4, one call of
-// the seal kernel over 16 KiB took 2.84 µs without Poly1305, 3.56 µs with
-// its 8 steps a group, 3.37 µs with only the steps' IFMA instructions and
-// 3.00 µs with only their other ones. The seal kernel therefore takes only
+// ChaCha20 time as three simple ones. The seal kernel therefore takes only
 // ifmaSteps of a group's 8 steps with IFMA and the rest of its blocks with
 // MULX in general-purpose registers, which the rounds leave idle
-// (gprpoly.go): 3.19 µs.
+// (gprpoly.go); BenchmarkSeal/chacha20-poly1305/avx512/16384 measures the
+// split.
 //
 //   - Sealing, Poly1305 authenticates the ciphertext, so it runs one group
 //     behind: group g's rounds carry Poly1305 over the ciphertext of group
@@ -47,8 +45,9 @@ import (
 //
 // Both compute r^(8+8·scalarSteps), the multiplier that moves the IFMA lanes
 // past a group's scalar blocks, before the first group, for messages of
-// more than one group. It costs about what one group saves (2 KiB seal
-// 633 -> 642 ns, 4 KiB 1084 -> 1068 ns, 16 KiB 3870 -> 3566 ns).
+// more than one group. It costs about what one group saves, so long
+// messages gain from it; BenchmarkChaCha20Poly1305Fastest/Seal/avx512/2048
+// and BenchmarkSeal/chacha20-poly1305/avx512/16384 measure it.
 //
 // Registers: Z0–Z15 the ChaCha20 state (Z16–Z19 scratch for the transpose),
 // Z20–Z22 the accumulator, Z23–Z29 a step's scratch, Z30 the 44-bit mask,
@@ -259,12 +258,14 @@ func stitchedBody(seal bool, in stitchIn) {
 	// the frame's rows for r^(8+8·scalarSteps), unused in the last group),
 	// then the 8 blocks, a chain of some 110 cycles, both well before the
 	// steps need them; Z15–Z19 take r¹⁶ broadcast before its step.
-	// Measured on Zen 4, fastest of 3 × 2 runs alternating with the 8-step
-	// tail: Seal 1 KiB 301–303 -> 292–295 ns, Open 1 KiB 300–304 -> 293–297,
-	// Seal 2 KiB 536–546 -> 529–536, Open 2 KiB 545–547 -> 537–538. With the
-	// lane powers times r⁸ for the last step instead of r¹⁶ (8 gprMul44s),
-	// here or in the head's general-purpose stream, it was slower: the
-	// general-purpose registers have room for one multiply, not eight.
+	// Against a tail of 8 IFMA steps, that is one step fewer on the vector
+	// pipes and on the chain; BenchmarkChaCha20Poly1305Fastest at
+	// Seal/avx512/1024, Seal/avx512/2048, Open/avx512/1024 and
+	// Open/avx512/2048 measures it.
+	// r¹⁶ is one gprMul44; the lane powers times r⁸ for the last step, in
+	// its place, would be eight, here or in the head's general-purpose
+	// stream, and the general-purpose registers have room for one multiply,
+	// not eight.
 	//
 	// Bounds. r⁸ (the table's, from powersGPR or mulReduce) has l0 < 2⁴⁴,
 	// l1 < 2⁴⁴+2⁷, l2 < 2⁴²: gprMul44's argument but l1's 2⁷, which grows
@@ -338,9 +339,9 @@ func stitchedBody(seal bool, in stitchIn) {
 	// Alone (with no ChaCha20 to share the registers with: the seal's last
 	// group), the steps take r⁸, the lane powers, 2⁴⁰ and the carries'
 	// multipliers from Z0–Z14, loaded once, where a step would read 18
-	// rows of 64 bytes and 6 broadcasts from memory (measured on Zen 4:
-	// Seal 2 KiB 545 -> 539 ns, 1536 bytes 545 -> 543; 1 KiB unchanged,
-	// 301 ns).
+	// rows of 64 bytes and 6 broadcasts from memory;
+	// BenchmarkChaCha20Poly1305Fastest at Seal/avx512/1536 and
+	// Seal/avx512/2048 measures it.
 	steps := func(msg Register, scalar, alone bool) stream {
 		n, last := 8, tblMulr(a.tbl, tblB)
 		if scalar {
