@@ -46,6 +46,17 @@ const maxExtraTrials = 0.6
 // less there than a few per cent.
 const classMarginFactor = 2
 
+// classMinGain is the least advantage that moves a size class off the
+// chunk size's implementation, whatever the noise: below it a class saves
+// a few nanoseconds a message, and on a host where two implementations
+// are that close (vaes256 and vaes512 at 16 bytes on Zen 5, 3–19 % apart
+// in BenchmarkSeal/aes-*-gcm/*/16) a margin sized from the noise alone
+// lets the class change from one start to the next.
+const classMinGain = 0.25
+
+// classMargin is the margin a size class's challenger must beat.
+func classMargin(margin float64) float64 { return max(classMarginFactor*margin, classMinGain) }
+
 // scoreSize is the size that decides the implementation of a cipher and the
 // AEAD for new data: the sealed format's 16 KiB chunk, which every stream
 // and every large message is made of.
@@ -504,7 +515,7 @@ func (s *Selection) chooseImplementations(kat *KATReport) {
 				}
 				// The chunk size's winner is the incumbent of every class.
 				order := append([]*kernels.Implementation{best}, slices.DeleteFunc(slices.Clone(usable), func(im *kernels.Implementation) bool { return im == best })...)
-				im, why := s.best(c, order, size, classMarginFactor*s.Margin)
+				im, why := s.best(c, order, size, classMargin(s.Margin))
 				ch.Sizes = append(ch.Sizes, SizeClass{MaxSize: size, Impl: im.Name(), Reason: why, im: im})
 			}
 			s.sizes[c] = ch.Sizes

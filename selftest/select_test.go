@@ -283,3 +283,34 @@ func TestParseCPUMax(t *testing.T) {
 		}
 	}
 }
+
+// A size class leaves the chunk size's implementation only for a rival at
+// least classMinGain faster, however steady the trials: 20 % faster at
+// 16 bytes keeps the incumbent, 40 % faster takes the class.
+func TestSizeClassMinGain(t *testing.T) {
+	usable := kernels.Available(kernels.AES128GCM)
+	if len(usable) < 2 {
+		t.Skip("one implementation of AES-128-GCM here")
+	}
+	inc, rival := usable[0], usable[1]
+	steady := func(rate float64) []float64 {
+		r := make([]float64, 8)
+		for i := range r {
+			r[i] = rate * (1 + 0.001*float64(i%2))
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		gain float64
+		want *kernels.Implementation
+	}{{1.20, inc}, {1.40, rival}} {
+		s := &Selection{Profile: []ProfileCell{
+			{Cipher: "aes-128-gcm", Impl: inc.Name(), Size: 16, Rates: steady(1e9)},
+			{Cipher: "aes-128-gcm", Impl: rival.Name(), Size: 16, Rates: steady(tc.gain * 1e9)},
+		}}
+		got, why := s.best(kernels.AES128GCM, []*kernels.Implementation{inc, rival}, 16, classMargin(DefaultMargin))
+		if got != tc.want {
+			t.Errorf("rival %.2f× faster: chose %s (%s), want %s", tc.gain, got.Name(), why, tc.want.Name())
+		}
+	}
+}
