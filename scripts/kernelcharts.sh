@@ -4,7 +4,9 @@
 # cipher and round by round interleaved, medians of ROUNDS rounds; writes
 # tables and SVG charts (internal/benchchart) at 16 KiB and 1 KiB to OUT.
 # kernels-raw.tsv has every cell's median and the range of its rounds.
-# OPENSSL names the openssl binary (with LD_LIBRARY_PATH for a local build).
+# OPENSSL names the openssl binaries, space-separated, the newest last: the
+# ratio columns compare with it (with LD_LIBRARY_PATH for a shared local
+# build).
 #
 #   scripts/kernelcharts.sh                      # ROUNDS=3 SECONDS_PER_CELL=1 OUT=docs/img OPENSSL=openssl
 set -euo pipefail
@@ -27,12 +29,14 @@ for r in $(seq "$ROUNDS"); do
       /^\+F:/ { split($3, p, "/"); impl = p[2]
                 name = impl == "stdlib" ? "Go stdlib" : impl == "xcrypto" ? "Go x/crypto" : "cipherd " impl
                 for (i = 4; i <= NF; i++) print c "\t" name "\t" size[i-2] "\t" $i }' >>"$work/raw"
-    if "$OPENSSL" speed -mr -elapsed -seconds "$S" -evp "$c" >"$work/ossl" 2>/dev/null; then
-      awk -F: -v c="$c" '
-        /^\+H:/ { for (i = 2; i <= NF; i++) size[i] = $i }
-        /^\+F:/ { for (i = 4; i <= NF; i++) print c "\t" "OpenSSL " v "\t" size[i-2] "\t" $i }' \
-        v="$("$OPENSSL" version | awk '{print $2}')" "$work/ossl" >>"$work/raw"
-    fi
+    for o in $OPENSSL; do
+      if "$o" speed -mr -elapsed -seconds "$S" -evp "$c" >"$work/ossl" 2>/dev/null; then
+        awk -F: -v c="$c" '
+          /^\+H:/ { for (i = 2; i <= NF; i++) size[i] = $i }
+          /^\+F:/ { for (i = 4; i <= NF; i++) print c "\t" "OpenSSL " v "\t" size[i-2] "\t" $i }' \
+          v="$("$o" version | awk '{print $2}')" "$work/ossl" >>"$work/raw"
+      fi
+    done
     echo "round $r: $c" >&2
   done
 done
