@@ -186,10 +186,22 @@ func writeSilently(t *testing.T, s *Store, dsn string, k *cryptosvc.StoredKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `UPDATE cipherd_keys SET revision = nextval('cipherd_revision') WHERE name = $1`, k.Name); err != nil {
+	// One transaction, as the store writes: a replica that reloads the key
+	// meanwhile (on a late notification of an earlier write) must never
+	// see the new revision without its version, which it would then keep,
+	// since a revision names one content.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO cipherd_key_versions (name, version, sealed) VALUES ($1, $2, $3)`, k.Name, int32(last.Version), sealed); err != nil {
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE cipherd_keys SET revision = nextval('cipherd_revision') WHERE name = $1`, k.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO cipherd_key_versions (name, version, sealed) VALUES ($1, $2, $3)`, k.Name, int32(last.Version), sealed); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
