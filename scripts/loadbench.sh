@@ -127,7 +127,7 @@ LUA
 # A warm-up request burst on each server first, not counted: a fresh
 # process's first seconds of load pay for heap growth and cold caches
 # (the first round ran up to 1.4× the CPU per request of the later ones).
-for url in http://127.0.0.1:18480/v1/encrypt/default $([ "$VS" = baseline ] && echo http://127.0.0.1:18481/seal || echo "$ourl"); do
+for url in http://127.0.0.1:18480/v1/encrypt/default "$ourl"; do
   "${cli[@]}" wrk -t1 -c"$CONNS" -d"${WARMUP:-3s}" -s "$work/post.lua" "$url" >/dev/null
 done
 declare -A rps cpu

@@ -116,6 +116,15 @@ func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer
 	return 0
 }
 
+// openRootKey opens the root key of uri, or the configured one (nil for
+// none) when uri is empty.
+func openRootKey(ctx context.Context, cfg *server.Config, uri string) (cryptosvc.RootKeyProvider, error) {
+	if uri != "" {
+		return server.OpenRootKeyURI(ctx, uri)
+	}
+	return server.OpenRootKey(ctx, cfg)
+}
+
 // resealingLine is what `rootkey rotate` writes on standard error when both
 // root keys are open and the re-seal of the store starts.
 const resealingLine = "cipherd rootkey rotate: both root keys open; re-sealing the keystore"
@@ -165,13 +174,7 @@ func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, 
 	} else if inUse {
 		return online()
 	}
-	var cur cryptosvc.RootKeyProvider
-	var err error
-	if from != "" {
-		cur, err = server.OpenRootKeyURI(ctx, from)
-	} else {
-		cur, err = server.OpenRootKey(ctx, cfg)
-	}
+	cur, err := openRootKey(ctx, cfg, from)
 	if err != nil {
 		return "", 0, "", fmt.Errorf("the current root key: %w", err)
 	}
@@ -204,13 +207,7 @@ func rotatePostgres(ctx context.Context, cfg *server.Config, from, to string, st
 		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
 		return 1
 	}
-	var cur cryptosvc.RootKeyProvider
-	var err error
-	if from != "" {
-		cur, err = server.OpenRootKeyURI(ctx, from)
-	} else {
-		cur, err = server.OpenRootKey(ctx, cfg)
-	}
+	cur, err := openRootKey(ctx, cfg, from)
 	if err != nil {
 		return fail(fmt.Errorf("the current root key: %w", err))
 	}
@@ -248,17 +245,11 @@ func runRootkeySealKeyring(ctx context.Context, args []string, stdout, stderr io
 		fmt.Fprintln(stderr, "cipherd rootkey seal-keyring: -in and -out are required")
 		return 2
 	}
-	open := func(uri string) (cryptosvc.RootKeyProvider, error) {
-		if uri != "" {
-			return server.OpenRootKeyURI(ctx, uri)
-		}
-		return server.OpenRootKey(ctx, cfg)
-	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "cipherd rootkey seal-keyring:", err)
 		return 1
 	}
-	src, err := open(*from)
+	src, err := openRootKey(ctx, cfg, *from)
 	if err != nil {
 		return fail(err)
 	}
@@ -272,7 +263,7 @@ func runRootkeySealKeyring(ctx context.Context, args []string, stdout, stderr io
 	if err != nil {
 		return fail(err)
 	}
-	dst, err := open(*to)
+	dst, err := openRootKey(ctx, cfg, *to)
 	if err != nil {
 		return fail(err)
 	}

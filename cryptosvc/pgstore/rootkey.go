@@ -49,9 +49,9 @@ func RotateRootKey(ctx context.Context, dsn string, from, to cryptosvc.RootKeyPr
 	if err != nil {
 		return nil, false, classify(err)
 	}
-	var rec storageKeyRecord
-	if err := strictJSON(data, &rec); err != nil || rec.V != 2 {
-		return nil, false, fmt.Errorf("pgstore: the storage key row: %w", cryptosvc.ErrMalformed)
+	rec, err := decodeStorageKey(data)
+	if err != nil {
+		return nil, false, err
 	}
 	if _, err := cryptosvc.OpenStorageKey(ctx, to, &rec.WrappedStorageKey, nil); err == nil {
 		return &rec.WrappedStorageKey, false, nil

@@ -47,9 +47,9 @@ func openStorageKey(ctx context.Context, pool *pgxpool.Pool, p cryptosvc.RootKey
 		if err != nil {
 			return nil, classify(err)
 		}
-		var rec storageKeyRecord
-		if err := strictJSON(data, &rec); err != nil || rec.V != 2 {
-			return nil, fmt.Errorf("pgstore: the storage key row: %w", cryptosvc.ErrMalformed)
+		rec, err := decodeStorageKey(data)
+		if err != nil {
+			return nil, err
 		}
 		s, err := cryptosvc.OpenStorageKey(ctx, p, &rec.WrappedStorageKey, r)
 		if err != nil {
@@ -58,4 +58,13 @@ func openStorageKey(ctx context.Context, pool *pgxpool.Pool, p cryptosvc.RootKey
 		return s, nil
 	}
 	return nil, errors.New("pgstore: the storage key row vanished")
+}
+
+// decodeStorageKey decodes the storage key row's value.
+func decodeStorageKey(data []byte) (*storageKeyRecord, error) {
+	var rec storageKeyRecord
+	if err := strictJSON(data, &rec); err != nil || rec.V != 2 {
+		return nil, fmt.Errorf("pgstore: the storage key row: %w", cryptosvc.ErrMalformed)
+	}
+	return &rec, nil
 }
