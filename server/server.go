@@ -63,7 +63,8 @@ type Server struct {
 	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
-	rk        rootKeyState // the keystore's root-key provider (file or PostgreSQL store)
+	bgDone    sync.WaitGroup // background and watchRotation, waited for before the store closes
+	rk        rootKeyState   // the keystore's root-key provider (file or PostgreSQL store)
 }
 
 // New runs the start-up sequence (known-answer tests, cipher selection, keys,
@@ -139,9 +140,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
-	go s.background(bg)
+	s.bgDone.Go(func() { s.background(bg) })
 	if fs, ok := s.store.(*cryptosvc.FileStore); ok {
-		go s.watchRotation(bg, fs, filepath.Join(cfg.DataDir, "keys"))
+		s.bgDone.Go(func() { s.watchRotation(bg, fs, filepath.Join(cfg.DataDir, "keys")) })
 	}
 	s.ready.Store(true)
 	log.Info("cipherd ready",
@@ -315,7 +316,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 		err = s.app.ShutdownWithContext(ctx)
+		// The background work ends before the store closes: a scheduled or
+		// requested rotation finishes its write, and nothing logs about a
+		// closed store after Shutdown returns.
 		s.bg()
+		s.bgDone.Wait()
 		if s.tls != nil {
 			s.tls.close()
 		}
