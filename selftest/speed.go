@@ -56,6 +56,12 @@ type SpeedConfig struct {
 	// progress lines as openssl prints them.
 	Trials int
 
+	// RoundGap, with Trials > 1, pauses this long between rounds, so that a
+	// cell's trials span more time than a busy spell of a shared machine
+	// (which lasts seconds here: docs/BENCHMARKS.md, "/speed against cipherd
+	// speed") and the median trial is one measured outside it.
+	RoundGap time.Duration
+
 	// Round, when set and Trials > 1, receives the result as it stands
 	// after each round (every cell the median of the trials so far).
 	Round func(r *SpeedResult, round, of int)
@@ -159,6 +165,7 @@ type SpeedResult struct {
 	Started time.Time  `json:"started"`
 	Seconds float64    `json:"seconds_per_cell"` // per trial
 	Trials  int        `json:"trials"`           // per cell; the cell is the median trial
+	Gap     float64    `json:"seconds_between_rounds,omitempty"`
 	Multi   int        `json:"multi"`
 	Decrypt bool       `json:"decrypt,omitempty"`
 	Sizes   []int      `json:"sizes"`
@@ -203,6 +210,9 @@ func Speed(ctx context.Context, cfg SpeedConfig) (*SpeedResult, error) {
 		Decrypt:  cfg.Decrypt,
 		Sizes:    sizes,
 		multiImp: cfg.Impl == "all",
+	}
+	if trials > 1 {
+		res.Gap = cfg.RoundGap.Seconds()
 	}
 	type cellRef struct {
 		row, col int
@@ -261,8 +271,25 @@ func Speed(ctx context.Context, cfg SpeedConfig) (*SpeedResult, error) {
 			}
 			cfg.Round(&snap, round+1, trials)
 		}
+		if round < trials-1 && cfg.RoundGap > 0 {
+			if err := sleepCtx(ctx, cfg.RoundGap); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return res, nil
+}
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // speedImpls returns the implementations of c that cfg asks for.

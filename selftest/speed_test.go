@@ -90,6 +90,35 @@ func TestSpeedStopsOnCancel(t *testing.T) {
 	}
 }
 
+// Rounds of trials are RoundGap apart, and a cancel during a gap ends the
+// run without waiting for the gap.
+func TestSpeedRoundGap(t *testing.T) {
+	cfg := SpeedConfig{Ciphers: []kernels.Cipher{kernels.AES128GCM}, Sizes: []int{64}, Duration: time.Millisecond, Trials: 3, RoundGap: 40 * time.Millisecond}
+	var at []time.Duration
+	start := time.Now()
+	cfg.Round = func(_ *SpeedResult, _, _ int) { at = append(at, time.Since(start)) }
+	res, err := Speed(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(at) != 3 || at[1]-at[0] < 40*time.Millisecond || at[2]-at[1] < 40*time.Millisecond {
+		t.Errorf("rounds ended at %v, want 3 rounds at least 40ms apart", at)
+	}
+	if res.Gap != 0.04 || len(res.Rows[0].Cells[0].Trials) != 3 {
+		t.Errorf("gap %g s, trials %v", res.Gap, res.Rows[0].Cells[0].Trials)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.RoundGap, cfg.Round = time.Hour, func(_ *SpeedResult, _, _ int) { cancel() }
+	start = time.Now()
+	if _, err := Speed(ctx, cfg); err != context.Canceled {
+		t.Fatalf("cancelled in the gap: err = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("cancel in the gap took %v", d)
+	}
+}
+
 // The benchmark loop must add no allocation to the cipher's own: a
 // per-operation allocation of the harness would be measured as the cipher's.
 // (The cipher's own count is 0 except for x/crypto's ChaCha20-Poly1305 built

@@ -27,21 +27,27 @@ import (
 // of wall time (each trial between minCellTime and maxCellTime), so that
 // /speed has figures within seconds; then, in the background, the refined
 // table that replaces it: refineTrials interleaved trials of refineTrialTime
-// per cell, the median of which agrees with `cipherd speed -seconds 1` for
-// the same implementation and size (docs/BENCHMARKS.md, "/speed against
-// cipherd speed", measures it). Interleaving spreads a busy moment of the
-// machine over many cells, one trial each, where the median ignores it.
+// per cell in rounds refineRoundGap apart, the median of which agrees with
+// `cipherd speed -seconds 1` for the same implementation and size
+// (docs/BENCHMARKS.md, "/speed against cipherd speed", measures it).
+// Interleaving spreads a busy moment of the machine over many cells, one
+// trial each, where the median ignores it; the gaps spread each cell's
+// trials over more than a minute, longer than the busy spells of a shared
+// host, and keep the refinement to about half of one core.
 const (
 	quickBudget  = 1500 * time.Millisecond
 	quickTrials  = 3
 	minCellTime  = 2 * time.Millisecond
 	maxCellTime  = 20 * time.Millisecond
-	refineTrials = 3
+	refineTrials = 5
 )
 
-// refineTrialTime is the time per trial of the refined table; a variable so
+// refineTrialTime and refineRoundGap time the refined table; variables so
 // that the package's tests can make the refinement short.
-var refineTrialTime = 100 * time.Millisecond
+var (
+	refineTrialTime = 100 * time.Millisecond
+	refineRoundGap  = 10 * time.Second
+)
 
 // Limits of POST /speed/run.
 const (
@@ -136,7 +142,7 @@ func (sp *speedState) runInitial(ctx context.Context) {
 		return
 	}
 	refined := quick
-	refined.Trials, refined.Duration = refineTrials, refineTrialTime
+	refined.Trials, refined.Duration, refined.RoundGap = refineTrials, refineTrialTime, refineRoundGap
 	if err := sp.run(ctx, refined, sourceStartup, qualityRefined); err != nil && ctx.Err() == nil {
 		// The quick table stays.
 		sp.s.log.Error("refined speed table not measured", zap.Error(err))
@@ -169,7 +175,7 @@ func (sp *speedState) run(ctx context.Context, cfg selftest.SpeedConfig, source,
 	cells := sp.cells(cfg.Ciphers, cfg.Sizes)
 	trials := max(cfg.Trials, 1)
 	start := time.Now()
-	r := &speedRun{started: start, expect: time.Duration(cells*trials) * (cfg.Duration + runCellOverhead),
+	r := &speedRun{started: start, expect: time.Duration(cells*trials)*(cfg.Duration+runCellOverhead) + time.Duration(trials-1)*cfg.RoundGap,
 		refine: quality == qualityRefined && source == sourceStartup, rounds: trials}
 	cfg.Round = func(_ *selftest.SpeedResult, round, _ int) { r.round.Store(int32(round)) }
 	sp.running.Store(r)
@@ -221,13 +227,16 @@ func (sp *speedState) refineProgress() (int, int) {
 }
 
 // tableMethod says in words how a table was measured, for the JSON and the
-// page: "median of 3 interleaved trials of 100ms per cell, one worker,
-// encryption".
+// page: "median of 5 interleaved trials of 100ms per cell in rounds 10s
+// apart, one worker, encryption".
 func tableMethod(res *selftest.SpeedResult) string {
 	per := time.Duration(res.Seconds * float64(time.Second)).Round(100 * time.Microsecond)
 	s := fmt.Sprintf("%s per cell", per)
 	if res.Trials > 1 {
 		s = fmt.Sprintf("median of %d interleaved trials of %s per cell", res.Trials, per)
+		if res.Gap > 0 {
+			s += fmt.Sprintf(" in rounds %s apart", time.Duration(res.Gap*float64(time.Second)).Round(time.Millisecond))
+		}
 	}
 	if res.Multi > 1 {
 		s += fmt.Sprintf(", %d workers", res.Multi)

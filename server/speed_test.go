@@ -201,7 +201,7 @@ func TestSpeedStartupTable(t *testing.T) {
 	v := waitSpeedTable(t, ts)
 	took := time.Since(start)
 	if v.TableQuality != qualityRefined || v.Refining != nil || v.Table.Trials != refineTrials ||
-		v.Table.Seconds != refineTrialTime.Seconds() || !strings.Contains(v.TableMethod, "median of 3 interleaved trials of 2ms per cell") {
+		v.Table.Seconds != refineTrialTime.Seconds() || !strings.Contains(v.TableMethod, "median of 5 interleaved trials of 2ms per cell in rounds 5ms apart") {
 		t.Errorf("refined table: quality %q refining %+v trials %d of %gs, method %q", v.TableQuality, v.Refining, v.Table.Trials, v.Table.Seconds, v.TableMethod)
 	}
 	t.Logf("start-up table: %d rows in %s after New", len(v.Table.Rows), took.Round(time.Millisecond))
@@ -406,7 +406,7 @@ func TestSpeedPage(t *testing.T) {
 	if len(v.Table.Rows) > len(ts.sel.Implementations)+countSpeedOnly(ts) && !strings.Contains(page, `<g class="series" opacity="0.55">`) {
 		t.Errorf("no faded line for the other implementations")
 	}
-	if !strings.Contains(page, `title="median of 3 trials; range `) {
+	if !strings.Contains(page, `title="median of 5 trials; range `) {
 		t.Errorf("the figures do not say how far their trials were")
 	}
 	if n := strings.Count(page, "<polyline"); n != len(v.Table.Rows) {
@@ -420,7 +420,7 @@ func TestSpeedPage(t *testing.T) {
 	for _, want := range []string{
 		v.Selection.AEAD, v.Selection.AEADReason, v.Host.Brand, "Self-test", "known-answer runs passed",
 		"after start-up", "message size (log scale)", "16 KiB", "The full table is measured.",
-		"median of 3 interleaved trials of 2ms per cell",
+		"median of 5 interleaved trials of 2ms per cell in rounds 5ms apart",
 	} {
 		if !strings.Contains(page, htmlText(want)) {
 			t.Errorf("page lacks %q", want)
