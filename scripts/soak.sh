@@ -94,7 +94,6 @@ end
 LUA
 
 echo "soak: $target, wrk -t$THREADS -c$CONNS, ${WARMUP}s warm-up then ${DURATION}s; samples every ${SAMPLE}s in $CSV"
-wrk -t"$THREADS" -c"$CONNS" -d"${WARMUP}s" -s "$CL_WORK/soak.lua" "$url" >/dev/null
 
 # sample: one row per process: seconds since start, process, RSS (KiB),
 # goroutines and live heap after the last GC (KiB) (cipherd only), open file
@@ -116,10 +115,14 @@ sample() {
     sleep "$SAMPLE"
   done
 }
+# One wrk run covers the warm-up and the measurement, and the sampling starts
+# after the warm-up: a second run would open new connections, which HAProxy
+# spreads over the replicas anew during the measurement, and a replica's
+# live heap grows with the connections it serves.
 echo "seconds,process,rss_kb,fds,goroutines,heap_live_kb" >"$CSV"
-sample "$(date +%s)" >>"$CSV" &
+(sleep "$WARMUP"; sample "$(date +%s)") >>"$CSV" &
 sampler=$!
-out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 5s --latency -s "$CL_WORK/soak.lua" "$url")
+out=$(wrk -t"$THREADS" -c"$CONNS" -d"$((WARMUP + DURATION))s" --timeout 5s --latency -s "$CL_WORK/soak.lua" "$url")
 kill "$sampler"; wait "$sampler" 2>/dev/null || true; sampler=
 echo "$out" >"$OUT/wrk.txt"
 
