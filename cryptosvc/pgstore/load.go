@@ -147,6 +147,12 @@ func (s *Store) run(conn *pgx.Conn) {
 		if s.ctx.Err() != nil {
 			return
 		}
+		// The pool's idle connections went where the listening one did,
+		// and pgxpool pings only those idle for over a second before
+		// handing them out: a read on miss right after the database comes
+		// back would fail on one (TestPoolResetWhenListenerLost). Closed
+		// now, the next reads and writes dial afresh.
+		s.pool.Reset()
 		s.setDown(err)
 		for conn == nil {
 			select {

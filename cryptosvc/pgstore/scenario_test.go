@@ -171,6 +171,65 @@ func TestScenarioReadOnMiss(t *testing.T) {
 	}
 }
 
+// TestPoolResetWhenListenerLost: a replica that read from the database
+// just before it was killed, asked for a version made elsewhere just after
+// it came back, finds it at once. pgxpool hands out a connection idle for
+// under a second without a ping, so the pooled one, dead since the kill,
+// would fail that read unless the store closes its pool's connections when
+// its listening connection is lost.
+func TestPoolResetWhenListenerLost(t *testing.T) {
+	srv := pgtest.Start(t) // its own: this test kills it
+	dsn := srv.Database(t)
+	root := keystoretest.Secret(t)
+	rs := replicas(t, dsn, &root, 1, nil)
+	ctx := context.Background()
+	if _, err := rs[0].svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	st := rs[0].store
+	if _, err := st.Refresh(ctx, "k"); err != nil { // a pooled connection, used now
+		t.Fatal(err)
+	}
+	if st.pool.Stat().IdleConns() == 0 {
+		t.Fatal("no idle pooled connection before the kill: the test proves nothing")
+	}
+	killed := time.Now()
+	srv.Kill(t)
+	for st.Health() == nil {
+		if time.Since(killed) > 15*time.Second {
+			t.Fatal("the store still reports a healthy database")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := st.pool.Stat().IdleConns(); n != 0 {
+		t.Errorf("%d idle pooled connections once the listener is lost, want 0", n)
+	}
+	srv.Restart(t)
+
+	// Version 2, written by another client without notification: only a
+	// read on miss finds it.
+	k := keystoretest.MustGet(t, st, "k").Clone()
+	keystoretest.AddVersion(t, k, keystoretest.Secret(t))
+	writeSilently(t, st, dsn, k)
+	mem := cryptosvc.NewMemStore()
+	if err := mem.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	other, err := cryptosvc.New(cryptosvc.Config{Keystore: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, info, err := other.Seal(ctx, "k", []byte("made elsewhere"), nil)
+	if err != nil || info.Version != 2 {
+		t.Fatalf("seal elsewhere: version %d, %v", info.Version, err)
+	}
+	pt, _, err := rs[0].svc.Open(ctx, "k", ct, nil)
+	if err != nil || string(pt) != "made elsewhere" {
+		t.Fatalf("open %v after the kill: %q, %v", time.Since(killed).Round(time.Millisecond), pt, err)
+	}
+	t.Logf("opened a version made elsewhere %v after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
 // writeSilently stores k's next revision as a rotation would, but without
 // the NOTIFY.
 func writeSilently(t *testing.T, s *Store, dsn string, k *cryptosvc.StoredKey) {
