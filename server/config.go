@@ -135,6 +135,13 @@ type Config struct {
 	DrainDelay time.Duration `yaml:"drain_delay"`
 	// IOBufferSize is the read and write buffer per connection. Default 256 KiB.
 	IOBufferSize int `yaml:"io_buffer_size"`
+	// MaxConnections bounds the connections Serve and ListenAndServe hold
+	// open at once. A connection keeps its read and write buffers (2 ×
+	// IOBufferSize) for as long as it is open, idle or not, so this bounds
+	// that memory. At the limit the server accepts no more until one
+	// closes; the kernel's listen queue holds the newcomers. Default 1024;
+	// -1 means no limit.
+	MaxConnections int `yaml:"max_connections"`
 
 	// Logger receives access, audit and lifecycle logs. Nil means a zap
 	// production (JSON) logger. Not settable from the file.
@@ -210,6 +217,9 @@ func (cfg Config) Defaults() Config {
 	}
 	if cfg.IOBufferSize <= 0 {
 		cfg.IOBufferSize = 256 << 10
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = 1024
 	}
 	if cfg.RateLimit > 0 && cfg.RateBurst <= 0 {
 		cfg.RateBurst = max(1, int(2*cfg.RateLimit))
@@ -292,6 +302,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.VerifyFullBudget < cfg.MaxVerifyFull {
 		errs = append(errs, fmt.Errorf("verify_full_budget %d is below max_verify_full %d: no request at the limit could be served", cfg.VerifyFullBudget, cfg.MaxVerifyFull))
+	}
+	if cfg.MaxConnections < -1 {
+		errs = append(errs, fmt.Errorf("max_connections %d: want a positive number, or -1 for no limit", cfg.MaxConnections))
 	}
 	if cfg.MaxStreamsPerIdentity < -1 {
 		errs = append(errs, fmt.Errorf("max_streams_per_identity %d: want a positive number, or -1 for no limit", cfg.MaxStreamsPerIdentity))

@@ -370,7 +370,7 @@ func jsonFields(typ reflect.Type) []string {
 func TestOpenAPIServed(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true, MaxJSONBody: 1 << 20, MaxBatchItems: 7, MaxVerifyFull: 3 << 20,
 		RequestTimeout: 9 * time.Second, StreamIdleTimeout: 11 * time.Second, RateLimit: 5, RateBurst: 13,
-		VerifyFullBudget: 5 << 20, MaxStreamsPerIdentity: 3})
+		VerifyFullBudget: 5 << 20, MaxStreamsPerIdentity: 3, MaxConnections: 17})
 	code, body, hdr := ts.do(t, "GET", api.RouteOpenAPI, "", nil, "-")
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), api.ContentTypeJSON) {
 		t.Fatalf("GET %s: %d, %s, %d bytes", api.RouteOpenAPI, code, hdr.Get("Content-Type"), len(body))
@@ -380,6 +380,7 @@ func TestOpenAPIServed(t *testing.T) {
 	for name, want := range map[string]string{
 		"max_json_body": "1048576", "max_batch_items": "7", "max_verify_full": "3145728",
 		"request_timeout": "9s", "stream_idle_timeout": "11s", "rate_limit": "5", "rate_burst": "13",
+		"max_connections": "17",
 	} {
 		if got := fmt.Sprint(obj(t, limits[name], name)["value"]); got != want {
 			t.Errorf("x-cipherd-limits %s: %s, want %s", name, got, want)

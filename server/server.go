@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -284,8 +285,12 @@ func (s *Server) Service() *cryptosvc.Service { return s.svc }
 func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
 
 // Serve accepts connections on ln (wrapping it in TLS when configured) until
-// Shutdown.
+// Shutdown, holding at most MaxConnections open at once.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.MaxConnections > 0 {
+		// Under the TLS wrapper, so that handshakes in progress count too.
+		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	}
 	ln = coalescingListener{Listener: ln, slack: deadlineSlack(s.cfg.RequestTimeout, s.cfg.StreamIdleTimeout, connIdleTimeout)}
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls.config())

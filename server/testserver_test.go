@@ -71,6 +71,8 @@ func startTestServer(t testing.TB, cfg Config) *testServer {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Its connection would hold a place of max_connections.
+	client.CloseIdleConnections()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -90,6 +90,7 @@ var serveSettings = []setting{
 	{key: "shutdown_timeout", help: "bound on the drain on SIGTERM"},
 	{key: "drain_delay", zero: "0s", help: "serve with readiness off for this long before closing the listener, so load balancers notice first"},
 	{key: "io_buffer_size", help: "read and write buffer per connection, in bytes"},
+	{key: "max_connections", help: "connections held open at once (-1: no limit); at the limit no more are accepted until one closes"},
 	{key: "log_level", env: "CIPHERD_LOG_LEVEL", flag: "log-level", help: "level of the JSON logs on standard error: debug, info, warn or error; reloads"},
 	{flag: "config", env: "CIPHERD_CONFIG", zero: "none", help: "the YAML configuration file; unknown keys are refused"},
 }
