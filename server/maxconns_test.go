@@ -2,6 +2,8 @@ package server
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -45,8 +47,9 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("connection %d: want no answer while %d are open, got %v", limit+1, limit, err)
 	}
 
-	// One held connection is served while it holds its place.
-	if _, err := held[0].Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+	// One held connection is served while it holds its place; its metrics
+	// show the server full.
+	if _, err := held[0].Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -54,9 +57,15 @@ func TestMaxConnections(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a held connection was not served: %v", err)
 	}
+	metrics, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("held connection: %s", resp.Status)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("held connection: %s, %v", resp.Status, err)
+	}
+	for _, want := range []string{fmt.Sprintf("cipherd_open_connections %d\n", limit), fmt.Sprintf("cipherd_max_connections %d\n", limit)} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
 	}
 
 	// Closing one frees its place: the waiting request is answered.

@@ -77,6 +77,16 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("cipherd_decrypt_failures_total", float64(m.decryptFailures.Load()))
 	w.family("cipherd_active_streams", "gauge", "Streamed responses being written.")
 	w.sample("cipherd_active_streams", float64(m.activeStreams.Load()))
+	w.family("cipherd_open_connections", "gauge", "Client connections open, idle ones included.")
+	open := 0.0
+	if s.app != nil && s.app.Server() != nil {
+		open = float64(s.app.Server().GetOpenConnectionsCount())
+	}
+	w.sample("cipherd_open_connections", open)
+	if s.cfg.MaxConnections > 0 {
+		w.family("cipherd_max_connections", "gauge", "The most connections the server holds open at once (max_connections).")
+		w.sample("cipherd_max_connections", float64(s.cfg.MaxConnections))
+	}
 
 	s.writeSpeedMetrics(w)
 
