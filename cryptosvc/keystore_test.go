@@ -16,6 +16,10 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
+// The ks* helpers mirror internal/keystoretest's: that package imports
+// cryptosvc, so these in-package tests, which use unexported names, cannot
+// import it.
+
 func ksTestSecret(t testing.TB) Secret {
 	t.Helper()
 	s, err := GenerateSecret(rand.Reader)
