@@ -172,10 +172,10 @@ func TestLogSinkReportsWriteErrors(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatalf("second Sync reported the same error again: %v", err)
 	}
-	// A full buffer's error comes back from a later Write.
+	// A full buffer's error comes back from a later Write, or from the
+	// Write that filled it if the writer failed before that one returned.
 	line := strings.Repeat("b", logSinkSize)
-	io.WriteString(s, line)
-	var err error
+	_, err := io.WriteString(s, line)
 	for deadline := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 		_, err = io.WriteString(s, "c\n")
