@@ -195,12 +195,7 @@ func TestPoolResetWhenListenerLost(t *testing.T) {
 	}
 	killed := time.Now()
 	srv.Kill(t)
-	for st.Health() == nil {
-		if time.Since(killed) > 15*time.Second {
-			t.Fatal("the store still reports a healthy database")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUnhealthy(t, 0, st)
 	if n := st.pool.Stat().IdleConns(); n != 0 {
 		t.Errorf("%d idle pooled connections once the listener is lost, want 0", n)
 	}
@@ -228,6 +223,19 @@ func TestPoolResetWhenListenerLost(t *testing.T) {
 		t.Fatalf("open %v after the kill: %q, %v", time.Since(killed).Round(time.Millisecond), pt, err)
 	}
 	t.Logf("opened a version made elsewhere %v after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
+// waitUnhealthy waits up to 15 s for replica i's store to report the
+// database unreachable.
+func waitUnhealthy(t *testing.T, i int, st *Store) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for st.Health() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %d still reports a healthy database", i)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // writeSilently stores k's next revision as a rotation would, but without
@@ -314,13 +322,7 @@ func TestScenarioDatabaseKilled(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	srv.Kill(t)
 	for i, r := range rs {
-		deadline := time.Now().Add(15 * time.Second)
-		for r.store.Health() == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d still reports a healthy database", i)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitUnhealthy(t, i, r.store)
 	}
 	start := time.Now()
 	_, err := rs[1].svc.RotateKey(ctx, "k")
