@@ -79,8 +79,10 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("cipherd_active_streams", float64(m.activeStreams.Load()))
 	w.family("cipherd_open_connections", "gauge", "Client connections open, idle ones included.")
 	open := 0.0
-	if s.app != nil && s.app.Server() != nil {
-		open = float64(s.app.Server().GetOpenConnectionsCount())
+	if s.app != nil {
+		if srv := s.app.Server(); srv != nil {
+			open = float64(srv.GetOpenConnectionsCount())
+		}
 	}
 	w.sample("cipherd_open_connections", open)
 	if s.cfg.MaxConnections > 0 {
