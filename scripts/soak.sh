@@ -169,14 +169,16 @@ for i in "${!CL_PIDS[@]}"; do
   printf '%s: %d samples; RSS first %d KiB, last %d KiB (median of first third %s, last third %s); live heap median %s KiB then %s KiB; goroutines first %s, last %s (max of first third %s, last third %s); fds max %s then %s\n' \
     "$name" "$n" "$first_rss" "$last_rss" "$rss0" "$rss1" "$h0" "$h1" "$first_g" "$last_g" "$g0" "$g1" "$f0" "$f1"
   if [ "$n" -lt 3 ]; then fail+=("$name: only $n samples"); continue; fi
-  # grow FROM TO PCT: TO is more than PCT percent above FROM, plus the
-  # buffers of the connections opened since.
+  # grow WHAT FROM TO PCT fails when TO is more than PCT percent above FROM,
+  # plus the buffers of the connections opened since.
   conns=$((f1 > f0 ? f1 - f0 : 0))
-  grow() { awk -v a="$1" -v b="$2" -v p="$3" -v c="$((conns * CONN_HEAP_KB))" 'BEGIN {exit !(b > a * (1 + p / 100) + c)}'; }
-  allow="more than $RSS_GROWTH_PCT% plus $conns connection(s) of $CONN_HEAP_KB KiB"
-  if grow "$rss0" "$rss1" "$RSS_GROWTH_PCT"; then fail+=("$name RSS grew from $rss0 to $rss1 KiB ($allow)"); fi
-  allow="more than $HEAP_GROWTH_PCT% plus $conns connection(s) of $CONN_HEAP_KB KiB"
-  if grow "$h0" "$h1" "$HEAP_GROWTH_PCT"; then fail+=("$name live heap grew from $h0 to $h1 KiB ($allow)"); fi
+  grow() {
+    if awk -v a="$2" -v b="$3" -v p="$4" -v c="$((conns * CONN_HEAP_KB))" 'BEGIN {exit !(b > a * (1 + p / 100) + c)}'; then
+      fail+=("$name $1 grew from $2 to $3 KiB (more than $4% plus $conns connection(s) of $CONN_HEAP_KB KiB)")
+    fi
+  }
+  grow RSS "$rss0" "$rss1" "$RSS_GROWTH_PCT"
+  grow "live heap" "$h0" "$h1" "$HEAP_GROWTH_PCT"
   [ "$g1" -le $((g0 + GOROUTINE_GROWTH)) ] || fail+=("$name goroutines grew from $g0 to $g1")
 done
 if [ "$HAPROXY" = 1 ]; then
