@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"net"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ type coalescingConn struct {
 	slack   int64
 	want    atomic.Int64 // the read deadline asked for, in Unix nanoseconds; 0 for none
 	inForce atomic.Int64 // the read deadline set on Conn
+	linger  atomic.Bool  // read what the client still sends before closing
 }
 
 // SetReadDeadline notes t as the read deadline for the reads to come.
@@ -56,6 +58,60 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 		}
 	}
 	return c.Conn.Read(p)
+}
+
+// A connection that refused a request body lingers before it closes: for
+// lingerTimeout at most, during which it reads and discards up to
+// lingerBytes of what the client still sends, and stops when the client
+// closes its side or sends nothing for lingerIdle (one that sent Expect:
+// 100-continue and got the refusal instead, say). A client still sending
+// beyond lingerBytes is not read further: its writes block until the
+// connection closes, so discarding its upload costs the server at most
+// lingerBytes of reading.
+const (
+	lingerTimeout = time.Second
+	lingerIdle    = 500 * time.Millisecond
+	lingerBytes   = 1 << 20
+)
+
+// Close closes the connection, lingering first after lingerOnClose. A client
+// streaming an upload that was refused early is still writing when the
+// refusal goes out; closing with its bytes unread sends a TCP reset, which
+// fails its next write, so that a client that writes the whole body before
+// it reads the answer (Go's net/http among them) reports "broken pipe" or
+// "connection reset" instead of the 4xx and its code
+// (TestLingerAfterRefusedUpload).
+func (c *coalescingConn) Close() error {
+	if c.linger.Load() {
+		c.lingerRead()
+	}
+	return c.Conn.Close()
+}
+
+func (c *coalescingConn) lingerRead() {
+	end := time.Now().Add(lingerTimeout)
+	buf := make([]byte, 16<<10)
+	for n := 0; n < lingerBytes; {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(min(time.Until(end), lingerIdle)))
+		m, err := c.Conn.Read(buf)
+		if err != nil {
+			return
+		}
+		n += m
+	}
+	time.Sleep(time.Until(end))
+}
+
+// lingerOnClose makes Close of the server's connection conn (as fasthttp
+// hands it to a handler: a coalescingConn, or a TLS connection over one)
+// linger.
+func lingerOnClose(conn net.Conn) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if cc, ok := conn.(*coalescingConn); ok {
+		cc.linger.Store(true)
+	}
 }
 
 func (c *coalescingConn) apply(w int64) error {

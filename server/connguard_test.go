@@ -1,12 +1,23 @@
 package server
 
 import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cipherd/cipherd/api"
 )
 
 // deadlineRecorder is a connection whose reads return at once and which
@@ -158,5 +169,94 @@ func TestDeadlineSlack(t *testing.T) {
 		if got := deadlineSlack(c.in...); got != c.want {
 			t.Errorf("deadlineSlack(%v) = %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// TestLingerAfterRefusedUpload: a client that is still sending an upload the
+// server refused reads the refusal, not a connection reset; the server
+// closes the connection once the client pauses for lingerIdle, and within
+// lingerTimeout of the response, having read at most lingerBytes, if it
+// never stops sending.
+func TestLingerAfterRefusedUpload(t *testing.T) {
+	plain := startTestServer(t, Config{SkipBenchmark: true})
+	pki := newSecPKI(t)
+	overTLS := pki.start(t, Config{}, false)
+	roots := x509.NewCertPool()
+	roots.AddCert(pki.ca.leaf)
+	for _, tc := range []struct {
+		ts          *testServer
+		tls         bool
+		keepSending bool
+	}{{plain, false, false}, {plain, false, true}, {overTLS, true, false}, {overTLS, true, true}} {
+		ts := tc.ts
+		keepSending := tc.keepSending
+		t.Run(fmt.Sprintf("TLS %v, keep sending %v", tc.tls, keepSending), func(t *testing.T) {
+			addr := ts.URL[strings.Index(ts.URL, "//")+2:]
+			var conn net.Conn
+			var err error
+			if tc.tls {
+				conn, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "localhost"})
+			} else {
+				conn, err = net.Dial("tcp", addr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			head := "POST /v1/decrypt/default?verify=ful HTTP/1.1\r\nHost: x\r\n" +
+				"Authorization: Bearer " + ts.Token + "\r\nContent-Type: " + api.ContentTypeStream +
+				"\r\nContent-Length: " + strconv.Itoa(1<<40) + "\r\n\r\n"
+			if _, err := conn.Write(append([]byte(head), make([]byte, 256<<10)...)); err != nil {
+				t.Fatal(err)
+			}
+			// The refusal is out and the server is closing while 256 KiB
+			// sit unread in its socket: closing now would reset the
+			// connection.
+			time.Sleep(200 * time.Millisecond)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the refusal: %v", err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 400 || codeOf(body) != api.CodeInvalidParameter || !resp.Close {
+				t.Fatalf("refusal: %d %q (close %v, %v), want 400 invalid_parameter with Connection: close", resp.StatusCode, body, resp.Close, err)
+			}
+			if _, err := conn.Write(make([]byte, 256<<10)); err != nil {
+				t.Errorf("writing more of the body after the refusal: %v", err)
+			}
+			start := time.Now()
+			if keepSending {
+				// Until the server closes; its reset fails a write.
+				var sent int64
+				for time.Since(start) < lingerTimeout+10*time.Second {
+					conn.SetWriteDeadline(time.Now().Add(lingerTimeout + 10*time.Second))
+					m, err := conn.Write(make([]byte, 64<<10))
+					sent += int64(m)
+					if err != nil {
+						break
+					}
+				}
+				d := time.Since(start)
+				if d > lingerTimeout+5*time.Second {
+					t.Errorf("the server kept the refused connection of a client still sending %v, want about %v", d, lingerTimeout)
+				}
+				// What the server read, and what the sockets' buffers hold.
+				if sent > lingerBytes+64<<20 {
+					t.Errorf("the client sent %d MiB after the refusal, want the server to stop reading after %d MiB", sent>>20, lingerBytes>>20)
+				}
+				t.Logf("closed %v after the refusal was read; the client sent %d KiB meanwhile", d.Round(time.Millisecond), sent>>10)
+				return
+			}
+			conn.SetReadDeadline(start.Add(lingerTimeout + 10*time.Second))
+			n, err := conn.Read(make([]byte, 1))
+			d := time.Since(start)
+			if n != 0 || !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("after the refusal the server sent %d bytes, %v; want it to close the connection", n, err)
+			}
+			if d > lingerIdle+5*time.Second {
+				t.Errorf("the server kept the refused connection of a client that paused %v, want about %v", d, lingerIdle)
+			}
+			t.Logf("closed %v after the refusal was read", d.Round(time.Millisecond))
+		})
 	}
 }

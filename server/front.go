@@ -75,6 +75,9 @@ func (s *Server) closeIfUnread(c *fiber.Ctx, route string, status int) {
 		return
 	}
 	c.Context().SetConnectionClose()
+	if status != fiber.StatusRequestTimeout { // a client that timed out is not sending
+		lingerOnClose(c.Context().Conn())
+	}
 }
 
 // readsBody reports whether the route's handler reads the request body (its
