@@ -206,3 +206,62 @@ func TestGCMAsmRekey(t *testing.T) {
 		}
 	}
 }
+
+// TestGCMShort256 seals and opens the messages that a VAES512 key hands to
+// the VAES256 kernels (gcmShort256), and those around them, against
+// crypto/cipher: fresh keys, whose table the VAES512 init wrote, before and
+// after a long message completes it, and after Rekey.
+func TestGCMShort256(t *testing.T) {
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		im, err := Lookup(c, "vaes512")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(im.String(), func(t *testing.T) {
+			if !im.Available() {
+				t.Skipf("%s is not available on this host", im)
+			}
+			r := newRand(t)
+			for _, step := range []string{"fresh", "after a long message", "rekeyed"} {
+				key := r.bytes(c.KeySize())
+				g := mustAEAD(t, im, key).(*gcmAsm)
+				switch step {
+				case "after a long message":
+					g.Seal(nil, r.bytes(12), r.bytes(4096), nil)
+				case "rekeyed":
+					g.Seal(nil, r.bytes(12), r.bytes(4096), r.bytes(600))
+					key = r.bytes(c.KeySize())
+					if err := g.Rekey(key); err != nil {
+						t.Fatal(err)
+					}
+				}
+				b, err := aes.NewCipher(key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, err := cipher.NewGCM(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 48} {
+					for _, aadLen := range []int{0, 1, 16} {
+						nonce, pt, aad := r.bytes(12), r.bytes(n), r.bytes(aadLen)
+						want := ref.Seal(nil, nonce, pt, aad)
+						got := g.Seal(nil, nonce, pt, aad)
+						if !bytes.Equal(got, want) {
+							t.Fatalf("%s: %d bytes, %d of additional data: Seal differs from crypto/cipher", step, n, aadLen)
+						}
+						opened, err := g.Open(nil, nonce, got, aad)
+						if err != nil || !bytes.Equal(opened, pt) {
+							t.Fatalf("%s: %d bytes, %d of additional data: Open = %v", step, n, aadLen, err)
+						}
+						got[len(got)-1] ^= 1
+						if _, err := g.Open(nil, nonce, got, aad); err == nil {
+							t.Fatalf("%s: %d bytes, %d of additional data: a forged tag opened", step, n, aadLen)
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -48,10 +48,12 @@ const classMarginFactor = 2
 
 // classMinGain is the least advantage that moves a size class off the
 // chunk size's implementation, whatever the noise: below it a class saves
-// a few nanoseconds a message, and on a host where two implementations
-// are that close (vaes256 and vaes512 at 16 bytes on Zen 5, 3–19 % apart
-// in BenchmarkSeal/aes-*-gcm/*/16) a margin sized from the noise alone
-// lets the class change from one start to the next.
+// a few nanoseconds a message, and where two implementations are that
+// close (kernels of one family at the smallest sizes,
+// BenchmarkSeal/aes-*-gcm/*/16) a margin sized from the noise alone lets
+// the class change from one start to the next. A true advantage near it
+// flips the class as surely; the kernels avoid one by running the faster
+// code at such sizes themselves (kernels' gcmShort256).
 const classMinGain = 0.25
 
 // classMargin is the margin a size class's challenger must beat.
