@@ -16,7 +16,8 @@ import (
 // 800-38D's definition: the counter after J0 is inc32, which wraps to zero
 // and leaves the nonce alone, and the tag is E(K, J0) ⊕ GHASH(H, A, C). The
 // wrap falls on every block of a 4-block vector, in the 16-block loop and in
-// the tail.
+// the tail. Starting counters with every last byte put the carries out of
+// the counter's last byte at every place of the main loops.
 func TestGCMAsmCounterWrap(t *testing.T) {
 	for _, c := range []Cipher{AES128GCM, AES256GCM} {
 		for _, name := range []string{"vaes512", "vaes256"} {
@@ -62,9 +63,8 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 		}
 		var h [16]byte
 		b.Encrypt(h[:], h[:])
-		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 511, 512, 513, 16*40 + 5, 1024 + 48, 1536 + 496} {
-			for k := range 20 {
-				ctr := uint32(0xffffffff - k)
+		check := func(n int, ctr uint32) {
+			{
 				var nonce [12]byte
 				copy(nonce[:], r.bytes(12))
 				pt, aad := r.bytes(n), r.bytes(r.IntN(40))
@@ -97,6 +97,16 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 					t.Fatalf("%s n=%d counter %#x: open differs", c, n, ctr)
 				}
 			}
+		}
+		for _, n := range []int{1, 17, 64, 127, 128, 129, 255, 256, 257, 511, 512, 513, 16*40 + 5, 1024 + 48, 1536 + 496} {
+			for k := range 20 {
+				check(n, uint32(0xffffffff-k))
+			}
+		}
+		// Every last byte of the first counter, so that the carries out
+		// of the last byte fall at every place in the main loops.
+		for k := range 256 {
+			check(1536+496, 0x01020300+uint32(k))
 		}
 	}
 }
