@@ -39,6 +39,7 @@ const (
 	CodeVersionRetired     Code = "key_version_retired"  // 410
 	CodeTooLarge           Code = "too_large"            // 413: body, item or batch over its limit
 	CodeUnsupportedMedia   Code = "unsupported_media"    // 415
+	CodeHeadersTooLarge    Code = "headers_too_large"    // 431: the request line and headers over the read buffer
 	CodeRateLimited        Code = "rate_limited"         // 429 with Retry-After
 	CodeTooManyStreams     Code = "too_many_streams"     // 429 with Retry-After: the identity has max_streams_per_identity streams in flight
 	CodeInternal           Code = "internal"             // 500: details are logged, never sent
@@ -72,6 +73,8 @@ func (c Code) Status() int {
 		return 413
 	case CodeUnsupportedMedia:
 		return 415
+	case CodeHeadersTooLarge:
+		return 431
 	case CodeRateLimited, CodeTooManyStreams:
 		return 429
 	case CodeInternal:

@@ -81,7 +81,7 @@ func (s *Server) buildApp(rows []route) *fiber.App {
 		// handlers extend the deadline read by read (StreamIdleTimeout).
 		ReadTimeout:     s.cfg.RequestTimeout,
 		IdleTimeout:     connIdleTimeout,
-		ReadBufferSize:  max(s.cfg.IOBufferSize, 16<<10),
+		ReadBufferSize:  s.readBufferSize(),
 		WriteBufferSize: s.cfg.IOBufferSize,
 		// Streamed responses must not be cut by a whole-response deadline;
 		// streaming handlers set write deadlines per chunk.
@@ -96,3 +96,7 @@ func (s *Server) buildApp(rows []route) *fiber.App {
 	}
 	return app
 }
+
+// readBufferSize is each connection's read buffer: IOBufferSize, but at
+// least 16 KiB, as the request line and headers must fit in it.
+func (s *Server) readBufferSize() int { return max(s.cfg.IOBufferSize, 16<<10) }

@@ -133,7 +133,8 @@ type Config struct {
 	// DrainDelay keeps serving with readiness off before closing the
 	// listener, so load balancers notice first. Default 0.
 	DrainDelay time.Duration `yaml:"drain_delay"`
-	// IOBufferSize is the read and write buffer per connection. Default 256 KiB.
+	// IOBufferSize is the read and write buffer per connection, and so the
+	// largest request line and headers (at least 16 KiB). Default 256 KiB.
 	IOBufferSize int `yaml:"io_buffer_size"`
 	// MaxConnections bounds the connections Serve and ListenAndServe hold
 	// open at once. A connection keeps its read and write buffers (2 ×

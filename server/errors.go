@@ -68,6 +68,8 @@ func toAPIError(err error) *api.Error {
 			return apiError(api.CodeTimeout, "request timed out")
 		case fiber.StatusUnsupportedMediaType:
 			return apiError(api.CodeUnsupportedMedia, "unsupported Content-Type")
+		case fiber.StatusRequestHeaderFieldsTooLarge:
+			return apiError(api.CodeHeadersTooLarge, "request line and headers too large")
 		}
 		if fe.Code >= 400 && fe.Code < 500 {
 			// fiber's message for a request fasthttp could not parse quotes

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -295,4 +297,37 @@ func httpDo(t *testing.T, method, url string, body []byte, want int) []byte {
 		t.Fatalf("%s %s: %d %.200s %v", method, url, resp.StatusCode, b, err)
 	}
 	return b
+}
+
+// TestHeadersTooLarge: a request line and headers over the read buffer
+// (IOBufferSize) are 431 headers_too_large, and the connection closes;
+// headers within it are served.
+func TestHeadersTooLarge(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true, IOBufferSize: 16 << 10})
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	for _, tc := range []struct {
+		header int
+		status int
+	}{{12 << 10, 200}, {20 << 10, 431}, {1 << 20, 431}} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		req := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + strings.Repeat("p", tc.header) + "\r\n\r\n"
+		go conn.Write([]byte(req)) // the server may answer before it is all sent
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			conn.Close()
+			t.Fatalf("%d bytes of header: %v", tc.header, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%d bytes of header: %d %s, want %d", tc.header, resp.StatusCode, body, tc.status)
+		}
+		if tc.status == 431 && (codeOf(body) != api.CodeHeadersTooLarge || !resp.Close || bytes.Contains(body, []byte("ppp"))) {
+			t.Errorf("%d bytes of header: %s (close %v), want headers_too_large with Connection: close, not repeating the header", tc.header, body, resp.Close)
+		}
+	}
 }

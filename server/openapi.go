@@ -149,6 +149,7 @@ func (s *Server) openAPI() ([]byte, error) {
 		"max_verify_full":          limit(s.cfg.MaxVerifyFull, "max_verify_full", "Largest plaintext ?verify=full buffers; a Content-Length no such plaintext could have is refused 413 unread."),
 		"verify_full_budget":       limit(s.cfg.VerifyFullBudget, "verify_full_budget", "Bytes all ?verify=full requests together may buffer; each reserves its Content-Length (at most max_verify_full), or max_verify_full when chunked, and is refused 503 verify_full_busy when the budget cannot cover it."),
 		"max_streams_per_identity": limit(s.cfg.MaxStreamsPerIdentity, "max_streams_per_identity", "Streaming requests one identity may have in flight; more are refused 429 too_many_streams; -1: no limit."),
+		"io_buffer_size":           limit(s.readBufferSize(), "io_buffer_size", "Bytes of each connection's read buffer, and so the largest request line and headers; larger ones are refused 431 headers_too_large."),
 		"max_connections":          limit(s.cfg.MaxConnections, "max_connections", "Connections the server holds open at once; at the limit it accepts no more until one closes; -1: no limit."),
 		"request_timeout":          limit(s.cfg.RequestTimeout.String(), "request_timeout", "Time to receive a request's headers and JSON body, and the deadline of most operations (x-cipherd-timeout)."),
 		"stream_idle_timeout":      limit(s.cfg.StreamIdleTimeout.String(), "stream_idle_timeout", "A stream that sends or accepts nothing for this long is cut."),
