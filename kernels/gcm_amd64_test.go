@@ -19,8 +19,14 @@ import (
 // the tail. Starting counters with every last byte put the carries out of
 // the counter's last byte at every place of the main loops.
 func TestGCMAsmCounterWrap(t *testing.T) {
+	forEachGCMAsm(t, []string{"vaes512", "vaes256"}, testGCMAsmCounterWrap)
+}
+
+// forEachGCMAsm runs f for AES-128-GCM and AES-256-GCM with each of the
+// named assembly implementations, skipping those the host cannot run.
+func forEachGCMAsm(t *testing.T, names []string, f func(t *testing.T, c Cipher, im *Implementation)) {
 	for _, c := range []Cipher{AES128GCM, AES256GCM} {
-		for _, name := range []string{"vaes512", "vaes256"} {
+		for _, name := range names {
 			im, err := Lookup(c, name)
 			if err != nil {
 				t.Fatal(err)
@@ -29,7 +35,7 @@ func TestGCMAsmCounterWrap(t *testing.T) {
 				if !im.Available() {
 					t.Skipf("%s is not available on this host", im)
 				}
-				testGCMAsmCounterWrap(t, c, im)
+				f(t, c, im)
 			})
 		}
 	}
@@ -178,36 +184,25 @@ func BenchmarkGCMNew(b *testing.B) {
 // them, so each key is used first with a long message and then, after
 // Rekey, with short and long ones, all against crypto/cipher's AES-GCM.
 func TestGCMAsmRekey(t *testing.T) {
-	for _, c := range []Cipher{AES128GCM, AES256GCM} {
-		for _, name := range []string{"vaes512", "vaes256"} {
-			im, err := Lookup(c, name)
-			if err != nil {
+	forEachGCMAsm(t, []string{"vaes512", "vaes256"}, func(t *testing.T, c Cipher, im *Implementation) {
+		r := newRand(t)
+		g := mustAEAD(t, im, r.bytes(c.KeySize())).(*gcmAsm)
+		nonce := r.bytes(12)
+		g.Seal(nil, nonce, r.bytes(1000), r.bytes(300))
+		for range 3 {
+			key := r.bytes(c.KeySize())
+			if err := g.Rekey(key); err != nil {
 				t.Fatal(err)
 			}
-			t.Run(im.String(), func(t *testing.T) {
-				if !im.Available() {
-					t.Skipf("%s is not available on this host", im)
+			ref := stdlibGCMFor(t, key)
+			for _, n := range []int{16, 240, 241, 600, 2048} {
+				pt, aad := r.bytes(n), r.bytes(r.IntN(300))
+				if got, want := g.Seal(nil, nonce, pt, aad), ref.Seal(nil, nonce, pt, aad); !bytes.Equal(got, want) {
+					t.Fatalf("after Rekey, %d bytes with %d of additional data: Seal differs from crypto/cipher", n, len(aad))
 				}
-				r := newRand(t)
-				g := mustAEAD(t, im, r.bytes(c.KeySize())).(*gcmAsm)
-				nonce := r.bytes(12)
-				g.Seal(nil, nonce, r.bytes(1000), r.bytes(300))
-				for range 3 {
-					key := r.bytes(c.KeySize())
-					if err := g.Rekey(key); err != nil {
-						t.Fatal(err)
-					}
-					ref := stdlibGCMFor(t, key)
-					for _, n := range []int{16, 240, 241, 600, 2048} {
-						pt, aad := r.bytes(n), r.bytes(r.IntN(300))
-						if got, want := g.Seal(nil, nonce, pt, aad), ref.Seal(nil, nonce, pt, aad); !bytes.Equal(got, want) {
-							t.Fatalf("after Rekey, %d bytes with %d of additional data: Seal differs from crypto/cipher", n, len(aad))
-						}
-					}
-				}
-			})
+			}
 		}
-	}
+	})
 }
 
 // TestGCMShort256 seals and opens the messages that a VAES512 key hands to
@@ -215,49 +210,40 @@ func TestGCMAsmRekey(t *testing.T) {
 // crypto/cipher: fresh keys, whose table the VAES512 init wrote, before and
 // after a long message completes it, and after Rekey.
 func TestGCMShort256(t *testing.T) {
-	for _, c := range []Cipher{AES128GCM, AES256GCM} {
-		im, err := Lookup(c, "vaes512")
-		if err != nil {
-			t.Fatal(err)
+	forEachGCMAsm(t, []string{"vaes512"}, func(t *testing.T, c Cipher, im *Implementation) {
+		r := newRand(t)
+		for _, step := range []string{"fresh", "after a long message", "rekeyed"} {
+			key := r.bytes(c.KeySize())
+			g := mustAEAD(t, im, key).(*gcmAsm)
+			switch step {
+			case "after a long message":
+				g.Seal(nil, r.bytes(12), r.bytes(4096), nil)
+			case "rekeyed":
+				g.Seal(nil, r.bytes(12), r.bytes(4096), r.bytes(600))
+				key = r.bytes(c.KeySize())
+				if err := g.Rekey(key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ref := stdlibGCMFor(t, key)
+			for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 48} {
+				for _, aadLen := range []int{0, 1, 16} {
+					nonce, pt, aad := r.bytes(12), r.bytes(n), r.bytes(aadLen)
+					want := ref.Seal(nil, nonce, pt, aad)
+					got := g.Seal(nil, nonce, pt, aad)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("%s: %d bytes, %d of additional data: Seal differs from crypto/cipher", step, n, aadLen)
+					}
+					opened, err := g.Open(nil, nonce, got, aad)
+					if err != nil || !bytes.Equal(opened, pt) {
+						t.Fatalf("%s: %d bytes, %d of additional data: Open = %v", step, n, aadLen, err)
+					}
+					got[len(got)-1] ^= 1
+					if _, err := g.Open(nil, nonce, got, aad); err == nil {
+						t.Fatalf("%s: %d bytes, %d of additional data: a forged tag opened", step, n, aadLen)
+					}
+				}
+			}
 		}
-		t.Run(im.String(), func(t *testing.T) {
-			if !im.Available() {
-				t.Skipf("%s is not available on this host", im)
-			}
-			r := newRand(t)
-			for _, step := range []string{"fresh", "after a long message", "rekeyed"} {
-				key := r.bytes(c.KeySize())
-				g := mustAEAD(t, im, key).(*gcmAsm)
-				switch step {
-				case "after a long message":
-					g.Seal(nil, r.bytes(12), r.bytes(4096), nil)
-				case "rekeyed":
-					g.Seal(nil, r.bytes(12), r.bytes(4096), r.bytes(600))
-					key = r.bytes(c.KeySize())
-					if err := g.Rekey(key); err != nil {
-						t.Fatal(err)
-					}
-				}
-				ref := stdlibGCMFor(t, key)
-				for _, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 48} {
-					for _, aadLen := range []int{0, 1, 16} {
-						nonce, pt, aad := r.bytes(12), r.bytes(n), r.bytes(aadLen)
-						want := ref.Seal(nil, nonce, pt, aad)
-						got := g.Seal(nil, nonce, pt, aad)
-						if !bytes.Equal(got, want) {
-							t.Fatalf("%s: %d bytes, %d of additional data: Seal differs from crypto/cipher", step, n, aadLen)
-						}
-						opened, err := g.Open(nil, nonce, got, aad)
-						if err != nil || !bytes.Equal(opened, pt) {
-							t.Fatalf("%s: %d bytes, %d of additional data: Open = %v", step, n, aadLen, err)
-						}
-						got[len(got)-1] ^= 1
-						if _, err := g.Open(nil, nonce, got, aad); err == nil {
-							t.Fatalf("%s: %d bytes, %d of additional data: a forged tag opened", step, n, aadLen)
-						}
-					}
-				}
-			}
-		})
-	}
+	})
 }
