@@ -183,14 +183,37 @@ func TestLingerAfterRefusedUpload(t *testing.T) {
 	overTLS := pki.start(t, Config{}, false)
 	roots := x509.NewCertPool()
 	roots.AddCert(pki.ca.leaf)
+	// Refused by the handler (a misspelled parameter), or by checkHeaders
+	// (a JSON Content-Length over max_json_body) before any handler runs.
+	byHandler := func(ts *testServer) string {
+		return "POST /v1/decrypt/default?verify=ful HTTP/1.1\r\nHost: x\r\n" +
+			"Authorization: Bearer " + ts.Token + "\r\nContent-Type: " + api.ContentTypeStream +
+			"\r\nContent-Length: " + strconv.Itoa(1<<40) + "\r\n\r\n"
+	}
+	byHeaders := func(ts *testServer) string {
+		return "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" +
+			"Authorization: Bearer " + ts.Token + "\r\nContent-Type: " + api.ContentTypeJSON +
+			"\r\nContent-Length: " + strconv.Itoa(1<<30) + "\r\n\r\n"
+	}
 	for _, tc := range []struct {
 		ts          *testServer
 		tls         bool
 		keepSending bool
-	}{{plain, false, false}, {plain, false, true}, {overTLS, true, false}, {overTLS, true, true}} {
+		refusal     string
+		head        func(*testServer) string
+		status      int
+		code        api.Code
+	}{
+		{plain, false, false, "handler", byHandler, 400, api.CodeInvalidParameter},
+		{plain, false, true, "handler", byHandler, 400, api.CodeInvalidParameter},
+		{overTLS, true, false, "handler", byHandler, 400, api.CodeInvalidParameter},
+		{overTLS, true, true, "handler", byHandler, 400, api.CodeInvalidParameter},
+		{plain, false, false, "headers", byHeaders, 413, api.CodeTooLarge},
+		{plain, false, true, "headers", byHeaders, 413, api.CodeTooLarge},
+	} {
 		ts := tc.ts
 		keepSending := tc.keepSending
-		t.Run(fmt.Sprintf("TLS %v, keep sending %v", tc.tls, keepSending), func(t *testing.T) {
+		t.Run(fmt.Sprintf("refused by the %s, TLS %v, keep sending %v", tc.refusal, tc.tls, keepSending), func(t *testing.T) {
 			addr := ts.URL[strings.Index(ts.URL, "//")+2:]
 			var conn net.Conn
 			var err error
@@ -203,10 +226,7 @@ func TestLingerAfterRefusedUpload(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			head := "POST /v1/decrypt/default?verify=ful HTTP/1.1\r\nHost: x\r\n" +
-				"Authorization: Bearer " + ts.Token + "\r\nContent-Type: " + api.ContentTypeStream +
-				"\r\nContent-Length: " + strconv.Itoa(1<<40) + "\r\n\r\n"
-			if _, err := conn.Write(append([]byte(head), make([]byte, 256<<10)...)); err != nil {
+			if _, err := conn.Write(append([]byte(tc.head(ts)), make([]byte, 256<<10)...)); err != nil {
 				t.Fatal(err)
 			}
 			// The refusal is out and the server is closing while 256 KiB
@@ -218,8 +238,8 @@ func TestLingerAfterRefusedUpload(t *testing.T) {
 				t.Fatalf("reading the refusal: %v", err)
 			}
 			body, err := io.ReadAll(resp.Body)
-			if err != nil || resp.StatusCode != 400 || codeOf(body) != api.CodeInvalidParameter || !resp.Close {
-				t.Fatalf("refusal: %d %q (close %v, %v), want 400 invalid_parameter with Connection: close", resp.StatusCode, body, resp.Close, err)
+			if err != nil || resp.StatusCode != tc.status || codeOf(body) != tc.code || !resp.Close {
+				t.Fatalf("refusal: %d %q (close %v, %v), want %d %s with Connection: close", resp.StatusCode, body, resp.Close, err, tc.status, tc.code)
 			}
 			if _, err := conn.Write(make([]byte, 256<<10)); err != nil {
 				t.Errorf("writing more of the body after the refusal: %v", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 )
 
 // front is the middleware in front of every route: it gives the request
@@ -74,9 +75,16 @@ func (s *Server) closeIfUnread(c *fiber.Ctx, route string, status int) {
 	if status < 300 && s.readsBody(c.Method(), route) {
 		return
 	}
-	c.Context().SetConnectionClose()
-	if status != fiber.StatusRequestTimeout { // a client that timed out is not sending
-		lingerOnClose(c.Context().Conn())
+	closeUnread(c.Context(), status)
+}
+
+// closeUnread ends the connection after this response, which leaves part of
+// the request body unread, lingering first (lingerOnClose) unless the client
+// timed out and so is not sending.
+func closeUnread(fctx *fasthttp.RequestCtx, status int) {
+	fctx.SetConnectionClose()
+	if status != fiber.StatusRequestTimeout {
+		lingerOnClose(fctx.Conn())
 	}
 }
 

@@ -315,7 +315,7 @@ func (s *Server) refuse(fctx *fasthttp.RequestCtx, err error, route string, star
 	if herr := s.errorHandler(c, err); herr != nil {
 		c.Status(fiber.StatusInternalServerError)
 	}
-	fctx.SetConnectionClose()
+	closeUnread(fctx, fctx.Response.StatusCode())
 	s.recordAs(c, route, start, fctx.Response.StatusCode(), false)
 }
 
