@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // AES-GCM (NIST SP 800-38D) with a 96-bit nonce and a 128-bit tag, on VAES
@@ -63,8 +64,14 @@ func init() {
 // run.
 type gcmAsm struct {
 	aesSchedule
-	zmm   bool // the VAES512 kernels, else the VAES256 ones
-	table gcmTable
+	zmm bool // the VAES512 kernels, else the VAES256 ones
+	// tableMem holds the table at tableOff, the first 64-byte boundary in
+	// it (see table). Go aligns the struct to 8 bytes only, and the main
+	// loops read the table as 64-byte memory operands of VPCLMULQDQ and
+	// VPSHUFB: each one that straddles two cache lines costs a second
+	// access (BenchmarkGCMTableAlignment).
+	tableMem [unsafe.Sizeof(gcmTable{}) + 63]byte
+	tableOff uint8
 	// high completes the VAES512 table (gcmInitHighVAES512) the first time
 	// a message needs it: cryptosvc keys every message anew, and most are
 	// short enough for K16…K1 (BenchmarkGCMNew, gcmNeedsHigh).
@@ -79,7 +86,7 @@ func gcmNeedsHigh(n, aad int) bool { return n > 15*16 || aad > 16*16 }
 // ensureHigh completes the VAES512 table if n and aad need it.
 func (g *gcmAsm) ensureHigh(n, aad int) {
 	if g.zmm && gcmNeedsHigh(n, aad) {
-		g.high.Do(func() { gcmInitHighVAES512(&g.table) })
+		g.high.Do(func() { gcmInitHighVAES512(g.table()) })
 	}
 }
 
@@ -96,11 +103,12 @@ func gcmShort256(n, aad int) bool { return n <= 32 && n%16 == 0 && aad == 0 }
 // aggBlocks in _asm/gcm.
 const gcmAggBlocks = 32
 
-// gcmTable is the VAES512 kernels' table: K(gcmAggBlocks), …, K1 and three
-// zero entries, then the folded keys of the same entries, then the main
-// loops' folded keys packed two vectors to a vector. The VAES256 kernels use
-// the entries from K16 to the zero entries (table256).
-type gcmTable = [2*(gcmAggBlocks+3) + gcmAggBlocks/2][16]byte
+// gcmTable is the VAES512 kernels' table: K(gcmAggBlocks), …, K1, three
+// zero entries and one of padding, then the folded keys of the same entries,
+// then the main loops' folded keys packed two vectors to a vector, then four
+// 64-byte constants. The VAES256 kernels use the entries from K16 to the
+// zero entries (table256).
+type gcmTable = [2*(gcmAggBlocks+4) + gcmAggBlocks/2 + 16][16]byte
 
 // table256 is the part of t the VAES256 kernels read.
 func table256(t *gcmTable) *[19][16]byte {
@@ -109,8 +117,16 @@ func table256(t *gcmTable) *[19][16]byte {
 
 func newGCMAsm(key []byte, zmm bool) *gcmAsm {
 	g := &gcmAsm{zmm: zmm}
+	g.tableOff = uint8(-uintptr(unsafe.Pointer(&g.tableMem)) & 63)
 	g.setKey(key)
 	return g
+}
+
+// table returns the table of key powers. Its place in tableMem is fixed when
+// g is made, so the table is the same bytes even if g moves (a copied stack);
+// heap objects, where keys live, do not move, and so stay aligned.
+func (g *gcmAsm) table() *gcmTable {
+	return (*gcmTable)(unsafe.Pointer(&g.tableMem[g.tableOff]))
 }
 
 // Rekey replaces the key with another of the same length, reusing g's
@@ -137,9 +153,9 @@ func (g *gcmAsm) setKey(key []byte) {
 	k1 := gcmKeyTimesY(&h)
 	if g.zmm {
 		g.high = sync.Once{}
-		gcmInitVAES512(&g.table, &k1)
+		gcmInitVAES512(g.table(), &k1)
 	} else {
-		gcmInitVAES256(table256(&g.table), &k1)
+		gcmInitVAES256(table256(g.table()), &k1)
 	}
 	clear(h[:])
 	clear(k1[:])
@@ -185,14 +201,14 @@ func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	g.ensureHigh(len(plaintext), len(additionalData))
 	if g.zmm && !gcmShort256(len(plaintext), len(additionalData)) {
 		if len(additionalData) > 0 {
-			gcmAADVAES512(&g.table, &acc, additionalData)
+			gcmAADVAES512(g.table(), &acc, additionalData)
 		}
-		gcmSealVAES512(&g.rk, g.rounds, &g.table, &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
+		gcmSealVAES512(&g.rk, g.rounds, g.table(), &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
 	} else {
 		if len(additionalData) > 0 {
-			gcmAADVAES256(table256(&g.table), &acc, additionalData)
+			gcmAADVAES256(table256(g.table()), &acc, additionalData)
 		}
-		gcmSealVAES256(&g.rk, g.rounds, table256(&g.table), &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
+		gcmSealVAES256(&g.rk, g.rounds, table256(g.table()), &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
 	}
 	return ret
 }
@@ -220,14 +236,14 @@ func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, er
 	g.ensureHigh(n, len(additionalData))
 	if g.zmm && !gcmShort256(n, len(additionalData)) {
 		if len(additionalData) > 0 {
-			gcmAADVAES512(&g.table, &acc, additionalData)
+			gcmAADVAES512(g.table(), &acc, additionalData)
 		}
-		gcmOpenVAES512(&g.rk, g.rounds, &g.table, &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
+		gcmOpenVAES512(&g.rk, g.rounds, g.table(), &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
 	} else {
 		if len(additionalData) > 0 {
-			gcmAADVAES256(table256(&g.table), &acc, additionalData)
+			gcmAADVAES256(table256(g.table()), &acc, additionalData)
 		}
-		gcmOpenVAES256(&g.rk, g.rounds, table256(&g.table), &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
+		gcmOpenVAES256(&g.rk, g.rounds, table256(g.table()), &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
 	}
 	if subtle.ConstantTimeCompare(tag[:], ciphertext[n:]) != 1 {
 		// The plaintext was written before the tag was checked: take it back.

@@ -7,7 +7,10 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
+	"fmt"
+	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // TestGCMAsmCounterWrap drives the assembly with pre-counter blocks
@@ -86,10 +89,10 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 
 				var acc, tag [16]byte
 				g.ensureHigh(n, len(aad))
-				aadFn(&g.table, &acc, aad)
+				aadFn(g.table(), &acc, aad)
 				accAAD := acc
 				ct := make([]byte, n)
-				seal(&g.rk, g.rounds, &g.table, &acc, ct, pt, &nonce, ctr, len(aad), &tag)
+				seal(&g.rk, g.rounds, g.table(), &acc, ct, pt, &nonce, ctr, len(aad), &tag)
 				if !bytes.Equal(ct, wantCT) {
 					t.Fatalf("%s n=%d counter %#x: ciphertext differs from inc32 CTR", c, n, ctr)
 				}
@@ -98,7 +101,7 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 				}
 				acc, tag = accAAD, [16]byte{}
 				got := make([]byte, n)
-				open(&g.rk, g.rounds, &g.table, &acc, got, ct, &nonce, ctr, len(aad), &tag)
+				open(&g.rk, g.rounds, g.table(), &acc, got, ct, &nonce, ctr, len(aad), &tag)
 				if !bytes.Equal(got, pt) || tag != wantTag {
 					t.Fatalf("%s n=%d counter %#x: open differs", c, n, ctr)
 				}
@@ -203,6 +206,63 @@ func TestGCMAsmRekey(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGCMTableAligned checks that every key's table starts on a 64-byte
+// boundary, where the kernels' 64-byte loads of it never straddle two cache
+// lines, whatever the allocator gives, and stays there through Rekey.
+func TestGCMTableAligned(t *testing.T) {
+	forEachGCMAsm(t, []string{"vaes512", "vaes256"}, func(t *testing.T, c Cipher, im *Implementation) {
+		r := newRand(t)
+		var keep []*gcmAsm
+		for i := range 50 {
+			// Allocations of other sizes in between move the next key
+			// about in memory.
+			_ = make([]byte, 8*(i+1))
+			g := mustAEAD(t, im, r.bytes(c.KeySize())).(*gcmAsm)
+			keep = append(keep, g)
+			if off := uintptr(unsafe.Pointer(g.table())) % 64; off != 0 {
+				t.Fatalf("key %d: table at %d bytes past a 64-byte boundary", i, off)
+			}
+			if err := g.Rekey(r.bytes(c.KeySize())); err != nil {
+				t.Fatal(err)
+			}
+			if off := uintptr(unsafe.Pointer(g.table())) % 64; off != 0 {
+				t.Fatalf("key %d after Rekey: table at %d bytes past a 64-byte boundary", i, off)
+			}
+		}
+		runtime.KeepAlive(keep)
+	})
+}
+
+// BenchmarkGCMTableAlignment seals 16 KiB with the VAES512 table moved the
+// given number of bytes off its 64-byte boundary: the cost of the loads that
+// straddle cache lines, which gcmAsm.tableMem avoids.
+func BenchmarkGCMTableAlignment(b *testing.B) {
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		im, err := Lookup(c, "vaes512")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !im.Available() {
+			b.Skipf("%s is not available on this host", im)
+		}
+		for _, off := range []int{0, 1, 16, 32} {
+			b.Run(fmt.Sprintf("%s/%d", c, off), func(b *testing.B) {
+				g := mustAEAD(b, im, make([]byte, c.KeySize())).(*gcmAsm)
+				g.tableOff = uint8((int(g.tableOff) + off) % 64)
+				if err := g.Rekey(make([]byte, c.KeySize())); err != nil {
+					b.Fatal(err)
+				}
+				nonce, pt := make([]byte, 12), make([]byte, 16384)
+				buf := make([]byte, 0, len(pt)+16)
+				b.SetBytes(int64(len(pt)))
+				for b.Loop() {
+					buf = g.Seal(buf[:0], nonce, pt, nil)
+				}
+			})
+		}
+	}
 }
 
 // TestGCMShort256 seals and opens the messages that a VAES512 key hands to

@@ -7,22 +7,23 @@ package kernels
 // gcmInitVAES512 fills table entries 16 on with K16, …, K1 and three zero blocks,
 // where K1 = y·H is the byte-reversed hash key multiplied by y (see the
 // generator), and the folded keys of the same entries: each entry's two
-// qwords XORed together, in both qwords.
+// qwords XORed together, in both qwords; and the last 16 entries with the
+// kernels' constants.
 //
 //go:noescape
-func gcmInitVAES512(table *[86][16]byte, k1 *[16]byte)
+func gcmInitVAES512(table *[104][16]byte, k1 *[16]byte)
 
 // gcmInitHighVAES512 completes a table that gcmInitVAES512 filled: the
 // powers K32, …, K17 and their folded keys, and the
 // folded keys packed for the main loops.
 //
 //go:noescape
-func gcmInitHighVAES512(table *[86][16]byte)
+func gcmInitHighVAES512(table *[104][16]byte)
 
 // gcmAADVAES512 hashes aad, zero-padded to a whole number of blocks, into acc.
 //
 //go:noescape
-func gcmAADVAES512(table *[86][16]byte, acc *[16]byte, aad []byte)
+func gcmAADVAES512(table *[104][16]byte, acc *[16]byte, aad []byte)
 
 // gcmSealVAES512 encrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
@@ -32,7 +33,7 @@ func gcmAADVAES512(table *[86][16]byte, acc *[16]byte, aad []byte)
 // is 10 or 14; dst must be at least as long as src.
 //
 //go:noescape
-func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[86][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[104][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 
 // gcmOpenVAES512 decrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
@@ -42,7 +43,7 @@ func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[86][16]byte, acc *[16]
 // is 10 or 14; dst must be at least as long as src.
 //
 //go:noescape
-func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[86][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[104][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
 
 // gcmInitVAES256 fills table with K16, K15, …, K1 and three zero blocks, as
 // gcmInitVAES512 does, two lanes at a time; without folded keys, since these

@@ -55,7 +55,9 @@
 // starting at entry N-n, four per vector; a last vector that is not full
 // reads into the zero entries, which multiply its zero-padded lanes by zero.
 // The key powers are memory operands of the multiplies: the registers hold
-// the round keys and the AES states.
+// the round keys and the AES states. After the folded keys come the main
+// loops' packed folded keys (pairStep) and a copy of the constants
+// (tableConst), all in one 64-byte-aligned block of memory.
 //
 // # Structure
 //
@@ -95,6 +97,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -108,18 +111,27 @@ const (
 	aggBlocks = 32
 	aggVecs   = aggBlocks / 4
 	aggBytes  = 16 * aggBlocks
-	// tableEntries is the length of the table's first half: K(aggBlocks),
-	// …, K1 and three zero entries. The second half, at foldedDisp, has the
-	// folded keys in the same order.
+	// tableEntries is how many entries the table's first half uses:
+	// K(aggBlocks), …, K1 and three zero entries. The second half, at
+	// foldedDisp, has the folded keys in the same order. The half is padded
+	// to a whole number of vectors, so that the sections after it start on a
+	// cache line, as their 64-byte loads must (tableConst).
 	tableEntries = aggBlocks + 3
-	foldedDisp   = 16 * tableEntries
+	foldedDisp   = 64 * ((tableEntries + 3) / 4)
 	// packedDisp is where the main loops' folded keys start, packed two
 	// vectors to a vector (see pairStep): aggVecs/2 vectors.
 	packedDisp = 2 * foldedDisp
+	// constDisp is where the table's copy of the constants starts, one
+	// vector each (see tableConst).
+	constDisp = packedDisp + 64*(aggVecs/2)
+	// tableConsts is how many constants the table holds (constNames).
+	tableConsts = 4
+	// tableLen is the table's length in entries.
+	tableLen = constDisp/16 + 4*tableConsts
 )
 
 // tableType is the Go type of the table of key powers.
-var tableType = fmt.Sprintf("*[%d][16]byte", 2*tableEntries+aggBlocks/2)
+var tableType = fmt.Sprintf("*[%d][16]byte", tableLen)
 
 // The vector registers of the kernels, assigned by hand: all 32 are needed
 // for AES-256 with its 15 round keys and eight AES states held in registers.
@@ -135,13 +147,40 @@ var (
 	rkRegs     = []VecPhysical{Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30}
 )
 
-// Constants, 64 bytes each so that they serve as zmm memory operands.
+// Constants, 64 bytes each so that they serve as zmm memory operands. The
+// 256-bit kernels read them where they are; the 512-bit ones read the copies
+// gcmInitVAES512 makes at the end of the table (tableConst).
 var (
 	bswapMask Mem // per lane: bytes 15, 14, …, 0
 	gfPoly    Mem // every qword: 0xc200000000000000
 	inc4      Mem // per lane: dword 0 = 4
 	ctrInit   Mem // per lane i: dword 0 = i+1
 )
+
+// constNames are the constants the table holds copies of, in order, and
+// roConsts the originals.
+var (
+	constNames = []string{"bswapMask", "gfPoly", "inc4", "ctrInit"}
+	roConsts   = map[string]*Mem{"bswapMask": &bswapMask, "gfPoly": &gfPoly, "inc4": &inc4, "ctrInit": &ctrInit}
+)
+
+// tableReg is the register that holds the table's address in the 512-bit
+// function being generated; every one of them takes the table.
+var tableReg Register
+
+// tableConst returns the table's copy of the named constant. Go's linker
+// aligns read-only data to 32 bytes at most, so a 64-byte constant there
+// straddles two cache lines in about half of all builds, and a split load in
+// every VPSHUFB and VPADDD of the main loops costs the loop throughput
+// (BenchmarkSeal/aes-128-gcm/vaes512/16384 moved with the link layout); the
+// table is 64-byte aligned (gcmAsm.tableMem).
+func tableConst(name string) Mem {
+	i := slices.Index(constNames, name)
+	if i < 0 || len(constNames) != tableConsts {
+		panic("no table constant " + name)
+	}
+	return Mem{Base: tableReg, Disp: constDisp + 64*i}
+}
 
 func main() {
 	ConstraintExpr("amd64,gc,!purego")
@@ -237,7 +276,7 @@ func reduceFold(karatsuba bool) {
 	if karatsuba {
 		VPTERNLOGD(U8(0x96), lo, hi, mi)
 	}
-	VPCLMULQDQ(U8(0x00), gfPoly, lo, t0)
+	VPCLMULQDQ(U8(0x00), tableConst("gfPoly"), lo, t0)
 	VPSHUFD(U8(0x4e), lo, lo)
 	VPTERNLOGD(U8(0x96), t0, lo, mi)
 }
@@ -256,7 +295,7 @@ func reduceFinish(dst VecPhysical) {
 // reduceLanes folds mi into hi, which then holds the reduced product of each
 // lane.
 func reduceLanes() {
-	VPCLMULQDQ(U8(0x00), gfPoly, mi, t0)
+	VPCLMULQDQ(U8(0x00), tableConst("gfPoly"), mi, t0)
 	VPSHUFD(U8(0x4e), mi, mi)
 	VPTERNLOGD(U8(0x96), t0, mi, hi)
 }
@@ -295,12 +334,12 @@ func ghashSteps(table, base Register, disp int) []func() {
 func pairStep(table, base Register, disp, j int, first bool) {
 	a, b := 2*j, 2*j+1
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*a}, dat)
-	VPSHUFB(bswapMask, dat, dat)
+	VPSHUFB(tableConst("bswapMask"), dat, dat)
 	if a == 0 {
 		VPXORD(acc, dat, dat)
 	}
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*b}, dat2)
-	VPSHUFB(bswapMask, dat2, dat2)
+	VPSHUFB(tableConst("bswapMask"), dat2, dat2)
 	ka, kb := Mem{Base: table, Disp: 64 * a}, Mem{Base: table, Disp: 64 * b}
 	sum := func(dst VecPhysical) {
 		if first {
@@ -359,9 +398,15 @@ func gcmInit() {
 	Doc("gcmInitVAES512 fills table entries "+fmt.Sprint(aggBlocks-16)+" on with K16, …, K1 and three zero blocks,",
 		"where K1 = y·H is the byte-reversed hash key multiplied by y (see the",
 		"generator), and the folded keys of the same entries: each entry's two",
-		"qwords XORed together, in both qwords.")
+		"qwords XORed together, in both qwords; and the last "+fmt.Sprint(4*tableConsts)+" entries with the",
+		"kernels' constants.")
 	table := Load(Param("table"), GP64())
+	tableReg = table
 	k1 := Load(Param("k1"), GP64())
+	for _, name := range constNames {
+		VMOVDQU64(*roConsts[name], t0)
+		VMOVDQU64(t0, tableConst(name))
+	}
 	vec := st[:lowVecs] // vec[j] = K(4j+4), …, K(4j+1)
 	k := ctr
 	VMOVDQU(Mem{Base: k1}, vec[0].AsX()) // K1, 0, 0, 0
@@ -390,6 +435,7 @@ func gcmInit() {
 		"powers K"+fmt.Sprint(aggBlocks)+", …, K17 and their folded keys, and the",
 		"folded keys packed for the main loops.")
 	table = Load(Param("table"), GP64())
+	tableReg = table
 	vec = st[:aggVecs]
 	for j := 0; j < lowVecs; j++ {
 		VMOVDQU64(Mem{Base: table, Disp: 16 * (aggBlocks - 4 - 4*j)}, vec[j])
@@ -449,10 +495,11 @@ func gcmAAD() {
 	Pragma("noescape")
 	Doc("gcmAADVAES512 hashes aad, zero-padded to a whole number of blocks, into acc.")
 	table := Load(Param("table"), GP64())
+	tableReg = table
 	accp := Load(Param("acc"), GP64())
 	p := Load(Param("aad").Base(), GP64())
 	n := Load(Param("aad").Len(), GP64())
-	VMOVDQU64(bswapMask, bsw)
+	VMOVDQU64(tableConst("bswapMask"), bsw)
 	VMOVDQU(Mem{Base: accp}, acc.AsX())
 
 	CMPQ(n, U32(aggBytes))
@@ -467,7 +514,7 @@ func gcmAAD() {
 	JAE(LabelRef("aadLoop"))
 
 	Label("aadTail")
-	VMOVDQU64(bswapMask, bsw)
+	VMOVDQU64(tableConst("bswapMask"), bsw)
 	TESTQ(n, n)
 	JZ(LabelRef("aadDone"))
 	// Powers K(nb)… for the nb remaining blocks start at entry aggBlocks-nb.
@@ -534,6 +581,7 @@ func gcmCrypt(open bool) {
 		aadLen: Load(Param("aadLen"), GP64()),
 		tag:    Load(Param("tag"), GP64()),
 	}
+	tableReg = a.table
 	rounds := Load(Param("rounds"), GP64())
 	CMPQ(rounds, U8(10))
 	JNE(LabelRef("aes256"))
@@ -548,7 +596,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	for i := range rk {
 		VBROADCASTI32X4(Mem{Base: a.rk, Disp: 16 * i}, rk[i])
 	}
-	VMOVDQU64(bswapMask, bsw)
+	VMOVDQU64(tableConst("bswapMask"), bsw)
 
 	// J0 = nonce ‖ ctr (big-endian), byte-reversed into ctr: dword 0 is the
 	// counter.
@@ -557,14 +605,14 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 
 	// Counters J0+1 … J0+4 in the four lanes (inc32: modulo 2^32).
 	VSHUFI32X4(U8(0), ctr, ctr, ctr)
-	VPADDD(ctrInit, ctr, ctr)
+	VPADDD(tableConst("ctrInit"), ctr, ctr)
 	VMOVDQU(Mem{Base: a.accp}, acc.AsX())
 
 	n, src, dst := a.n, a.src, a.dst
 	aesStart := func(nv int) {
 		for k := 0; k < nv; k++ {
-			VPSHUFB(bswapMask, ctr, st[k])
-			VPADDD(inc4, ctr, ctr)
+			VPSHUFB(tableConst("bswapMask"), ctr, st[k])
+			VPADDD(tableConst("inc4"), ctr, ctr)
 			VPXORD(rk[0], st[k], st[k])
 		}
 	}
@@ -634,7 +682,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	// blocks take all the powers and the length block is hashed after a
 	// reduction.
 	Label(L("tail"))
-	VMOVDQU64(bswapMask, bsw)
+	VMOVDQU64(tableConst("bswapMask"), bsw)
 	// E(K, J0), for the tag, computed alongside the tail and kept in a
 	// register: parked in memory it would wait for the tail's masked stores,
 	// which cover the tag's place.
