@@ -12,13 +12,15 @@ import (
 // tests also bite when the implementation under test is the reference itself.
 
 // diffLengths returns 0…520 (every residue modulo the widest vector loops, with
-// and without a partial tail), and the lengths around 8 KiB and 64 KiB.
+// and without a partial tail), the lengths around 1 KiB and 1.5 KiB (one and
+// one and a half of the VAES512 GCM loops' groups of two 512-byte blocks per
+// reduction), and around 8 KiB and 64 KiB.
 func diffLengths() []int {
 	var ls []int
 	for n := 0; n <= 520; n++ {
 		ls = append(ls, n)
 	}
-	return append(ls, 8191, 8192, 8193, 65535, 65536, 65537)
+	return append(ls, 1023, 1024, 1025, 1535, 1536, 1537, 8191, 8192, 8193, 65535, 65536, 65537)
 }
 
 // repeat returns k copies of ls, one after the other.

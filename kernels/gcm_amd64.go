@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -37,7 +38,7 @@ var (
 )
 
 func init() {
-	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmInitHighVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
+	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmInitHighVAES512", "gcmInitGroupVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
 	funcs256 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES256", "gcmAADVAES256", "gcmSealVAES256", "gcmOpenVAES256")
 	for _, c := range []Cipher{AES128GCM, AES256GCM} {
 		register(&Implementation{
@@ -76,18 +77,45 @@ type gcmAsm struct {
 	// a message needs it: cryptosvc keys every message anew, and most are
 	// short enough for K16…K1 (BenchmarkGCMNew, gcmNeedsHigh).
 	high sync.Once
+	// group adds the powers with which the main loops hash two blocks per
+	// reduction (gcmInitGroupVAES512) the first time a message of
+	// gcmGroupMin bytes or more needs them; grouped says it has.
+	group   sync.Once
+	grouped atomic.Bool
 }
+
+// gcmGroupMin is the shortest message for which a VAES512 key computes the
+// powers that hash two 512-byte blocks per reduction. They cost about what
+// they save on 16 KiB, so a key made for one shorter message, as cryptosvc
+// makes them, would lose by them (BenchmarkGCMRekeySeal); a key that has
+// them uses them from 1 KiB up.
+var gcmGroupMin = 16384
 
 // gcmNeedsHigh reports whether a message of n bytes with aad bytes of
 // additional data needs more than K16…K1 of the VAES512 table: a tail of 16
 // or more blocks takes K17 and up, and so does the main loop.
 func gcmNeedsHigh(n, aad int) bool { return n > 15*16 || aad > 16*16 }
 
-// ensureHigh completes the VAES512 table if n and aad need it.
-func (g *gcmAsm) ensureHigh(n, aad int) {
-	if g.zmm && gcmNeedsHigh(n, aad) {
-		g.high.Do(func() { gcmInitHighVAES512(g.table()) })
+// prepare completes the VAES512 table of g as far as a message of n bytes
+// needs when gcmNeedsHigh says it needs more than K16…K1, and reports
+// whether the main loops are to hash two blocks per reduction. Seal and Open
+// test gcmNeedsHigh themselves, so that short messages pay no call.
+func (g *gcmAsm) prepare(n int) (groups bool) {
+	g.high.Do(func() { gcmInitHighVAES512(g.table()) })
+	if n < 2*512 {
+		return false
 	}
+	if g.grouped.Load() {
+		return true
+	}
+	if n < gcmGroupMin {
+		return false
+	}
+	g.group.Do(func() {
+		gcmInitGroupVAES512(g.table())
+		g.grouped.Store(true)
+	})
+	return true
 }
 
 // gcmShort256 reports whether a VAES512 key seals or opens a message of n
@@ -105,10 +133,12 @@ const gcmAggBlocks = 32
 
 // gcmTable is the VAES512 kernels' table: K(gcmAggBlocks), …, K1, three
 // zero entries and one of padding, then the folded keys of the same entries,
-// then the main loops' folded keys packed two vectors to a vector, then four
-// 64-byte constants. The VAES256 kernels use the entries from K16 to the
-// zero entries (table256).
-type gcmTable = [2*(gcmAggBlocks+4) + gcmAggBlocks/2 + 16][16]byte
+// then the main loops' folded keys packed two vectors to a vector, then six
+// 64-byte constants, then the powers K(2·gcmAggBlocks), …,
+// K(gcmAggBlocks+1) with which the main loops hash the first of two blocks
+// per reduction, and their packed folded keys. The VAES256 kernels use the
+// entries from K16 to the zero entries (table256).
+type gcmTable = [2*(gcmAggBlocks+4) + gcmAggBlocks/2 + 24 + 3*gcmAggBlocks/2][16]byte
 
 // table256 is the part of t the VAES256 kernels read.
 func table256(t *gcmTable) *[19][16]byte {
@@ -153,6 +183,8 @@ func (g *gcmAsm) setKey(key []byte) {
 	k1 := gcmKeyTimesY(&h)
 	if g.zmm {
 		g.high = sync.Once{}
+		g.group = sync.Once{}
+		g.grouped.Store(false)
 		gcmInitVAES512(g.table(), &k1)
 	} else {
 		gcmInitVAES256(table256(g.table()), &k1)
@@ -198,12 +230,15 @@ func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	}
 	var acc [16]byte
 	tag := (*[16]byte)(out[len(plaintext):])
-	g.ensureHigh(len(plaintext), len(additionalData))
+	groups := false
+	if g.zmm && gcmNeedsHigh(len(plaintext), len(additionalData)) {
+		groups = g.prepare(len(plaintext))
+	}
 	if g.zmm && !gcmShort256(len(plaintext), len(additionalData)) {
 		if len(additionalData) > 0 {
 			gcmAADVAES512(g.table(), &acc, additionalData)
 		}
-		gcmSealVAES512(&g.rk, g.rounds, g.table(), &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag)
+		gcmSealVAES512(&g.rk, g.rounds, g.table(), &acc, out, plaintext, (*[12]byte)(nonce), 1, len(additionalData), tag, groups)
 	} else {
 		if len(additionalData) > 0 {
 			gcmAADVAES256(table256(g.table()), &acc, additionalData)
@@ -233,12 +268,15 @@ func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, er
 		panic("crypto/cipher: invalid buffer overlap of output and additional data")
 	}
 	var acc, tag [16]byte
-	g.ensureHigh(n, len(additionalData))
+	groups := false
+	if g.zmm && gcmNeedsHigh(n, len(additionalData)) {
+		groups = g.prepare(n)
+	}
 	if g.zmm && !gcmShort256(n, len(additionalData)) {
 		if len(additionalData) > 0 {
 			gcmAADVAES512(g.table(), &acc, additionalData)
 		}
-		gcmOpenVAES512(&g.rk, g.rounds, g.table(), &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag)
+		gcmOpenVAES512(&g.rk, g.rounds, g.table(), &acc, out, ciphertext[:n], (*[12]byte)(nonce), 1, len(additionalData), &tag, groups)
 	} else {
 		if len(additionalData) > 0 {
 			gcmAADVAES256(table256(g.table()), &acc, additionalData)

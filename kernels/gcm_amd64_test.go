@@ -49,13 +49,19 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 		r := newRand(t)
 		key := r.bytes(c.KeySize())
 		g := mustAEAD(t, im, key).(*gcmAsm)
+		// The whole table, so that each message can go either way
+		// through the main loops: two blocks per reduction or one.
+		if g.zmm {
+			g.prepare(gcmGroupMin)
+		}
+		groups := false
 		type table = *gcmTable
 		aadFn := func(t table, acc *[16]byte, aad []byte) { gcmAADVAES512(t, acc, aad) }
 		seal := func(rk *[15][16]byte, rounds int, t table, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte) {
-			gcmSealVAES512(rk, rounds, t, acc, dst, src, nonce, ctr, aadLen, tag)
+			gcmSealVAES512(rk, rounds, t, acc, dst, src, nonce, ctr, aadLen, tag, groups)
 		}
 		open := func(rk *[15][16]byte, rounds int, t table, acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte) {
-			gcmOpenVAES512(rk, rounds, t, acc, dst, src, nonce, ctr, aadLen, tag)
+			gcmOpenVAES512(rk, rounds, t, acc, dst, src, nonce, ctr, aadLen, tag, groups)
 		}
 		if !g.zmm {
 			aadFn = func(t table, acc *[16]byte, aad []byte) { gcmAADVAES256(table256(t), acc, aad) }
@@ -73,7 +79,7 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 		var h [16]byte
 		b.Encrypt(h[:], h[:])
 		check := func(n int, ctr uint32) {
-			{
+			for _, groups = range []bool{false, true} {
 				var nonce [12]byte
 				copy(nonce[:], r.bytes(12))
 				pt, aad := r.bytes(n), r.bytes(r.IntN(40))
@@ -88,22 +94,21 @@ func testGCMAsmCounterWrap(t *testing.T, c Cipher, im *Implementation) {
 				}
 
 				var acc, tag [16]byte
-				g.ensureHigh(n, len(aad))
 				aadFn(g.table(), &acc, aad)
 				accAAD := acc
 				ct := make([]byte, n)
 				seal(&g.rk, g.rounds, g.table(), &acc, ct, pt, &nonce, ctr, len(aad), &tag)
 				if !bytes.Equal(ct, wantCT) {
-					t.Fatalf("%s n=%d counter %#x: ciphertext differs from inc32 CTR", c, n, ctr)
+					t.Fatalf("%s n=%d counter %#x groups %v: ciphertext differs from inc32 CTR", c, n, ctr, groups)
 				}
 				if tag != wantTag {
-					t.Fatalf("%s n=%d counter %#x: tag %x, want %x", c, n, ctr, tag, wantTag)
+					t.Fatalf("%s n=%d counter %#x groups %v: tag %x, want %x", c, n, ctr, groups, tag, wantTag)
 				}
 				acc, tag = accAAD, [16]byte{}
 				got := make([]byte, n)
 				open(&g.rk, g.rounds, g.table(), &acc, got, ct, &nonce, ctr, len(aad), &tag)
 				if !bytes.Equal(got, pt) || tag != wantTag {
-					t.Fatalf("%s n=%d counter %#x: open differs", c, n, ctr)
+					t.Fatalf("%s n=%d counter %#x groups %v: open differs", c, n, ctr, groups)
 				}
 			}
 		}
@@ -182,23 +187,52 @@ func BenchmarkGCMNew(b *testing.B) {
 	}
 }
 
+// BenchmarkGCMRekeySeal rekeys and seals one message per call, as cryptosvc
+// does with its per-message keys: the table's lazily computed parts
+// (gcmNeedsHigh, gcmGroupMin) are paid by every message that needs them.
+func BenchmarkGCMRekeySeal(b *testing.B) {
+	for _, c := range []Cipher{AES128GCM, AES256GCM} {
+		im := Available(c)[0]
+		for _, n := range []int{256, 1024, 2048, 4096, 8192, 16384} {
+			b.Run(fmt.Sprintf("%s/%s/%d", c, im.Name(), n), func(b *testing.B) {
+				a := mustAEAD(b, im, make([]byte, c.KeySize()))
+				rk, ok := a.(interface{ Rekey([]byte) error })
+				if !ok {
+					b.Skipf("%s has no Rekey", im)
+				}
+				key, nonce, pt := make([]byte, c.KeySize()), make([]byte, c.IVSize()), make([]byte, n)
+				buf := make([]byte, 0, n+c.Overhead())
+				b.SetBytes(int64(n))
+				for b.Loop() {
+					key[0]++
+					if err := rk.Rekey(key); err != nil {
+						b.Fatal(err)
+					}
+					buf = a.Seal(buf[:0], nonce, pt, nil)
+				}
+			})
+		}
+	}
+}
+
 // TestGCMAsmRekey checks that Rekey leaves nothing of the old key's table:
-// the VAES512 table's powers past K16 are computed only when a message needs
-// them, so each key is used first with a long message and then, after
-// Rekey, with short and long ones, all against crypto/cipher's AES-GCM.
+// the VAES512 table's powers past K16, and those for two blocks per
+// reduction, are computed only when a message needs them, so each key is
+// used first with a long message and then, after Rekey, with short and long
+// ones, all against crypto/cipher's AES-GCM.
 func TestGCMAsmRekey(t *testing.T) {
 	forEachGCMAsm(t, []string{"vaes512", "vaes256"}, func(t *testing.T, c Cipher, im *Implementation) {
 		r := newRand(t)
 		g := mustAEAD(t, im, r.bytes(c.KeySize())).(*gcmAsm)
 		nonce := r.bytes(12)
-		g.Seal(nil, nonce, r.bytes(1000), r.bytes(300))
+		g.Seal(nil, nonce, r.bytes(gcmGroupMin+1000), r.bytes(300))
 		for range 3 {
 			key := r.bytes(c.KeySize())
 			if err := g.Rekey(key); err != nil {
 				t.Fatal(err)
 			}
 			ref := stdlibGCMFor(t, key)
-			for _, n := range []int{16, 240, 241, 600, 2048} {
+			for _, n := range []int{16, 240, 241, 600, 2048, gcmGroupMin + 1000, 2048} {
 				pt, aad := r.bytes(n), r.bytes(r.IntN(300))
 				if got, want := g.Seal(nil, nonce, pt, aad), ref.Seal(nil, nonce, pt, aad); !bytes.Equal(got, want) {
 					t.Fatalf("after Rekey, %d bytes with %d of additional data: Seal differs from crypto/cipher", n, len(aad))

@@ -7,43 +7,54 @@ package kernels
 // gcmInitVAES512 fills table entries 16 on with K16, …, K1 and three zero blocks,
 // where K1 = y·H is the byte-reversed hash key multiplied by y (see the
 // generator), and the folded keys of the same entries: each entry's two
-// qwords XORed together, in both qwords; and the last 16 entries with the
+// qwords XORed together, in both qwords; and the last 24 entries with the
 // kernels' constants.
 //
 //go:noescape
-func gcmInitVAES512(table *[104][16]byte, k1 *[16]byte)
+func gcmInitVAES512(table *[160][16]byte, k1 *[16]byte)
 
 // gcmInitHighVAES512 completes a table that gcmInitVAES512 filled: the
 // powers K32, …, K17 and their folded keys, and the
 // folded keys packed for the main loops.
 //
 //go:noescape
-func gcmInitHighVAES512(table *[104][16]byte)
+func gcmInitHighVAES512(table *[160][16]byte)
+
+// gcmInitGroupVAES512 adds to a table that gcmInitHighVAES512 completed
+// the powers K64, …, K33 with which the main loops hash the first
+// of two blocks per reduction, and their packed folded keys.
+//
+//go:noescape
+func gcmInitGroupVAES512(table *[160][16]byte)
 
 // gcmAADVAES512 hashes aad, zero-padded to a whole number of blocks, into acc.
 //
 //go:noescape
-func gcmAADVAES512(table *[104][16]byte, acc *[16]byte, aad []byte)
+func gcmAADVAES512(table *[160][16]byte, acc *[16]byte, aad []byte)
 
 // gcmSealVAES512 encrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
 // ciphertext, to tag. The pre-counter block J0 is nonce ‖ ctr (ctr = 1 for GCM
 // with a 96-bit nonce; other values are for tests); the text takes the
 // counters after J0, incremented modulo 2^32 in the last four bytes. rounds
-// is 10 or 14; dst must be at least as long as src.
+// is 10 or 14; dst must be at least as long as src. groups says that the
+// table holds the powers of gcmInitGroupVAES512, for the main loops to hash
+// two blocks of 512 bytes per reduction.
 //
 //go:noescape
-func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[104][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+func gcmSealVAES512(rk *[15][16]byte, rounds int, table *[160][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte, groups bool)
 
 // gcmOpenVAES512 decrypts src into dst with AES-GCM and writes the tag, computed over
 // the additional data already hashed into acc (aadLen bytes of it) and the
 // ciphertext, to tag. The pre-counter block J0 is nonce ‖ ctr (ctr = 1 for GCM
 // with a 96-bit nonce; other values are for tests); the text takes the
 // counters after J0, incremented modulo 2^32 in the last four bytes. rounds
-// is 10 or 14; dst must be at least as long as src.
+// is 10 or 14; dst must be at least as long as src. groups says that the
+// table holds the powers of gcmInitGroupVAES512, for the main loops to hash
+// two blocks of 512 bytes per reduction.
 //
 //go:noescape
-func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[104][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)
+func gcmOpenVAES512(rk *[15][16]byte, rounds int, table *[160][16]byte, acc *[16]byte, dst []byte, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte, groups bool)
 
 // gcmInitVAES256 fills table with K16, K15, …, K1 and three zero blocks, as
 // gcmInitVAES512 does, two lanes at a time; without folded keys, since these

@@ -67,16 +67,20 @@
 // loop the rounds of the current 512 bytes are interleaved with GHASH of the
 // previous 512 bytes of ciphertext (sealing) or of the same 512 bytes
 // (opening, whose ciphertext is known up front), with one reduction per 512
-// bytes: on Zen 5 the carry-less multiplies, not the AES rounds, bound
-// AES-128-GCM (BenchmarkSeal/aes-128-gcm/vaes512/16384), so each one saved
-// counts. The counter lives in registers in byte-reversed form, so that
-// VPADDD increments its last 32 bits modulo 2^32, exactly GCM's inc32. The
-// last AES round takes round key ⊕ input, which folds the XOR with the text
-// into VAESENCLAST. Tails of fewer than 512 bytes go a vector at a time, with
-// byte masks (BZHI, KMOVQ, VMOVDQU8) for the last partial vector, and the
-// length block is hashed along with the tail's blocks when they leave a
-// power of H for it. gcm256.go has the variant for 256-bit vectors without
-// AVX-512.
+// bytes, or per 1024 for a key that has the powers up to K64 (gcmGroupMin):
+// on Zen 5 the carry-less multiplies, and on Intel cores, where VPCLMULQDQ
+// and VPSHUFB share one port and VAESENC has another, the vector
+// instructions of every kind bound AES-128-GCM
+// (BenchmarkSeal/aes-128-gcm/vaes512/16384), so each one saved counts. The
+// counter lives in registers in byte-reversed form, so that VPADDD
+// increments its last 32 bits modulo 2^32, exactly GCM's inc32; the main
+// loops derive their counter blocks from it in GCM's byte order
+// (aesStartAgg). The last AES round takes round key ⊕ input, which folds the
+// XOR with the text into VAESENCLAST. Tails of fewer than 512 bytes go a
+// vector at a time, with byte masks (BZHI, KMOVQ, VMOVDQU8) for the last
+// partial vector, and the length block is hashed along with the tail's
+// blocks when they leave a power of H for it. gcm256.go has the variant for
+// 256-bit vectors without AVX-512.
 //
 // # References
 //
@@ -125,9 +129,15 @@ const (
 	// vector each (see tableConst).
 	constDisp = packedDisp + 64*(aggVecs/2)
 	// tableConsts is how many constants the table holds (constNames).
-	tableConsts = 4
+	tableConsts = 6
+	// groupDisp is where the powers K(2·aggBlocks), …, K(aggBlocks+1)
+	// start, in the order of the first half, and groupPackedDisp their
+	// packed folded keys: the main loops hash two aggBytes blocks in a
+	// group, the first with these powers, and reduce once per group.
+	groupDisp       = constDisp + 64*tableConsts
+	groupPackedDisp = groupDisp + 16*aggBlocks
 	// tableLen is the table's length in entries.
-	tableLen = constDisp/16 + 4*tableConsts
+	tableLen = groupPackedDisp/16 + aggBlocks/2
 )
 
 // tableType is the Go type of the table of key powers.
@@ -155,13 +165,15 @@ var (
 	gfPoly    Mem // every qword: 0xc200000000000000
 	inc4      Mem // per lane: dword 0 = 4
 	ctrInit   Mem // per lane i: dword 0 = i+1
+	inc4BE    Mem // per lane: byte 15 = 4, the rest 0
+	incAgg    Mem // per lane: dword 0 = aggBlocks
 )
 
 // constNames are the constants the table holds copies of, in order, and
 // roConsts the originals.
 var (
-	constNames = []string{"bswapMask", "gfPoly", "inc4", "ctrInit"}
-	roConsts   = map[string]*Mem{"bswapMask": &bswapMask, "gfPoly": &gfPoly, "inc4": &inc4, "ctrInit": &ctrInit}
+	constNames = []string{"bswapMask", "gfPoly", "inc4", "ctrInit", "inc4BE", "incAgg"}
+	roConsts   = map[string]*Mem{"bswapMask": &bswapMask, "gfPoly": &gfPoly, "inc4": &inc4, "ctrInit": &ctrInit, "inc4BE": &inc4BE, "incAgg": &incAgg}
 )
 
 // tableReg is the register that holds the table's address in the 512-bit
@@ -217,6 +229,22 @@ func constants() {
 		v := uint32(0)
 		if i%4 == 0 {
 			v = 4
+		}
+		DATA(4*i, U32(v))
+	}
+	inc4BE = GLOBL("gcmInc4BE", RODATA|NOPTR)
+	for i := 0; i < 64; i++ {
+		v := uint8(0)
+		if i%16 == 15 {
+			v = 4
+		}
+		DATA(i, U8(v))
+	}
+	incAgg = GLOBL("gcmIncAgg", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		v := uint32(0)
+		if i%4 == 0 {
+			v = aggBlocks
 		}
 		DATA(4*i, U32(v))
 	}
@@ -313,13 +341,37 @@ func reduce(dst VecPhysical) {
 // other products do not wait for the previous reduction. The steps use dat2
 // and so clobber bsw.
 func ghashSteps(table, base Register, disp int) []func() {
+	return groupSteps(table, base, disp, groupSingle)
+}
+
+// A groupPart says which part of a group of blocks hashed per reduction
+// the steps of groupSteps hash.
+type groupPart int
+
+const (
+	groupSingle groupPart = iota // aggBlocks blocks alone: K(aggBlocks)…K1, reduced
+	groupFirst                   // the first aggBlocks of 2·aggBlocks: the higher powers, not reduced
+	groupSecond                  // the second aggBlocks: K(aggBlocks)…K1, added to the first and reduced
+)
+
+// groupSteps returns the steps that hash the aggBytes bytes at base+disp as
+// the given part of a group. The first part takes the running value and
+// starts the sums; the second adds to them and reduces into acc.
+func groupSteps(table, base Register, disp int, part groupPart) []func() {
 	var steps []func()
+	pw, pk := 0, packedDisp
+	if part == groupFirst {
+		pw, pk = groupDisp, groupPackedDisp
+	}
 	for i := 0; i < aggVecs/2; i++ {
 		j := (i + 1) % (aggVecs / 2)
-		first := i == 0
-		steps = append(steps, func() { pairStep(table, base, disp, j, first) })
+		first := i == 0 && part != groupSecond
+		withAcc := j == 0 && part != groupSecond
+		steps = append(steps, func() { pairStep(table, base, disp, pw, pk, j, first, withAcc) })
 	}
-	steps = append(steps, func() { reduceFold(true) }, func() { reduceFinish(acc) })
+	if part != groupFirst {
+		steps = append(steps, func() { reduceFold(true) }, func() { reduceFinish(acc) })
+	}
 	return steps
 }
 
@@ -331,16 +383,16 @@ func ghashSteps(table, base Register, disp int) []func() {
 // high qwords meet the packed folded keys: in this loop the carry-less
 // multiplies run at their limit, and every other vector instruction beside
 // them costs time (BenchmarkSeal/aes-128-gcm/vaes512/16384).
-func pairStep(table, base Register, disp, j int, first bool) {
+func pairStep(table, base Register, disp, pw, pk, j int, first, withAcc bool) {
 	a, b := 2*j, 2*j+1
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*a}, dat)
 	VPSHUFB(tableConst("bswapMask"), dat, dat)
-	if a == 0 {
+	if withAcc {
 		VPXORD(acc, dat, dat)
 	}
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*b}, dat2)
 	VPSHUFB(tableConst("bswapMask"), dat2, dat2)
-	ka, kb := Mem{Base: table, Disp: 64 * a}, Mem{Base: table, Disp: 64 * b}
+	ka, kb := Mem{Base: table, Disp: pw + 64*a}, Mem{Base: table, Disp: pw + 64*b}
 	sum := func(dst VecPhysical) {
 		if first {
 			VPXORD(t0, t1, dst)
@@ -358,7 +410,7 @@ func pairStep(table, base Register, disp, j int, first bool) {
 	VPUNPCKLQDQ(dat2, dat, t0)
 	VPUNPCKHQDQ(dat2, dat, t1)
 	VPXORD(t1, t0, t0)
-	kp := Mem{Base: table, Disp: packedDisp + 64*j}
+	kp := Mem{Base: table, Disp: pk + 64*j}
 	VPCLMULQDQ(U8(0x00), kp, t0, t1)
 	VPCLMULQDQ(U8(0x11), kp, t0, t0)
 	sum(mi)
@@ -446,20 +498,47 @@ func gcmInit() {
 	for j := lowVecs; j < aggVecs; j++ {
 		storePowers(table, j, vec[j])
 	}
-	// The packed folded keys of vector pairs (2j, 2j+1): lane l holds the
-	// folded key of entry 8j+l in its low qword and of entry 8j+4+l in its
-	// high qword. vec runs from K1 up, the table from K(aggBlocks) down.
-	for j := 0; j < aggVecs/2; j++ {
-		va, vb := vec[aggVecs-1-2*j], vec[aggVecs-2-2*j]
+	packKeys(table, vec, packedDisp)
+	VZEROUPPER()
+	RET()
+
+	TEXT("gcmInitGroupVAES512", NOSPLIT, "func(table "+tableType+")")
+	Pragma("noescape")
+	Doc("gcmInitGroupVAES512 adds to a table that gcmInitHighVAES512 completed",
+		"the powers K"+fmt.Sprint(2*aggBlocks)+", …, K"+fmt.Sprint(aggBlocks+1)+" with which the main loops hash the first",
+		"of two blocks per reduction, and their packed folded keys.")
+	table = Load(Param("table"), GP64())
+	tableReg = table
+	// vec[j] = K(4j+4), …, K(4j+1): the AES states and the round-key
+	// registers, free here.
+	vec = append(append([]VecPhysical{}, st[:]...), rkRegs[:aggVecs]...)
+	for j := 0; j < aggVecs; j++ {
+		VMOVDQU64(Mem{Base: table, Disp: 16 * (aggBlocks - 4 - 4*j)}, vec[j])
+	}
+	initRound(vec, aggVecs)
+	for j := aggVecs; j < 2*aggVecs; j++ {
+		VMOVDQU64(vec[j], Mem{Base: table, Disp: groupDisp + 16*(2*aggBlocks-4-4*j)})
+	}
+	packKeys(table, vec[aggVecs:], groupPackedDisp)
+	VZEROUPPER()
+	RET()
+}
+
+// packKeys stores the packed folded keys of the powers in vec (vec[j] =
+// K(4j+4+c), …, K(4j+1+c) for some c) at disp: for each vector pair (2j,
+// 2j+1) of the table, lane l holds the folded key of entry 8j+l in its low
+// qword and of entry 8j+4+l in its high qword. vec runs up, the table down.
+func packKeys(table Register, vec []VecPhysical, disp int) {
+	nv := len(vec)
+	for j := 0; j < nv/2; j++ {
+		va, vb := vec[nv-1-2*j], vec[nv-2-2*j]
 		VPSHUFD(U8(0x4e), va, t0)
 		VPXORD(va, t0, t0)
 		VPSHUFD(U8(0x4e), vb, t1)
 		VPXORD(vb, t1, t1)
 		VPUNPCKLQDQ(t1, t0, t0)
-		VMOVDQU64(t0, Mem{Base: table, Disp: packedDisp + 64*j})
+		VMOVDQU64(t0, Mem{Base: table, Disp: disp + 64*j})
 	}
-	VZEROUPPER()
-	RET()
 }
 
 // initMul sets hi to d·k lane by lane, reduced.
@@ -562,14 +641,16 @@ func gcmCrypt(open bool) {
 	if open {
 		name, what = "gcmOpenVAES512", "decrypts src into dst"
 	}
-	TEXT(name, NOSPLIT, "func(rk *[15][16]byte, rounds int, table "+tableType+", acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte)")
+	TEXT(name, NOSPLIT, "func(rk *[15][16]byte, rounds int, table "+tableType+", acc *[16]byte, dst, src []byte, nonce *[12]byte, ctr uint32, aadLen int, tag *[16]byte, groups bool)")
 	Pragma("noescape")
 	Doc(name+" "+what+" with AES-GCM and writes the tag, computed over",
 		"the additional data already hashed into acc (aadLen bytes of it) and the",
 		"ciphertext, to tag. The pre-counter block J0 is nonce ‖ ctr (ctr = 1 for GCM",
 		"with a 96-bit nonce; other values are for tests); the text takes the",
 		"counters after J0, incremented modulo 2^32 in the last four bytes. rounds",
-		"is 10 or 14; dst must be at least as long as src.")
+		"is 10 or 14; dst must be at least as long as src. groups says that the",
+		"table holds the powers of gcmInitGroupVAES512, for the main loops to hash",
+		"two blocks of "+fmt.Sprint(aggBytes)+" bytes per reduction.")
 	a := cryptArgs{
 		rk:     Load(Param("rk"), GP64()),
 		table:  Load(Param("table"), GP64()),
@@ -610,6 +691,10 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 
 	n, src, dst := a.n, a.src, a.dst
 	aesStart := func(nv int) {
+		if nv == aggVecs {
+			aesStartAgg(rk[0])
+			return
+		}
 		for k := 0; k < nv; k++ {
 			VPSHUFB(tableConst("bswapMask"), ctr, st[k])
 			VPADDD(tableConst("inc4"), ctr, ctr)
@@ -654,23 +739,39 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 
 	CMPQ(n, U32(aggBytes))
 	JB(LabelRef(L("tail")))
-	if open {
-		Label(L("openLoop"))
-		stitched(ghashSteps(a.table, src, 0))
+	// The loops hash two blocks of aggBytes per reduction (groupSteps),
+	// and a last odd block alone: the reduction's multiplies, shuffles and
+	// horizontal XORs compete with the rest for the vector ports
+	// (BenchmarkSeal/aes-128-gcm/vaes512/16384).
+	groups, _ := Param("groups").Resolve()
+	// loop hashes the blocks at base+disp: two blocks at a time while
+	// groups allows and two remain, else one.
+	loop := func(kind string, base Register, disp int) {
+		Label(L(kind + "Loop"))
+		CMPQ(n, U32(2*aggBytes))
+		JB(LabelRef(L(kind + "Single")))
+		CMPB(groups.Addr, U8(0))
+		JE(LabelRef(L(kind + "Single")))
+		stitched(groupSteps(a.table, base, disp, groupFirst))
 		advance()
+		stitched(groupSteps(a.table, base, disp, groupSecond))
+		advance()
+		JMP(LabelRef(L(kind + "Loop")))
+		Label(L(kind + "Single"))
 		CMPQ(n, U32(aggBytes))
-		JAE(LabelRef(L("openLoop")))
+		JB(LabelRef(L(kind + "Done")))
+		stitched(ghashSteps(a.table, base, disp))
+		advance()
+		JMP(LabelRef(L(kind + "Loop")))
+		Label(L(kind + "Done"))
+	}
+	if open {
+		loop("open", src, 0)
 	} else {
+		// Each block is hashed while the next one is encrypted.
 		stitched(nil)
 		advance()
-		CMPQ(n, U32(aggBytes))
-		JB(LabelRef(L("sealLast")))
-		Label(L("sealLoop"))
-		stitched(ghashSteps(a.table, dst, -aggBytes))
-		advance()
-		CMPQ(n, U32(aggBytes))
-		JAE(LabelRef(L("sealLoop")))
-		Label(L("sealLast"))
+		loop("seal", dst, -aggBytes)
 		for _, s := range ghashSteps(a.table, dst, -aggBytes) {
 			s()
 		}
@@ -774,6 +875,44 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	VMOVDQU(acc.AsX(), Mem{Base: a.tag})
 	VZEROUPPER()
 	RET()
+}
+
+// aesStartAgg starts the AES of the main loops' aggBlocks counter blocks.
+// When the counters' last byte does not wrap within them, the blocks are
+// counted in GCM's byte order, adding to their last byte, which spares the
+// byte reversal of each vector: VPSHUFB competes with VPCLMULQDQ for one
+// port on Intel cores (BenchmarkSeal/aes-128-gcm/vaes512/16384). Otherwise,
+// one time in 256/aggBlocks, each vector is reversed from ctr.
+func aesStartAgg(rk0 VecPhysical) {
+	slow, done := nextLabel("ctrWrap"), nextLabel("ctrDone")
+	c := GP32()
+	VMOVD(ctr.AsX(), c)
+	ADDB(U8(aggBlocks-1), c.As8())
+	JCS(LabelRef(slow))
+	VPSHUFB(tableConst("bswapMask"), ctr, st[0])
+	for k := 1; k < aggVecs; k++ {
+		VPADDD(tableConst("inc4BE"), st[k-1], st[k])
+	}
+	for k := 0; k < aggVecs; k++ {
+		VPXORD(rk0, st[k], st[k])
+	}
+	VPADDD(tableConst("incAgg"), ctr, ctr)
+	JMP(LabelRef(done))
+	Label(slow)
+	for k := 0; k < aggVecs; k++ {
+		VPSHUFB(tableConst("bswapMask"), ctr, st[k])
+		VPADDD(tableConst("inc4"), ctr, ctr)
+		VPXORD(rk0, st[k], st[k])
+	}
+	Label(done)
+}
+
+var labels int
+
+// nextLabel returns a new label name starting with prefix.
+func nextLabel(prefix string) string {
+	labels++
+	return fmt.Sprintf("%s%d", prefix, labels)
 }
 
 // loadJ0 sets x to J0 = nonce ‖ ctr (ctr big-endian), assembled from scalar
