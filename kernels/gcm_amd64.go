@@ -102,7 +102,8 @@ func gcmNeedsHigh(n, aad int) bool { return n > 15*16 || aad > 16*16 }
 // test gcmNeedsHigh themselves, so that short messages pay no call.
 func (g *gcmAsm) prepare(n int) (groups bool) {
 	g.high.Do(func() { gcmInitHighVAES512(g.table()) })
-	if n < 2*512 {
+	if n < 2*16*gcmAggBlocks {
+		// Fewer than two of the main loops' blocks: no group to hash.
 		return false
 	}
 	if g.grouped.Load() {

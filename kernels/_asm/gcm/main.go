@@ -128,7 +128,7 @@ const (
 	// constDisp is where the table's copy of the constants starts, one
 	// vector each (see tableConst).
 	constDisp = packedDisp + 64*(aggVecs/2)
-	// tableConsts is how many constants the table holds (constNames).
+	// tableConsts is how many constants the table holds (tableConstList).
 	tableConsts = 6
 	// groupDisp is where the powers K(2·aggBlocks), …, K(aggBlocks+1)
 	// start, in the order of the first half, and groupPackedDisp their
@@ -169,32 +169,31 @@ var (
 	incAgg    Mem // per lane: dword 0 = aggBlocks
 )
 
-// constNames are the constants the table holds copies of, in order, and
-// roConsts the originals.
-var (
-	constNames = []string{"bswapMask", "gfPoly", "inc4", "ctrInit", "inc4BE", "incAgg"}
-	roConsts   = map[string]*Mem{"bswapMask": &bswapMask, "gfPoly": &gfPoly, "inc4": &inc4, "ctrInit": &ctrInit, "inc4BE": &inc4BE, "incAgg": &incAgg}
-)
+// tableConstList are the constants the table holds copies of, in order.
+var tableConstList = []*Mem{&bswapMask, &gfPoly, &inc4, &ctrInit, &inc4BE, &incAgg}
 
 // tableReg is the register that holds the table's address in the 512-bit
 // function being generated; every one of them takes the table.
 var tableReg Register
 
-// tableConst returns the table's copy of the named constant. Go's linker
+// tableConst returns the table's copy of constant c. Go's linker
 // aligns read-only data to 32 bytes at most, so a 64-byte constant there
 // straddles two cache lines in about half of all builds, and a split load in
 // every VPSHUFB and VPADDD of the main loops costs the loop throughput
 // (BenchmarkSeal/aes-128-gcm/vaes512/16384 moved with the link layout); the
 // table is 64-byte aligned (gcmAsm.tableMem).
-func tableConst(name string) Mem {
-	i := slices.Index(constNames, name)
-	if i < 0 || len(constNames) != tableConsts {
-		panic("no table constant " + name)
+func tableConst(c *Mem) Mem {
+	i := slices.Index(tableConstList, c)
+	if i < 0 {
+		panic("not a table constant")
 	}
 	return Mem{Base: tableReg, Disp: constDisp + 64*i}
 }
 
 func main() {
+	if len(tableConstList) != tableConsts {
+		panic("tableConsts does not count tableConstList")
+	}
 	ConstraintExpr("amd64,gc,!purego")
 	constants()
 	gcmInit()
@@ -304,7 +303,7 @@ func reduceFold(karatsuba bool) {
 	if karatsuba {
 		VPTERNLOGD(U8(0x96), lo, hi, mi)
 	}
-	VPCLMULQDQ(U8(0x00), tableConst("gfPoly"), lo, t0)
+	VPCLMULQDQ(U8(0x00), tableConst(&gfPoly), lo, t0)
 	VPSHUFD(U8(0x4e), lo, lo)
 	VPTERNLOGD(U8(0x96), t0, lo, mi)
 }
@@ -323,7 +322,7 @@ func reduceFinish(dst VecPhysical) {
 // reduceLanes folds mi into hi, which then holds the reduced product of each
 // lane.
 func reduceLanes() {
-	VPCLMULQDQ(U8(0x00), tableConst("gfPoly"), mi, t0)
+	VPCLMULQDQ(U8(0x00), tableConst(&gfPoly), mi, t0)
 	VPSHUFD(U8(0x4e), mi, mi)
 	VPTERNLOGD(U8(0x96), t0, mi, hi)
 }
@@ -386,12 +385,12 @@ func groupSteps(table, base Register, disp int, part groupPart) []func() {
 func pairStep(table, base Register, disp, pw, pk, j int, first, withAcc bool) {
 	a, b := 2*j, 2*j+1
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*a}, dat)
-	VPSHUFB(tableConst("bswapMask"), dat, dat)
+	VPSHUFB(tableConst(&bswapMask), dat, dat)
 	if withAcc {
 		VPXORD(acc, dat, dat)
 	}
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*b}, dat2)
-	VPSHUFB(tableConst("bswapMask"), dat2, dat2)
+	VPSHUFB(tableConst(&bswapMask), dat2, dat2)
 	ka, kb := Mem{Base: table, Disp: pw + 64*a}, Mem{Base: table, Disp: pw + 64*b}
 	sum := func(dst VecPhysical) {
 		if first {
@@ -455,9 +454,9 @@ func gcmInit() {
 	table := Load(Param("table"), GP64())
 	tableReg = table
 	k1 := Load(Param("k1"), GP64())
-	for _, name := range constNames {
-		VMOVDQU64(*roConsts[name], t0)
-		VMOVDQU64(t0, tableConst(name))
+	for _, c := range tableConstList {
+		VMOVDQU64(*c, t0)
+		VMOVDQU64(t0, tableConst(c))
 	}
 	vec := st[:lowVecs] // vec[j] = K(4j+4), …, K(4j+1)
 	k := ctr
@@ -578,7 +577,7 @@ func gcmAAD() {
 	accp := Load(Param("acc"), GP64())
 	p := Load(Param("aad").Base(), GP64())
 	n := Load(Param("aad").Len(), GP64())
-	VMOVDQU64(tableConst("bswapMask"), bsw)
+	VMOVDQU64(tableConst(&bswapMask), bsw)
 	VMOVDQU(Mem{Base: accp}, acc.AsX())
 
 	CMPQ(n, U32(aggBytes))
@@ -593,7 +592,7 @@ func gcmAAD() {
 	JAE(LabelRef("aadLoop"))
 
 	Label("aadTail")
-	VMOVDQU64(tableConst("bswapMask"), bsw)
+	VMOVDQU64(tableConst(&bswapMask), bsw)
 	TESTQ(n, n)
 	JZ(LabelRef("aadDone"))
 	// Powers K(nb)… for the nb remaining blocks start at entry aggBlocks-nb.
@@ -677,7 +676,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	for i := range rk {
 		VBROADCASTI32X4(Mem{Base: a.rk, Disp: 16 * i}, rk[i])
 	}
-	VMOVDQU64(tableConst("bswapMask"), bsw)
+	VMOVDQU64(tableConst(&bswapMask), bsw)
 
 	// J0 = nonce ‖ ctr (big-endian), byte-reversed into ctr: dword 0 is the
 	// counter.
@@ -686,7 +685,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 
 	// Counters J0+1 … J0+4 in the four lanes (inc32: modulo 2^32).
 	VSHUFI32X4(U8(0), ctr, ctr, ctr)
-	VPADDD(tableConst("ctrInit"), ctr, ctr)
+	VPADDD(tableConst(&ctrInit), ctr, ctr)
 	VMOVDQU(Mem{Base: a.accp}, acc.AsX())
 
 	n, src, dst := a.n, a.src, a.dst
@@ -695,11 +694,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 			aesStartAgg(rk[0])
 			return
 		}
-		for k := 0; k < nv; k++ {
-			VPSHUFB(tableConst("bswapMask"), ctr, st[k])
-			VPADDD(tableConst("inc4"), ctr, ctr)
-			VPXORD(rk[0], st[k], st[k])
-		}
+		aesStartReversed(nv, rk[0])
 	}
 	aesRound := func(r, nv int) {
 		for k := 0; k < nv; k++ {
@@ -783,7 +778,7 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 	// blocks take all the powers and the length block is hashed after a
 	// reduction.
 	Label(L("tail"))
-	VMOVDQU64(tableConst("bswapMask"), bsw)
+	VMOVDQU64(tableConst(&bswapMask), bsw)
 	// E(K, J0), for the tag, computed alongside the tail and kept in a
 	// register: parked in memory it would wait for the tail's masked stores,
 	// which cover the tag's place.
@@ -889,22 +884,28 @@ func aesStartAgg(rk0 VecPhysical) {
 	VMOVD(ctr.AsX(), c)
 	ADDB(U8(aggBlocks-1), c.As8())
 	JCS(LabelRef(slow))
-	VPSHUFB(tableConst("bswapMask"), ctr, st[0])
+	VPSHUFB(tableConst(&bswapMask), ctr, st[0])
 	for k := 1; k < aggVecs; k++ {
-		VPADDD(tableConst("inc4BE"), st[k-1], st[k])
+		VPADDD(tableConst(&inc4BE), st[k-1], st[k])
 	}
 	for k := 0; k < aggVecs; k++ {
 		VPXORD(rk0, st[k], st[k])
 	}
-	VPADDD(tableConst("incAgg"), ctr, ctr)
+	VPADDD(tableConst(&incAgg), ctr, ctr)
 	JMP(LabelRef(done))
 	Label(slow)
-	for k := 0; k < aggVecs; k++ {
-		VPSHUFB(tableConst("bswapMask"), ctr, st[k])
-		VPADDD(tableConst("inc4"), ctr, ctr)
+	aesStartReversed(aggVecs, rk0)
+	Label(done)
+}
+
+// aesStartReversed starts the AES of nv vectors of counter blocks, each
+// byte-reversed from ctr, which it advances.
+func aesStartReversed(nv int, rk0 VecPhysical) {
+	for k := 0; k < nv; k++ {
+		VPSHUFB(tableConst(&bswapMask), ctr, st[k])
+		VPADDD(tableConst(&inc4), ctr, ctr)
 		VPXORD(rk0, st[k], st[k])
 	}
-	Label(done)
 }
 
 var labels int
