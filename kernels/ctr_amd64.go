@@ -86,11 +86,18 @@ func (s *ctrVAES) XORKeyStream(dst, src []byte) {
 	s.xor(dst, src)
 }
 
+// ctrShort256 reports whether a VAES512 stream XORs a call of n bytes with
+// the VAES256 kernel: up to one 64-byte vector, where the 512-bit code's
+// masked full-width loads and stores cost more than the ymm code and vary
+// with where the buffer sits in its cache line (BenchmarkStream/aes-*-ctr/
+// vaes512/16 and /64 against vaes256, Granite Rapids).
+func ctrShort256(n int) bool { return n <= 64 }
+
 // xor runs the kernel over len(src) > 0 bytes, whose blocks' counters do not
 // carry out of the low 64 bits, and moves the counter past them.
 func (s *ctrVAES) xor(dst, src []byte) {
 	n := len(src)
-	if s.zmm {
+	if s.zmm && !ctrShort256(n) {
 		ctrXORVAES512(&s.rk, s.rounds, s.lo, s.hi, &dst[0], &src[0], n, &s.ks)
 	} else {
 		ctrXORVAES256(&s.rk, s.rounds, s.lo, s.hi, &dst[0], &src[0], n, &s.ks)
