@@ -190,6 +190,19 @@ func tableConst(c *Mem) Mem {
 	return Mem{Base: tableReg, Disp: constDisp + 64*i}
 }
 
+// constRegs holds the constants that the function being generated keeps in
+// registers in its main loops (AES-128 leaves four free), for kconst.
+var constRegs map[*Mem]VecPhysical
+
+// kconst returns constant c as the main loops read it: from its register if
+// it has one, else from the table.
+func kconst(c *Mem) Op {
+	if r, ok := constRegs[c]; ok {
+		return r
+	}
+	return tableConst(c)
+}
+
 func main() {
 	if len(tableConstList) != tableConsts {
 		panic("tableConsts does not count tableConstList")
@@ -303,7 +316,7 @@ func reduceFold(karatsuba bool) {
 	if karatsuba {
 		VPTERNLOGD(U8(0x96), lo, hi, mi)
 	}
-	VPCLMULQDQ(U8(0x00), tableConst(&gfPoly), lo, t0)
+	VPCLMULQDQ(U8(0x00), kconst(&gfPoly), lo, t0)
 	VPSHUFD(U8(0x4e), lo, lo)
 	VPTERNLOGD(U8(0x96), t0, lo, mi)
 }
@@ -322,7 +335,7 @@ func reduceFinish(dst VecPhysical) {
 // reduceLanes folds mi into hi, which then holds the reduced product of each
 // lane.
 func reduceLanes() {
-	VPCLMULQDQ(U8(0x00), tableConst(&gfPoly), mi, t0)
+	VPCLMULQDQ(U8(0x00), kconst(&gfPoly), mi, t0)
 	VPSHUFD(U8(0x4e), mi, mi)
 	VPTERNLOGD(U8(0x96), t0, mi, hi)
 }
@@ -385,12 +398,12 @@ func groupSteps(table, base Register, disp int, part groupPart) []func() {
 func pairStep(table, base Register, disp, pw, pk, j int, first, withAcc bool) {
 	a, b := 2*j, 2*j+1
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*a}, dat)
-	VPSHUFB(tableConst(&bswapMask), dat, dat)
+	VPSHUFB(kconst(&bswapMask), dat, dat)
 	if withAcc {
 		VPXORD(acc, dat, dat)
 	}
 	VMOVDQU64(Mem{Base: base, Disp: disp + 64*b}, dat2)
-	VPSHUFB(tableConst(&bswapMask), dat2, dat2)
+	VPSHUFB(kconst(&bswapMask), dat2, dat2)
 	ka, kb := Mem{Base: table, Disp: pw + 64*a}, Mem{Base: table, Disp: pw + 64*b}
 	sum := func(dst VecPhysical) {
 		if first {
@@ -734,6 +747,17 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 
 	CMPQ(n, U32(aggBytes))
 	JB(LabelRef(L("tail")))
+	// In the main loops the round-key registers AES-128 leaves free hold
+	// the constants, sparing their loads
+	// (BenchmarkOpen/aes-128-gcm/vaes512/16384); the tail reads them from
+	// the table.
+	if free := rkRegs[rounds+1:]; len(free) >= 4 {
+		constRegs = map[*Mem]VecPhysical{}
+		for i, c := range []*Mem{&bswapMask, &inc4BE, &gfPoly, &inc4} {
+			constRegs[c] = free[i]
+			VMOVDQU64(tableConst(c), free[i])
+		}
+	}
 	// The loops hash two blocks of aggBytes per reduction (groupSteps),
 	// and a last odd block alone: the reduction's multiplies, shuffles and
 	// horizontal XORs compete with the rest for the vector ports
@@ -771,6 +795,8 @@ func cryptBody(a cryptArgs, rounds int, open bool, sfx string) {
 			s()
 		}
 	}
+
+	constRegs = nil
 
 	// Tail: n < aggBytes bytes in nb = ceil(n/16) blocks, then the length
 	// block. With nb < aggBlocks the length block takes K1 and the blocks
@@ -884,9 +910,9 @@ func aesStartAgg(rk0 VecPhysical) {
 	VMOVD(ctr.AsX(), c)
 	ADDB(U8(aggBlocks-1), c.As8())
 	JCS(LabelRef(slow))
-	VPSHUFB(tableConst(&bswapMask), ctr, st[0])
+	VPSHUFB(kconst(&bswapMask), ctr, st[0])
 	for k := 1; k < aggVecs; k++ {
-		VPADDD(tableConst(&inc4BE), st[k-1], st[k])
+		VPADDD(kconst(&inc4BE), st[k-1], st[k])
 	}
 	for k := 0; k < aggVecs; k++ {
 		VPXORD(rk0, st[k], st[k])
@@ -902,8 +928,8 @@ func aesStartAgg(rk0 VecPhysical) {
 // byte-reversed from ctr, which it advances.
 func aesStartReversed(nv int, rk0 VecPhysical) {
 	for k := 0; k < nv; k++ {
-		VPSHUFB(tableConst(&bswapMask), ctr, st[k])
-		VPADDD(tableConst(&inc4), ctr, ctr)
+		VPSHUFB(kconst(&bswapMask), ctr, st[k])
+		VPADDD(kconst(&inc4), ctr, ctr)
 		VPXORD(rk0, st[k], st[k])
 	}
 }
