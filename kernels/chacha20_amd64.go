@@ -45,10 +45,13 @@ const (
 // dst, a multiple of 64, and leaves the keystream of the block that holds the
 // other len(src)-done (at most 64) in ks. It may change state's counter word.
 //
-// A message of one block goes to ks whole: it is computed in general-purpose
-// registers, whose rotations have the shorter dependency chain. The AVX-512
-// kernel takes groups of 17 blocks first, 16 in zmm registers and one in
-// general-purpose registers at the same time.
+// With AVX2, a message of one block goes to ks whole: it is computed in
+// general-purpose registers, whose rotations have a shorter dependency chain
+// than AVX2's shifts. AVX-512 rotates in one instruction, and its
+// kernel computes up to 4 blocks in the row layout (streamRows in
+// _asm/chachapoly), the faster for one block too
+// (BenchmarkStream/chacha20/avx512/64). It takes groups of 17 blocks first,
+// 16 in zmm registers and one in general-purpose registers at the same time.
 func (k chachaKernel) blocks(dst, src []byte, state *[16]uint32, ks *[64]byte) (done int) {
 	const group = 17 * 64
 	if k == chachaAVX512 && len(src) >= group {
@@ -61,7 +64,7 @@ func (k chachaKernel) blocks(dst, src []byte, state *[16]uint32, ks *[64]byte) (
 		}
 	}
 	n := len(src) - done
-	if n <= 64 {
+	if n <= 64 && k != chachaAVX512 {
 		chachaBlockScalar(state, ks)
 		return done
 	}

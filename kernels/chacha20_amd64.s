@@ -22,6 +22,24 @@ DATA chachaIota16<>+56(SB)/4, $0x0000000e
 DATA chachaIota16<>+60(SB)/4, $0x0000000f
 GLOBL chachaIota16<>(SB), RODATA|NOPTR, $64
 
+DATA chachaRowsCounterIdx<>+0(SB)/4, $0x00000000
+DATA chachaRowsCounterIdx<>+4(SB)/4, $0x00000000
+DATA chachaRowsCounterIdx<>+8(SB)/4, $0x00000000
+DATA chachaRowsCounterIdx<>+12(SB)/4, $0x00000000
+DATA chachaRowsCounterIdx<>+16(SB)/4, $0x00000001
+DATA chachaRowsCounterIdx<>+20(SB)/4, $0x00000001
+DATA chachaRowsCounterIdx<>+24(SB)/4, $0x00000001
+DATA chachaRowsCounterIdx<>+28(SB)/4, $0x00000001
+DATA chachaRowsCounterIdx<>+32(SB)/4, $0x00000002
+DATA chachaRowsCounterIdx<>+36(SB)/4, $0x00000002
+DATA chachaRowsCounterIdx<>+40(SB)/4, $0x00000002
+DATA chachaRowsCounterIdx<>+44(SB)/4, $0x00000002
+DATA chachaRowsCounterIdx<>+48(SB)/4, $0x00000003
+DATA chachaRowsCounterIdx<>+52(SB)/4, $0x00000003
+DATA chachaRowsCounterIdx<>+56(SB)/4, $0x00000003
+DATA chachaRowsCounterIdx<>+60(SB)/4, $0x00000003
+GLOBL chachaRowsCounterIdx<>(SB), RODATA|NOPTR, $64
+
 // func chachaXORAVX512(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
 // Requires: AVX, AVX2, AVX512F, AVX512VL
 TEXT ·chachaXORAVX512(SB), NOSPLIT, $0-40
@@ -454,7 +472,10 @@ avx512_partial15:
 	JMP       avx512_done
 
 avx512_small:
-	// At most 8 blocks left: 0 < n <= 512. The same in ymm registers, word i
+	CMPQ DX, $0x00000100
+	JBE  avx512_rows
+
+	// 5 to 8 blocks left: 256 < n <= 512. The same in ymm registers, word i
 	// in Yi; the counters are the low half of Z31.
 	VPBROADCASTD (BX), Y0
 	VPBROADCASTD 4(BX), Y1
@@ -832,6 +853,117 @@ avx512_small_partial7_1:
 	VMOVDQU32 Y21, 32(SI)
 
 avx512_small_next7_1:
+	JMP avx512_done
+
+avx512_rows:
+	// Rows a, b, c and d of the input state in every lane, then block j's
+	// counter in word 0 of lane j of row d.
+	VBROADCASTI32X4 (BX), Z4
+	VBROADCASTI32X4 16(BX), Z5
+	VBROADCASTI32X4 32(BX), Z6
+	VBROADCASTI32X4 48(BX), Z7
+	VMOVDQU32       chachaRowsCounterIdx<>+0(SB), Z12
+	VPERMD          Z31, Z12, Z12
+	MOVL            $0x00001111, BX
+	KMOVW           BX, K1
+	VMOVDQA32       Z12, K1, Z7
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	MOVL            $0x0000000a, BX
+
+avx512_rows_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPXORD Z0, Z3, Z3
+	VPROLD $0x10, Z3, Z3
+	VPADDD Z3, Z2, Z2
+	VPXORD Z2, Z1, Z1
+	VPROLD $0x0c, Z1, Z1
+	VPADDD Z1, Z0, Z0
+	VPXORD Z0, Z3, Z3
+	VPROLD $0x08, Z3, Z3
+	VPADDD Z3, Z2, Z2
+	VPXORD Z2, Z1, Z1
+	VPROLD $0x07, Z1, Z1
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x39, Z2, Z2
+	VPADDD  Z1, Z0, Z0
+	VPXORD  Z0, Z3, Z3
+	VPROLD  $0x10, Z3, Z3
+	VPADDD  Z3, Z2, Z2
+	VPXORD  Z2, Z1, Z1
+	VPROLD  $0x0c, Z1, Z1
+	VPADDD  Z1, Z0, Z0
+	VPXORD  Z0, Z3, Z3
+	VPROLD  $0x08, Z3, Z3
+	VPADDD  Z3, Z2, Z2
+	VPXORD  Z2, Z1, Z1
+	VPROLD  $0x07, Z1, Z1
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x93, Z2, Z2
+	DECL    BX
+	JNZ     avx512_rows_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+
+	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+	CMPQ       DX, $0x00000040
+	JB         avx512_rows_partial0
+	VPXORD     (CX), Z0, Z0
+	VMOVDQU32  Z0, (AX)
+	CMPQ       DX, $0x00000080
+	JB         avx512_rows_partial1
+	VPXORD     64(CX), Z1, Z1
+	VMOVDQU32  Z1, 64(AX)
+	CMPQ       DX, $0x000000c0
+	JB         avx512_rows_partial2
+	VPXORD     128(CX), Z2, Z2
+	VMOVDQU32  Z2, 128(AX)
+	CMPQ       DX, $0x00000100
+	JB         avx512_rows_partial3
+	VPXORD     192(CX), Z3, Z3
+	VMOVDQU32  Z3, 192(AX)
+	JMP        avx512_done
+
+avx512_rows_partial0:
+	CMPQ      DX, $0x00000000
+	JE        avx512_done
+	VMOVDQU32 Z0, (SI)
+	JMP       avx512_done
+
+avx512_rows_partial1:
+	CMPQ      DX, $0x00000040
+	JE        avx512_done
+	VMOVDQU32 Z1, (SI)
+	JMP       avx512_done
+
+avx512_rows_partial2:
+	CMPQ      DX, $0x00000080
+	JE        avx512_done
+	VMOVDQU32 Z2, (SI)
+	JMP       avx512_done
+
+avx512_rows_partial3:
+	CMPQ      DX, $0x000000c0
+	JE        avx512_done
+	VMOVDQU32 Z3, (SI)
+
 avx512_done:
 	VZEROUPPER
 	RET

@@ -30,10 +30,18 @@ var (
 // counter+j.
 var iota16 Mem
 
+// rowsCounterIdx holds j in word 4j: VPERMD with it moves counter lane j to
+// word 0 of 128-bit lane j, for streamRows.
+var rowsCounterIdx Mem
+
 func iotaData() {
 	iota16 = GLOBL("chachaIota16", RODATA|NOPTR)
 	for i := 0; i < 16; i++ {
 		DATA(4*i, U32(i))
+	}
+	rowsCounterIdx = GLOBL("chachaRowsCounterIdx", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(i/4))
 	}
 }
 
@@ -44,8 +52,9 @@ func chachaAVX512() {
 	Doc("chachaXORAVX512 XORs the floor(n/64) full ChaCha20 blocks of src into dst",
 		"and, if n%64 != 0, writes the keystream of the next block to ks. The first",
 		"block's input state is state (its word 12 the block counter); n > 0. It",
-		"computes 16 blocks per pass, one per 32-bit lane of the zmm registers, and",
-		"the last 8 or fewer blocks in ymm registers, in about half the time.")
+		"computes 16 blocks per pass, one per 32-bit lane of the zmm registers, the",
+		"last 5 to 8 blocks in ymm registers, in about half the time, and the last",
+		"4 or fewer a row of the state per zmm register (streamRows).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("n"), GP64())
@@ -102,7 +111,9 @@ func chachaAVX512() {
 	}
 
 	Label("avx512_small")
-	Comment("At most 8 blocks left: 0 < n <= 512. The same in ymm registers, word i",
+	CMPQ(n, U32(64*rowsMaxBlocks))
+	JBE(LabelRef("avx512_rows"))
+	Comment("5 to 8 blocks left: 256 < n <= 512. The same in ymm registers, word i",
 		"in Yi; the counters are the low half of Z31.")
 	for i := 0; i < 16; i++ {
 		if i == 12 {
@@ -135,9 +146,72 @@ func chachaAVX512() {
 		transpose8(w, t, true, halfStore(r, h, true, "avx512_small", xor, mov))
 	}
 
+	JMP(LabelRef("avx512_done"))
+
+	Label("avx512_rows")
+	streamRows(state, r)
+
 	Label("avx512_done")
 	VZEROUPPER()
 	RET()
+}
+
+// rowsMaxBlocks is the most blocks streamRows computes: one zmm set of rows.
+const rowsMaxBlocks = 4
+
+// streamRows emits the last 1 to 4 blocks of chachaXORAVX512 (0 < n <= 256)
+// in the row layout of the short AEAD kernels (short.go): a row of the state
+// per zmm register, a block per 128-bit lane. A double round is then 30
+// instructions for the 4 blocks, against 96 for the 8 of the ymm code, and
+// the 20 rounds are bound by their latency
+// (BenchmarkStream/chacha20/avx512/256 against /1024). The counters are
+// lanes 0–3 of zCounter.
+func streamRows(state Register, r io) {
+	rows := [4]VecPhysical{Z0, Z1, Z2, Z3}
+	in := [4]VecPhysical{Z4, Z5, Z6, Z7}
+	Comment("Rows a, b, c and d of the input state in every lane, then block j's",
+		"counter in word 0 of lane j of row d.")
+	for i := range in {
+		VBROADCASTI32X4(Mem{Base: state, Disp: 16 * i}, in[i])
+	}
+	VMOVDQU32(rowsCounterIdx, Z12)
+	VPERMD(zCounter, Z12, Z12)
+	k := GP32()
+	MOVL(U32(0x1111), k)
+	KMOVW(k, K1)
+	VMOVDQA32(Z12, K1, in[3])
+	for i := range rows {
+		VMOVDQA64(in[i], rows[i])
+	}
+	rowRounds([][4]VecPhysical{rows}, "avx512_rows_doubleround")
+	for i := range rows {
+		VPADDD(in[i], rows[i], rows[i])
+	}
+	Comment("Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.")
+	a, b, c, d := rows[0], rows[1], rows[2], rows[3]
+	tmp := []VecPhysical{Z24, Z25, Z26, Z27}
+	VSHUFI64X2(U8(0x44), b, a, tmp[0]) // a0 a1 b0 b1
+	VSHUFI64X2(U8(0xee), b, a, tmp[1]) // a2 a3 b2 b3
+	VSHUFI64X2(U8(0x44), d, c, tmp[2]) // c0 c1 d0 d1
+	VSHUFI64X2(U8(0xee), d, c, tmp[3]) // c2 c3 d2 d3
+	VSHUFI64X2(U8(0x88), tmp[2], tmp[0], a)
+	VSHUFI64X2(U8(0xdd), tmp[2], tmp[0], b)
+	VSHUFI64X2(U8(0x88), tmp[3], tmp[1], c)
+	VSHUFI64X2(U8(0xdd), tmp[3], tmp[1], d)
+	for j, x := range rows {
+		CMPQ(r.n, U32(64*(j+1)))
+		JB(LabelRef(fmt.Sprintf("avx512_rows_partial%d", j)))
+		VPXORD(Mem{Base: r.src, Disp: 64 * j}, x, x)
+		VMOVDQU32(x, Mem{Base: r.dst, Disp: 64 * j})
+	}
+	JMP(LabelRef("avx512_done"))
+	for j, x := range rows {
+		Label(fmt.Sprintf("avx512_rows_partial%d", j))
+		CMPQ(r.n, U32(64*j))
+		JE(LabelRef("avx512_done"))
+		VMOVDQU32(x, Mem{Base: r.ks})
+		JMP(LabelRef("avx512_done"))
+	}
 }
 
 // ymmEVEX returns Y0…Y31 by number.
