@@ -40,6 +40,14 @@ const (
 	chachaAVX2
 )
 
+// chachaWide17 is whether the AVX-512 kernel runs the 17-block groups of
+// chachaXORAVX512x17, which keep the integer ALUs busy beside the vector
+// units. That pays on AMD's cores, whose integer and vector pipes are
+// separate; on Intel's, the scalar block's instructions take the ports the
+// 512-bit vector instructions issue on, and the 16-block pass alone is the
+// faster (BenchmarkChaCha20Wide17).
+var chachaWide17 = vendorAMD
+
 // blocks runs the kernel over len(src) > 0 bytes of src, starting at the
 // block of state; len(dst) >= len(src). It XORs the first done bytes into
 // dst, a multiple of 64, and leaves the keystream of the block that holds the
@@ -50,11 +58,12 @@ const (
 // than AVX2's shifts. AVX-512 rotates in one instruction, and its
 // kernel computes up to 4 blocks in the row layout (streamRows in
 // _asm/chachapoly), the faster for one block too
-// (BenchmarkStream/chacha20/avx512/64). It takes groups of 17 blocks first,
-// 16 in zmm registers and one in general-purpose registers at the same time.
+// (BenchmarkStream/chacha20/avx512/64). Where chachaWide17 is set it takes
+// groups of 17 blocks first, 16 in zmm registers and one in general-purpose
+// registers at the same time.
 func (k chachaKernel) blocks(dst, src []byte, state *[16]uint32, ks *[64]byte) (done int) {
 	const group = 17 * 64
-	if k == chachaAVX512 && len(src) >= group {
+	if k == chachaAVX512 && chachaWide17 && len(src) >= group {
 		g := len(src) / group
 		chachaXORAVX512x17(&dst[0], &src[0], g, state)
 		done = g * group

@@ -5,6 +5,7 @@ package kernels
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"golang.org/x/crypto/chacha20"
@@ -16,13 +17,16 @@ import (
 type chachaFunc func(dst, src []byte, key *[8]uint32, nonce *[3]uint32, counter uint32)
 
 // chachaFuncs lists the kernel functions with the implementation that gates
-// each; the test skips those the host cannot run.
+// each, and for avx512 the chachaWide17 setting to run under: both, whatever
+// the host's vendor. The test skips those the host cannot run.
 var chachaFuncs = []struct {
-	impl string
-	fn   chachaFunc
+	name, impl string
+	wide17     bool
+	fn         chachaFunc
 }{
-	{"avx512", chacha20XORAVX512},
-	{"avx2", chacha20XORAVX2},
+	{"avx512/groups17", "avx512", true, chacha20XORAVX512},
+	{"avx512/passes16", "avx512", false, chacha20XORAVX512},
+	{"avx2", "avx2", false, chacha20XORAVX2},
 }
 
 func forEachChaChaFunc(t *testing.T, f func(t *testing.T, fn chachaFunc)) {
@@ -31,12 +35,36 @@ func forEachChaChaFunc(t *testing.T, f func(t *testing.T, fn chachaFunc)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(k.impl, func(t *testing.T) {
+		t.Run(k.name, func(t *testing.T) {
 			if !im.Available() {
 				t.Skipf("%s is not available on this host", im)
 			}
+			defer func(w bool) { chachaWide17 = w }(chachaWide17)
+			chachaWide17 = k.wide17
 			f(t, k.fn)
 		})
+	}
+}
+
+// BenchmarkChaCha20Wide17 times the AVX-512 ChaCha20 kernel with and without
+// the 17-block groups, the choice chachaWide17 makes by vendor.
+func BenchmarkChaCha20Wide17(b *testing.B) {
+	if im, err := Lookup(ChaCha20, "avx512"); err != nil || !im.Available() {
+		b.Skip("avx512 is not available on this host")
+	}
+	for _, wide := range []bool{true, false} {
+		for _, size := range []int{8192, 16384} {
+			b.Run(fmt.Sprintf("groups17=%v/%d", wide, size), func(b *testing.B) {
+				defer func(w bool) { chachaWide17 = w }(chachaWide17)
+				chachaWide17 = wide
+				buf := make([]byte, size)
+				kw, nw := chachaWords(make([]byte, 32), make([]byte, 12))
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					chacha20XORAVX512(buf, buf, kw, nw, 0)
+				}
+			})
+		}
 	}
 }
 

@@ -31,6 +31,11 @@ var (
 	hasSHA        bool
 	hasAESARM     bool
 	hasPMULL      bool
+
+	// vendorAMD is set on AMD (and Hygon) processors, for the few choices
+	// between equivalent kernels that their cores and Intel's make
+	// differently (chachaWide17).
+	vendorAMD = cpuid.CPU.VendorID == cpuid.AMD || cpuid.CPU.VendorID == cpuid.Hygon
 )
 
 // feature ties a GODEBUG option name to the cpuid feature and the package flag.
