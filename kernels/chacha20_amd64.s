@@ -38,10 +38,42 @@ DATA chachaRowsCounterIdx<>+48(SB)/4, $0x00000003
 DATA chachaRowsCounterIdx<>+52(SB)/4, $0x00000003
 DATA chachaRowsCounterIdx<>+56(SB)/4, $0x00000003
 DATA chachaRowsCounterIdx<>+60(SB)/4, $0x00000003
-GLOBL chachaRowsCounterIdx<>(SB), RODATA|NOPTR, $64
+DATA chachaRowsCounterIdx<>+64(SB)/4, $0x00000004
+DATA chachaRowsCounterIdx<>+68(SB)/4, $0x00000004
+DATA chachaRowsCounterIdx<>+72(SB)/4, $0x00000004
+DATA chachaRowsCounterIdx<>+76(SB)/4, $0x00000004
+DATA chachaRowsCounterIdx<>+80(SB)/4, $0x00000005
+DATA chachaRowsCounterIdx<>+84(SB)/4, $0x00000005
+DATA chachaRowsCounterIdx<>+88(SB)/4, $0x00000005
+DATA chachaRowsCounterIdx<>+92(SB)/4, $0x00000005
+DATA chachaRowsCounterIdx<>+96(SB)/4, $0x00000006
+DATA chachaRowsCounterIdx<>+100(SB)/4, $0x00000006
+DATA chachaRowsCounterIdx<>+104(SB)/4, $0x00000006
+DATA chachaRowsCounterIdx<>+108(SB)/4, $0x00000006
+DATA chachaRowsCounterIdx<>+112(SB)/4, $0x00000007
+DATA chachaRowsCounterIdx<>+116(SB)/4, $0x00000007
+DATA chachaRowsCounterIdx<>+120(SB)/4, $0x00000007
+DATA chachaRowsCounterIdx<>+124(SB)/4, $0x00000007
+DATA chachaRowsCounterIdx<>+128(SB)/4, $0x00000008
+DATA chachaRowsCounterIdx<>+132(SB)/4, $0x00000008
+DATA chachaRowsCounterIdx<>+136(SB)/4, $0x00000008
+DATA chachaRowsCounterIdx<>+140(SB)/4, $0x00000008
+DATA chachaRowsCounterIdx<>+144(SB)/4, $0x00000009
+DATA chachaRowsCounterIdx<>+148(SB)/4, $0x00000009
+DATA chachaRowsCounterIdx<>+152(SB)/4, $0x00000009
+DATA chachaRowsCounterIdx<>+156(SB)/4, $0x00000009
+DATA chachaRowsCounterIdx<>+160(SB)/4, $0x0000000a
+DATA chachaRowsCounterIdx<>+164(SB)/4, $0x0000000a
+DATA chachaRowsCounterIdx<>+168(SB)/4, $0x0000000a
+DATA chachaRowsCounterIdx<>+172(SB)/4, $0x0000000a
+DATA chachaRowsCounterIdx<>+176(SB)/4, $0x0000000b
+DATA chachaRowsCounterIdx<>+180(SB)/4, $0x0000000b
+DATA chachaRowsCounterIdx<>+184(SB)/4, $0x0000000b
+DATA chachaRowsCounterIdx<>+188(SB)/4, $0x0000000b
+GLOBL chachaRowsCounterIdx<>(SB), RODATA|NOPTR, $192
 
 // func chachaXORAVX512(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
+// Requires: AVX, AVX512F
 TEXT ·chachaXORAVX512(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), AX
 	MOVQ src+8(FP), CX
@@ -56,8 +88,8 @@ TEXT ·chachaXORAVX512(SB), NOSPLIT, $0-40
 	VPBROADCASTD DI, Z30
 
 avx512_group:
-	CMPQ DX, $0x00000200
-	JBE  avx512_small
+	CMPQ DX, $0x00000300
+	JBE  avx512_rows
 
 	// State words for 16 blocks: word i of every block in Zi.
 	VPBROADCASTD (BX), Z0
@@ -307,7 +339,7 @@ avx512_doubleround:
 	JMP       avx512_done
 
 avx512_tail:
-	// 9 to 15 blocks left: 512 < n < 1024. XOR the full blocks, then keep
+	// 13 to 15 blocks left: 768 < n < 1024. XOR the full blocks, then keep
 	// the keystream of a final partial block in ks.
 	CMPQ      DX, $0x00000040
 	JB        avx512_partial0
@@ -471,401 +503,20 @@ avx512_partial15:
 	VMOVDQU32 Z15, (SI)
 	JMP       avx512_done
 
-avx512_small:
-	CMPQ DX, $0x00000100
-	JBE  avx512_rows
-
-	// 5 to 8 blocks left: 256 < n <= 512. The same in ymm registers, word i
-	// in Yi; the counters are the low half of Z31.
-	VPBROADCASTD (BX), Y0
-	VPBROADCASTD 4(BX), Y1
-	VPBROADCASTD 8(BX), Y2
-	VPBROADCASTD 12(BX), Y3
-	VPBROADCASTD 16(BX), Y4
-	VPBROADCASTD 20(BX), Y5
-	VPBROADCASTD 24(BX), Y6
-	VPBROADCASTD 28(BX), Y7
-	VPBROADCASTD 32(BX), Y8
-	VPBROADCASTD 36(BX), Y9
-	VPBROADCASTD 40(BX), Y10
-	VPBROADCASTD 44(BX), Y11
-	VMOVDQA32    Y31, Y12
-	VPBROADCASTD 52(BX), Y13
-	VPBROADCASTD 56(BX), Y14
-	VPBROADCASTD 60(BX), Y15
-	MOVQ         $0x0000000a, DI
-
-avx512_small_doubleround:
-	VPADDD      Y4, Y0, Y0
-	VPADDD      Y5, Y1, Y1
-	VPADDD      Y6, Y2, Y2
-	VPADDD      Y7, Y3, Y3
-	VPXORD      Y0, Y12, Y12
-	VPXORD      Y1, Y13, Y13
-	VPXORD      Y2, Y14, Y14
-	VPXORD      Y3, Y15, Y15
-	VPROLD      $0x10, Y12, Y12
-	VPROLD      $0x10, Y13, Y13
-	VPROLD      $0x10, Y14, Y14
-	VPROLD      $0x10, Y15, Y15
-	VPADDD      Y12, Y8, Y8
-	VPADDD      Y13, Y9, Y9
-	VPADDD      Y14, Y10, Y10
-	VPADDD      Y15, Y11, Y11
-	VPXORD      Y8, Y4, Y4
-	VPXORD      Y9, Y5, Y5
-	VPXORD      Y10, Y6, Y6
-	VPXORD      Y11, Y7, Y7
-	VPROLD      $0x0c, Y4, Y4
-	VPROLD      $0x0c, Y5, Y5
-	VPROLD      $0x0c, Y6, Y6
-	VPROLD      $0x0c, Y7, Y7
-	VPADDD      Y4, Y0, Y0
-	VPADDD      Y5, Y1, Y1
-	VPADDD      Y6, Y2, Y2
-	VPADDD      Y7, Y3, Y3
-	VPXORD      Y0, Y12, Y12
-	VPXORD      Y1, Y13, Y13
-	VPXORD      Y2, Y14, Y14
-	VPXORD      Y3, Y15, Y15
-	VPROLD      $0x08, Y12, Y12
-	VPROLD      $0x08, Y13, Y13
-	VPROLD      $0x08, Y14, Y14
-	VPROLD      $0x08, Y15, Y15
-	VPADDD      Y12, Y8, Y8
-	VPADDD      Y13, Y9, Y9
-	VPADDD      Y14, Y10, Y10
-	VPADDD      Y15, Y11, Y11
-	VPXORD      Y8, Y4, Y4
-	VPXORD      Y9, Y5, Y5
-	VPXORD      Y10, Y6, Y6
-	VPXORD      Y11, Y7, Y7
-	VPROLD      $0x07, Y4, Y4
-	VPROLD      $0x07, Y5, Y5
-	VPROLD      $0x07, Y6, Y6
-	VPROLD      $0x07, Y7, Y7
-	VPADDD      Y5, Y0, Y0
-	VPADDD      Y6, Y1, Y1
-	VPADDD      Y7, Y2, Y2
-	VPADDD      Y4, Y3, Y3
-	VPXORD      Y0, Y15, Y15
-	VPXORD      Y1, Y12, Y12
-	VPXORD      Y2, Y13, Y13
-	VPXORD      Y3, Y14, Y14
-	VPROLD      $0x10, Y15, Y15
-	VPROLD      $0x10, Y12, Y12
-	VPROLD      $0x10, Y13, Y13
-	VPROLD      $0x10, Y14, Y14
-	VPADDD      Y15, Y10, Y10
-	VPADDD      Y12, Y11, Y11
-	VPADDD      Y13, Y8, Y8
-	VPADDD      Y14, Y9, Y9
-	VPXORD      Y10, Y5, Y5
-	VPXORD      Y11, Y6, Y6
-	VPXORD      Y8, Y7, Y7
-	VPXORD      Y9, Y4, Y4
-	VPROLD      $0x0c, Y5, Y5
-	VPROLD      $0x0c, Y6, Y6
-	VPROLD      $0x0c, Y7, Y7
-	VPROLD      $0x0c, Y4, Y4
-	VPADDD      Y5, Y0, Y0
-	VPADDD      Y6, Y1, Y1
-	VPADDD      Y7, Y2, Y2
-	VPADDD      Y4, Y3, Y3
-	VPXORD      Y0, Y15, Y15
-	VPXORD      Y1, Y12, Y12
-	VPXORD      Y2, Y13, Y13
-	VPXORD      Y3, Y14, Y14
-	VPROLD      $0x08, Y15, Y15
-	VPROLD      $0x08, Y12, Y12
-	VPROLD      $0x08, Y13, Y13
-	VPROLD      $0x08, Y14, Y14
-	VPADDD      Y15, Y10, Y10
-	VPADDD      Y12, Y11, Y11
-	VPADDD      Y13, Y8, Y8
-	VPADDD      Y14, Y9, Y9
-	VPXORD      Y10, Y5, Y5
-	VPXORD      Y11, Y6, Y6
-	VPXORD      Y8, Y7, Y7
-	VPXORD      Y9, Y4, Y4
-	VPROLD      $0x07, Y5, Y5
-	VPROLD      $0x07, Y6, Y6
-	VPROLD      $0x07, Y7, Y7
-	VPROLD      $0x07, Y4, Y4
-	DECQ        DI
-	JNZ         avx512_small_doubleround
-	VPADDD.BCST (BX), Y0, Y0
-	VPADDD.BCST 4(BX), Y1, Y1
-	VPADDD.BCST 8(BX), Y2, Y2
-	VPADDD.BCST 12(BX), Y3, Y3
-	VPADDD.BCST 16(BX), Y4, Y4
-	VPADDD.BCST 20(BX), Y5, Y5
-	VPADDD.BCST 24(BX), Y6, Y6
-	VPADDD.BCST 28(BX), Y7, Y7
-	VPADDD.BCST 32(BX), Y8, Y8
-	VPADDD.BCST 36(BX), Y9, Y9
-	VPADDD.BCST 40(BX), Y10, Y10
-	VPADDD.BCST 44(BX), Y11, Y11
-	VPADDD      Y31, Y12, Y12
-	VPADDD.BCST 52(BX), Y13, Y13
-	VPADDD.BCST 56(BX), Y14, Y14
-	VPADDD.BCST 60(BX), Y15, Y15
-
-	// Transpose words 0…7.
-	VPUNPCKLDQ  Y1, Y0, Y16
-	VPUNPCKHDQ  Y1, Y0, Y17
-	VPUNPCKLDQ  Y3, Y2, Y18
-	VPUNPCKHDQ  Y3, Y2, Y19
-	VPUNPCKLQDQ Y18, Y16, Y0
-	VPUNPCKHQDQ Y18, Y16, Y1
-	VPUNPCKLQDQ Y19, Y17, Y2
-	VPUNPCKHQDQ Y19, Y17, Y3
-	VPUNPCKLDQ  Y5, Y4, Y16
-	VPUNPCKHDQ  Y5, Y4, Y17
-	VPUNPCKLDQ  Y7, Y6, Y18
-	VPUNPCKHDQ  Y7, Y6, Y19
-	VPUNPCKLQDQ Y18, Y16, Y4
-	VPUNPCKHQDQ Y18, Y16, Y5
-	VPUNPCKLQDQ Y19, Y17, Y6
-	VPUNPCKHQDQ Y19, Y17, Y7
-	VSHUFI32X4  $0x00, Y4, Y0, Y16
-	VSHUFI32X4  $0x03, Y4, Y0, Y17
-	CMPQ        DX, $0x00000040
-	JB          avx512_small_partial0_0
-	VPXORD      (CX), Y16, Y16
-	VMOVDQU32   Y16, (AX)
-	JMP         avx512_small_next0_0
-
-avx512_small_partial0_0:
-	CMPQ      DX, $0x00000000
-	JBE       avx512_small_next0_0
-	VMOVDQU32 Y16, (SI)
-
-avx512_small_next0_0:
-	CMPQ      DX, $0x00000140
-	JB        avx512_small_partial4_0
-	VPXORD    256(CX), Y17, Y17
-	VMOVDQU32 Y17, 256(AX)
-	JMP       avx512_small_next4_0
-
-avx512_small_partial4_0:
-	CMPQ      DX, $0x00000100
-	JBE       avx512_small_next4_0
-	VMOVDQU32 Y17, (SI)
-
-avx512_small_next4_0:
-	VSHUFI32X4 $0x00, Y5, Y1, Y16
-	VSHUFI32X4 $0x03, Y5, Y1, Y17
-	CMPQ       DX, $0x00000080
-	JB         avx512_small_partial1_0
-	VPXORD     64(CX), Y16, Y16
-	VMOVDQU32  Y16, 64(AX)
-	JMP        avx512_small_next1_0
-
-avx512_small_partial1_0:
-	CMPQ      DX, $0x00000040
-	JBE       avx512_small_next1_0
-	VMOVDQU32 Y16, (SI)
-
-avx512_small_next1_0:
-	CMPQ      DX, $0x00000180
-	JB        avx512_small_partial5_0
-	VPXORD    320(CX), Y17, Y17
-	VMOVDQU32 Y17, 320(AX)
-	JMP       avx512_small_next5_0
-
-avx512_small_partial5_0:
-	CMPQ      DX, $0x00000140
-	JBE       avx512_small_next5_0
-	VMOVDQU32 Y17, (SI)
-
-avx512_small_next5_0:
-	VSHUFI32X4 $0x00, Y6, Y2, Y16
-	VSHUFI32X4 $0x03, Y6, Y2, Y17
-	CMPQ       DX, $0x000000c0
-	JB         avx512_small_partial2_0
-	VPXORD     128(CX), Y16, Y16
-	VMOVDQU32  Y16, 128(AX)
-	JMP        avx512_small_next2_0
-
-avx512_small_partial2_0:
-	CMPQ      DX, $0x00000080
-	JBE       avx512_small_next2_0
-	VMOVDQU32 Y16, (SI)
-
-avx512_small_next2_0:
-	CMPQ      DX, $0x000001c0
-	JB        avx512_small_partial6_0
-	VPXORD    384(CX), Y17, Y17
-	VMOVDQU32 Y17, 384(AX)
-	JMP       avx512_small_next6_0
-
-avx512_small_partial6_0:
-	CMPQ      DX, $0x00000180
-	JBE       avx512_small_next6_0
-	VMOVDQU32 Y17, (SI)
-
-avx512_small_next6_0:
-	VSHUFI32X4 $0x00, Y7, Y3, Y16
-	VSHUFI32X4 $0x03, Y7, Y3, Y17
-	CMPQ       DX, $0x00000100
-	JB         avx512_small_partial3_0
-	VPXORD     192(CX), Y16, Y16
-	VMOVDQU32  Y16, 192(AX)
-	JMP        avx512_small_next3_0
-
-avx512_small_partial3_0:
-	CMPQ      DX, $0x000000c0
-	JBE       avx512_small_next3_0
-	VMOVDQU32 Y16, (SI)
-
-avx512_small_next3_0:
-	CMPQ      DX, $0x00000200
-	JB        avx512_small_partial7_0
-	VPXORD    448(CX), Y17, Y17
-	VMOVDQU32 Y17, 448(AX)
-	JMP       avx512_small_next7_0
-
-avx512_small_partial7_0:
-	CMPQ      DX, $0x000001c0
-	JBE       avx512_small_next7_0
-	VMOVDQU32 Y17, (SI)
-
-avx512_small_next7_0:
-	// Transpose words 8…15.
-	VPUNPCKLDQ  Y9, Y8, Y20
-	VPUNPCKHDQ  Y9, Y8, Y21
-	VPUNPCKLDQ  Y11, Y10, Y22
-	VPUNPCKHDQ  Y11, Y10, Y23
-	VPUNPCKLQDQ Y22, Y20, Y8
-	VPUNPCKHQDQ Y22, Y20, Y9
-	VPUNPCKLQDQ Y23, Y21, Y10
-	VPUNPCKHQDQ Y23, Y21, Y11
-	VPUNPCKLDQ  Y13, Y12, Y20
-	VPUNPCKHDQ  Y13, Y12, Y21
-	VPUNPCKLDQ  Y15, Y14, Y22
-	VPUNPCKHDQ  Y15, Y14, Y23
-	VPUNPCKLQDQ Y22, Y20, Y12
-	VPUNPCKHQDQ Y22, Y20, Y13
-	VPUNPCKLQDQ Y23, Y21, Y14
-	VPUNPCKHQDQ Y23, Y21, Y15
-	VSHUFI32X4  $0x00, Y12, Y8, Y20
-	VSHUFI32X4  $0x03, Y12, Y8, Y21
-	CMPQ        DX, $0x00000040
-	JB          avx512_small_partial0_1
-	VPXORD      32(CX), Y20, Y20
-	VMOVDQU32   Y20, 32(AX)
-	JMP         avx512_small_next0_1
-
-avx512_small_partial0_1:
-	CMPQ      DX, $0x00000000
-	JBE       avx512_small_next0_1
-	VMOVDQU32 Y20, 32(SI)
-
-avx512_small_next0_1:
-	CMPQ      DX, $0x00000140
-	JB        avx512_small_partial4_1
-	VPXORD    288(CX), Y21, Y21
-	VMOVDQU32 Y21, 288(AX)
-	JMP       avx512_small_next4_1
-
-avx512_small_partial4_1:
-	CMPQ      DX, $0x00000100
-	JBE       avx512_small_next4_1
-	VMOVDQU32 Y21, 32(SI)
-
-avx512_small_next4_1:
-	VSHUFI32X4 $0x00, Y13, Y9, Y20
-	VSHUFI32X4 $0x03, Y13, Y9, Y21
-	CMPQ       DX, $0x00000080
-	JB         avx512_small_partial1_1
-	VPXORD     96(CX), Y20, Y20
-	VMOVDQU32  Y20, 96(AX)
-	JMP        avx512_small_next1_1
-
-avx512_small_partial1_1:
-	CMPQ      DX, $0x00000040
-	JBE       avx512_small_next1_1
-	VMOVDQU32 Y20, 32(SI)
-
-avx512_small_next1_1:
-	CMPQ      DX, $0x00000180
-	JB        avx512_small_partial5_1
-	VPXORD    352(CX), Y21, Y21
-	VMOVDQU32 Y21, 352(AX)
-	JMP       avx512_small_next5_1
-
-avx512_small_partial5_1:
-	CMPQ      DX, $0x00000140
-	JBE       avx512_small_next5_1
-	VMOVDQU32 Y21, 32(SI)
-
-avx512_small_next5_1:
-	VSHUFI32X4 $0x00, Y14, Y10, Y20
-	VSHUFI32X4 $0x03, Y14, Y10, Y21
-	CMPQ       DX, $0x000000c0
-	JB         avx512_small_partial2_1
-	VPXORD     160(CX), Y20, Y20
-	VMOVDQU32  Y20, 160(AX)
-	JMP        avx512_small_next2_1
-
-avx512_small_partial2_1:
-	CMPQ      DX, $0x00000080
-	JBE       avx512_small_next2_1
-	VMOVDQU32 Y20, 32(SI)
-
-avx512_small_next2_1:
-	CMPQ      DX, $0x000001c0
-	JB        avx512_small_partial6_1
-	VPXORD    416(CX), Y21, Y21
-	VMOVDQU32 Y21, 416(AX)
-	JMP       avx512_small_next6_1
-
-avx512_small_partial6_1:
-	CMPQ      DX, $0x00000180
-	JBE       avx512_small_next6_1
-	VMOVDQU32 Y21, 32(SI)
-
-avx512_small_next6_1:
-	VSHUFI32X4 $0x00, Y15, Y11, Y20
-	VSHUFI32X4 $0x03, Y15, Y11, Y21
-	CMPQ       DX, $0x00000100
-	JB         avx512_small_partial3_1
-	VPXORD     224(CX), Y20, Y20
-	VMOVDQU32  Y20, 224(AX)
-	JMP        avx512_small_next3_1
-
-avx512_small_partial3_1:
-	CMPQ      DX, $0x000000c0
-	JBE       avx512_small_next3_1
-	VMOVDQU32 Y20, 32(SI)
-
-avx512_small_next3_1:
-	CMPQ      DX, $0x00000200
-	JB        avx512_small_partial7_1
-	VPXORD    480(CX), Y21, Y21
-	VMOVDQU32 Y21, 480(AX)
-	JMP       avx512_small_next7_1
-
-avx512_small_partial7_1:
-	CMPQ      DX, $0x000001c0
-	JBE       avx512_small_next7_1
-	VMOVDQU32 Y21, 32(SI)
-
-avx512_small_next7_1:
-	JMP avx512_done
-
 avx512_rows:
+	CMPQ DX, $0x00000100
+	JA   avx512_rows2
+
 	// Rows a, b, c and d of the input state in every lane, then block j's
-	// counter in word 0 of lane j of row d.
+	// counter in word 0 of its lane of row d.
 	VBROADCASTI32X4 (BX), Z4
 	VBROADCASTI32X4 16(BX), Z5
 	VBROADCASTI32X4 32(BX), Z6
+	MOVL            $0x00001111, DI
+	KMOVW           DI, K1
 	VBROADCASTI32X4 48(BX), Z7
 	VMOVDQU32       chachaRowsCounterIdx<>+0(SB), Z12
 	VPERMD          Z31, Z12, Z12
-	MOVL            $0x00001111, BX
-	KMOVW           BX, K1
 	VMOVDQA32       Z12, K1, Z7
 	VMOVDQA64       Z4, Z0
 	VMOVDQA64       Z5, Z1
@@ -873,7 +524,7 @@ avx512_rows:
 	VMOVDQA64       Z7, Z3
 	MOVL            $0x0000000a, BX
 
-avx512_rows_doubleround:
+avx512_rows1sets_doubleround:
 	VPADDD Z1, Z0, Z0
 	VPXORD Z0, Z3, Z3
 	VPROLD $0x10, Z3, Z3
@@ -908,13 +559,13 @@ avx512_rows_doubleround:
 	VPSHUFD $0x4e, Z3, Z3
 	VPSHUFD $0x93, Z2, Z2
 	DECL    BX
-	JNZ     avx512_rows_doubleround
+	JNZ     avx512_rows1sets_doubleround
 	VPADDD  Z4, Z0, Z0
 	VPADDD  Z5, Z1, Z1
 	VPADDD  Z6, Z2, Z2
 	VPADDD  Z7, Z3, Z3
 
-	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
+	// Set 0: rows of 4 blocks to blocks of 4 rows.
 	VSHUFI64X2 $0x44, Z1, Z0, Z24
 	VSHUFI64X2 $0xee, Z1, Z0, Z25
 	VSHUFI64X2 $0x44, Z3, Z2, Z26
@@ -924,45 +575,544 @@ avx512_rows_doubleround:
 	VSHUFI64X2 $0x88, Z27, Z25, Z2
 	VSHUFI64X2 $0xdd, Z27, Z25, Z3
 	CMPQ       DX, $0x00000040
-	JB         avx512_rows_partial0
+	JB         avx512_rows1sets_partial0
 	VPXORD     (CX), Z0, Z0
 	VMOVDQU32  Z0, (AX)
 	CMPQ       DX, $0x00000080
-	JB         avx512_rows_partial1
+	JB         avx512_rows1sets_partial1
 	VPXORD     64(CX), Z1, Z1
 	VMOVDQU32  Z1, 64(AX)
 	CMPQ       DX, $0x000000c0
-	JB         avx512_rows_partial2
+	JB         avx512_rows1sets_partial2
 	VPXORD     128(CX), Z2, Z2
 	VMOVDQU32  Z2, 128(AX)
 	CMPQ       DX, $0x00000100
-	JB         avx512_rows_partial3
+	JB         avx512_rows1sets_partial3
 	VPXORD     192(CX), Z3, Z3
 	VMOVDQU32  Z3, 192(AX)
 	JMP        avx512_done
 
-avx512_rows_partial0:
+avx512_rows1sets_partial0:
 	CMPQ      DX, $0x00000000
 	JE        avx512_done
 	VMOVDQU32 Z0, (SI)
 	JMP       avx512_done
 
-avx512_rows_partial1:
+avx512_rows1sets_partial1:
 	CMPQ      DX, $0x00000040
 	JE        avx512_done
 	VMOVDQU32 Z1, (SI)
 	JMP       avx512_done
 
-avx512_rows_partial2:
+avx512_rows1sets_partial2:
 	CMPQ      DX, $0x00000080
 	JE        avx512_done
 	VMOVDQU32 Z2, (SI)
 	JMP       avx512_done
 
-avx512_rows_partial3:
+avx512_rows1sets_partial3:
 	CMPQ      DX, $0x000000c0
 	JE        avx512_done
 	VMOVDQU32 Z3, (SI)
+	JMP       avx512_done
+
+avx512_rows2:
+	CMPQ DX, $0x00000200
+	JA   avx512_rows3
+
+	// Rows a, b, c and d of the input state in every lane, then block j's
+	// counter in word 0 of its lane of row d.
+	VBROADCASTI32X4 (BX), Z4
+	VBROADCASTI32X4 16(BX), Z5
+	VBROADCASTI32X4 32(BX), Z6
+	MOVL            $0x00001111, DI
+	KMOVW           DI, K1
+	VBROADCASTI32X4 48(BX), Z7
+	VMOVDQU32       chachaRowsCounterIdx<>+0(SB), Z12
+	VPERMD          Z31, Z12, Z12
+	VMOVDQA32       Z12, K1, Z7
+	VBROADCASTI32X4 48(BX), Z15
+	VMOVDQU32       chachaRowsCounterIdx<>+64(SB), Z12
+	VPERMD          Z31, Z12, Z12
+	VMOVDQA32       Z12, K1, Z15
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	VMOVDQA64       Z4, Z8
+	VMOVDQA64       Z5, Z9
+	VMOVDQA64       Z6, Z10
+	VMOVDQA64       Z15, Z11
+	MOVL            $0x0000000a, BX
+
+avx512_rows2sets_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPROLD $0x10, Z3, Z3
+	VPROLD $0x10, Z11, Z11
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPROLD $0x0c, Z1, Z1
+	VPROLD $0x0c, Z9, Z9
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPROLD $0x08, Z3, Z3
+	VPROLD $0x08, Z11, Z11
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPROLD $0x07, Z1, Z1
+	VPROLD $0x07, Z9, Z9
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x93, Z8, Z8
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x39, Z2, Z2
+	VPSHUFD $0x39, Z10, Z10
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPROLD  $0x10, Z3, Z3
+	VPROLD  $0x10, Z11, Z11
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPROLD  $0x0c, Z1, Z1
+	VPROLD  $0x0c, Z9, Z9
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPROLD  $0x08, Z3, Z3
+	VPROLD  $0x08, Z11, Z11
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPROLD  $0x07, Z1, Z1
+	VPROLD  $0x07, Z9, Z9
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x39, Z8, Z8
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x93, Z2, Z2
+	VPSHUFD $0x93, Z10, Z10
+	DECL    BX
+	JNZ     avx512_rows2sets_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+
+	// Set 0: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+	VPADDD     Z4, Z8, Z8
+	VPADDD     Z5, Z9, Z9
+	VPADDD     Z6, Z10, Z10
+	VPADDD     Z15, Z11, Z11
+
+	// Set 1: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z9, Z8, Z24
+	VSHUFI64X2 $0xee, Z9, Z8, Z25
+	VSHUFI64X2 $0x44, Z11, Z10, Z26
+	VSHUFI64X2 $0xee, Z11, Z10, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z8
+	VSHUFI64X2 $0xdd, Z26, Z24, Z9
+	VSHUFI64X2 $0x88, Z27, Z25, Z10
+	VSHUFI64X2 $0xdd, Z27, Z25, Z11
+	CMPQ       DX, $0x00000040
+	JB         avx512_rows2sets_partial0
+	VPXORD     (CX), Z0, Z0
+	VMOVDQU32  Z0, (AX)
+	CMPQ       DX, $0x00000080
+	JB         avx512_rows2sets_partial1
+	VPXORD     64(CX), Z1, Z1
+	VMOVDQU32  Z1, 64(AX)
+	CMPQ       DX, $0x000000c0
+	JB         avx512_rows2sets_partial2
+	VPXORD     128(CX), Z2, Z2
+	VMOVDQU32  Z2, 128(AX)
+	CMPQ       DX, $0x00000100
+	JB         avx512_rows2sets_partial3
+	VPXORD     192(CX), Z3, Z3
+	VMOVDQU32  Z3, 192(AX)
+	CMPQ       DX, $0x00000140
+	JB         avx512_rows2sets_partial4
+	VPXORD     256(CX), Z8, Z8
+	VMOVDQU32  Z8, 256(AX)
+	CMPQ       DX, $0x00000180
+	JB         avx512_rows2sets_partial5
+	VPXORD     320(CX), Z9, Z9
+	VMOVDQU32  Z9, 320(AX)
+	CMPQ       DX, $0x000001c0
+	JB         avx512_rows2sets_partial6
+	VPXORD     384(CX), Z10, Z10
+	VMOVDQU32  Z10, 384(AX)
+	CMPQ       DX, $0x00000200
+	JB         avx512_rows2sets_partial7
+	VPXORD     448(CX), Z11, Z11
+	VMOVDQU32  Z11, 448(AX)
+	JMP        avx512_done
+
+avx512_rows2sets_partial0:
+	CMPQ      DX, $0x00000000
+	JE        avx512_done
+	VMOVDQU32 Z0, (SI)
+	JMP       avx512_done
+
+avx512_rows2sets_partial1:
+	CMPQ      DX, $0x00000040
+	JE        avx512_done
+	VMOVDQU32 Z1, (SI)
+	JMP       avx512_done
+
+avx512_rows2sets_partial2:
+	CMPQ      DX, $0x00000080
+	JE        avx512_done
+	VMOVDQU32 Z2, (SI)
+	JMP       avx512_done
+
+avx512_rows2sets_partial3:
+	CMPQ      DX, $0x000000c0
+	JE        avx512_done
+	VMOVDQU32 Z3, (SI)
+	JMP       avx512_done
+
+avx512_rows2sets_partial4:
+	CMPQ      DX, $0x00000100
+	JE        avx512_done
+	VMOVDQU32 Z8, (SI)
+	JMP       avx512_done
+
+avx512_rows2sets_partial5:
+	CMPQ      DX, $0x00000140
+	JE        avx512_done
+	VMOVDQU32 Z9, (SI)
+	JMP       avx512_done
+
+avx512_rows2sets_partial6:
+	CMPQ      DX, $0x00000180
+	JE        avx512_done
+	VMOVDQU32 Z10, (SI)
+	JMP       avx512_done
+
+avx512_rows2sets_partial7:
+	CMPQ      DX, $0x000001c0
+	JE        avx512_done
+	VMOVDQU32 Z11, (SI)
+	JMP       avx512_done
+
+avx512_rows3:
+	// Rows a, b, c and d of the input state in every lane, then block j's
+	// counter in word 0 of its lane of row d.
+	VBROADCASTI32X4 (BX), Z4
+	VBROADCASTI32X4 16(BX), Z5
+	VBROADCASTI32X4 32(BX), Z6
+	MOVL            $0x00001111, DI
+	KMOVW           DI, K1
+	VBROADCASTI32X4 48(BX), Z7
+	VMOVDQU32       chachaRowsCounterIdx<>+0(SB), Z12
+	VPERMD          Z31, Z12, Z12
+	VMOVDQA32       Z12, K1, Z7
+	VBROADCASTI32X4 48(BX), Z15
+	VMOVDQU32       chachaRowsCounterIdx<>+64(SB), Z12
+	VPERMD          Z31, Z12, Z12
+	VMOVDQA32       Z12, K1, Z15
+	VBROADCASTI32X4 48(BX), Z14
+	VMOVDQU32       chachaRowsCounterIdx<>+128(SB), Z12
+	VPERMD          Z31, Z12, Z12
+	VMOVDQA32       Z12, K1, Z14
+	VMOVDQA64       Z4, Z0
+	VMOVDQA64       Z5, Z1
+	VMOVDQA64       Z6, Z2
+	VMOVDQA64       Z7, Z3
+	VMOVDQA64       Z4, Z8
+	VMOVDQA64       Z5, Z9
+	VMOVDQA64       Z6, Z10
+	VMOVDQA64       Z15, Z11
+	VMOVDQA64       Z4, Z16
+	VMOVDQA64       Z5, Z17
+	VMOVDQA64       Z6, Z18
+	VMOVDQA64       Z14, Z19
+	MOVL            $0x0000000a, BX
+
+avx512_rows3sets_doubleround:
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPADDD Z17, Z16, Z16
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPXORD Z16, Z19, Z19
+	VPROLD $0x10, Z3, Z3
+	VPROLD $0x10, Z11, Z11
+	VPROLD $0x10, Z19, Z19
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPADDD Z19, Z18, Z18
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPXORD Z18, Z17, Z17
+	VPROLD $0x0c, Z1, Z1
+	VPROLD $0x0c, Z9, Z9
+	VPROLD $0x0c, Z17, Z17
+	VPADDD Z1, Z0, Z0
+	VPADDD Z9, Z8, Z8
+	VPADDD Z17, Z16, Z16
+	VPXORD Z0, Z3, Z3
+	VPXORD Z8, Z11, Z11
+	VPXORD Z16, Z19, Z19
+	VPROLD $0x08, Z3, Z3
+	VPROLD $0x08, Z11, Z11
+	VPROLD $0x08, Z19, Z19
+	VPADDD Z3, Z2, Z2
+	VPADDD Z11, Z10, Z10
+	VPADDD Z19, Z18, Z18
+	VPXORD Z2, Z1, Z1
+	VPXORD Z10, Z9, Z9
+	VPXORD Z18, Z17, Z17
+	VPROLD $0x07, Z1, Z1
+	VPROLD $0x07, Z9, Z9
+	VPROLD $0x07, Z17, Z17
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	VPSHUFD $0x93, Z0, Z0
+	VPSHUFD $0x93, Z8, Z8
+	VPSHUFD $0x93, Z16, Z16
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x4e, Z19, Z19
+	VPSHUFD $0x39, Z2, Z2
+	VPSHUFD $0x39, Z10, Z10
+	VPSHUFD $0x39, Z18, Z18
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPADDD  Z17, Z16, Z16
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPXORD  Z16, Z19, Z19
+	VPROLD  $0x10, Z3, Z3
+	VPROLD  $0x10, Z11, Z11
+	VPROLD  $0x10, Z19, Z19
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPADDD  Z19, Z18, Z18
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPXORD  Z18, Z17, Z17
+	VPROLD  $0x0c, Z1, Z1
+	VPROLD  $0x0c, Z9, Z9
+	VPROLD  $0x0c, Z17, Z17
+	VPADDD  Z1, Z0, Z0
+	VPADDD  Z9, Z8, Z8
+	VPADDD  Z17, Z16, Z16
+	VPXORD  Z0, Z3, Z3
+	VPXORD  Z8, Z11, Z11
+	VPXORD  Z16, Z19, Z19
+	VPROLD  $0x08, Z3, Z3
+	VPROLD  $0x08, Z11, Z11
+	VPROLD  $0x08, Z19, Z19
+	VPADDD  Z3, Z2, Z2
+	VPADDD  Z11, Z10, Z10
+	VPADDD  Z19, Z18, Z18
+	VPXORD  Z2, Z1, Z1
+	VPXORD  Z10, Z9, Z9
+	VPXORD  Z18, Z17, Z17
+	VPROLD  $0x07, Z1, Z1
+	VPROLD  $0x07, Z9, Z9
+	VPROLD  $0x07, Z17, Z17
+	VPSHUFD $0x39, Z0, Z0
+	VPSHUFD $0x39, Z8, Z8
+	VPSHUFD $0x39, Z16, Z16
+	VPSHUFD $0x4e, Z3, Z3
+	VPSHUFD $0x4e, Z11, Z11
+	VPSHUFD $0x4e, Z19, Z19
+	VPSHUFD $0x93, Z2, Z2
+	VPSHUFD $0x93, Z10, Z10
+	VPSHUFD $0x93, Z18, Z18
+	DECL    BX
+	JNZ     avx512_rows3sets_doubleround
+	VPADDD  Z4, Z0, Z0
+	VPADDD  Z5, Z1, Z1
+	VPADDD  Z6, Z2, Z2
+	VPADDD  Z7, Z3, Z3
+
+	// Set 0: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z1, Z0, Z24
+	VSHUFI64X2 $0xee, Z1, Z0, Z25
+	VSHUFI64X2 $0x44, Z3, Z2, Z26
+	VSHUFI64X2 $0xee, Z3, Z2, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z0
+	VSHUFI64X2 $0xdd, Z26, Z24, Z1
+	VSHUFI64X2 $0x88, Z27, Z25, Z2
+	VSHUFI64X2 $0xdd, Z27, Z25, Z3
+	VPADDD     Z4, Z8, Z8
+	VPADDD     Z5, Z9, Z9
+	VPADDD     Z6, Z10, Z10
+	VPADDD     Z15, Z11, Z11
+
+	// Set 1: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z9, Z8, Z24
+	VSHUFI64X2 $0xee, Z9, Z8, Z25
+	VSHUFI64X2 $0x44, Z11, Z10, Z26
+	VSHUFI64X2 $0xee, Z11, Z10, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z8
+	VSHUFI64X2 $0xdd, Z26, Z24, Z9
+	VSHUFI64X2 $0x88, Z27, Z25, Z10
+	VSHUFI64X2 $0xdd, Z27, Z25, Z11
+	VPADDD     Z4, Z16, Z16
+	VPADDD     Z5, Z17, Z17
+	VPADDD     Z6, Z18, Z18
+	VPADDD     Z14, Z19, Z19
+
+	// Set 2: rows of 4 blocks to blocks of 4 rows.
+	VSHUFI64X2 $0x44, Z17, Z16, Z24
+	VSHUFI64X2 $0xee, Z17, Z16, Z25
+	VSHUFI64X2 $0x44, Z19, Z18, Z26
+	VSHUFI64X2 $0xee, Z19, Z18, Z27
+	VSHUFI64X2 $0x88, Z26, Z24, Z16
+	VSHUFI64X2 $0xdd, Z26, Z24, Z17
+	VSHUFI64X2 $0x88, Z27, Z25, Z18
+	VSHUFI64X2 $0xdd, Z27, Z25, Z19
+	CMPQ       DX, $0x00000040
+	JB         avx512_rows3sets_partial0
+	VPXORD     (CX), Z0, Z0
+	VMOVDQU32  Z0, (AX)
+	CMPQ       DX, $0x00000080
+	JB         avx512_rows3sets_partial1
+	VPXORD     64(CX), Z1, Z1
+	VMOVDQU32  Z1, 64(AX)
+	CMPQ       DX, $0x000000c0
+	JB         avx512_rows3sets_partial2
+	VPXORD     128(CX), Z2, Z2
+	VMOVDQU32  Z2, 128(AX)
+	CMPQ       DX, $0x00000100
+	JB         avx512_rows3sets_partial3
+	VPXORD     192(CX), Z3, Z3
+	VMOVDQU32  Z3, 192(AX)
+	CMPQ       DX, $0x00000140
+	JB         avx512_rows3sets_partial4
+	VPXORD     256(CX), Z8, Z8
+	VMOVDQU32  Z8, 256(AX)
+	CMPQ       DX, $0x00000180
+	JB         avx512_rows3sets_partial5
+	VPXORD     320(CX), Z9, Z9
+	VMOVDQU32  Z9, 320(AX)
+	CMPQ       DX, $0x000001c0
+	JB         avx512_rows3sets_partial6
+	VPXORD     384(CX), Z10, Z10
+	VMOVDQU32  Z10, 384(AX)
+	CMPQ       DX, $0x00000200
+	JB         avx512_rows3sets_partial7
+	VPXORD     448(CX), Z11, Z11
+	VMOVDQU32  Z11, 448(AX)
+	CMPQ       DX, $0x00000240
+	JB         avx512_rows3sets_partial8
+	VPXORD     512(CX), Z16, Z16
+	VMOVDQU32  Z16, 512(AX)
+	CMPQ       DX, $0x00000280
+	JB         avx512_rows3sets_partial9
+	VPXORD     576(CX), Z17, Z17
+	VMOVDQU32  Z17, 576(AX)
+	CMPQ       DX, $0x000002c0
+	JB         avx512_rows3sets_partial10
+	VPXORD     640(CX), Z18, Z18
+	VMOVDQU32  Z18, 640(AX)
+	CMPQ       DX, $0x00000300
+	JB         avx512_rows3sets_partial11
+	VPXORD     704(CX), Z19, Z19
+	VMOVDQU32  Z19, 704(AX)
+	JMP        avx512_done
+
+avx512_rows3sets_partial0:
+	CMPQ      DX, $0x00000000
+	JE        avx512_done
+	VMOVDQU32 Z0, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial1:
+	CMPQ      DX, $0x00000040
+	JE        avx512_done
+	VMOVDQU32 Z1, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial2:
+	CMPQ      DX, $0x00000080
+	JE        avx512_done
+	VMOVDQU32 Z2, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial3:
+	CMPQ      DX, $0x000000c0
+	JE        avx512_done
+	VMOVDQU32 Z3, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial4:
+	CMPQ      DX, $0x00000100
+	JE        avx512_done
+	VMOVDQU32 Z8, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial5:
+	CMPQ      DX, $0x00000140
+	JE        avx512_done
+	VMOVDQU32 Z9, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial6:
+	CMPQ      DX, $0x00000180
+	JE        avx512_done
+	VMOVDQU32 Z10, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial7:
+	CMPQ      DX, $0x000001c0
+	JE        avx512_done
+	VMOVDQU32 Z11, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial8:
+	CMPQ      DX, $0x00000200
+	JE        avx512_done
+	VMOVDQU32 Z16, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial9:
+	CMPQ      DX, $0x00000240
+	JE        avx512_done
+	VMOVDQU32 Z17, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial10:
+	CMPQ      DX, $0x00000280
+	JE        avx512_done
+	VMOVDQU32 Z18, (SI)
+	JMP       avx512_done
+
+avx512_rows3sets_partial11:
+	CMPQ      DX, $0x000002c0
+	JE        avx512_done
+	VMOVDQU32 Z19, (SI)
 
 avx512_done:
 	VZEROUPPER

@@ -7,9 +7,9 @@ package kernels
 // chachaXORAVX512 XORs the floor(n/64) full ChaCha20 blocks of src into dst
 // and, if n%64 != 0, writes the keystream of the next block to ks. The first
 // block's input state is state (its word 12 the block counter); n > 0. It
-// computes 16 blocks per pass, one per 32-bit lane of the zmm registers, the
-// last 5 to 8 blocks in ymm registers, in about half the time, and the last
-// 4 or fewer a row of the state per zmm register (streamRows).
+// computes 16 blocks per pass, one per 32-bit lane of the zmm registers,
+// and the last 12 or fewer a row of the state per zmm register, 4 blocks
+// per set of 4 registers (streamRows).
 //
 //go:noescape
 func chachaXORAVX512(dst *byte, src *byte, n int, state *[16]uint32, ks *[64]byte)

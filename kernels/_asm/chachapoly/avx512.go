@@ -30,8 +30,9 @@ var (
 // counter+j.
 var iota16 Mem
 
-// rowsCounterIdx holds j in word 4j: VPERMD with it moves counter lane j to
-// word 0 of 128-bit lane j, for streamRows.
+// rowsCounterIdx holds j in word 4j, for j < 4·rowsMaxSets: VPERMD with its
+// 64 bytes at 64s moves counter lane 4s+j to word 0 of 128-bit lane j of set
+// s, for streamRows.
 var rowsCounterIdx Mem
 
 func iotaData() {
@@ -40,7 +41,7 @@ func iotaData() {
 		DATA(4*i, U32(i))
 	}
 	rowsCounterIdx = GLOBL("chachaRowsCounterIdx", RODATA|NOPTR)
-	for i := 0; i < 16; i++ {
+	for i := 0; i < 16*rowsMaxSets; i++ {
 		DATA(4*i, U32(i/4))
 	}
 }
@@ -52,9 +53,9 @@ func chachaAVX512() {
 	Doc("chachaXORAVX512 XORs the floor(n/64) full ChaCha20 blocks of src into dst",
 		"and, if n%64 != 0, writes the keystream of the next block to ks. The first",
 		"block's input state is state (its word 12 the block counter); n > 0. It",
-		"computes 16 blocks per pass, one per 32-bit lane of the zmm registers, the",
-		"last 5 to 8 blocks in ymm registers, in about half the time, and the last",
-		"4 or fewer a row of the state per zmm register (streamRows).")
+		"computes 16 blocks per pass, one per 32-bit lane of the zmm registers,",
+		"and the last 12 or fewer a row of the state per zmm register, 4 blocks",
+		"per set of 4 registers (streamRows).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("n"), GP64())
@@ -71,8 +72,8 @@ func chachaAVX512() {
 	VPBROADCASTD(sixteen, zSixteen)
 
 	Label("avx512_group")
-	CMPQ(n, U32(512))
-	JBE(LabelRef("avx512_small"))
+	CMPQ(n, U32(64*4*rowsMaxSets))
+	JBE(LabelRef("avx512_rows"))
 	loadState16(state)
 	MOVQ(U32(10), rounds)
 	Label("avx512_doubleround")
@@ -93,7 +94,7 @@ func chachaAVX512() {
 	JMP(LabelRef("avx512_done"))
 
 	Label("avx512_tail")
-	Comment("9 to 15 blocks left: 512 < n < 1024. XOR the full blocks, then keep",
+	Comment("13 to 15 blocks left: 768 < n < 1024. XOR the full blocks, then keep",
 		"the keystream of a final partial block in ks.")
 	for j := 0; j < 16; j++ {
 		CMPQ(n, U32(64*(j+1)))
@@ -110,103 +111,88 @@ func chachaAVX512() {
 		JMP(LabelRef("avx512_done"))
 	}
 
-	Label("avx512_small")
-	CMPQ(n, U32(64*rowsMaxBlocks))
-	JBE(LabelRef("avx512_rows"))
-	Comment("5 to 8 blocks left: 256 < n <= 512. The same in ymm registers, word i",
-		"in Yi; the counters are the low half of Z31.")
-	for i := 0; i < 16; i++ {
-		if i == 12 {
-			VMOVDQA32(zCounter.AsY(), Y12)
-			continue
-		}
-		VPBROADCASTD(Mem{Base: state, Disp: 4 * i}, ymmEVEX(i))
-	}
-	MOVQ(U32(10), rounds)
-	Label("avx512_small_doubleround")
-	doubleRoundEVEX(ymmEVEX)
-	DECQ(rounds)
-	JNZ(LabelRef("avx512_small_doubleround"))
-	for i := 0; i < 16; i++ {
-		if i == 12 {
-			VPADDD(zCounter.AsY(), Y12, Y12)
-			continue
-		}
-		VPADDD_BCST(Mem{Base: state, Disp: 4 * i}, ymmEVEX(i), ymmEVEX(i))
-	}
-	xor := func(m Mem, x VecPhysical) { VPXORD(m, x, x) }
-	mov := func(x VecPhysical, m Mem) { VMOVDQU32(x, m) }
-	for h := 0; h < 2; h++ {
-		Commentf("Transpose words %d…%d.", 8*h, 8*h+7)
-		var w [8]VecPhysical
-		for i := range w {
-			w[i] = ymmEVEX(8*h + i)
-		}
-		t := [4]VecPhysical{ymmEVEX(16 + 4*h), ymmEVEX(17 + 4*h), ymmEVEX(18 + 4*h), ymmEVEX(19 + 4*h)}
-		transpose8(w, t, true, halfStore(r, h, true, "avx512_small", xor, mov))
-	}
-
-	JMP(LabelRef("avx512_done"))
-
 	Label("avx512_rows")
-	streamRows(state, r)
+	for sets := 1; sets < rowsMaxSets; sets++ {
+		CMPQ(n, U32(64*4*sets))
+		JA(LabelRef(fmt.Sprintf("avx512_rows%d", sets+1)))
+		streamRows(state, r, sets)
+		Label(fmt.Sprintf("avx512_rows%d", sets+1))
+	}
+	streamRows(state, r, rowsMaxSets)
 
 	Label("avx512_done")
 	VZEROUPPER()
 	RET()
 }
 
-// rowsMaxBlocks is the most blocks streamRows computes: one zmm set of rows.
-const rowsMaxBlocks = 4
+// rowsMaxSets is the most sets of 4 blocks streamRows computes. With 3 sets
+// a double round is 90 instructions for 12 blocks, about the 96 of the
+// 16-block pass, which then wins on its 4 more blocks
+// (BenchmarkStream/chacha20/avx512/1024).
+const rowsMaxSets = 3
 
-// streamRows emits the last 1 to 4 blocks of chachaXORAVX512 (0 < n <= 256)
-// in the row layout of the short AEAD kernels (short.go): a row of the state
-// per zmm register, a block per 128-bit lane. A double round is then 30
-// instructions for the 4 blocks, against 96 for the 8 of the ymm code, and
-// the 20 rounds are bound by their latency
-// (BenchmarkStream/chacha20/avx512/256 against /1024). The counters are
-// lanes 0–3 of zCounter.
-func streamRows(state Register, r io) {
-	rows := [4]VecPhysical{Z0, Z1, Z2, Z3}
-	in := [4]VecPhysical{Z4, Z5, Z6, Z7}
+// streamRows emits the last 1 to 4·sets blocks of chachaXORAVX512, n <=
+// 256·sets, in the row layout of the short AEAD kernels (short.go): a row of
+// the state per zmm register, a block per 128-bit lane, 4 registers per set
+// of 4 blocks, the sets' instructions interleaved. A double round is 30
+// instructions per set, against 96 for the 16-block pass, and with one or two
+// sets the 20 rounds are bound by their latency
+// (BenchmarkStream/chacha20/avx512/64 and /256). The counters are lanes
+// 0…4·sets−1 of zCounter; it ends with a jump to avx512_done.
+func streamRows(state Register, r io, sets int) {
+	name := fmt.Sprintf("avx512_rows%dsets", sets)
+	all := [][4]VecPhysical{{Z0, Z1, Z2, Z3}, {Z8, Z9, Z10, Z11}, {Z16, Z17, Z18, Z19}}[:sets]
+	in := [3]VecPhysical{Z4, Z5, Z6}          // rows a, b and c of the input
+	dIn := []VecPhysical{Z7, Z15, Z14}[:sets] // each set's input row d
 	Comment("Rows a, b, c and d of the input state in every lane, then block j's",
-		"counter in word 0 of lane j of row d.")
+		"counter in word 0 of its lane of row d.")
 	for i := range in {
 		VBROADCASTI32X4(Mem{Base: state, Disp: 16 * i}, in[i])
 	}
-	VMOVDQU32(rowsCounterIdx, Z12)
-	VPERMD(zCounter, Z12, Z12)
 	k := GP32()
 	MOVL(U32(0x1111), k)
 	KMOVW(k, K1)
-	VMOVDQA32(Z12, K1, in[3])
-	for i := range rows {
-		VMOVDQA64(in[i], rows[i])
+	for s, d := range dIn {
+		VBROADCASTI32X4(Mem{Base: state, Disp: 48}, d)
+		VMOVDQU32(rowsCounterIdx.Offset(64*s), Z12)
+		VPERMD(zCounter, Z12, Z12)
+		VMOVDQA32(Z12, K1, d)
 	}
-	rowRounds([][4]VecPhysical{rows}, "avx512_rows_doubleround")
-	for i := range rows {
-		VPADDD(in[i], rows[i], rows[i])
+	for s, set := range all {
+		for i := 0; i < 3; i++ {
+			VMOVDQA64(in[i], set[i])
+		}
+		VMOVDQA64(dIn[s], set[3])
 	}
-	Comment("Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.")
-	a, b, c, d := rows[0], rows[1], rows[2], rows[3]
+	rowRounds(all, name+"_doubleround")
+	var blocks []VecPhysical
 	tmp := []VecPhysical{Z24, Z25, Z26, Z27}
-	VSHUFI64X2(U8(0x44), b, a, tmp[0]) // a0 a1 b0 b1
-	VSHUFI64X2(U8(0xee), b, a, tmp[1]) // a2 a3 b2 b3
-	VSHUFI64X2(U8(0x44), d, c, tmp[2]) // c0 c1 d0 d1
-	VSHUFI64X2(U8(0xee), d, c, tmp[3]) // c2 c3 d2 d3
-	VSHUFI64X2(U8(0x88), tmp[2], tmp[0], a)
-	VSHUFI64X2(U8(0xdd), tmp[2], tmp[0], b)
-	VSHUFI64X2(U8(0x88), tmp[3], tmp[1], c)
-	VSHUFI64X2(U8(0xdd), tmp[3], tmp[1], d)
-	for j, x := range rows {
+	for s, set := range all {
+		for i := 0; i < 3; i++ {
+			VPADDD(in[i], set[i], set[i])
+		}
+		VPADDD(dIn[s], set[3], set[3])
+		Commentf("Set %d: rows of 4 blocks to blocks of 4 rows.", s)
+		a, b, c, d := set[0], set[1], set[2], set[3]
+		VSHUFI64X2(U8(0x44), b, a, tmp[0]) // a0 a1 b0 b1
+		VSHUFI64X2(U8(0xee), b, a, tmp[1]) // a2 a3 b2 b3
+		VSHUFI64X2(U8(0x44), d, c, tmp[2]) // c0 c1 d0 d1
+		VSHUFI64X2(U8(0xee), d, c, tmp[3]) // c2 c3 d2 d3
+		VSHUFI64X2(U8(0x88), tmp[2], tmp[0], a)
+		VSHUFI64X2(U8(0xdd), tmp[2], tmp[0], b)
+		VSHUFI64X2(U8(0x88), tmp[3], tmp[1], c)
+		VSHUFI64X2(U8(0xdd), tmp[3], tmp[1], d)
+		blocks = append(blocks, a, b, c, d)
+	}
+	for j, x := range blocks {
 		CMPQ(r.n, U32(64*(j+1)))
-		JB(LabelRef(fmt.Sprintf("avx512_rows_partial%d", j)))
+		JB(LabelRef(fmt.Sprintf("%s_partial%d", name, j)))
 		VPXORD(Mem{Base: r.src, Disp: 64 * j}, x, x)
 		VMOVDQU32(x, Mem{Base: r.dst, Disp: 64 * j})
 	}
 	JMP(LabelRef("avx512_done"))
-	for j, x := range rows {
-		Label(fmt.Sprintf("avx512_rows_partial%d", j))
+	for j, x := range blocks {
+		Label(fmt.Sprintf("%s_partial%d", name, j))
 		CMPQ(r.n, U32(64*j))
 		JE(LabelRef("avx512_done"))
 		VMOVDQU32(x, Mem{Base: r.ks})

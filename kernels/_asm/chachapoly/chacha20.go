@@ -17,7 +17,8 @@ import (
 // at once and the rounds need no shuffles. Lane j of the counter word is
 // counter+j. After the rounds and the final addition of the input state, a
 // transpose turns "word i of every block" into "every word of block j", which
-// is then XORed with 64 bytes of input.
+// is then XORed with 64 bytes of input. The AVX-512 kernel computes a rest of
+// up to 12 blocks in the row layout instead (streamRows).
 //
 // Calling convention of both kernels: state is the 16-word input state of the
 // first block (constants, key, counter, nonce); n > 0 bytes are processed.
