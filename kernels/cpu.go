@@ -8,8 +8,9 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
-// This is the only file that imports cpuid. Every dispatch decision reads the
-// package booleans below, which are set once at start-up.
+// This file and vendor_amd64.go are the only files that import cpuid. Every
+// dispatch decision reads the package booleans below, which are set once at
+// start-up.
 //
 // cpuid reports AVX, AVX2 and AVX-512 only when the operating system saves the
 // matching register state (XGETBV), so a feature listed here is usable.
@@ -31,11 +32,6 @@ var (
 	hasSHA        bool
 	hasAESARM     bool
 	hasPMULL      bool
-
-	// vendorAMD is set on AMD (and Hygon) processors, for the few choices
-	// between equivalent kernels that their cores and Intel's make
-	// differently (chachaWide17).
-	vendorAMD = cpuid.CPU.VendorID == cpuid.AMD || cpuid.CPU.VendorID == cpuid.Hygon
 )
 
 // feature ties a GODEBUG option name to the cpuid feature and the package flag.
