@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,6 +135,10 @@ func TestScenarioReadOnMiss(t *testing.T) {
 	if _, err := rs[1].store.Refresh(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
+	// The creation's notification may still be on its way to the second
+	// replica, and the read it causes would find version 2 if it ran after
+	// the silent write below.
+	awaitNotifications(t, rs[0], rs[1])
 	// Version 2, written without its notification (as if it were still in
 	// flight): only a read on miss can find it.
 	k := keystoretest.MustGet(t, rs[0].store, "k").Clone()
@@ -237,6 +242,31 @@ func waitUnhealthy(t *testing.T, i int, st *Store) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// awaitNotifications returns once to has handled every notification of
+// from's writes so far: it creates a key on from and waits for to to load
+// it on its notification, which it handles after the earlier ones, one at
+// a time and in commit order.
+func awaitNotifications(t *testing.T, from, to replica) {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("barrier-%d", barriers.Add(1))
+	if _, err := from.svc.CreateKey(ctx, name, cryptosvc.KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := to.store.Get(ctx, name); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not notified to the other replica within 10 s", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+var barriers atomic.Int64
 
 // writeSilently stores k's next revision as a rotation would, but without
 // the NOTIFY.
