@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,29 +243,27 @@ func waitUnhealthy(t *testing.T, i int, st *Store) {
 }
 
 // awaitNotifications returns once to has handled every notification of
-// from's writes so far: it creates a key on from and waits for to to load
-// it on its notification, which it handles after the earlier ones, one at
-// a time and in commit order.
+// from's writes so far: it creates the key "barrier" on from (each test has
+// a database of its own) and waits for to to load it on its notification,
+// which it handles after the earlier ones, one at a time and in commit
+// order.
 func awaitNotifications(t *testing.T, from, to replica) {
 	t.Helper()
 	ctx := context.Background()
-	name := fmt.Sprintf("barrier-%d", barriers.Add(1))
-	if _, err := from.svc.CreateKey(ctx, name, cryptosvc.KeyConfig{}); err != nil {
+	if _, err := from.svc.CreateKey(ctx, "barrier", cryptosvc.KeyConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := to.store.Get(ctx, name); err == nil {
+		if _, err := to.store.Get(ctx, "barrier"); err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s was not notified to the other replica within 10 s", name)
+			t.Fatal("the barrier key was not notified to the other replica within 10 s")
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
-
-var barriers atomic.Int64
 
 // writeSilently stores k's next revision as a rotation would, but without
 // the NOTIFY.
