@@ -101,3 +101,40 @@ func TestCompareOpenSSLMissing(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoOpenSSL", err)
 	}
 }
+
+// A ChaCha20-Poly1305 row's ratio compares a Seal per message with openssl's
+// streamed updates: the comparison must say so beneath the table, and only
+// for the ciphers openssl streams.
+func TestWriteComparisonNotesStreamedAEAD(t *testing.T) {
+	row := func(c kernels.Cipher, impl string) SpeedRow {
+		return SpeedRow{Cipher: c, Name: c.DisplayName(), Impl: impl,
+			Cells: []SpeedCell{{Size: 16, Ops: 1000, Elapsed: time.Second}}}
+	}
+	const note = "ChaCha20-Poly1305: openssl streams each cell's messages through one context, with no IV or tag per message; cipherd seals each message.\n"
+	for _, tc := range []struct {
+		ciphers []kernels.Cipher
+		want    bool
+	}{
+		{[]kernels.Cipher{kernels.AES128GCM, kernels.ChaCha20Poly1305}, true},
+		{[]kernels.Cipher{kernels.ChaCha20Poly1305}, true},
+		{[]kernels.Cipher{kernels.AES128GCM, kernels.AES256GCM, kernels.ChaCha20}, false},
+	} {
+		ours := &SpeedResult{Sizes: []int{16}}
+		theirs := &SpeedResult{Sizes: []int{16}, Seconds: 1, Program: &Program{Path: "/usr/bin/openssl", Version: "OpenSSL 3.5.7"}}
+		for _, c := range tc.ciphers {
+			ours.Rows = append(ours.Rows, row(c, "fast"))
+			theirs.Rows = append(theirs.Rows, row(c, "openssl"))
+		}
+		var b strings.Builder
+		if err := WriteComparison(&b, ours, theirs); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if got := strings.Contains(out, note); got != tc.want {
+			t.Errorf("%v: note present %v, want %v:\n%s", tc.ciphers, got, tc.want, out)
+		}
+		if tc.want && !strings.HasSuffix(out, note) {
+			t.Errorf("%v: the note is not beneath the table:\n%s", tc.ciphers, out)
+		}
+	}
+}
