@@ -31,14 +31,16 @@ const (
 )
 
 // The requires lists are the unions of the "// Requires:" lines of the
-// functions each implementation calls (gcm_amd64.s, aeskey_amd64.s).
+// functions each implementation calls (gcm_amd64.s, aeskey_amd64.s);
+// vaes512 calls the VAES256 kernels for the messages gcmShort256 names.
 var (
-	gcmVAES512Requires = []string{"AES", "AVX", "AVX512BW", "AVX512F", "AVX512VL", "BMI2", "VAES", "VPCLMULQDQ"}
+	gcmVAES512Requires = []string{"AES", "AVX", "AVX2", "AVX512BW", "AVX512F", "AVX512VL", "BMI2", "PCLMULQDQ", "VAES", "VPCLMULQDQ"}
 	gcmVAES256Requires = []string{"AES", "AVX", "AVX2", "PCLMULQDQ", "VAES", "VPCLMULQDQ"}
 )
 
 func init() {
-	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmInitHighVAES512", "gcmInitGroupVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512")
+	funcs512 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES512", "gcmInitHighVAES512", "gcmInitGroupVAES512", "gcmAADVAES512", "gcmSealVAES512", "gcmOpenVAES512",
+		"gcmAADVAES256", "gcmSealVAES256", "gcmOpenVAES256") // gcmShort256
 	funcs256 := append(slices.Clone(aesScheduleFuncs), "gcmInitVAES256", "gcmAADVAES256", "gcmSealVAES256", "gcmOpenVAES256")
 	for _, c := range []Cipher{AES128GCM, AES256GCM} {
 		register(&Implementation{
@@ -48,6 +50,12 @@ func init() {
 			requires: gcmVAES512Requires,
 			asmFuncs: funcs512,
 			newAEAD:  func(key []byte) (cipher.AEAD, error) { return newGCMAsm(key, true), nil },
+			codeAt: func(n int) string {
+				if gcmShort256(n, 0) {
+					return "vaes256"
+				}
+				return "vaes512"
+			},
 		})
 		register(&Implementation{
 			name:     "vaes256",
@@ -124,8 +132,8 @@ func (g *gcmAsm) prepare(n int) (groups bool) {
 // read the K16…K1 part of the same table (table256): none, one or two whole
 // blocks and no additional data, the sizes at which the 256-bit code is the
 // faster on the AVX-512 hosts measured (BenchmarkSeal/aes-*-gcm/*/16 on
-// Zen 5 and on Granite Rapids). With vaes512 as fast as vaes256 there, the
-// 16-byte size class does not move between starts (selftest's classMinGain).
+// Zen 5 and on Granite Rapids). vaes512's CodeAt says so, and the start-up
+// benchmark does not pit the two against each other where they run one code.
 func gcmShort256(n, aad int) bool { return n <= 32 && n%16 == 0 && aad == 0 }
 
 // gcmAggBlocks is how many blocks the VAES512 kernels hash per reduction:

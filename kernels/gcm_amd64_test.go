@@ -341,3 +341,42 @@ func TestGCMShort256(t *testing.T) {
 		}
 	})
 }
+
+// TestGCMCodeAt checks vaes512's CodeAt against the code that runs: with
+// every byte of a VAES512 key's table outside the part the VAES256 kernels
+// read (table256) overwritten, a message CodeAt gives to vaes256 still
+// seals as crypto/cipher does, and every other one does not.
+func TestGCMCodeAt(t *testing.T) {
+	forEachGCMAsm(t, []string{"vaes512"}, func(t *testing.T, c Cipher, im *Implementation) {
+		r := newRand(t)
+		key := r.bytes(c.KeySize())
+		g := mustAEAD(t, im, key).(*gcmAsm)
+		// Complete the table first, so that no later message rewrites it.
+		g.Seal(nil, r.bytes(12), r.bytes(2*gcmGroupMin), nil)
+		tab := g.table()
+		for i := range tab {
+			if i < gcmAggBlocks-16 || i >= gcmAggBlocks+3 {
+				tab[i] = [16]byte(r.bytes(16))
+			}
+		}
+		ref := stdlibGCMFor(t, key)
+		short := 0
+		for n := 0; n <= 1040; n++ {
+			nonce, pt := r.bytes(12), r.bytes(n)
+			same := bytes.Equal(g.Seal(nil, nonce, pt, nil), ref.Seal(nil, nonce, pt, nil))
+			switch code := im.CodeAt(n); {
+			case code == "vaes256" && !same:
+				t.Fatalf("%d bytes: CodeAt says vaes256, but the seal read the rest of the table", n)
+			case code == "vaes512" && same:
+				t.Fatalf("%d bytes: CodeAt says vaes512, but the seal read only table256", n)
+			case code != "vaes256" && code != "vaes512":
+				t.Fatalf("%d bytes: CodeAt = %q", n, code)
+			case code == "vaes256":
+				short++
+			}
+		}
+		if short == 0 {
+			t.Fatal("CodeAt hands no size to vaes256")
+		}
+	})
+}

@@ -23,6 +23,10 @@ type Implementation struct {
 	requires []string
 	asmFuncs []string
 
+	// codeAt, when set, names the implementation whose code this one runs
+	// for a message of n bytes (CodeAt); nil means its own at every size.
+	codeAt func(n int) string
+
 	newAEAD   func(key []byte) (cipher.AEAD, error)
 	newStream func(key, iv []byte) (cipher.Stream, error)
 	newMode   func(key, iv []byte, decrypt bool) (cipher.BlockMode, error)
@@ -42,6 +46,19 @@ func (im *Implementation) Available() bool { return im.available }
 // such as "AVX512F" or "VAES"); nil for portable code and for code that
 // dispatches internally, like the standard library's.
 func (im *Implementation) Requires() []string { return slices.Clone(im.requires) }
+
+// CodeAt returns the name of the implementation whose code im runs to seal
+// or open a message of n bytes with no additional data: im's own, or that
+// of the implementation of the same cipher to which im hands such messages
+// because its code is the faster there. Two implementations with the same
+// CodeAt at a size differ there by noise alone, which a benchmark has
+// nothing to choose from (selftest's size classes).
+func (im *Implementation) CodeAt(n int) string {
+	if im.codeAt == nil {
+		return im.name
+	}
+	return im.codeAt(n)
+}
 
 // String returns "cipher/name", such as "aes-128-gcm/stdlib".
 func (im *Implementation) String() string { return im.cipher.String() + "/" + im.name }
@@ -122,6 +139,8 @@ func register(im *Implementation) {
 		im.cipher.Kind() == KindStream && im.newStream == nil,
 		im.cipher.Kind() == KindBlockMode && im.newMode == nil:
 		panic("kernels: register: " + im.String() + " lacks the constructor for its kind")
+	case im.codeAt != nil && im.cipher.Kind() != KindAEAD:
+		panic("kernels: register: " + im.String() + " hands messages on but is not an AEAD")
 	}
 	list := registry[im.cipher]
 	for _, other := range list {

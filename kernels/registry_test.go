@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/cipher"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,7 @@ func TestRegistry(t *testing.T) {
 			if got, err := Lookup(c, im.Name()); err != nil || got != im {
 				t.Errorf("Lookup(%s, %q) = %v, %v", c, im.Name(), got, err)
 			}
+			checkCodeAt(t, im)
 		}
 	}
 	if Implementations(0) != nil || Implementations(numCiphers) != nil {
@@ -55,6 +57,32 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, err := ParseCipher("aes-192-gcm"); err == nil {
 		t.Error("ParseCipher accepted an unknown cipher")
+	}
+}
+
+// checkCodeAt checks that every size im hands on goes to an implementation
+// of its cipher that runs its own code there and is available wherever im
+// is: one that needs no CPU feature im does not.
+func checkCodeAt(t *testing.T, im *Implementation) {
+	t.Helper()
+	for _, n := range []int{0, 1, 15, 16, 17, 32, 33, 48, 64, 256, 1024, 16384, 1 << 20} {
+		name := im.CodeAt(n)
+		if name == im.Name() {
+			continue
+		}
+		to, err := Lookup(im.Cipher(), name)
+		if err != nil {
+			t.Errorf("%s: CodeAt(%d): %v", im, n, err)
+			continue
+		}
+		if to.CodeAt(n) != to.Name() {
+			t.Errorf("%s: CodeAt(%d) = %s, which hands it on to %s", im, n, to, to.CodeAt(n))
+		}
+		for _, f := range to.Requires() {
+			if !slices.Contains(im.Requires(), f) {
+				t.Errorf("%s: CodeAt(%d) = %s, which needs %s", im, n, to, f)
+			}
+		}
 	}
 }
 
