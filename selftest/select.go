@@ -53,7 +53,8 @@ const classMarginFactor = 2
 // BenchmarkSeal/aes-*-gcm/*/16) a margin sized from the noise alone lets
 // the class change from one start to the next. A true advantage near it
 // flips the class as surely; the kernels avoid one by running the faster
-// code at such sizes themselves (kernels' gcmShort256).
+// code at such sizes themselves, and say so (Implementation.CodeAt), and
+// two implementations that run one code are not compared (sameCode).
 const classMinGain = 0.25
 
 // classMargin is the margin a size class's challenger must beat.
@@ -379,6 +380,9 @@ func (s *Selection) undecided(kat *KATReport, cells []*profileCell) bool {
 		}
 		for _, size := range profileSizes(c) {
 			for _, im := range usable[1:] {
+				if sameCode(usable[0], im, size) {
+					continue
+				}
 				cmp := compareTrials(find(usable[0], size), find(im, size), s.Margin)
 				if !cmp.wins && cmp.ratio > 1+s.Margin {
 					return true
@@ -460,6 +464,13 @@ func mbps(bps float64) string {
 	return v
 }
 
+// sameCode reports whether a and b run the same code for messages of size
+// bytes: then their figures differ by noise alone, and however the trials
+// fall, the order of preference decides between them.
+func sameCode(a, b *kernels.Implementation, size int) bool {
+	return a.CodeAt(size) == b.CodeAt(size)
+}
+
 // best returns the fastest of usable at size: the first (most preferred)
 // unless another displaces it by compareTrials, and the reason.
 func (s *Selection) best(c kernels.Cipher, usable []*kernels.Implementation, size int, margin float64) (*kernels.Implementation, string) {
@@ -473,6 +484,10 @@ func (s *Selection) best(c kernels.Cipher, usable []*kernels.Implementation, siz
 	for _, im := range usable[1:] {
 		other := s.cell(c, im.Name(), size)
 		if other == nil {
+			continue
+		}
+		if sameCode(best, im, size) {
+			beaten = append(beaten, fmt.Sprintf("%s not compared: both run %s's code at %d bytes", im.Name(), best.CodeAt(size), size))
 			continue
 		}
 		cmp := compareTrials(bestCell.Rates, other.Rates, margin)

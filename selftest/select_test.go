@@ -286,13 +286,16 @@ func TestParseCPUMax(t *testing.T) {
 
 // A size class leaves the chunk size's implementation only for a rival at
 // least classMinGain faster, however steady the trials: 20 % faster at
-// 16 bytes keeps the incumbent, 40 % faster takes the class.
+// 64 bytes keeps the incumbent, 40 % faster takes the class.
 func TestSizeClassMinGain(t *testing.T) {
 	usable := kernels.Available(kernels.AES128GCM)
 	if len(usable) < 2 {
 		t.Skip("one implementation of AES-128-GCM here")
 	}
 	inc, rival := usable[0], usable[1]
+	if sameCode(inc, rival, 64) {
+		t.Skipf("%s and %s run one code at 64 bytes", inc, rival)
+	}
 	steady := func(rate float64) []float64 {
 		r := make([]float64, 8)
 		for i := range r {
@@ -305,12 +308,66 @@ func TestSizeClassMinGain(t *testing.T) {
 		want *kernels.Implementation
 	}{{1.20, inc}, {1.40, rival}} {
 		s := &Selection{Profile: []ProfileCell{
-			{Cipher: "aes-128-gcm", Impl: inc.Name(), Size: 16, Rates: steady(1e9)},
-			{Cipher: "aes-128-gcm", Impl: rival.Name(), Size: 16, Rates: steady(tc.gain * 1e9)},
+			{Cipher: "aes-128-gcm", Impl: inc.Name(), Size: 64, Rates: steady(1e9)},
+			{Cipher: "aes-128-gcm", Impl: rival.Name(), Size: 64, Rates: steady(tc.gain * 1e9)},
 		}}
-		got, why := s.best(kernels.AES128GCM, []*kernels.Implementation{inc, rival}, 16, classMargin(DefaultMargin))
+		got, why := s.best(kernels.AES128GCM, []*kernels.Implementation{inc, rival}, 64, classMargin(DefaultMargin))
 		if got != tc.want {
 			t.Errorf("rival %.2f× faster: chose %s (%s), want %s", tc.gain, got.Name(), why, tc.want.Name())
+		}
+	}
+}
+
+// Two implementations that run one code at a size are not compared there:
+// a rival 50 % faster in every trial, a figure only noise can give it,
+// leaves the class to the incumbent, and the reason says why.
+func TestSizeClassSameCode(t *testing.T) {
+	var inc, rival *kernels.Implementation
+	size := 0
+	for _, c := range kernels.Ciphers() {
+		usable := kernels.Available(c)
+		for _, n := range profileSizes(c) {
+			for _, a := range usable {
+				for _, b := range usable {
+					if a != b && inc == nil && sameCode(a, b, n) {
+						inc, rival, size = a, b, n
+					}
+				}
+			}
+		}
+	}
+	if inc == nil {
+		t.Skip("no two implementations here run one code at a profiled size")
+	}
+	c := inc.Cipher()
+	s := &Selection{Profile: []ProfileCell{
+		{Cipher: c.String(), Impl: inc.Name(), Size: size, Rates: []float64{1e9, 1e9, 1e9, 1e9, 1e9}},
+		{Cipher: c.String(), Impl: rival.Name(), Size: size, Rates: []float64{1.5e9, 1.5e9, 1.5e9, 1.5e9, 1.5e9}},
+	}}
+	got, why := s.best(c, []*kernels.Implementation{inc, rival}, size, classMargin(DefaultMargin))
+	if got != inc || !strings.Contains(why, rival.Name()+" not compared") {
+		t.Errorf("%s at %d bytes, %s 1.5× faster: chose %s (%s), want %s", c, size, rival.Name(), got.Name(), why, inc.Name())
+	}
+	t.Logf("%s at %d bytes: %s", c, size, why)
+
+	// Nor do such trials ask for more rounds, which a rival that beat the
+	// margin but not the noise, in three trials of five, would.
+	kat := RunKATs(KATConfig{})
+	closeCall := func(n int) []*profileCell {
+		return []*profileCell{
+			{im: inc, size: n, rates: []float64{1e9, 1e9, 1e9, 1e9, 1e9}},
+			{im: rival, size: n, rates: []float64{1.1e9, 1.1e9, 0.9e9, 1.3e9, 0.95e9}},
+		}
+	}
+	if s.undecided(kat, closeCall(size)) {
+		t.Errorf("more trials asked for %s against %s at %d bytes", rival, inc, size)
+	}
+	for _, n := range profileSizes(c) {
+		if !sameCode(inc, rival, n) && slices.Contains(kat.Usable(c), inc) && slices.Contains(kat.Usable(c), rival) {
+			if !s.undecided(kat, closeCall(n)) {
+				t.Errorf("no more trials asked for %s against %s at %d bytes", rival, inc, n)
+			}
+			break
 		}
 	}
 }
