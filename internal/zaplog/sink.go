@@ -15,9 +15,9 @@ import (
 // zapcore.BufferedWriteSyncer writes a full buffer from inside the Write that
 // fills it, holding its lock: when standard error is a pipe, as in a
 // container, that write blocks until the reader has drained the pipe, and so
-// does every request that logs meanwhile. With both cores busy (the reader
-// among them), an access line cost cipherd 1.2–4.0 µs of CPU per request
-// under load, where writing it to /dev/null cost 0.45 µs (docs/BENCHMARKS.md).
+// does every request that logs meanwhile. scripts/loadbench.sh with PIN=0,
+// the reader sharing the server's cores, measures the server CPU per request
+// that logging costs.
 //
 // Memory is bounded: logSinkBuffers buffers of logSinkSize bytes. When all
 // of them wait to be written, Write waits for the destination, as an
