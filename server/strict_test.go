@@ -84,6 +84,12 @@ func TestStrictBase64(t *testing.T) {
 		{"LF in ciphertext", "/v1/decrypt/default", `{"ciphertext":"zQEC\nB2Rl"}`},
 		{"LF in datakey context", "/v1/datakey/default", `{"context":"YQ\n=="}`},
 		{"CRLF in imported key", "/v1/keys/strict-b64", `{"import":"` + base64.StdEncoding.EncodeToString(make([]byte, 16)) + `\r\n` + base64.StdEncoding.EncodeToString(make([]byte, 16)) + `"}`},
+		// encoding/json would fill these []byte fields from the arrays.
+		{"array for plaintext", "/v1/encrypt/default", `{"plaintext":[104,105]}`},
+		{"empty array for plaintext", "/v1/encrypt/default", `{"plaintext":[]}`},
+		{"array for rewrap ciphertext", "/v1/rewrap/default", `{"ciphertext":[205,1]}`},
+		{"array for datakey context", "/v1/datakey/default", `{"context":[97]}`},
+		{"array for imported key", "/v1/keys/strict-b64", `{"import":[` + strings.Repeat("0,", 31) + `0]}`},
 	} {
 		code, body := postRaw(t, ts, tc.route, tc.body)
 		wantError(t, tc.name, code, body, 400, api.CodeBadRequest)

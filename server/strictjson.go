@@ -17,9 +17,10 @@ import (
 // refuses, for a body that is about to be decoded into a value of type t:
 // an object's field names must be the exact names of t's fields
 // (encoding/json matches them without regard to case), each at most once
-// (encoding/json keeps the last), base64 fields ([]byte) must be RFC 4648 §4
-// with canonical padding and no line breaks (encoding/json's decoder skips
-// CR and LF), and the body must be valid UTF-8 (encoding/json replaces bad
+// (encoding/json keeps the last), base64 fields ([]byte) must be strings
+// (encoding/json also takes an array of numbers) of RFC 4648 §4 with
+// canonical padding and no line breaks (encoding/json's decoder skips CR
+// and LF), and the body must be valid UTF-8 (encoding/json replaces bad
 // bytes with U+FFFD). The top level must be an object. Unknown fields,
 // wrong types and syntax are left to encoding/json, whose errors are worded
 // by jsonErrorText.
@@ -77,6 +78,10 @@ func walkJSON(dec *json.Decoder, t reflect.Type, depth int) error {
 					return err
 				}
 			}
+		case tok == '[' && t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+			// encoding/json fills a []byte from an array of numbers too; the
+			// documented JSON has base64 strings only.
+			return apiError(api.CodeBadRequest, "invalid JSON: a base64 field must be a string")
 		case tok == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t.Elem().Kind() != reflect.Uint8:
 			for dec.More() {
 				if err := walkJSON(dec, t.Elem(), depth+1); err != nil {
