@@ -42,11 +42,11 @@ const (
 
 // chachaWide17 is whether the AVX-512 kernel runs the 17-block groups of
 // chachaXORAVX512x17, which keep the integer ALUs busy beside the vector
-// units. That pays on AMD's cores, whose integer and vector pipes are
-// separate; on Intel's, the scalar block's instructions take the ports the
-// 512-bit vector instructions issue on, and the 16-block pass alone is the
-// faster (BenchmarkChaCha20Wide17).
-var chachaWide17 = vendorAMD
+// units. That pays on Zen 4. On Intel's cores the scalar block's
+// instructions take the ports the 512-bit vector instructions issue on, and
+// on Zen 5 (family 1Ah) the groups measure slower too: there the 16-block
+// pass alone is the faster (BenchmarkChaCha20Wide17).
+var chachaWide17 = amdFamily19h
 
 // blocks runs the kernel over len(src) > 0 bytes of src, starting at the
 // block of state; len(dst) >= len(src). It XORs the first done bytes into

@@ -18,7 +18,7 @@ type chachaFunc func(dst, src []byte, key *[8]uint32, nonce *[3]uint32, counter 
 
 // chachaFuncs lists the kernel functions with the implementation that gates
 // each, and for avx512 the chachaWide17 setting to run under: both, whatever
-// the host's vendor. The test skips those the host cannot run.
+// the host's processor. The test skips those the host cannot run.
 var chachaFuncs = []struct {
 	name, impl string
 	wide17     bool
@@ -47,7 +47,7 @@ func forEachChaChaFunc(t *testing.T, f func(t *testing.T, fn chachaFunc)) {
 }
 
 // BenchmarkChaCha20Wide17 times the AVX-512 ChaCha20 kernel with and without
-// the 17-block groups, the choice chachaWide17 makes by vendor.
+// the 17-block groups, the choice chachaWide17 makes by processor family.
 func BenchmarkChaCha20Wide17(b *testing.B) {
 	if im, err := Lookup(ChaCha20, "avx512"); err != nil || !im.Available() {
 		b.Skip("avx512 is not available on this host")

@@ -4,8 +4,9 @@ package kernels
 
 import "github.com/klauspost/cpuid/v2"
 
-// vendorAMD is set on AMD (and Hygon) processors, for the few choices
-// between equivalent kernels that their cores and Intel's make differently
-// (chachaWide17). It lives beside the assembly dispatch it serves, so that
-// purego builds, which have no such choice, do not carry it.
-var vendorAMD = cpuid.CPU.VendorID == cpuid.AMD || cpuid.CPU.VendorID == cpuid.Hygon
+// amdFamily19h is set on AMD processors of family 19h (Zen 3 and Zen 4, of
+// which Zen 4 has AVX-512), for the few choices between equivalent kernels
+// that cores make differently (chachaWide17). It lives beside the assembly
+// dispatch it serves, so that purego builds, which have no such choice, do
+// not carry it.
+var amdFamily19h = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19
