@@ -20,6 +20,11 @@ import (
 	"github.com/cipherd/cipherd/server"
 )
 
+// TestMain stops the PostgreSQL cluster that the tests share
+// (pgtest.Shared) once they have run: without it the cluster outlives the
+// test binary.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 // postgresDeployment applies postgres/deployment-patch.yaml to
 // deployment.yaml as kustomize does (a strategic merge patch) and decodes
 // the result strictly.
