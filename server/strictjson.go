@@ -78,7 +78,7 @@ func walkJSON(dec *json.Decoder, t reflect.Type, depth int) error {
 					return err
 				}
 			}
-		case tok == '[' && t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		case tok == '[' && isBase64Field(t):
 			// encoding/json fills a []byte from an array of numbers too; the
 			// documented JSON has base64 strings only.
 			return apiError(api.CodeBadRequest, "invalid JSON: a base64 field must be a string")
@@ -103,7 +103,7 @@ func walkJSON(dec *json.Decoder, t reflect.Type, depth int) error {
 		_, err := dec.Token() // the closing delimiter
 		return err
 	case string:
-		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+		if isBase64Field(t) {
 			scratch := []byte(nil)
 			if _, ok := decodeStrictBase64([]byte(tok), &scratch); !ok {
 				return apiError(api.CodeBadRequest, "invalid JSON: bad base64 in a field (standard base64 with padding, RFC 4648 §4, no line breaks)")
@@ -111,6 +111,12 @@ func walkJSON(dec *json.Decoder, t reflect.Type, depth int) error {
 		}
 	}
 	return nil
+}
+
+// isBase64Field reports whether encoding/json reads a value of type t as a
+// base64 field: a []byte, and no other slice or array of bytes.
+func isBase64Field(t reflect.Type) bool {
+	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
 }
 
 var strictFieldCache sync.Map // reflect.Type → map[string]reflect.Type
