@@ -10,6 +10,10 @@ DATA chachaPolySigma<>+8(SB)/4, $0x79622d32
 DATA chachaPolySigma<>+12(SB)/4, $0x6b206574
 GLOBL chachaPolySigma<>(SB), RODATA|NOPTR, $16
 
+DATA chachaPolyClamp<>+0(SB)/8, $0x0ffffffc0fffffff
+DATA chachaPolyClamp<>+8(SB)/8, $0x0ffffffc0ffffffc
+GLOBL chachaPolyClamp<>(SB), RODATA|NOPTR, $16
+
 DATA chachaPolyRowsCtr<>+0(SB)/4, $0x00000000
 DATA chachaPolyRowsCtr<>+4(SB)/4, $0x00000000
 DATA chachaPolyRowsCtr<>+8(SB)/8, $0x0000000000000000
@@ -50,7 +54,7 @@ GLOBL chachaPolyRowsCtr<>(SB), RODATA|NOPTR, $192
 
 // func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
-TEXT ·chachaPolyShort2AVX512(SB), NOSPLIT, $176-65
+TEXT ·chachaPolyShort2AVX512(SB), NOSPLIT, $192-65
 	// The state of blocks 0–1, a row per register, a block per lane.
 	MOVQ           key+40(FP), AX
 	MOVQ           nonce+48(FP), CX
@@ -110,21 +114,15 @@ short2_doubleround:
 	VPADDD  Y6, Y2, Y2
 	VPADDD  Y7, Y3, Y3
 
-	// r (clamped) and s from block 0, in lane 0 of rows a and b.
-	VMOVQ   X0, BX
-	VPEXTRQ $0x01, X0, SI
-	VMOVQ   X1, AX
-	VPEXTRQ $0x01, X1, CX
-	MOVQ    $0x0ffffffc0fffffff, DX
-	ANDQ    DX, BX
-	MOVQ    $0x0ffffffc0ffffffc, DX
-	ANDQ    DX, SI
-	MOVQ    BX, 144(SP)
-	MOVQ    SI, 152(SP)
-	MOVQ    SI, DX
-	SHRQ    $0x02, DX
-	ADDQ    SI, DX
-	MOVQ    DX, 160(SP)
+	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
+	// and b, to the frame: the vector instructions leave the integer
+	// scheduler to the Poly1305 that waits on them.
+	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
+	VMOVDQU64 X12, 144(SP)
+	VPSRLQ    $0x02, X12, X13
+	VPADDQ    X12, X13, X13
+	VPEXTRQ   $0x01, X13, 160(SP)
+	VMOVDQU64 X1, 176(SP)
 
 	// Block 1's keystream, lane 1 of each row, in Z8.
 	VSHUFI64X2 $0x55, Z1, Z0, Z9
@@ -134,16 +132,16 @@ short2_doubleround:
 	// The additional data through byte mask K2, into the frame. An empty
 	// buffer is not read: a masked load from an address that would fault,
 	// such as nil, costs a microcode assist.
-	MOVQ       n+16(FP), SI
-	MOVQ       aadLen+32(FP), DI
+	MOVQ       n+16(FP), DX
+	MOVQ       aadLen+32(FP), BX
 	VPXORQ     Z22, Z22, Z22
-	TESTQ      DI, DI
+	TESTQ      BX, BX
 	JZ         chachaPolyShort2AVX512_noaad
-	MOVQ       $-1, DX
-	BZHIQ      DI, DX, DX
-	KMOVQ      DX, K2
-	MOVQ       aad+24(FP), DX
-	VMOVDQU8.Z (DX), K2, Z22
+	MOVQ       $-1, CX
+	BZHIQ      BX, CX, CX
+	KMOVQ      CX, K2
+	MOVQ       aad+24(FP), AX
+	VMOVDQU8.Z (AX), K2, Z22
 
 chachaPolyShort2AVX512_noaad:
 	VMOVDQU64 Z22, (SP)
@@ -151,110 +149,111 @@ chachaPolyShort2AVX512_noaad:
 	// The message, 64 bytes at a time through byte mask K1: the output,
 	// and the ciphertext (the output when sealing, the input when opening)
 	// after the additional data, padded, in the frame.
-	LEAQ  15(DI), BX
-	ANDQ  $-16, BX
-	MOVQ  in+8(FP), R8
-	MOVQ  out+0(FP), R9
-	MOVQ  SI, R10
-	MOVL  $0x00000040, R11
-	TESTQ R10, R10
+	LEAQ  15(BX), AX
+	ANDQ  $-16, AX
+	MOVQ  in+8(FP), SI
+	MOVQ  out+0(FP), DI
+	MOVQ  DX, R8
+	MOVL  $0x00000040, R9
+	TESTQ R8, R8
 	JZ    chachaPolyShort2AVX512_data_done
 
 	// Block 1.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R10
-	BZHIQ      DX, R10, R10
-	KMOVQ      R10, K1
-	VMOVDQU8.Z (R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R8
+	BZHIQ      CX, R8, R8
+	KMOVQ      R8, K1
+	VMOVDQU8.Z (SI), K1, Z20
 	VPXORQ     Z8, Z20, Z21
-	VMOVDQU8   Z21, K1, (R9)
+	VMOVDQU8   Z21, K1, (DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort2AVX512_open1
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort2AVX512_open1:
-	VMOVDQU64 Z20, (SP)(BX*1)
+	VMOVDQU64 Z20, (SP)(AX*1)
 
 chachaPolyShort2AVX512_data_done:
 	// The lengths after the ciphertext, padded.
-	LEAQ 15(SI), DX
-	ANDQ $-16, DX
-	ADDQ DX, BX
-	MOVQ DI, (SP)(BX*1)
-	MOVQ SI, 8(SP)(BX*1)
-	SHRQ $0x04, BX
-	INCQ BX
+	LEAQ 15(DX), CX
+	ANDQ $-16, CX
+	ADDQ CX, AX
+	MOVQ BX, (SP)(AX*1)
+	MOVQ DX, 8(SP)(AX*1)
+	SHRQ $0x04, AX
+	INCQ AX
 
 	// Poly1305 over the MAC input, a block at a time.
+	XORL CX, CX
+	XORL BX, BX
 	XORL SI, SI
-	XORL DI, DI
-	XORL R8, R8
-	LEAQ (SP), R13
+	LEAQ (SP), R11
 
 chachaPolyShort2AVX512_mac:
-	ADDQ  (R13), SI
-	ADCQ  8(R13), DI
-	ADCQ  $0x01, R8
-	MOVQ  SI, DX
-	MULXQ 144(SP), R9, R10
-	MULXQ 152(SP), R11, R12
-	MOVQ  DI, DX
-	MULXQ 160(SP), SI, DI
-	ADDQ  SI, R9
-	ADCQ  DI, R10
-	MULXQ 144(SP), SI, DI
-	ADDQ  SI, R11
-	ADCQ  DI, R12
-	MOVQ  160(SP), SI
-	IMULQ R8, SI
-	ADDQ  SI, R11
-	ADCQ  $0x00, R12
-	IMULQ 144(SP), R8
-	ADDQ  R10, R11
-	ADCQ  R8, R12
-	MOVQ  R12, R8
-	ANDQ  $0x03, R8
-	MOVQ  R12, DI
-	SHRQ  $0x02, DI
-	ANDQ  $-4, R12
-	ADDQ  DI, R12
-	ADDQ  R12, R9
-	ADCQ  $0x00, R11
-	ADCQ  $0x00, R8
-	MOVQ  R9, SI
-	MOVQ  R11, DI
-	ADDQ  $0x10, R13
-	DECQ  BX
+	ADDQ  (R11), CX
+	ADCQ  8(R11), BX
+	ADCQ  $0x01, SI
+	MOVQ  CX, DX
+	MULXQ 144(SP), DI, R8
+	MULXQ 152(SP), R9, R10
+	MOVQ  BX, DX
+	MULXQ 160(SP), CX, BX
+	ADDQ  CX, DI
+	ADCQ  BX, R8
+	MULXQ 144(SP), CX, BX
+	ADDQ  CX, R9
+	ADCQ  BX, R10
+	MOVQ  160(SP), CX
+	IMULQ SI, CX
+	ADDQ  CX, R9
+	ADCQ  $0x00, R10
+	IMULQ 144(SP), SI
+	ADDQ  R8, R9
+	ADCQ  SI, R10
+	MOVQ  R10, SI
+	ANDQ  $0x03, SI
+	MOVQ  R10, BX
+	SHRQ  $0x02, BX
+	ANDQ  $-4, R10
+	ADDQ  BX, R10
+	ADDQ  R10, DI
+	ADCQ  $0x00, R9
+	ADCQ  $0x00, SI
+	MOVQ  DI, CX
+	MOVQ  R9, BX
+	ADDQ  $0x10, R11
+	DECQ  AX
 	JNZ   chachaPolyShort2AVX512_mac
 
 	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
 	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
-	MOVQ    SI, R9
-	ADDQ    $0x05, R9
-	MOVQ    DI, R11
-	ADCQ    $0x00, R11
-	ADCQ    $0x00, R8
-	SHRQ    $0x02, R8
-	CMOVQNE R9, SI
-	CMOVQNE R11, DI
-	ADDQ    AX, SI
-	ADCQ    CX, DI
+	MOVQ    CX, DI
+	ADDQ    $0x05, DI
+	MOVQ    BX, R9
+	ADCQ    $0x00, R9
+	ADCQ    $0x00, SI
+	SHRQ    $0x02, SI
+	CMOVQNE DI, CX
+	CMOVQNE R9, BX
+	ADDQ    176(SP), CX
+	ADCQ    184(SP), BX
 	MOVQ    tag+56(FP), AX
-	MOVQ    SI, (AX)
-	MOVQ    DI, 8(AX)
+	MOVQ    CX, (AX)
+	MOVQ    BX, 8(AX)
 
-	// Clear r from the frame.
+	// Clear r and s from the frame.
 	VPXOR   X0, X0, X0
 	VMOVDQU Y0, 144(SP)
+	VMOVDQU X0, 176(SP)
 	VZEROUPPER
 	RET
 
 // func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
-TEXT ·chachaPolyShort4AVX512(SB), NOSPLIT, $304-65
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
+TEXT ·chachaPolyShort4AVX512(SB), NOSPLIT, $320-65
 	// The state of blocks 0–3, a row per register, a block per lane.
 	MOVQ            key+40(FP), AX
 	MOVQ            nonce+48(FP), CX
@@ -314,21 +313,15 @@ short4_doubleround:
 	VPADDD  Z6, Z2, Z2
 	VPADDD  Z7, Z3, Z3
 
-	// r (clamped) and s from block 0, in lane 0 of rows a and b.
-	VMOVQ   X0, BX
-	VPEXTRQ $0x01, X0, SI
-	VMOVQ   X1, AX
-	VPEXTRQ $0x01, X1, CX
-	MOVQ    $0x0ffffffc0fffffff, DX
-	ANDQ    DX, BX
-	MOVQ    $0x0ffffffc0ffffffc, DX
-	ANDQ    DX, SI
-	MOVQ    BX, 272(SP)
-	MOVQ    SI, 280(SP)
-	MOVQ    SI, DX
-	SHRQ    $0x02, DX
-	ADDQ    SI, DX
-	MOVQ    DX, 288(SP)
+	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
+	// and b, to the frame: the vector instructions leave the integer
+	// scheduler to the Poly1305 that waits on them.
+	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
+	VMOVDQU64 X12, 272(SP)
+	VPSRLQ    $0x02, X12, X13
+	VPADDQ    X12, X13, X13
+	VPEXTRQ   $0x01, X13, 288(SP)
+	VMOVDQU64 X1, 304(SP)
 
 	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
 	VSHUFI64X2 $0x44, Z1, Z0, Z24
@@ -343,16 +336,16 @@ short4_doubleround:
 	// The additional data through byte mask K2, into the frame. An empty
 	// buffer is not read: a masked load from an address that would fault,
 	// such as nil, costs a microcode assist.
-	MOVQ       n+16(FP), SI
-	MOVQ       aadLen+32(FP), DI
+	MOVQ       n+16(FP), DX
+	MOVQ       aadLen+32(FP), BX
 	VPXORQ     Z22, Z22, Z22
-	TESTQ      DI, DI
+	TESTQ      BX, BX
 	JZ         chachaPolyShort4AVX512_noaad
-	MOVQ       $-1, DX
-	BZHIQ      DI, DX, DX
-	KMOVQ      DX, K2
-	MOVQ       aad+24(FP), DX
-	VMOVDQU8.Z (DX), K2, Z22
+	MOVQ       $-1, CX
+	BZHIQ      BX, CX, CX
+	KMOVQ      CX, K2
+	MOVQ       aad+24(FP), AX
+	VMOVDQU8.Z (AX), K2, Z22
 
 chachaPolyShort4AVX512_noaad:
 	VMOVDQU64 Z22, (SP)
@@ -360,150 +353,151 @@ chachaPolyShort4AVX512_noaad:
 	// The message, 64 bytes at a time through byte mask K1: the output,
 	// and the ciphertext (the output when sealing, the input when opening)
 	// after the additional data, padded, in the frame.
-	LEAQ  15(DI), BX
-	ANDQ  $-16, BX
-	MOVQ  in+8(FP), R8
-	MOVQ  out+0(FP), R9
-	MOVQ  SI, R10
-	MOVL  $0x00000040, R11
-	TESTQ R10, R10
+	LEAQ  15(BX), AX
+	ANDQ  $-16, AX
+	MOVQ  in+8(FP), SI
+	MOVQ  out+0(FP), DI
+	MOVQ  DX, R8
+	MOVL  $0x00000040, R9
+	TESTQ R8, R8
 	JZ    chachaPolyShort4AVX512_data_done
 
 	// Block 1.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z (R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z (SI), K1, Z20
 	VPXORQ     Z1, Z20, Z21
-	VMOVDQU8   Z21, K1, (R9)
+	VMOVDQU8   Z21, K1, (DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort4AVX512_open1
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort4AVX512_open1:
-	VMOVDQU64 Z20, (SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, (SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort4AVX512_data_done
 
 	// Block 2.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 64(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 64(SI), K1, Z20
 	VPXORQ     Z2, Z20, Z21
-	VMOVDQU8   Z21, K1, 64(R9)
+	VMOVDQU8   Z21, K1, 64(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort4AVX512_open2
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort4AVX512_open2:
-	VMOVDQU64 Z20, 64(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 64(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort4AVX512_data_done
 
 	// Block 3.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R10
-	BZHIQ      DX, R10, R10
-	KMOVQ      R10, K1
-	VMOVDQU8.Z 128(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R8
+	BZHIQ      CX, R8, R8
+	KMOVQ      R8, K1
+	VMOVDQU8.Z 128(SI), K1, Z20
 	VPXORQ     Z3, Z20, Z21
-	VMOVDQU8   Z21, K1, 128(R9)
+	VMOVDQU8   Z21, K1, 128(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort4AVX512_open3
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort4AVX512_open3:
-	VMOVDQU64 Z20, 128(SP)(BX*1)
+	VMOVDQU64 Z20, 128(SP)(AX*1)
 
 chachaPolyShort4AVX512_data_done:
 	// The lengths after the ciphertext, padded.
-	LEAQ 15(SI), DX
-	ANDQ $-16, DX
-	ADDQ DX, BX
-	MOVQ DI, (SP)(BX*1)
-	MOVQ SI, 8(SP)(BX*1)
-	SHRQ $0x04, BX
-	INCQ BX
+	LEAQ 15(DX), CX
+	ANDQ $-16, CX
+	ADDQ CX, AX
+	MOVQ BX, (SP)(AX*1)
+	MOVQ DX, 8(SP)(AX*1)
+	SHRQ $0x04, AX
+	INCQ AX
 
 	// Poly1305 over the MAC input, a block at a time.
+	XORL CX, CX
+	XORL BX, BX
 	XORL SI, SI
-	XORL DI, DI
-	XORL R8, R8
-	LEAQ (SP), R13
+	LEAQ (SP), R11
 
 chachaPolyShort4AVX512_mac:
-	ADDQ  (R13), SI
-	ADCQ  8(R13), DI
-	ADCQ  $0x01, R8
-	MOVQ  SI, DX
-	MULXQ 272(SP), R9, R10
-	MULXQ 280(SP), R11, R12
-	MOVQ  DI, DX
-	MULXQ 288(SP), SI, DI
-	ADDQ  SI, R9
-	ADCQ  DI, R10
-	MULXQ 272(SP), SI, DI
-	ADDQ  SI, R11
-	ADCQ  DI, R12
-	MOVQ  288(SP), SI
-	IMULQ R8, SI
-	ADDQ  SI, R11
-	ADCQ  $0x00, R12
-	IMULQ 272(SP), R8
-	ADDQ  R10, R11
-	ADCQ  R8, R12
-	MOVQ  R12, R8
-	ANDQ  $0x03, R8
-	MOVQ  R12, DI
-	SHRQ  $0x02, DI
-	ANDQ  $-4, R12
-	ADDQ  DI, R12
-	ADDQ  R12, R9
-	ADCQ  $0x00, R11
-	ADCQ  $0x00, R8
-	MOVQ  R9, SI
-	MOVQ  R11, DI
-	ADDQ  $0x10, R13
-	DECQ  BX
+	ADDQ  (R11), CX
+	ADCQ  8(R11), BX
+	ADCQ  $0x01, SI
+	MOVQ  CX, DX
+	MULXQ 272(SP), DI, R8
+	MULXQ 280(SP), R9, R10
+	MOVQ  BX, DX
+	MULXQ 288(SP), CX, BX
+	ADDQ  CX, DI
+	ADCQ  BX, R8
+	MULXQ 272(SP), CX, BX
+	ADDQ  CX, R9
+	ADCQ  BX, R10
+	MOVQ  288(SP), CX
+	IMULQ SI, CX
+	ADDQ  CX, R9
+	ADCQ  $0x00, R10
+	IMULQ 272(SP), SI
+	ADDQ  R8, R9
+	ADCQ  SI, R10
+	MOVQ  R10, SI
+	ANDQ  $0x03, SI
+	MOVQ  R10, BX
+	SHRQ  $0x02, BX
+	ANDQ  $-4, R10
+	ADDQ  BX, R10
+	ADDQ  R10, DI
+	ADCQ  $0x00, R9
+	ADCQ  $0x00, SI
+	MOVQ  DI, CX
+	MOVQ  R9, BX
+	ADDQ  $0x10, R11
+	DECQ  AX
 	JNZ   chachaPolyShort4AVX512_mac
 
 	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
 	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
-	MOVQ    SI, R9
-	ADDQ    $0x05, R9
-	MOVQ    DI, R11
-	ADCQ    $0x00, R11
-	ADCQ    $0x00, R8
-	SHRQ    $0x02, R8
-	CMOVQNE R9, SI
-	CMOVQNE R11, DI
-	ADDQ    AX, SI
-	ADCQ    CX, DI
+	MOVQ    CX, DI
+	ADDQ    $0x05, DI
+	MOVQ    BX, R9
+	ADCQ    $0x00, R9
+	ADCQ    $0x00, SI
+	SHRQ    $0x02, SI
+	CMOVQNE DI, CX
+	CMOVQNE R9, BX
+	ADDQ    304(SP), CX
+	ADCQ    312(SP), BX
 	MOVQ    tag+56(FP), AX
-	MOVQ    SI, (AX)
-	MOVQ    DI, 8(AX)
+	MOVQ    CX, (AX)
+	MOVQ    BX, 8(AX)
 
-	// Clear r from the frame.
+	// Clear r and s from the frame.
 	VPXOR   X0, X0, X0
 	VMOVDQU Y0, 272(SP)
+	VMOVDQU X0, 304(SP)
 	VZEROUPPER
 	RET
 
 // func chachaPolyShort8AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
-TEXT ·chachaPolyShort8AVX512(SB), NOSPLIT, $560-65
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
+TEXT ·chachaPolyShort8AVX512(SB), NOSPLIT, $576-65
 	// The state of blocks 0–7, a row per register, a block per lane.
 	MOVQ            key+40(FP), AX
 	MOVQ            nonce+48(FP), CX
@@ -602,21 +596,15 @@ short8_doubleround:
 	VPADDD  Z6, Z10, Z10
 	VPADDD  Z15, Z11, Z11
 
-	// r (clamped) and s from block 0, in lane 0 of rows a and b.
-	VMOVQ   X0, BX
-	VPEXTRQ $0x01, X0, SI
-	VMOVQ   X1, AX
-	VPEXTRQ $0x01, X1, CX
-	MOVQ    $0x0ffffffc0fffffff, DX
-	ANDQ    DX, BX
-	MOVQ    $0x0ffffffc0ffffffc, DX
-	ANDQ    DX, SI
-	MOVQ    BX, 528(SP)
-	MOVQ    SI, 536(SP)
-	MOVQ    SI, DX
-	SHRQ    $0x02, DX
-	ADDQ    SI, DX
-	MOVQ    DX, 544(SP)
+	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
+	// and b, to the frame: the vector instructions leave the integer
+	// scheduler to the Poly1305 that waits on them.
+	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
+	VMOVDQU64 X12, 528(SP)
+	VPSRLQ    $0x02, X12, X13
+	VPADDQ    X12, X13, X13
+	VPEXTRQ   $0x01, X13, 544(SP)
+	VMOVDQU64 X1, 560(SP)
 
 	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
 	VSHUFI64X2 $0x44, Z1, Z0, Z24
@@ -639,16 +627,16 @@ short8_doubleround:
 	// The additional data through byte mask K2, into the frame. An empty
 	// buffer is not read: a masked load from an address that would fault,
 	// such as nil, costs a microcode assist.
-	MOVQ       n+16(FP), SI
-	MOVQ       aadLen+32(FP), DI
+	MOVQ       n+16(FP), DX
+	MOVQ       aadLen+32(FP), BX
 	VPXORQ     Z22, Z22, Z22
-	TESTQ      DI, DI
+	TESTQ      BX, BX
 	JZ         chachaPolyShort8AVX512_noaad
-	MOVQ       $-1, DX
-	BZHIQ      DI, DX, DX
-	KMOVQ      DX, K2
-	MOVQ       aad+24(FP), DX
-	VMOVDQU8.Z (DX), K2, Z22
+	MOVQ       $-1, CX
+	BZHIQ      BX, CX, CX
+	KMOVQ      CX, K2
+	MOVQ       aad+24(FP), AX
+	VMOVDQU8.Z (AX), K2, Z22
 
 chachaPolyShort8AVX512_noaad:
 	VMOVDQU64 Z22, (SP)
@@ -656,230 +644,231 @@ chachaPolyShort8AVX512_noaad:
 	// The message, 64 bytes at a time through byte mask K1: the output,
 	// and the ciphertext (the output when sealing, the input when opening)
 	// after the additional data, padded, in the frame.
-	LEAQ  15(DI), BX
-	ANDQ  $-16, BX
-	MOVQ  in+8(FP), R8
-	MOVQ  out+0(FP), R9
-	MOVQ  SI, R10
-	MOVL  $0x00000040, R11
-	TESTQ R10, R10
+	LEAQ  15(BX), AX
+	ANDQ  $-16, AX
+	MOVQ  in+8(FP), SI
+	MOVQ  out+0(FP), DI
+	MOVQ  DX, R8
+	MOVL  $0x00000040, R9
+	TESTQ R8, R8
 	JZ    chachaPolyShort8AVX512_data_done
 
 	// Block 1.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z (R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z (SI), K1, Z20
 	VPXORQ     Z1, Z20, Z21
-	VMOVDQU8   Z21, K1, (R9)
+	VMOVDQU8   Z21, K1, (DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort8AVX512_open1
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort8AVX512_open1:
-	VMOVDQU64 Z20, (SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, (SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort8AVX512_data_done
 
 	// Block 2.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 64(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 64(SI), K1, Z20
 	VPXORQ     Z2, Z20, Z21
-	VMOVDQU8   Z21, K1, 64(R9)
+	VMOVDQU8   Z21, K1, 64(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort8AVX512_open2
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort8AVX512_open2:
-	VMOVDQU64 Z20, 64(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 64(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort8AVX512_data_done
 
 	// Block 3.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 128(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 128(SI), K1, Z20
 	VPXORQ     Z3, Z20, Z21
-	VMOVDQU8   Z21, K1, 128(R9)
+	VMOVDQU8   Z21, K1, 128(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort8AVX512_open3
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort8AVX512_open3:
-	VMOVDQU64 Z20, 128(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 128(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort8AVX512_data_done
 
 	// Block 4.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 192(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 192(SI), K1, Z20
 	VPXORQ     Z8, Z20, Z21
-	VMOVDQU8   Z21, K1, 192(R9)
+	VMOVDQU8   Z21, K1, 192(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort8AVX512_open4
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort8AVX512_open4:
-	VMOVDQU64 Z20, 192(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 192(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort8AVX512_data_done
 
 	// Block 5.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 256(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 256(SI), K1, Z20
 	VPXORQ     Z9, Z20, Z21
-	VMOVDQU8   Z21, K1, 256(R9)
+	VMOVDQU8   Z21, K1, 256(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort8AVX512_open5
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort8AVX512_open5:
-	VMOVDQU64 Z20, 256(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 256(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort8AVX512_data_done
 
 	// Block 6.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 320(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 320(SI), K1, Z20
 	VPXORQ     Z10, Z20, Z21
-	VMOVDQU8   Z21, K1, 320(R9)
+	VMOVDQU8   Z21, K1, 320(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort8AVX512_open6
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort8AVX512_open6:
-	VMOVDQU64 Z20, 320(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 320(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort8AVX512_data_done
 
 	// Block 7.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R10
-	BZHIQ      DX, R10, R10
-	KMOVQ      R10, K1
-	VMOVDQU8.Z 384(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R8
+	BZHIQ      CX, R8, R8
+	KMOVQ      R8, K1
+	VMOVDQU8.Z 384(SI), K1, Z20
 	VPXORQ     Z11, Z20, Z21
-	VMOVDQU8   Z21, K1, 384(R9)
+	VMOVDQU8   Z21, K1, 384(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort8AVX512_open7
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort8AVX512_open7:
-	VMOVDQU64 Z20, 384(SP)(BX*1)
+	VMOVDQU64 Z20, 384(SP)(AX*1)
 
 chachaPolyShort8AVX512_data_done:
 	// The lengths after the ciphertext, padded.
-	LEAQ 15(SI), DX
-	ANDQ $-16, DX
-	ADDQ DX, BX
-	MOVQ DI, (SP)(BX*1)
-	MOVQ SI, 8(SP)(BX*1)
-	SHRQ $0x04, BX
-	INCQ BX
+	LEAQ 15(DX), CX
+	ANDQ $-16, CX
+	ADDQ CX, AX
+	MOVQ BX, (SP)(AX*1)
+	MOVQ DX, 8(SP)(AX*1)
+	SHRQ $0x04, AX
+	INCQ AX
 
 	// Poly1305 over the MAC input, a block at a time.
+	XORL CX, CX
+	XORL BX, BX
 	XORL SI, SI
-	XORL DI, DI
-	XORL R8, R8
-	LEAQ (SP), R13
+	LEAQ (SP), R11
 
 chachaPolyShort8AVX512_mac:
-	ADDQ  (R13), SI
-	ADCQ  8(R13), DI
-	ADCQ  $0x01, R8
-	MOVQ  SI, DX
-	MULXQ 528(SP), R9, R10
-	MULXQ 536(SP), R11, R12
-	MOVQ  DI, DX
-	MULXQ 544(SP), SI, DI
-	ADDQ  SI, R9
-	ADCQ  DI, R10
-	MULXQ 528(SP), SI, DI
-	ADDQ  SI, R11
-	ADCQ  DI, R12
-	MOVQ  544(SP), SI
-	IMULQ R8, SI
-	ADDQ  SI, R11
-	ADCQ  $0x00, R12
-	IMULQ 528(SP), R8
-	ADDQ  R10, R11
-	ADCQ  R8, R12
-	MOVQ  R12, R8
-	ANDQ  $0x03, R8
-	MOVQ  R12, DI
-	SHRQ  $0x02, DI
-	ANDQ  $-4, R12
-	ADDQ  DI, R12
-	ADDQ  R12, R9
-	ADCQ  $0x00, R11
-	ADCQ  $0x00, R8
-	MOVQ  R9, SI
-	MOVQ  R11, DI
-	ADDQ  $0x10, R13
-	DECQ  BX
+	ADDQ  (R11), CX
+	ADCQ  8(R11), BX
+	ADCQ  $0x01, SI
+	MOVQ  CX, DX
+	MULXQ 528(SP), DI, R8
+	MULXQ 536(SP), R9, R10
+	MOVQ  BX, DX
+	MULXQ 544(SP), CX, BX
+	ADDQ  CX, DI
+	ADCQ  BX, R8
+	MULXQ 528(SP), CX, BX
+	ADDQ  CX, R9
+	ADCQ  BX, R10
+	MOVQ  544(SP), CX
+	IMULQ SI, CX
+	ADDQ  CX, R9
+	ADCQ  $0x00, R10
+	IMULQ 528(SP), SI
+	ADDQ  R8, R9
+	ADCQ  SI, R10
+	MOVQ  R10, SI
+	ANDQ  $0x03, SI
+	MOVQ  R10, BX
+	SHRQ  $0x02, BX
+	ANDQ  $-4, R10
+	ADDQ  BX, R10
+	ADDQ  R10, DI
+	ADCQ  $0x00, R9
+	ADCQ  $0x00, SI
+	MOVQ  DI, CX
+	MOVQ  R9, BX
+	ADDQ  $0x10, R11
+	DECQ  AX
 	JNZ   chachaPolyShort8AVX512_mac
 
 	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
 	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
-	MOVQ    SI, R9
-	ADDQ    $0x05, R9
-	MOVQ    DI, R11
-	ADCQ    $0x00, R11
-	ADCQ    $0x00, R8
-	SHRQ    $0x02, R8
-	CMOVQNE R9, SI
-	CMOVQNE R11, DI
-	ADDQ    AX, SI
-	ADCQ    CX, DI
+	MOVQ    CX, DI
+	ADDQ    $0x05, DI
+	MOVQ    BX, R9
+	ADCQ    $0x00, R9
+	ADCQ    $0x00, SI
+	SHRQ    $0x02, SI
+	CMOVQNE DI, CX
+	CMOVQNE R9, BX
+	ADDQ    560(SP), CX
+	ADCQ    568(SP), BX
 	MOVQ    tag+56(FP), AX
-	MOVQ    SI, (AX)
-	MOVQ    DI, 8(AX)
+	MOVQ    CX, (AX)
+	MOVQ    BX, 8(AX)
 
-	// Clear r from the frame.
+	// Clear r and s from the frame.
 	VPXOR   X0, X0, X0
 	VMOVDQU Y0, 528(SP)
+	VMOVDQU X0, 560(SP)
 	VZEROUPPER
 	RET
 
 // func chachaPolyShort12AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
-// Requires: AVX, AVX512BW, AVX512F, BMI2, CMOV
-TEXT ·chachaPolyShort12AVX512(SB), $816-65
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
+TEXT ·chachaPolyShort12AVX512(SB), $832-65
 	// The state of blocks 0–11, a row per register, a block per lane.
 	MOVQ            key+40(FP), AX
 	MOVQ            nonce+48(FP), CX
@@ -1017,21 +1006,15 @@ short12_doubleround:
 	VPADDD  Z6, Z18, Z18
 	VPADDD  Z14, Z19, Z19
 
-	// r (clamped) and s from block 0, in lane 0 of rows a and b.
-	VMOVQ   X0, BX
-	VPEXTRQ $0x01, X0, SI
-	VMOVQ   X1, AX
-	VPEXTRQ $0x01, X1, CX
-	MOVQ    $0x0ffffffc0fffffff, DX
-	ANDQ    DX, BX
-	MOVQ    $0x0ffffffc0ffffffc, DX
-	ANDQ    DX, SI
-	MOVQ    BX, 784(SP)
-	MOVQ    SI, 792(SP)
-	MOVQ    SI, DX
-	SHRQ    $0x02, DX
-	ADDQ    SI, DX
-	MOVQ    DX, 800(SP)
+	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
+	// and b, to the frame: the vector instructions leave the integer
+	// scheduler to the Poly1305 that waits on them.
+	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
+	VMOVDQU64 X12, 784(SP)
+	VPSRLQ    $0x02, X12, X13
+	VPADDQ    X12, X13, X13
+	VPEXTRQ   $0x01, X13, 800(SP)
+	VMOVDQU64 X1, 816(SP)
 
 	// Transpose the 128-bit lanes: rows of 4 blocks to blocks of 4 rows.
 	VSHUFI64X2 $0x44, Z1, Z0, Z24
@@ -1062,16 +1045,16 @@ short12_doubleround:
 	// The additional data through byte mask K2, into the frame. An empty
 	// buffer is not read: a masked load from an address that would fault,
 	// such as nil, costs a microcode assist.
-	MOVQ       n+16(FP), SI
-	MOVQ       aadLen+32(FP), DI
+	MOVQ       n+16(FP), DX
+	MOVQ       aadLen+32(FP), BX
 	VPXORQ     Z22, Z22, Z22
-	TESTQ      DI, DI
+	TESTQ      BX, BX
 	JZ         chachaPolyShort12AVX512_noaad
-	MOVQ       $-1, DX
-	BZHIQ      DI, DX, DX
-	KMOVQ      DX, K2
-	MOVQ       aad+24(FP), DX
-	VMOVDQU8.Z (DX), K2, Z22
+	MOVQ       $-1, CX
+	BZHIQ      BX, CX, CX
+	KMOVQ      CX, K2
+	MOVQ       aad+24(FP), AX
+	VMOVDQU8.Z (AX), K2, Z22
 
 chachaPolyShort12AVX512_noaad:
 	VMOVDQU64 Z22, (SP)
@@ -1079,304 +1062,305 @@ chachaPolyShort12AVX512_noaad:
 	// The message, 64 bytes at a time through byte mask K1: the output,
 	// and the ciphertext (the output when sealing, the input when opening)
 	// after the additional data, padded, in the frame.
-	LEAQ  15(DI), BX
-	ANDQ  $-16, BX
-	MOVQ  in+8(FP), R8
-	MOVQ  out+0(FP), R9
-	MOVQ  SI, R10
-	MOVL  $0x00000040, R11
-	TESTQ R10, R10
+	LEAQ  15(BX), AX
+	ANDQ  $-16, AX
+	MOVQ  in+8(FP), SI
+	MOVQ  out+0(FP), DI
+	MOVQ  DX, R8
+	MOVL  $0x00000040, R9
+	TESTQ R8, R8
 	JZ    chachaPolyShort12AVX512_data_done
 
 	// Block 1.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z (R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z (SI), K1, Z20
 	VPXORQ     Z1, Z20, Z21
-	VMOVDQU8   Z21, K1, (R9)
+	VMOVDQU8   Z21, K1, (DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open1
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open1:
-	VMOVDQU64 Z20, (SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, (SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 2.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 64(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 64(SI), K1, Z20
 	VPXORQ     Z2, Z20, Z21
-	VMOVDQU8   Z21, K1, 64(R9)
+	VMOVDQU8   Z21, K1, 64(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open2
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open2:
-	VMOVDQU64 Z20, 64(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 64(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 3.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 128(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 128(SI), K1, Z20
 	VPXORQ     Z3, Z20, Z21
-	VMOVDQU8   Z21, K1, 128(R9)
+	VMOVDQU8   Z21, K1, 128(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open3
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open3:
-	VMOVDQU64 Z20, 128(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 128(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 4.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 192(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 192(SI), K1, Z20
 	VPXORQ     Z8, Z20, Z21
-	VMOVDQU8   Z21, K1, 192(R9)
+	VMOVDQU8   Z21, K1, 192(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open4
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open4:
-	VMOVDQU64 Z20, 192(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 192(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 5.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 256(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 256(SI), K1, Z20
 	VPXORQ     Z9, Z20, Z21
-	VMOVDQU8   Z21, K1, 256(R9)
+	VMOVDQU8   Z21, K1, 256(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open5
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open5:
-	VMOVDQU64 Z20, 256(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 256(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 6.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 320(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 320(SI), K1, Z20
 	VPXORQ     Z10, Z20, Z21
-	VMOVDQU8   Z21, K1, 320(R9)
+	VMOVDQU8   Z21, K1, 320(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open6
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open6:
-	VMOVDQU64 Z20, 320(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 320(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 7.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 384(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 384(SI), K1, Z20
 	VPXORQ     Z11, Z20, Z21
-	VMOVDQU8   Z21, K1, 384(R9)
+	VMOVDQU8   Z21, K1, 384(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open7
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open7:
-	VMOVDQU64 Z20, 384(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 384(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 8.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 448(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 448(SI), K1, Z20
 	VPXORQ     Z16, Z20, Z21
-	VMOVDQU8   Z21, K1, 448(R9)
+	VMOVDQU8   Z21, K1, 448(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open8
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open8:
-	VMOVDQU64 Z20, 448(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 448(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 9.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 512(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 512(SI), K1, Z20
 	VPXORQ     Z17, Z20, Z21
-	VMOVDQU8   Z21, K1, 512(R9)
+	VMOVDQU8   Z21, K1, 512(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open9
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open9:
-	VMOVDQU64 Z20, 512(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 512(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 10.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R12
-	BZHIQ      DX, R12, R12
-	KMOVQ      R12, K1
-	VMOVDQU8.Z 576(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R10
+	BZHIQ      CX, R10, R10
+	KMOVQ      R10, K1
+	VMOVDQU8.Z 576(SI), K1, Z20
 	VPXORQ     Z18, Z20, Z21
-	VMOVDQU8   Z21, K1, 576(R9)
+	VMOVDQU8   Z21, K1, 576(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open10
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open10:
-	VMOVDQU64 Z20, 576(SP)(BX*1)
-	TESTQ     R10, R10
+	VMOVDQU64 Z20, 576(SP)(AX*1)
+	TESTQ     R8, R8
 	JZ        chachaPolyShort12AVX512_data_done
 
 	// Block 11.
-	MOVQ       R10, DX
-	CMPQ       R10, R11
-	CMOVQCC    R11, DX
-	SUBQ       DX, R10
-	MOVQ       $-1, R10
-	BZHIQ      DX, R10, R10
-	KMOVQ      R10, K1
-	VMOVDQU8.Z 640(R8), K1, Z20
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R8
+	BZHIQ      CX, R8, R8
+	KMOVQ      R8, K1
+	VMOVDQU8.Z 640(SI), K1, Z20
 	VPXORQ     Z19, Z20, Z21
-	VMOVDQU8   Z21, K1, 640(R9)
+	VMOVDQU8   Z21, K1, 640(DI)
 	CMPB       seal+64(FP), $0x00
 	JE         chachaPolyShort12AVX512_open11
 	VMOVDQU8.Z Z21, K1, Z20
 
 chachaPolyShort12AVX512_open11:
-	VMOVDQU64 Z20, 640(SP)(BX*1)
+	VMOVDQU64 Z20, 640(SP)(AX*1)
 
 chachaPolyShort12AVX512_data_done:
 	// The lengths after the ciphertext, padded.
-	LEAQ 15(SI), DX
-	ANDQ $-16, DX
-	ADDQ DX, BX
-	MOVQ DI, (SP)(BX*1)
-	MOVQ SI, 8(SP)(BX*1)
-	SHRQ $0x04, BX
-	INCQ BX
+	LEAQ 15(DX), CX
+	ANDQ $-16, CX
+	ADDQ CX, AX
+	MOVQ BX, (SP)(AX*1)
+	MOVQ DX, 8(SP)(AX*1)
+	SHRQ $0x04, AX
+	INCQ AX
 
 	// Poly1305 over the MAC input, a block at a time.
+	XORL CX, CX
+	XORL BX, BX
 	XORL SI, SI
-	XORL DI, DI
-	XORL R8, R8
-	LEAQ (SP), R13
+	LEAQ (SP), R11
 
 chachaPolyShort12AVX512_mac:
-	ADDQ  (R13), SI
-	ADCQ  8(R13), DI
-	ADCQ  $0x01, R8
-	MOVQ  SI, DX
-	MULXQ 784(SP), R9, R10
-	MULXQ 792(SP), R11, R12
-	MOVQ  DI, DX
-	MULXQ 800(SP), SI, DI
-	ADDQ  SI, R9
-	ADCQ  DI, R10
-	MULXQ 784(SP), SI, DI
-	ADDQ  SI, R11
-	ADCQ  DI, R12
-	MOVQ  800(SP), SI
-	IMULQ R8, SI
-	ADDQ  SI, R11
-	ADCQ  $0x00, R12
-	IMULQ 784(SP), R8
-	ADDQ  R10, R11
-	ADCQ  R8, R12
-	MOVQ  R12, R8
-	ANDQ  $0x03, R8
-	MOVQ  R12, DI
-	SHRQ  $0x02, DI
-	ANDQ  $-4, R12
-	ADDQ  DI, R12
-	ADDQ  R12, R9
-	ADCQ  $0x00, R11
-	ADCQ  $0x00, R8
-	MOVQ  R9, SI
-	MOVQ  R11, DI
-	ADDQ  $0x10, R13
-	DECQ  BX
+	ADDQ  (R11), CX
+	ADCQ  8(R11), BX
+	ADCQ  $0x01, SI
+	MOVQ  CX, DX
+	MULXQ 784(SP), DI, R8
+	MULXQ 792(SP), R9, R10
+	MOVQ  BX, DX
+	MULXQ 800(SP), CX, BX
+	ADDQ  CX, DI
+	ADCQ  BX, R8
+	MULXQ 784(SP), CX, BX
+	ADDQ  CX, R9
+	ADCQ  BX, R10
+	MOVQ  800(SP), CX
+	IMULQ SI, CX
+	ADDQ  CX, R9
+	ADCQ  $0x00, R10
+	IMULQ 784(SP), SI
+	ADDQ  R8, R9
+	ADCQ  SI, R10
+	MOVQ  R10, SI
+	ANDQ  $0x03, SI
+	MOVQ  R10, BX
+	SHRQ  $0x02, BX
+	ANDQ  $-4, R10
+	ADDQ  BX, R10
+	ADDQ  R10, DI
+	ADCQ  $0x00, R9
+	ADCQ  $0x00, SI
+	MOVQ  DI, CX
+	MOVQ  R9, BX
+	ADDQ  $0x10, R11
+	DECQ  AX
 	JNZ   chachaPolyShort12AVX512_mac
 
 	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
 	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
-	MOVQ    SI, R9
-	ADDQ    $0x05, R9
-	MOVQ    DI, R11
-	ADCQ    $0x00, R11
-	ADCQ    $0x00, R8
-	SHRQ    $0x02, R8
-	CMOVQNE R9, SI
-	CMOVQNE R11, DI
-	ADDQ    AX, SI
-	ADCQ    CX, DI
+	MOVQ    CX, DI
+	ADDQ    $0x05, DI
+	MOVQ    BX, R9
+	ADCQ    $0x00, R9
+	ADCQ    $0x00, SI
+	SHRQ    $0x02, SI
+	CMOVQNE DI, CX
+	CMOVQNE R9, BX
+	ADDQ    816(SP), CX
+	ADCQ    824(SP), BX
 	MOVQ    tag+56(FP), AX
-	MOVQ    SI, (AX)
-	MOVQ    DI, 8(AX)
+	MOVQ    CX, (AX)
+	MOVQ    BX, 8(AX)
 
-	// Clear r from the frame.
+	// Clear r and s from the frame.
 	VPXOR   X0, X0, X0
 	VMOVDQU Y0, 784(SP)
+	VMOVDQU X0, 816(SP)
 	VZEROUPPER
 	RET
 

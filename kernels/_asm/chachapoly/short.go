@@ -42,50 +42,63 @@ func shortKernels() {
 // loop of double rounds labelled loop, the sets' instructions interleaved
 // step by step.
 func rowRounds(sets [][4]VecPhysical, loop string) {
+	rounds := GP64()
+	MOVL(U32(10), rounds.As32())
+	Label(loop)
+	var s stream
+	rowDoubleRound(&s, sets)
+	s.emit()
+	DECL(rounds.As32())
+	JNZ(LabelRef(loop))
+}
+
+// rowDoubleRound appends to s a double round over sets of rows a, b, c, d,
+// the sets' instructions interleaved step by step.
+func rowDoubleRound(s *stream, sets [][4]VecPhysical) {
 	half := func() {
 		// a += b; d ^= a; d <<<= 16; c += d; b ^= c; b <<<= 12; and again
 		// with 8 and 7.
 		for _, st := range []struct{ x, y, z, rot int }{{0, 1, 3, 16}, {2, 3, 1, 12}, {0, 1, 3, 8}, {2, 3, 1, 7}} {
 			for _, r := range sets {
-				VPADDD(r[st.y], r[st.x], r[st.x])
+				s.op(VPADDD, r[st.y], r[st.x], r[st.x])
 			}
 			for _, r := range sets {
-				VPXORD(r[st.x], r[st.z], r[st.z])
+				s.op(VPXORD, r[st.x], r[st.z], r[st.z])
 			}
 			for _, r := range sets {
-				VPROLD(U8(st.rot), r[st.z], r[st.z])
+				s.op(VPROLD, U8(st.rot), r[st.z], r[st.z])
 			}
 		}
 	}
 	shuffle := func(imm ...uint8) { // of rows a, d and c
 		for i, row := range []int{0, 3, 2} {
 			for _, r := range sets {
-				VPSHUFD(U8(imm[i]), r[row], r[row])
+				s.op(VPSHUFD, U8(imm[i]), r[row], r[row])
 			}
 		}
 	}
-	rounds := GP64()
-	MOVL(U32(10), rounds.As32())
-	Label(loop)
 	half()
-	Comment("Diagonals to columns: lane word j of each row in the quarter round",
-		"of b's word j.")
+	s.do(func() {
+		Comment("Diagonals to columns: lane word j of each row in the quarter round",
+			"of b's word j.")
+	})
 	shuffle(0x93, 0x4e, 0x39)
 	half()
 	shuffle(0x39, 0x4e, 0x93)
-	DECL(rounds.As32())
-	JNZ(LabelRef(loop))
 }
 
 // rowsSigma and rowsCtr are the constant row and the counter offsets of
 // the short kernels: lane j of rowsCtr+16·j is j in its first word.
-var rowsSigma, rowsCtr Mem
+var rowsSigma, rowsCtr, rowsClamp Mem
 
 func rowsData() {
 	rowsSigma = GLOBL("chachaPolySigma", RODATA|NOPTR)
 	for i, w := range []uint32{0x61707865, 0x3320646e, 0x79622d32, 0x6b206574} {
 		DATA(4*i, U32(w))
 	}
+	rowsClamp = GLOBL("chachaPolyClamp", RODATA|NOPTR)
+	DATA(0, U64(0x0ffffffc0fffffff))
+	DATA(8, U64(0x0ffffffc0ffffffc))
 	rowsCtr = GLOBL("chachaPolyRowsCtr", RODATA|NOPTR)
 	for j := 0; j < 12; j++ {
 		DATA(16*j, U32(uint32(j)))
@@ -124,8 +137,9 @@ func shortAEAD(blocks int) {
 	// 16 bytes and written 64 bytes at a time, and the lengths), then r0,
 	// r1, s1.
 	macSize := 64 + maxN + 16
-	frame := AllocLocal(macSize + 32)
+	frame := AllocLocal(macSize + 48)
 	r0m, r1m, s1m := frame.Offset(macSize), frame.Offset(macSize+8), frame.Offset(macSize+16)
+	sm := frame.Offset(macSize + 32)
 
 	Comment(fmt.Sprintf("The state of blocks 0–%d, a row per register, a block per lane.", blocks-1))
 	key, nonce := Load(Param("key"), GP64()), Load(Param("nonce"), GP64())
@@ -184,23 +198,15 @@ func shortAEAD(blocks int) {
 		}
 	}
 
-	Comment("r (clamped) and s from block 0, in lane 0 of rows a and b.")
-	r0, r1, s0, s1 := GP64(), GP64(), GP64(), GP64()
-	VMOVQ(X0, r0)
-	VPEXTRQ(U8(1), X0, r1)
-	VMOVQ(X1, s0)
-	VPEXTRQ(U8(1), X1, s1)
-	t := GP64()
-	MOVQ(U64(0x0ffffffc0fffffff), t)
-	ANDQ(t, r0)
-	MOVQ(U64(0x0ffffffc0ffffffc), t)
-	ANDQ(t, r1)
-	MOVQ(r0, r0m)
-	MOVQ(r1, r1m)
-	MOVQ(r1, t)
-	SHRQ(U8(2), t)
-	ADDQ(r1, t)
-	MOVQ(t, s1m)
+	Comment("r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a",
+		"and b, to the frame: the vector instructions leave the integer",
+		"scheduler to the Poly1305 that waits on them.")
+	VPANDQ(rowsClamp, X0, X12)
+	VMOVDQU64(X12, r0m) // and r1m
+	VPSRLQ(U8(2), X12, X13)
+	VPADDQ(X12, X13, X13)
+	VPEXTRQ(U8(1), X13, s1m)
+	VMOVDQU64(X1, sm)
 
 	// ks[j] is the register with block j's keystream.
 	var ks []VecPhysical
@@ -227,6 +233,21 @@ func shortAEAD(blocks int) {
 		}
 	}
 
+	shortMAC(name, blocks, frame, macSize, ks, r0m, r1m, s1m, sm, sm.Offset(8), GP64())
+	Comment("Clear r and s from the frame.")
+	VPXOR(X0, X0, X0)
+	VMOVDQU(Y0, frame.Offset(macSize))
+	VMOVDQU(X0, sm)
+	VZEROUPPER()
+	RET()
+}
+
+// shortMAC emits the part of a short kernel after the keystream: the
+// message and additional data through byte masks, their MAC input laid
+// out in the frame's first macSize bytes, Poly1305 over it with r and s1
+// at r0m, r1m and s1m, and the tag, plus s0 and s1. ks[j] holds block j's
+// keystream, for j from 1 to blocks−1. t is a scratch register.
+func shortMAC(name string, blocks int, frame Mem, macSize int, ks []VecPhysical, r0m, r1m, s1m Mem, s0, s1 Op, t GPVirtual) {
 	Comment("The additional data through byte mask K2, into the frame. An empty",
 		"buffer is not read: a masked load from an address that would fault,",
 		"such as nil, costs a microcode assist.")
@@ -310,9 +331,4 @@ func shortAEAD(blocks int) {
 	JNZ(LabelRef(name + "_mac"))
 
 	polyTag(gp.h[0], gp.h[1], gp.h[2], gp.t[0], gp.t[1], s0, s1)
-	Comment("Clear r from the frame.")
-	VPXOR(X0, X0, X0)
-	VMOVDQU(Y0, frame.Offset(macSize))
-	VZEROUPPER()
-	RET()
 }
