@@ -24,7 +24,8 @@ import (
 //     with IFMA for long inputs and MULX for the rest; messages of up to 11
 //     blocks with up to 64 bytes of additional data all in one kernel of
 //     chachapoly_amd64.s (2, 4, 8 or 12 blocks in rows of ymm or zmm
-//     registers, Poly1305 with MULX);
+//     registers, or on Zen 5 for up to one block, the rounds split between
+//     xmm rows and general-purpose registers; Poly1305 with MULX);
 //   - "avx2": ChaCha20 8 blocks per pass in ymm registers, Poly1305 with MULX.
 //
 // Without the stitched kernels, long messages go through in pieces of
@@ -38,7 +39,7 @@ func init() {
 			name: "avx512", cipher: c, priority: 30,
 			requires: []string{"AVX", "AVX2", "AVX512F", "AVX512VL", "AVX512BW", "AVX512IFMA", "BMI2"},
 			asmFuncs: append([]string{"chachaXORAVX512", "chachaXORAVX512x17", "chachaXORAVX2", "chachaBlockScalar",
-				"chachaPolyShort2AVX512", "chachaPolyShort4AVX512", "chachaPolyShort8AVX512", "chachaPolyShort12AVX512", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA", "chachaPolyWholeAVX512IFMA"}, poly1305IFMAFuncs...),
+				"chachaPolyShort2AVX512", "chachaPolyShort2SplitAVX512", "chachaPolyShort4AVX512", "chachaPolyShort8AVX512", "chachaPolyShort12AVX512", "chachaPolyHeadAVX512", "chachaPolySealAVX512IFMA", "chachaPolyOpenAVX512IFMA", "chachaPolyWholeAVX512IFMA"}, poly1305IFMAFuncs...),
 			newAEAD: avx512.newAEAD(c == XChaCha20Poly1305),
 		})
 	}
@@ -283,6 +284,15 @@ func tagsEqual(x, y *[16]byte) bool {
 	return d == 0
 }
 
+// shortSplit has messages of up to 64 bytes whose MAC input is three blocks
+// or more (additional data and message, each padded to 16 bytes, and the
+// lengths) run through chachaPolyShort2SplitAVX512 instead of
+// chachaPolyShort2AVX512: on Zen 5, where vector rounds are slow, it is
+// faster from three blocks, and slower at two, where the rows kernel's
+// Poly1305 is short enough to overlap the next message's rounds
+// (BenchmarkChaCha20Poly1305Fastest/Seal/avx512/16 and …/64).
+var shortSplit = amdFamily1Ah
+
 // shortKernel runs the chachaPolyShort{2,4,8,12}AVX512 kernel for a message
 // of len(in) ≤ chachaPolyShortAVX512 bytes with at most 64 bytes of aad:
 // out = in XOR the keystream from block 1, and the tag of aad and the
@@ -291,8 +301,10 @@ func tagsEqual(x, y *[16]byte) bool {
 func shortKernel(out, in, aad []byte, key *[8]uint32, nonce *[12]byte, seal bool, tag *[16]byte) {
 	o, i, ad := firstByte(out), firstByte(in), firstByte(aad)
 	switch {
-	case len(in) <= 64:
+	case twoMACBlocks(len(in), len(aad)) || !shortSplit && len(in) <= 64:
 		chachaPolyShort2AVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
+	case len(in) <= 64:
+		chachaPolyShort2SplitAVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
 	case len(in) <= 192:
 		chachaPolyShort4AVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
 	case len(in) <= 448:
@@ -300,6 +312,17 @@ func shortKernel(out, in, aad []byte, key *[8]uint32, nonce *[12]byte, seal bool
 	default:
 		chachaPolyShort12AVX512(o, i, len(in), ad, len(aad), key, nonce, tag, seal)
 	}
+}
+
+// twoMACBlocks reports whether the MAC input of a message of n bytes with
+// aad bytes of additional data (each padded to 16 bytes, then the lengths)
+// is at most two blocks: at most 16 bytes of one and none of the other.
+// shortKernel asks it first, as the rows kernel's case: that leaves the
+// path of a 16-byte message as short as it is without the split kernel,
+// where counting the blocks before choosing makes
+// BenchmarkChaCha20Poly1305Fastest/Seal/avx512/16 slower.
+func twoMACBlocks(n, aad int) bool {
+	return n+aad <= 16 && (n == 0 || aad == 0)
 }
 
 // takesWhole reports whether the suite runs a message of n bytes with aad

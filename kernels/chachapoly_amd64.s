@@ -251,6 +251,638 @@ chachaPolyShort2AVX512_mac:
 	VZEROUPPER
 	RET
 
+// func chachaPolyShort2SplitAVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
+TEXT ·chachaPolyShort2SplitAVX512(SB), NOSPLIT, $264-65
+	// Block 1 in xmm rows X0–X3, its input in X4–X7.
+	MOVQ    key+40(FP), R15
+	MOVQ    nonce+48(FP), R14
+	VMOVDQU chachaPolySigma<>+0(SB), X4
+	VMOVDQU (R15), X5
+	VMOVDQU 16(R15), X6
+	VPXOR   X7, X7, X7
+	VPINSRD $0x01, (R14), X7, X7
+	VPINSRD $0x02, 4(R14), X7, X7
+	VPINSRD $0x03, 8(R14), X7, X7
+	VPADDD  chachaPolyRowsCtr<>+16(SB), X7, X7
+	VMOVDQA X4, X0
+	VMOVDQA X5, X1
+	VMOVDQA X6, X2
+	VMOVDQA X7, X3
+
+	// Block 0 in general-purpose registers (scalar.go), its word 11 in
+	// the frame while R15 holds word 3.
+	MOVL (R15), SI
+	MOVL 4(R15), DI
+	MOVL 8(R15), R8
+	MOVL 12(R15), R9
+	MOVL 16(R15), CX
+	MOVL 20(R15), DX
+	MOVL 24(R15), BP
+	XORL R10, R10
+	MOVL (R14), R11
+	MOVL 4(R14), R12
+	MOVL 8(R14), R13
+	MOVL 28(R15), AX
+	MOVL AX, 260(SP)
+	MOVL chachaPolySigma<>+0(SB), AX
+	MOVL chachaPolySigma<>+4(SB), BX
+	MOVL chachaPolySigma<>+8(SB), R14
+	MOVL chachaPolySigma<>+12(SB), R15
+	MOVL $0x00000005, 184(SP)
+
+	// 5 double rounds of block 1 in xmm rows, each with two of block 0's.
+split_mixed:
+	VPADDD X1, X0, X0
+	ADDL   SI, AX
+	ADDL   DI, BX
+	ADDL   R8, R14
+	ADDL   R9, R15
+	XORL   AX, R10
+	XORL   BX, R11
+	XORL   R14, R12
+	XORL   R15, R13
+	VPXORD X0, X3, X3
+	ROLL   $0x10, R10
+	ROLL   $0x10, R11
+	ROLL   $0x10, R12
+	ROLL   $0x10, R13
+	MOVL   R15, 256(SP)
+	MOVL   260(SP), R15
+	ADDL   R10, CX
+	VPROLD $0x10, X3, X3
+	ADDL   R11, DX
+	ADDL   R12, BP
+	ADDL   R13, R15
+	XORL   CX, SI
+	XORL   DX, DI
+	XORL   BP, R8
+	XORL   R15, R9
+	VPADDD X3, X2, X2
+	ROLL   $0x0c, SI
+	ROLL   $0x0c, DI
+	ROLL   $0x0c, R8
+	ROLL   $0x0c, R9
+	MOVL   R15, 260(SP)
+	MOVL   256(SP), R15
+	ADDL   SI, AX
+	VPXORD X2, X1, X1
+	ADDL   DI, BX
+	ADDL   R8, R14
+	ADDL   R9, R15
+	XORL   AX, R10
+	XORL   BX, R11
+	XORL   R14, R12
+	XORL   R15, R13
+	ROLL   $0x08, R10
+	VPROLD $0x0c, X1, X1
+	ROLL   $0x08, R11
+	ROLL   $0x08, R12
+	ROLL   $0x08, R13
+	MOVL   R15, 256(SP)
+	MOVL   260(SP), R15
+	ADDL   R10, CX
+	ADDL   R11, DX
+	VPADDD X1, X0, X0
+	ADDL   R12, BP
+	ADDL   R13, R15
+	XORL   CX, SI
+	XORL   DX, DI
+	XORL   BP, R8
+	XORL   R15, R9
+	ROLL   $0x07, SI
+	VPXORD X0, X3, X3
+	ROLL   $0x07, DI
+	ROLL   $0x07, R8
+	ROLL   $0x07, R9
+	MOVL   R15, 260(SP)
+	MOVL   256(SP), R15
+	ADDL   DI, AX
+	ADDL   R8, BX
+	VPROLD $0x08, X3, X3
+	ADDL   R9, R14
+	ADDL   SI, R15
+	XORL   AX, R13
+	XORL   BX, R10
+	XORL   R14, R11
+	XORL   R15, R12
+	ROLL   $0x10, R13
+	ROLL   $0x10, R10
+	VPADDD X3, X2, X2
+	ROLL   $0x10, R11
+	ROLL   $0x10, R12
+	MOVL   R15, 256(SP)
+	MOVL   260(SP), R15
+	ADDL   R13, BP
+	ADDL   R10, R15
+	ADDL   R11, CX
+	VPXORD X2, X1, X1
+	ADDL   R12, DX
+	XORL   BP, DI
+	XORL   R15, R8
+	XORL   CX, R9
+	XORL   DX, SI
+	ROLL   $0x0c, DI
+	ROLL   $0x0c, R8
+	VPROLD $0x07, X1, X1
+	ROLL   $0x0c, R9
+	ROLL   $0x0c, SI
+	MOVL   R15, 260(SP)
+	MOVL   256(SP), R15
+	ADDL   DI, AX
+	ADDL   R8, BX
+	ADDL   R9, R14
+
+	// Diagonals to columns: lane word j of each row in the quarter round
+	// of b's word j.
+	ADDL    SI, R15
+	XORL    AX, R13
+	XORL    BX, R10
+	XORL    R14, R11
+	XORL    R15, R12
+	ROLL    $0x08, R13
+	ROLL    $0x08, R10
+	VPSHUFD $0x93, X0, X0
+	ROLL    $0x08, R11
+	ROLL    $0x08, R12
+	MOVL    R15, 256(SP)
+	MOVL    260(SP), R15
+	ADDL    R13, BP
+	ADDL    R10, R15
+	ADDL    R11, CX
+	ADDL    R12, DX
+	VPSHUFD $0x4e, X3, X3
+	XORL    BP, DI
+	XORL    R15, R8
+	XORL    CX, R9
+	XORL    DX, SI
+	ROLL    $0x07, DI
+	ROLL    $0x07, R8
+	ROLL    $0x07, R9
+	VPSHUFD $0x39, X2, X2
+	ROLL    $0x07, SI
+	MOVL    R15, 260(SP)
+	MOVL    256(SP), R15
+	ADDL    SI, AX
+	ADDL    DI, BX
+	ADDL    R8, R14
+	ADDL    R9, R15
+	VPADDD  X1, X0, X0
+	XORL    AX, R10
+	XORL    BX, R11
+	XORL    R14, R12
+	XORL    R15, R13
+	ROLL    $0x10, R10
+	ROLL    $0x10, R11
+	ROLL    $0x10, R12
+	VPXORD  X0, X3, X3
+	ROLL    $0x10, R13
+	MOVL    R15, 256(SP)
+	MOVL    260(SP), R15
+	ADDL    R10, CX
+	ADDL    R11, DX
+	ADDL    R12, BP
+	ADDL    R13, R15
+	XORL    CX, SI
+	VPROLD  $0x10, X3, X3
+	XORL    DX, DI
+	XORL    BP, R8
+	XORL    R15, R9
+	ROLL    $0x0c, SI
+	ROLL    $0x0c, DI
+	ROLL    $0x0c, R8
+	ROLL    $0x0c, R9
+	VPADDD  X3, X2, X2
+	MOVL    R15, 260(SP)
+	MOVL    256(SP), R15
+	ADDL    SI, AX
+	ADDL    DI, BX
+	ADDL    R8, R14
+	ADDL    R9, R15
+	XORL    AX, R10
+	VPXORD  X2, X1, X1
+	XORL    BX, R11
+	XORL    R14, R12
+	XORL    R15, R13
+	ROLL    $0x08, R10
+	ROLL    $0x08, R11
+	ROLL    $0x08, R12
+	ROLL    $0x08, R13
+	VPROLD  $0x0c, X1, X1
+	MOVL    R15, 256(SP)
+	MOVL    260(SP), R15
+	ADDL    R10, CX
+	ADDL    R11, DX
+	ADDL    R12, BP
+	ADDL    R13, R15
+	XORL    CX, SI
+	VPADDD  X1, X0, X0
+	XORL    DX, DI
+	XORL    BP, R8
+	XORL    R15, R9
+	ROLL    $0x07, SI
+	ROLL    $0x07, DI
+	ROLL    $0x07, R8
+	ROLL    $0x07, R9
+	MOVL    R15, 260(SP)
+	VPXORD  X0, X3, X3
+	MOVL    256(SP), R15
+	ADDL    DI, AX
+	ADDL    R8, BX
+	ADDL    R9, R14
+	ADDL    SI, R15
+	XORL    AX, R13
+	XORL    BX, R10
+	VPROLD  $0x08, X3, X3
+	XORL    R14, R11
+	XORL    R15, R12
+	ROLL    $0x10, R13
+	ROLL    $0x10, R10
+	ROLL    $0x10, R11
+	ROLL    $0x10, R12
+	MOVL    R15, 256(SP)
+	VPADDD  X3, X2, X2
+	MOVL    260(SP), R15
+	ADDL    R13, BP
+	ADDL    R10, R15
+	ADDL    R11, CX
+	ADDL    R12, DX
+	XORL    BP, DI
+	XORL    R15, R8
+	VPXORD  X2, X1, X1
+	XORL    CX, R9
+	XORL    DX, SI
+	ROLL    $0x0c, DI
+	ROLL    $0x0c, R8
+	ROLL    $0x0c, R9
+	ROLL    $0x0c, SI
+	MOVL    R15, 260(SP)
+	MOVL    256(SP), R15
+	VPROLD  $0x07, X1, X1
+	ADDL    DI, AX
+	ADDL    R8, BX
+	ADDL    R9, R14
+	ADDL    SI, R15
+	XORL    AX, R13
+	XORL    BX, R10
+	XORL    R14, R11
+	VPSHUFD $0x39, X0, X0
+	XORL    R15, R12
+	ROLL    $0x08, R13
+	ROLL    $0x08, R10
+	ROLL    $0x08, R11
+	ROLL    $0x08, R12
+	MOVL    R15, 256(SP)
+	MOVL    260(SP), R15
+	VPSHUFD $0x4e, X3, X3
+	ADDL    R13, BP
+	ADDL    R10, R15
+	ADDL    R11, CX
+	ADDL    R12, DX
+	XORL    BP, DI
+	XORL    R15, R8
+	XORL    CX, R9
+	VPSHUFD $0x93, X2, X2
+	XORL    DX, SI
+	ROLL    $0x07, DI
+	ROLL    $0x07, R8
+	ROLL    $0x07, R9
+	ROLL    $0x07, SI
+	MOVL    R15, 260(SP)
+	MOVL    256(SP), R15
+	DECL    184(SP)
+	JNZ     split_mixed
+
+	// r (clamped) and s from block 0's first 8 words plus its input.
+	MOVL R15, 256(SP)
+	MOVQ key+40(FP), R15
+	ADDL chachaPolySigma<>+0(SB), AX
+	ADDL chachaPolySigma<>+4(SB), BX
+	ADDL chachaPolySigma<>+8(SB), R14
+	ADDL (R15), SI
+	ADDL 4(R15), DI
+	ADDL 8(R15), R8
+	ADDL 12(R15), R9
+	MOVL 256(SP), DX
+	ADDL chachaPolySigma<>+12(SB), DX
+	MOVQ $0x00000000, 256(SP)
+	SHLQ $0x20, BX
+	ORQ  BX, AX
+	SHLQ $0x20, DX
+	ORQ  DX, R14
+	SHLQ $0x20, DI
+	ORQ  DI, SI
+	SHLQ $0x20, R9
+	ORQ  R9, R8
+	MOVQ SI, 168(SP)
+	MOVQ R8, 176(SP)
+	MOVQ $0x0ffffffc0fffffff, CX
+	ANDQ CX, AX
+	MOVQ $0x0ffffffc0ffffffc, CX
+	ANDQ CX, R14
+	MOVQ AX, 144(SP)
+	MOVQ R14, 152(SP)
+	MOVQ R14, CX
+	SHRQ $0x02, CX
+	ADDQ R14, CX
+	MOVQ CX, 160(SP)
+
+	// Block 1's other 5 double rounds in general-purpose registers, its
+	// words 3 and 11 taking turns in R15 from their places in the frame.
+	VMOVDQU X0, 192(SP)
+	VMOVDQU X1, 208(SP)
+	VMOVDQU X2, 224(SP)
+	VMOVDQU X3, 240(SP)
+	MOVL    192(SP), AX
+	MOVL    196(SP), BX
+	MOVL    200(SP), R14
+	MOVL    208(SP), SI
+	MOVL    212(SP), DI
+	MOVL    216(SP), R8
+	MOVL    220(SP), R9
+	MOVL    224(SP), CX
+	MOVL    228(SP), DX
+	MOVL    232(SP), BP
+	MOVL    240(SP), R10
+	MOVL    244(SP), R11
+	MOVL    248(SP), R12
+	MOVL    252(SP), R13
+	MOVL    204(SP), R15
+	MOVL    $0x00000005, 184(SP)
+
+split_scalar:
+	ADDL SI, AX
+	ADDL DI, BX
+	ADDL R8, R14
+	ADDL R9, R15
+	XORL AX, R10
+	XORL BX, R11
+	XORL R14, R12
+	XORL R15, R13
+	ROLL $0x10, R10
+	ROLL $0x10, R11
+	ROLL $0x10, R12
+	ROLL $0x10, R13
+	MOVL R15, 204(SP)
+	MOVL 236(SP), R15
+	ADDL R10, CX
+	ADDL R11, DX
+	ADDL R12, BP
+	ADDL R13, R15
+	XORL CX, SI
+	XORL DX, DI
+	XORL BP, R8
+	XORL R15, R9
+	ROLL $0x0c, SI
+	ROLL $0x0c, DI
+	ROLL $0x0c, R8
+	ROLL $0x0c, R9
+	MOVL R15, 236(SP)
+	MOVL 204(SP), R15
+	ADDL SI, AX
+	ADDL DI, BX
+	ADDL R8, R14
+	ADDL R9, R15
+	XORL AX, R10
+	XORL BX, R11
+	XORL R14, R12
+	XORL R15, R13
+	ROLL $0x08, R10
+	ROLL $0x08, R11
+	ROLL $0x08, R12
+	ROLL $0x08, R13
+	MOVL R15, 204(SP)
+	MOVL 236(SP), R15
+	ADDL R10, CX
+	ADDL R11, DX
+	ADDL R12, BP
+	ADDL R13, R15
+	XORL CX, SI
+	XORL DX, DI
+	XORL BP, R8
+	XORL R15, R9
+	ROLL $0x07, SI
+	ROLL $0x07, DI
+	ROLL $0x07, R8
+	ROLL $0x07, R9
+	MOVL R15, 236(SP)
+	MOVL 204(SP), R15
+	ADDL DI, AX
+	ADDL R8, BX
+	ADDL R9, R14
+	ADDL SI, R15
+	XORL AX, R13
+	XORL BX, R10
+	XORL R14, R11
+	XORL R15, R12
+	ROLL $0x10, R13
+	ROLL $0x10, R10
+	ROLL $0x10, R11
+	ROLL $0x10, R12
+	MOVL R15, 204(SP)
+	MOVL 236(SP), R15
+	ADDL R13, BP
+	ADDL R10, R15
+	ADDL R11, CX
+	ADDL R12, DX
+	XORL BP, DI
+	XORL R15, R8
+	XORL CX, R9
+	XORL DX, SI
+	ROLL $0x0c, DI
+	ROLL $0x0c, R8
+	ROLL $0x0c, R9
+	ROLL $0x0c, SI
+	MOVL R15, 236(SP)
+	MOVL 204(SP), R15
+	ADDL DI, AX
+	ADDL R8, BX
+	ADDL R9, R14
+	ADDL SI, R15
+	XORL AX, R13
+	XORL BX, R10
+	XORL R14, R11
+	XORL R15, R12
+	ROLL $0x08, R13
+	ROLL $0x08, R10
+	ROLL $0x08, R11
+	ROLL $0x08, R12
+	MOVL R15, 204(SP)
+	MOVL 236(SP), R15
+	ADDL R13, BP
+	ADDL R10, R15
+	ADDL R11, CX
+	ADDL R12, DX
+	XORL BP, DI
+	XORL R15, R8
+	XORL CX, R9
+	XORL DX, SI
+	ROLL $0x07, DI
+	ROLL $0x07, R8
+	ROLL $0x07, R9
+	ROLL $0x07, SI
+	MOVL R15, 236(SP)
+	MOVL 204(SP), R15
+	DECL 184(SP)
+	JNZ  split_scalar
+
+	// Block 1's keystream: its words paired into 64-bit registers, to
+	// X8–X11, plus its input, and together in Z8.
+	SHLQ         $0x20, R15
+	ORQ          R15, R14
+	MOVL         236(SP), R15
+	SHLQ         $0x20, BX
+	ORQ          BX, AX
+	SHLQ         $0x20, DI
+	ORQ          DI, SI
+	SHLQ         $0x20, R9
+	ORQ          R9, R8
+	SHLQ         $0x20, DX
+	ORQ          DX, CX
+	SHLQ         $0x20, R15
+	ORQ          R15, BP
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	SHLQ         $0x20, R13
+	ORQ          R13, R12
+	VMOVQ        AX, X8
+	VPINSRQ      $0x01, R14, X8, X8
+	VPADDD       X4, X8, X8
+	VMOVQ        SI, X9
+	VPINSRQ      $0x01, R8, X9, X9
+	VPADDD       X5, X9, X9
+	VMOVQ        CX, X10
+	VPINSRQ      $0x01, BP, X10, X10
+	VPADDD       X6, X10, X10
+	VMOVQ        R10, X11
+	VPINSRQ      $0x01, R12, X11, X11
+	VPADDD       X7, X11, X11
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VINSERTI64X4 $0x01, Y10, Z8, Z8
+
+	// The additional data through byte mask K2, into the frame. An empty
+	// buffer is not read: a masked load from an address that would fault,
+	// such as nil, costs a microcode assist.
+	MOVQ       n+16(FP), DX
+	MOVQ       aadLen+32(FP), BX
+	VPXORQ     Z22, Z22, Z22
+	TESTQ      BX, BX
+	JZ         chachaPolyShort2SplitAVX512_noaad
+	MOVQ       $-1, CX
+	BZHIQ      BX, CX, CX
+	KMOVQ      CX, K2
+	MOVQ       aad+24(FP), AX
+	VMOVDQU8.Z (AX), K2, Z22
+
+chachaPolyShort2SplitAVX512_noaad:
+	VMOVDQU64 Z22, (SP)
+
+	// The message, 64 bytes at a time through byte mask K1: the output,
+	// and the ciphertext (the output when sealing, the input when opening)
+	// after the additional data, padded, in the frame.
+	LEAQ  15(BX), AX
+	ANDQ  $-16, AX
+	MOVQ  in+8(FP), SI
+	MOVQ  out+0(FP), DI
+	MOVQ  DX, R8
+	MOVL  $0x00000040, R9
+	TESTQ R8, R8
+	JZ    chachaPolyShort2SplitAVX512_data_done
+
+	// Block 1.
+	MOVQ       R8, CX
+	CMPQ       R8, R9
+	CMOVQCC    R9, CX
+	SUBQ       CX, R8
+	MOVQ       $-1, R8
+	BZHIQ      CX, R8, R8
+	KMOVQ      R8, K1
+	VMOVDQU8.Z (SI), K1, Z20
+	VPXORQ     Z8, Z20, Z21
+	VMOVDQU8   Z21, K1, (DI)
+	CMPB       seal+64(FP), $0x00
+	JE         chachaPolyShort2SplitAVX512_open1
+	VMOVDQU8.Z Z21, K1, Z20
+
+chachaPolyShort2SplitAVX512_open1:
+	VMOVDQU64 Z20, (SP)(AX*1)
+
+chachaPolyShort2SplitAVX512_data_done:
+	// The lengths after the ciphertext, padded.
+	LEAQ 15(DX), CX
+	ANDQ $-16, CX
+	ADDQ CX, AX
+	MOVQ BX, (SP)(AX*1)
+	MOVQ DX, 8(SP)(AX*1)
+	SHRQ $0x04, AX
+	INCQ AX
+
+	// Poly1305 over the MAC input, a block at a time.
+	XORL CX, CX
+	XORL BX, BX
+	XORL SI, SI
+	LEAQ (SP), R11
+
+chachaPolyShort2SplitAVX512_mac:
+	ADDQ  (R11), CX
+	ADCQ  8(R11), BX
+	ADCQ  $0x01, SI
+	MOVQ  CX, DX
+	MULXQ 144(SP), DI, R8
+	MULXQ 152(SP), R9, R10
+	MOVQ  BX, DX
+	MULXQ 160(SP), CX, BX
+	ADDQ  CX, DI
+	ADCQ  BX, R8
+	MULXQ 144(SP), CX, BX
+	ADDQ  CX, R9
+	ADCQ  BX, R10
+	MOVQ  160(SP), CX
+	IMULQ SI, CX
+	ADDQ  CX, R9
+	ADCQ  $0x00, R10
+	IMULQ 144(SP), SI
+	ADDQ  R8, R9
+	ADCQ  SI, R10
+	MOVQ  R10, SI
+	ANDQ  $0x03, SI
+	MOVQ  R10, BX
+	SHRQ  $0x02, BX
+	ANDQ  $-4, R10
+	ADDQ  BX, R10
+	ADDQ  R10, DI
+	ADCQ  $0x00, R9
+	ADCQ  $0x00, SI
+	MOVQ  DI, CX
+	MOVQ  R9, BX
+	ADDQ  $0x10, R11
+	DECQ  AX
+	JNZ   chachaPolyShort2SplitAVX512_mac
+
+	// The tag: h mod 2¹³⁰−5 (h < 2p, so one conditional subtraction of p,
+	// that is adding 5 and dropping 2¹³⁰), plus s, mod 2¹²⁸.
+	MOVQ    CX, DI
+	ADDQ    $0x05, DI
+	MOVQ    BX, R9
+	ADCQ    $0x00, R9
+	ADCQ    $0x00, SI
+	SHRQ    $0x02, SI
+	CMOVQNE DI, CX
+	CMOVQNE R9, BX
+	ADDQ    168(SP), CX
+	ADCQ    176(SP), BX
+	MOVQ    tag+56(FP), AX
+	MOVQ    CX, (AX)
+	MOVQ    BX, 8(AX)
+
+	// Clear r, s and block 1's state from the frame.
+	VPXORQ    Z0, Z0, Z0
+	VMOVDQU64 Z0, 144(SP)
+	VMOVDQU64 Z0, 192(SP)
+	VZEROUPPER
+	RET
+
 // func chachaPolyShort4AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, CMOV
 TEXT ·chachaPolyShort4AVX512(SB), NOSPLIT, $320-65

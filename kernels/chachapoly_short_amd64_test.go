@@ -56,3 +56,47 @@ func TestChaChaPolyShortAEAD(t *testing.T) {
 		}
 	}
 }
+
+// oneBlockKernels are the two kernels for messages of up to 64 bytes, of
+// which the AEAD uses one or the other by host and length (shortSplit).
+var oneBlockKernels = []struct {
+	name string
+	fn   func(out, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
+}{
+	{"chachaPolyShort2AVX512", chachaPolyShort2AVX512},
+	{"chachaPolyShort2SplitAVX512", chachaPolyShort2SplitAVX512},
+}
+
+// Both one-block kernels, called directly, so that each is tested on every
+// host that can run them whichever the AEAD chooses: every message length
+// 0…64 with every additional-data length 0…64, sealing and opening,
+// against x/crypto, with a canary after the output.
+func TestChaChaPolyOneBlockKernels(t *testing.T) {
+	skipWithoutStitched(t)
+	r := newRand(t)
+	canary := []byte{0xa5, 0x5a, 0xa5, 0x5a}
+	for _, k := range oneBlockKernels {
+		for n := 0; n <= 64; n++ {
+			for aadLen := 0; aadLen <= 64; aadLen++ {
+				key, nonce, pt, aad := r.bytes(32), r.bytes(12), r.bytes(n), r.bytes(aadLen)
+				want := xcryptoSeal(t, ChaCha20Poly1305, key, nonce, pt, aad)
+				kw, _ := chachaWords(key, nonce)
+				out := append(make([]byte, n), canary...)
+				var tag [16]byte
+				k.fn(&out[0], firstByte(pt), n, firstByte(aad), aadLen, kw, (*[12]byte)(nonce), &tag, true)
+				if !bytes.Equal(out[:n], want[:n]) || !bytes.Equal(tag[:], want[n:]) {
+					t.Fatalf("%s: len %d, aad %d: sealing differs from x/crypto", k.name, n, aadLen)
+				}
+				if !bytes.Equal(out[n:], canary) {
+					t.Fatalf("%s: len %d, aad %d: wrote past its output", k.name, n, aadLen)
+				}
+				clear(out[:n])
+				tag = [16]byte{}
+				k.fn(&out[0], firstByte(want[:n]), n, firstByte(aad), aadLen, kw, (*[12]byte)(nonce), &tag, false)
+				if !bytes.Equal(out[:n], pt) || !bytes.Equal(tag[:], want[n:]) {
+					t.Fatalf("%s: len %d, aad %d: opening differs from x/crypto", k.name, n, aadLen)
+				}
+			}
+		}
+	}
+}

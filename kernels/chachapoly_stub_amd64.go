@@ -14,6 +14,12 @@ package kernels
 //go:noescape
 func chachaPolyShort2AVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
 
+// chachaPolyShort2SplitAVX512 computes what chachaPolyShort2AVX512 computes, for n ≤ 64,
+// with block 0 and half of block 1's rounds in general-purpose registers.
+//
+//go:noescape
+func chachaPolyShort2SplitAVX512(out *byte, in *byte, n int, aad *byte, aadLen int, key *[8]uint32, nonce *[12]byte, tag *[16]byte, seal bool)
+
 // chachaPolyShort4AVX512 sets out[:n] = in[:n] XOR the ChaCha20 keystream from block
 // 1 on for key and nonce, and writes to tag the Poly1305 tag (RFC 8439
 // §2.8) of the n ≤ 192 bytes of ciphertext (out when sealing, in when

@@ -10,3 +10,9 @@ import "github.com/klauspost/cpuid/v2"
 // dispatch it serves, so that purego builds, which have no such choice, do
 // not carry it.
 var amdFamily19h = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19
+
+// amdFamily1Ah is set on AMD processors of family 1Ah (Zen 5), whose vector
+// integer instructions take 2 cycles where the general-purpose ones take 1:
+// there the short ChaCha20-Poly1305 kernel runs half of its rounds in
+// general-purpose registers (chachaPolyShort2SplitAVX512).
+var amdFamily1Ah = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x1a

@@ -33,6 +33,7 @@ import (
 func shortKernels() {
 	rowsData()
 	shortAEAD(2)
+	shortSplit()
 	shortAEAD(4)
 	shortAEAD(8)
 	shortAEAD(12)
