@@ -48,6 +48,13 @@ const (
 // pass alone is the faster (BenchmarkChaCha20Wide17).
 var chachaWide17 = amdFamily19h
 
+// chachaOneScalar has the AVX-512 kernel compute a message's last block in
+// general-purpose registers when it is its only one, as the AVX2 kernel
+// does: on Zen 5 (family 1Ah) a vector rotate, add or xor takes 2 cycles
+// where its general-purpose counterpart takes 1, so one block in rows takes
+// about twice as long (BenchmarkStream/chacha20/avx512/64).
+var chachaOneScalar = amdFamily1Ah
+
 // blocks runs the kernel over len(src) > 0 bytes of src, starting at the
 // block of state; len(dst) >= len(src). It XORs the first done bytes into
 // dst, a multiple of 64, and leaves the keystream of the block that holds the
@@ -57,10 +64,10 @@ var chachaWide17 = amdFamily19h
 // general-purpose registers, whose rotations have a shorter dependency chain
 // than AVX2's shifts. AVX-512 rotates in one instruction, and its
 // kernel computes up to 4 blocks in the row layout (streamRows in
-// _asm/chachapoly), the faster for one block too
-// (BenchmarkStream/chacha20/avx512/64). Where chachaWide17 is set it takes
-// groups of 17 blocks first, 16 in zmm registers and one in general-purpose
-// registers at the same time.
+// _asm/chachapoly), the faster for one block too, but where chachaOneScalar
+// is set (BenchmarkStream/chacha20/avx512/64). Where chachaWide17 is set it
+// takes groups of 17 blocks first, 16 in zmm registers and one in
+// general-purpose registers at the same time.
 func (k chachaKernel) blocks(dst, src []byte, state *[16]uint32, ks *[64]byte) (done int) {
 	const group = 17 * 64
 	if k == chachaAVX512 && chachaWide17 && len(src) >= group {
@@ -73,7 +80,7 @@ func (k chachaKernel) blocks(dst, src []byte, state *[16]uint32, ks *[64]byte) (
 		}
 	}
 	n := len(src) - done
-	if n <= 64 && k != chachaAVX512 {
+	if n <= 64 && (k != chachaAVX512 || chachaOneScalar) {
 		chachaBlockScalar(state, ks)
 		return done
 	}
