@@ -115,8 +115,7 @@ short2_doubleround:
 	VPADDD  Y7, Y3, Y3
 
 	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
-	// and b, to the frame: the vector instructions leave the integer
-	// scheduler to the Poly1305 that waits on them.
+	// and b, to the frame.
 	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
 	VMOVDQU64 X12, 144(SP)
 	VPSRLQ    $0x02, X12, X13
@@ -946,8 +945,7 @@ short4_doubleround:
 	VPADDD  Z7, Z3, Z3
 
 	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
-	// and b, to the frame: the vector instructions leave the integer
-	// scheduler to the Poly1305 that waits on them.
+	// and b, to the frame.
 	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
 	VMOVDQU64 X12, 272(SP)
 	VPSRLQ    $0x02, X12, X13
@@ -1229,8 +1227,7 @@ short8_doubleround:
 	VPADDD  Z15, Z11, Z11
 
 	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
-	// and b, to the frame: the vector instructions leave the integer
-	// scheduler to the Poly1305 that waits on them.
+	// and b, to the frame.
 	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
 	VMOVDQU64 X12, 528(SP)
 	VPSRLQ    $0x02, X12, X13
@@ -1639,8 +1636,7 @@ short12_doubleround:
 	VPADDD  Z14, Z19, Z19
 
 	// r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a
-	// and b, to the frame: the vector instructions leave the integer
-	// scheduler to the Poly1305 that waits on them.
+	// and b, to the frame.
 	VPANDQ    chachaPolyClamp<>+0(SB), X0, X12
 	VMOVDQU64 X12, 784(SP)
 	VPSRLQ    $0x02, X12, X13

@@ -136,7 +136,7 @@ func shortAEAD(blocks int) {
 		"bytes may be nil.")
 	// Frame: the MAC input (additional data and ciphertext, both padded to
 	// 16 bytes and written 64 bytes at a time, and the lengths), then r0,
-	// r1, s1.
+	// r1, s1, a spare word, and s.
 	macSize := 64 + maxN + 16
 	frame := AllocLocal(macSize + 48)
 	r0m, r1m, s1m := frame.Offset(macSize), frame.Offset(macSize+8), frame.Offset(macSize+16)
@@ -199,9 +199,13 @@ func shortAEAD(blocks int) {
 		}
 	}
 
+	// r (clamped), s1 and s go to the frame from vector registers: every
+	// integer instruction that waits on the rounds takes a place in the
+	// integer scheduler, and a short message's Poly1305 needs them all for
+	// the core to overlap it with the next message's rounds
+	// (BenchmarkChaCha20Poly1305Fastest/Seal/avx512/16).
 	Comment("r (clamped), s1 = r1 + r1/4 and s from block 0, in lane 0 of rows a",
-		"and b, to the frame: the vector instructions leave the integer",
-		"scheduler to the Poly1305 that waits on them.")
+		"and b, to the frame.")
 	VPANDQ(rowsClamp, X0, X12)
 	VMOVDQU64(X12, r0m) // and r1m
 	VPSRLQ(U8(2), X12, X13)
