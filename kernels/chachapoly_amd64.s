@@ -271,6 +271,7 @@ TEXT ·chachaPolyShort2SplitAVX512(SB), NOSPLIT, $264-65
 
 	// Block 0 in general-purpose registers (scalar.go), its word 11 in
 	// the frame while R15 holds word 3.
+	XORL R10, R10
 	MOVL (R15), SI
 	MOVL 4(R15), DI
 	MOVL 8(R15), R8
@@ -278,7 +279,6 @@ TEXT ·chachaPolyShort2SplitAVX512(SB), NOSPLIT, $264-65
 	MOVL 16(R15), CX
 	MOVL 20(R15), DX
 	MOVL 24(R15), BP
-	XORL R10, R10
 	MOVL (R14), R11
 	MOVL 4(R14), R12
 	MOVL 8(R14), R13
@@ -564,7 +564,6 @@ split_mixed:
 	ADDL 12(R15), R9
 	MOVL 256(SP), DX
 	ADDL chachaPolySigma<>+12(SB), DX
-	MOVQ $0x00000000, 256(SP)
 	SHLQ $0x20, BX
 	ORQ  BX, AX
 	SHLQ $0x20, DX
@@ -573,6 +572,7 @@ split_mixed:
 	ORQ  DI, SI
 	SHLQ $0x20, R9
 	ORQ  R9, R8
+	MOVQ $0x00000000, 256(SP)
 	MOVQ SI, 168(SP)
 	MOVQ R8, 176(SP)
 	MOVQ $0x0ffffffc0fffffff, CX

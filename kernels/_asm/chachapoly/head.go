@@ -70,16 +70,7 @@ func headBody(in headIn) {
 	}
 	// The input state's words: the constants, key and nonce from memory
 	// (key in R15, nonce in R14 when read), the counter apart.
-	word := func(w int) Mem {
-		switch {
-		case w < 4:
-			return rowsSigma.Offset(4 * w)
-		case w < 12:
-			return Mem{Base: R15, Disp: 4 * (w - 4)}
-		default:
-			return Mem{Base: R14, Disp: 4 * (w - 13)}
-		}
-	}
+	word := scalarInput
 
 	Comment("Counters: counter+1 … counter+16 in zmm, counter for the scalar block.")
 	in.counter(R10L) // the scalar block's word 12
@@ -95,20 +86,7 @@ func headBody(in headIn) {
 		}
 		VPBROADCASTD(word(i), zmm(i))
 	}
-	for w := 4; w < 16; w++ {
-		if r, ok := scalarReg[w]; ok && w != 12 {
-			MOVL(word(w), r)
-		}
-	}
-	MOVL(word(11), EAX)
-	MOVL(EAX, fSlot11)
-	for w := 0; w < 4; w++ {
-		r := R15L
-		if w < 3 {
-			r = scalarReg[w]
-		}
-		MOVL(word(w), r)
-	}
+	loadScalarInput(fSlot11)
 	MOVL(U32(headLead), fRounds)
 
 	Commentf("%d double rounds of the zmm blocks, each with two of block 0's.", headLead)
@@ -131,17 +109,7 @@ func headBody(in headIn) {
 	// The first 8 words plus the input state, paired into 64-bit words in
 	// registers: stored 8 bytes at a time, they reach the loads that read
 	// them (the caller's, 8 bytes at a time) straight from the store queue.
-	g.op2(MOVL, R15L, fSlot3) // word 3
-	g.do(func() { in.key(R15) })
-	for _, w := range []int{0, 1, 2, 4, 5, 6, 7} {
-		g.op2(ADDL, word(w), scalarReg[w])
-	}
-	g.op2(MOVL, fSlot3, EDX) // word 9's register, no longer needed
-	g.op2(ADDL, word(3), EDX)
-	for _, p := range [][2]Register{{RAX, RBX}, {R14, RDX}, {RSI, RDI}, {R8, R9}} {
-		g.op(SHLQ, U8(32), p[1])
-		g.op2(ORQ, p[1], p[0])
-	}
+	scalarKeyWords(&g, fSlot3, func() { in.key(R15) })
 	g.do(func() { in.polyKey(RCX) })
 	for i, r := range []Register{RAX, R14, RSI, R8} {
 		g.op2(MOVQ, r, Mem{Base: RCX, Disp: 8 * i})

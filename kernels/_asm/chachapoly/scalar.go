@@ -161,3 +161,57 @@ func chachaScalar() {
 	}
 	RET()
 }
+
+// scalarInput returns where word w of a block's input state is while R15
+// holds the key's address and R14 the nonce's: the constants, the key and
+// the nonce. Word 12, the block counter, is the caller's.
+func scalarInput(w int) Mem {
+	switch {
+	case w < 4:
+		return rowsSigma.Offset(4 * w)
+	case w < 12:
+		return Mem{Base: R15, Disp: 4 * (w - 4)}
+	default:
+		return Mem{Base: R14, Disp: 4 * (w - 13)}
+	}
+}
+
+// loadScalarInput loads a block's input state from scalarInput into the
+// scalar layout, all but word 12: word 11 to slot11 (through EAX), words 2
+// and 3 last, into R14 and R15, which held the nonce's and the key's
+// addresses.
+func loadScalarInput(slot11 Mem) {
+	for w := 4; w < 16; w++ {
+		if r, ok := scalarReg[w]; ok && w != 12 {
+			MOVL(scalarInput(w), r)
+		}
+	}
+	MOVL(scalarInput(11), EAX)
+	MOVL(EAX, slot11)
+	for w := 0; w < 4; w++ {
+		r := R15L
+		if w < 3 {
+			r = scalarReg[w]
+		}
+		MOVL(scalarInput(w), r)
+	}
+}
+
+// scalarKeyWords appends to s the instructions that turn a scalar block
+// whose rounds are done, word 3 in R15 and word 11 parked, into its
+// keystream's first 32 bytes (the Poly1305 key) in four registers: RAX
+// words 0 and 1, R14 words 2 and 3, RSI 4 and 5, R8 6 and 7. loadKey loads
+// the key's address into R15; slot3 is a free slot for word 3.
+func scalarKeyWords(s *stream, slot3 Mem, loadKey func()) {
+	s.op2(MOVL, R15L, slot3)
+	s.do(loadKey)
+	for _, w := range []int{0, 1, 2, 4, 5, 6, 7} {
+		s.op2(ADDL, scalarInput(w), scalarReg[w])
+	}
+	s.op2(MOVL, slot3, EDX) // word 9's register, no longer needed
+	s.op2(ADDL, scalarInput(3), EDX)
+	for _, p := range [][2]Register{{RAX, RBX}, {R14, RDX}, {RSI, RDI}, {R8, R9}} {
+		s.op(SHLQ, U8(32), p[1])
+		s.op2(ORQ, p[1], p[0])
+	}
+}

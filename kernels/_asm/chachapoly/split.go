@@ -57,41 +57,14 @@ func shortSplit() {
 
 	Comment("Block 0 in general-purpose registers (scalar.go), its word 11 in",
 		"the frame while R15 holds word 3.")
-	word := func(w int) Mem {
-		switch {
-		case w < 4:
-			return rowsSigma.Offset(4 * w)
-		case w < 12:
-			return Mem{Base: R15, Disp: 4 * (w - 4)}
-		default:
-			return Mem{Base: R14, Disp: 4 * (w - 13)}
-		}
-	}
 	slot0 := func(w int) Mem {
 		if w == 3 {
 			return slots0
 		}
 		return slots0.Offset(4)
 	}
-	for w := 4; w < 16; w++ {
-		r, ok := scalarReg[w]
-		switch {
-		case !ok:
-		case w == 12:
-			XORL(r, r) // block 0's counter
-		default:
-			MOVL(word(w), r)
-		}
-	}
-	MOVL(word(11), EAX)
-	MOVL(EAX, slot0(11))
-	for w := 0; w < 4; w++ {
-		r := R15L
-		if w < 3 {
-			r = scalarReg[w]
-		}
-		MOVL(word(w), r)
-	}
+	XORL(scalarReg[12], scalarReg[12]) // block 0's counter
+	loadScalarInput(slot0(11))
 	MOVL(U32(5), fRounds)
 
 	Comment("5 double rounds of block 1 in xmm rows, each with two of block 0's.")
@@ -106,18 +79,10 @@ func shortSplit() {
 	JNZ(LabelRef("split_mixed"))
 
 	Comment("r (clamped) and s from block 0's first 8 words plus its input.")
-	MOVL(R15L, slot0(3))
-	Load(Param("key"), R15)
-	for _, w := range []int{0, 1, 2, 4, 5, 6, 7} {
-		ADDL(word(w), scalarReg[w])
-	}
-	MOVL(slot0(3), EDX)
-	ADDL(word(3), EDX)
+	var kw stream
+	scalarKeyWords(&kw, slot0(3), func() { Load(Param("key"), R15) })
+	kw.emit()
 	MOVQ(U32(0), slots0)
-	for _, p := range [][2]Register{{RAX, RBX}, {R14, RDX}, {RSI, RDI}, {R8, R9}} {
-		SHLQ(U8(32), p[1])
-		ORQ(p[1], p[0])
-	}
 	MOVQ(RSI, sm0)
 	MOVQ(R8, sm1)
 	MOVQ(U64(0x0ffffffc0fffffff), RCX)
