@@ -579,11 +579,11 @@ split_mixed:
 	ANDQ CX, AX
 	MOVQ $0x0ffffffc0ffffffc, CX
 	ANDQ CX, R14
-	MOVQ AX, 144(SP)
-	MOVQ R14, 152(SP)
 	MOVQ R14, CX
 	SHRQ $0x02, CX
 	ADDQ R14, CX
+	MOVQ AX, 144(SP)
+	MOVQ R14, 152(SP)
 	MOVQ CX, 160(SP)
 
 	// Block 1's other 5 double rounds in general-purpose registers, its
@@ -13221,16 +13221,16 @@ head_doubleround:
 
 	// Poly1305's r, clamped, and the additional data, with MULX.
 	MOVQ 832(SP), AX
+	MOVQ 840(SP), CX
 	MOVQ $0x0ffffffc0fffffff, BX
 	ANDQ BX, AX
-	MOVQ 840(SP), CX
 	MOVQ $0x0ffffffc0ffffffc, BX
 	ANDQ BX, CX
-	MOVQ AX, 136(SP)
-	MOVQ CX, 144(SP)
 	MOVQ CX, BX
 	SHRQ $0x02, BX
 	ADDQ CX, BX
+	MOVQ AX, 136(SP)
+	MOVQ CX, 144(SP)
 	XORL DX, DX
 	XORL SI, SI
 	XORL DI, DI

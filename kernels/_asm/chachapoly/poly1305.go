@@ -85,6 +85,19 @@ func blocksMULX() {
 	RET()
 }
 
+// clampR emits the clamp of r = r0 + r1·2⁶⁴ (RFC 8439 §2.5), in place, and
+// s1 = r1 + r1/4, the multiplier mulxMulR folds the products above 2¹³⁰
+// with; s1 also holds the masks on the way.
+func clampR(r0, r1, s1 Register) {
+	MOVQ(U64(0x0ffffffc0fffffff), s1)
+	ANDQ(s1, r0)
+	MOVQ(U64(0x0ffffffc0ffffffc), s1)
+	ANDQ(s1, r1)
+	MOVQ(r1, s1)
+	SHRQ(U8(2), s1)
+	ADDQ(r1, s1)
+}
+
 // mulxMulR emits h = h·r, partially reduced (h2 ≤ 4 after), for h2 ≤ 7
 // before, r = r0 + r1·2⁶⁴ clamped and s1 = r1 + r1/4; r0, r1 and s1 are
 // registers or memory operands.

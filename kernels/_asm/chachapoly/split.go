@@ -85,15 +85,9 @@ func shortSplit() {
 	MOVQ(U32(0), slots0)
 	MOVQ(RSI, sm0)
 	MOVQ(R8, sm1)
-	MOVQ(U64(0x0ffffffc0fffffff), RCX)
-	ANDQ(RCX, RAX)
-	MOVQ(U64(0x0ffffffc0ffffffc), RCX)
-	ANDQ(RCX, R14)
+	clampR(RAX, R14, RCX)
 	MOVQ(RAX, r0m)
 	MOVQ(R14, r1m)
-	MOVQ(R14, RCX)
-	SHRQ(U8(2), RCX)
-	ADDQ(R14, RCX)
 	MOVQ(RCX, s1m)
 
 	Comment("Block 1's other 5 double rounds in general-purpose registers, its",
