@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -43,5 +44,60 @@ func BenchmarkSeal64(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkReadOnMiss reads a key of three versions from the database, as
+// a decryption does under a version that has not reached memory yet: one
+// pooled connection, pinged (see Open), and one query.
+func BenchmarkReadOnMiss(b *testing.B) {
+	ctx := context.Background()
+	root := keystoretest.Secret(b)
+	st := open(b, pgtest.Shared(b).Database(b), &root)
+	svc, err := cryptosvc.New(cryptosvc.Config{Keystore: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
+		b.Fatal(err)
+	}
+	for range 2 {
+		if _, err := svc.RotateKey(ctx, "k"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := st.Refresh(ctx, "k"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRotate rotates a key through a Service: one pooled connection,
+// pinged, and one transaction.
+func BenchmarkRotate(b *testing.B) {
+	ctx := context.Background()
+	root := keystoretest.Secret(b)
+	st := open(b, pgtest.Shared(b).Database(b), &root)
+	svc, err := cryptosvc.New(cryptosvc.Config{Keystore: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A key per 1000 rotations, so that a long run does not measure a key
+	// of ever more versions.
+	var n int
+	name := func() string { return fmt.Sprintf("k%d", n/1000) }
+	b.ReportAllocs()
+	for b.Loop() {
+		if n%1000 == 0 {
+			if _, err := svc.CreateKey(ctx, name(), cryptosvc.KeyConfig{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := svc.RotateKey(ctx, name()); err != nil {
+			b.Fatal(err)
+		}
+		n++
 	}
 }

@@ -242,15 +242,15 @@ func (s *Store) setUp() {
 	}
 }
 
-// classify wraps err: cryptosvc.ErrUnavailable for a database that cannot
-// be reached or is shutting down, ErrConflict for a serialisation failure,
-// as it is otherwise.
 // isUndefinedTable reports whether err is PostgreSQL's undefined_table.
 func isUndefinedTable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42P01"
 }
 
+// classify wraps err: cryptosvc.ErrUnavailable for a database that cannot
+// be reached or is shutting down, ErrConflict for a serialisation failure,
+// as it is otherwise.
 func classify(err error) error {
 	if err == nil {
 		return nil

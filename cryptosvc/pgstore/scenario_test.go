@@ -229,6 +229,59 @@ func TestPoolResetWhenListenerLost(t *testing.T) {
 	t.Logf("opened a version made elsewhere %v after the kill", time.Since(killed).Round(time.Millisecond))
 }
 
+// TestReadOnMissAfterPooledConnectionDies: a pooled connection whose
+// backend ended while the listening connection stayed up (a proxy or a
+// failover that cut some connections, or one dialled as the database
+// crashed) does not fail the next read on miss. pgxpool pings by default
+// only a connection idle for over a second, and this one was used
+// moments before.
+func TestReadOnMissAfterPooledConnectionDies(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn := srv.Database(t)
+	root := keystoretest.Secret(t)
+	rs := replicas(t, dsn, &root, 1, nil)
+	ctx := context.Background()
+	if _, err := rs[0].svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	st := rs[0].store
+	if _, err := st.Refresh(ctx, "k"); err != nil { // a pooled connection, used now
+		t.Fatal(err)
+	}
+	var pids []uint32
+	for _, c := range st.pool.AcquireAllIdle(ctx) {
+		pids = append(pids, c.Conn().PgConn().PID())
+		c.Release()
+	}
+	if len(pids) == 0 {
+		t.Fatal("no idle pooled connection: the test proves nothing")
+	}
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, pid := range pids {
+		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1, 5000)`, int32(pid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Health(); err != nil {
+		t.Fatalf("the listening connection went too: %v", err)
+	}
+
+	k := keystoretest.MustGet(t, st, "k").Clone()
+	keystoretest.AddVersion(t, k, keystoretest.Secret(t))
+	writeSilently(t, st, dsn, k)
+	got, err := st.Refresh(ctx, "k")
+	if err != nil {
+		t.Fatalf("read on miss after %d pooled connections died: %v", len(pids), err)
+	}
+	if got.Version(2) == nil {
+		t.Fatalf("read on miss found versions up to %d, want 2", got.Latest().Version)
+	}
+}
+
 // waitUnhealthy waits up to 15 s for replica i's store to report the
 // database unreachable.
 func waitUnhealthy(t *testing.T, i int, st *Store) {

@@ -130,6 +130,15 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 	if pc.MaxConns <= 0 {
 		pc.MaxConns = 4
 	}
+	// Ping every connection before it is handed out, not only those idle
+	// for over a second (pgxpool's default): a connection whose backend
+	// ended while the listener stayed up (a proxy or failover that cut
+	// some connections, one dialled as the database crashed) would fail a
+	// read on miss, and so a decryption, that a fresh one serves
+	// (TestReadOnMissAfterPooledConnectionDies). The pool serves only key
+	// administration and reads on miss, never a data request from memory;
+	// BenchmarkReadOnMiss and BenchmarkRotate show the round trip it adds.
+	pc.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
 	s := &Store{
 		connCfg: pc.ConnConfig.Copy(),
 		log:     cfg.Logger,
