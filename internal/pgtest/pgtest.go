@@ -279,6 +279,11 @@ func (s *Server) Database(t testing.TB) string {
 // while one still holds the shared memory segment a restart refuses to
 // start ("pre-existing shared memory block is still in use"). Kill finds
 // the postmaster's children, kills them too, and waits until they are gone.
+//
+// It stops the postmaster before listing them, so that none is forked
+// after the listing: such a backend would outlive the crash until it
+// noticed, answering meanwhile the client it was forked for, and Kill
+// would return with it alive (TestKillLeavesNoBackend).
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
@@ -288,15 +293,16 @@ func (s *Server) Kill(t testing.TB) {
 		return
 	}
 	pid := cmd.Process.Pid
+	syscall.Kill(pid, syscall.SIGSTOP)
+	for st, ok := procStat(pid); ok && alive(pid) && st.state != 'T'; st, ok = procStat(pid) {
+		time.Sleep(100 * time.Microsecond)
+	}
 	children := childrenOf(pid)
-	syscall.Kill(-pid, syscall.SIGKILL)
 	for _, c := range children {
 		syscall.Kill(c, syscall.SIGKILL)
 	}
+	syscall.Kill(-pid, syscall.SIGKILL)
 	<-exited
-	// A child forked between the listing and the kill is orphaned and ends
-	// on its own when it notices the postmaster's death; Restart waits for
-	// it.
 	deadline := time.Now().Add(10 * time.Second)
 	for _, c := range children {
 		for alive(c) && time.Now().Before(deadline) {

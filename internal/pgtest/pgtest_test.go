@@ -2,7 +2,14 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -37,4 +44,64 @@ func TestServer(t *testing.T) {
 	if n := query(); n != 42 {
 		t.Fatalf("after restart: %d", n)
 	}
+}
+
+// Kill leaves no process of the cluster behind, even while clients connect
+// as fast as they can, each connection forking a backend: one forked after
+// Kill listed the postmaster's children would live on as an orphan.
+func TestKillLeavesNoBackend(t *testing.T) {
+	s := Start(t)
+	dsn := s.Database(t)
+	for round := range 5 {
+		if round > 0 {
+			s.Restart(t)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var dialled atomic.Int64
+		for range 4 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					if conn, err := pgx.Connect(ctx, dsn); err == nil {
+						dialled.Add(1)
+						conn.Close(ctx)
+					}
+					cancel()
+				}
+			})
+		}
+		for dialled.Load() < 20 {
+			time.Sleep(time.Millisecond)
+		}
+		s.Kill(t)
+		left := processesIn(filepath.Join(s.dir, "data"))
+		close(stop)
+		wg.Wait()
+		if len(left) > 0 {
+			t.Fatalf("round %d: %d processes of the killed cluster still run: %v", round, len(left), left)
+		}
+	}
+}
+
+// processesIn lists the live processes whose working folder is dir:
+// PostgreSQL's processes all work in the data folder.
+func processesIn(dir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && cwd == dir && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
