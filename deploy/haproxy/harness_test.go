@@ -313,9 +313,12 @@ func (c *cluster) dumpLogs(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		var lines [][]byte // without the access and audit lines of each request
+		// Without the access and audit lines of requests that succeeded:
+		// those of a failed one tell which replica served it, and when.
+		var lines [][]byte
 		for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-			if !bytes.Contains(l, []byte(`"msg":"access"`)) && !bytes.Contains(l, []byte(`"msg":"audit"`)) {
+			perRequest := bytes.Contains(l, []byte(`"msg":"access"`)) || bytes.Contains(l, []byte(`"msg":"audit"`))
+			if !perRequest || bytes.Contains(l, []byte(`"status":5`)) {
 				lines = append(lines, l)
 			}
 		}

@@ -215,5 +215,5 @@ func summary(fs []failure) string {
 	if len(fs) == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d, first: %s: %v", len(fs), fs[0].op, fs[0].err)
+	return fmt.Sprintf("%d, first (started %s): %s: %v", len(fs), fs[0].start.UTC().Format("15:04:05.000"), fs[0].op, fs[0].err)
 }
