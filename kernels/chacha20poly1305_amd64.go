@@ -290,7 +290,8 @@ func tagsEqual(x, y *[16]byte) bool {
 // chachaPolyShort2AVX512: on Zen 5, where vector rounds are slow, it is
 // faster from three blocks, and slower at two, where the rows kernel's
 // Poly1305 is short enough to overlap the next message's rounds
-// (BenchmarkChaCha20Poly1305Fastest/Seal/avx512/16 and …/64).
+// (BenchmarkChaChaPolyOneBlockKernels for the kernels alone,
+// BenchmarkChaCha20Poly1305Fastest/Seal/avx512/16 and …/64 through the AEAD).
 var shortSplit = amdFamily1Ah
 
 // shortKernel runs the chachaPolyShort{2,4,8,12}AVX512 kernel for a message

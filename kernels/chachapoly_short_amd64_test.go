@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 )
 
@@ -97,6 +98,28 @@ func TestChaChaPolyOneBlockKernels(t *testing.T) {
 					t.Fatalf("%s: len %d, aad %d: opening differs from x/crypto", k.name, n, aadLen)
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkChaChaPolyOneBlockKernels seals with each one-block kernel
+// called directly, by message and additional-data length: what shortSplit
+// and twoMACBlocks choose between on family 1Ah.
+func BenchmarkChaChaPolyOneBlockKernels(b *testing.B) {
+	skipWithoutStitched(b)
+	key, nonce := make([]byte, 32), make([]byte, 12)
+	kw, _ := chachaWords(key, nonce)
+	var tag [16]byte
+	for _, k := range oneBlockKernels {
+		for _, c := range []struct{ n, aadLen int }{{16, 0}, {17, 0}, {64, 0}, {0, 32}, {1, 1}} {
+			in, aad := make([]byte, c.n), make([]byte, c.aadLen)
+			out := make([]byte, c.n+1)
+			b.Run(fmt.Sprintf("%s/%d+%d", k.name, c.n, c.aadLen), func(b *testing.B) {
+				b.SetBytes(int64(c.n))
+				for b.Loop() {
+					k.fn(&out[0], firstByte(in), c.n, firstByte(aad), c.aadLen, kw, (*[12]byte)(nonce), &tag, true)
+				}
+			})
 		}
 	}
 }

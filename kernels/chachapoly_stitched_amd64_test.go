@@ -15,7 +15,7 @@ import (
 
 type stitchedKernel func(dst, src *byte, groups int, state *[16]uint32, st *[5]uint64, tbl *[80]uint64)
 
-func skipWithoutStitched(t *testing.T) {
+func skipWithoutStitched(t testing.TB) {
 	t.Helper()
 	im, err := Lookup(ChaCha20Poly1305, "avx512")
 	if err != nil {
