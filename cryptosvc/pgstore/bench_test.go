@@ -52,12 +52,7 @@ func BenchmarkSeal64(b *testing.B) {
 // pooled connection, pinged (see Open), and one query.
 func BenchmarkReadOnMiss(b *testing.B) {
 	ctx := context.Background()
-	root := keystoretest.Secret(b)
-	st := open(b, pgtest.Shared(b).Database(b), &root)
-	svc, err := cryptosvc.New(cryptosvc.Config{Keystore: st})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, svc := benchService(b)
 	if _, err := svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
 		b.Fatal(err)
 	}
@@ -78,12 +73,7 @@ func BenchmarkReadOnMiss(b *testing.B) {
 // pinged, and one transaction.
 func BenchmarkRotate(b *testing.B) {
 	ctx := context.Background()
-	root := keystoretest.Secret(b)
-	st := open(b, pgtest.Shared(b).Database(b), &root)
-	svc, err := cryptosvc.New(cryptosvc.Config{Keystore: st})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, svc := benchService(b)
 	// A key per 1000 rotations, so that a long run does not measure a key
 	// of ever more versions.
 	var n int
@@ -100,4 +90,16 @@ func BenchmarkRotate(b *testing.B) {
 		}
 		n++
 	}
+}
+
+// benchService opens a store on a new database of the shared cluster and a
+// Service over it.
+func benchService(b *testing.B) (*Store, *cryptosvc.Service) {
+	root := keystoretest.Secret(b)
+	st := open(b, pgtest.Shared(b).Database(b), &root)
+	svc, err := cryptosvc.New(cryptosvc.Config{Keystore: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st, svc
 }

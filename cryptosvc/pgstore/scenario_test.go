@@ -183,17 +183,9 @@ func TestScenarioReadOnMiss(t *testing.T) {
 // its listening connection is lost.
 func TestPoolResetWhenListenerLost(t *testing.T) {
 	srv := pgtest.Start(t) // its own: this test kills it
-	dsn := srv.Database(t)
-	root := keystoretest.Secret(t)
-	rs := replicas(t, dsn, &root, 1, nil)
+	r, dsn := pooledReplica(t, srv)
+	st := r.store
 	ctx := context.Background()
-	if _, err := rs[0].svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	st := rs[0].store
-	if _, err := st.Refresh(ctx, "k"); err != nil { // a pooled connection, used now
-		t.Fatal(err)
-	}
 	if st.pool.Stat().IdleConns() == 0 {
 		t.Fatal("no idle pooled connection before the kill: the test proves nothing")
 	}
@@ -222,7 +214,7 @@ func TestPoolResetWhenListenerLost(t *testing.T) {
 	if err != nil || info.Version != 2 {
 		t.Fatalf("seal elsewhere: version %d, %v", info.Version, err)
 	}
-	pt, _, err := rs[0].svc.Open(ctx, "k", ct, nil)
+	pt, _, err := r.svc.Open(ctx, "k", ct, nil)
 	if err != nil || string(pt) != "made elsewhere" {
 		t.Fatalf("open %v after the kill: %q, %v", time.Since(killed).Round(time.Millisecond), pt, err)
 	}
@@ -236,18 +228,9 @@ func TestPoolResetWhenListenerLost(t *testing.T) {
 // only a connection idle for over a second, and this one was used
 // moments before.
 func TestReadOnMissAfterPooledConnectionDies(t *testing.T) {
-	srv := pgtest.Shared(t)
-	dsn := srv.Database(t)
-	root := keystoretest.Secret(t)
-	rs := replicas(t, dsn, &root, 1, nil)
+	r, dsn := pooledReplica(t, pgtest.Shared(t))
+	st := r.store
 	ctx := context.Background()
-	if _, err := rs[0].svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	st := rs[0].store
-	if _, err := st.Refresh(ctx, "k"); err != nil { // a pooled connection, used now
-		t.Fatal(err)
-	}
 	var pids []uint32
 	for _, c := range st.pool.AcquireAllIdle(ctx) {
 		pids = append(pids, c.Conn().PgConn().PID())
@@ -280,6 +263,24 @@ func TestReadOnMissAfterPooledConnectionDies(t *testing.T) {
 	if got.Version(2) == nil {
 		t.Fatalf("read on miss found versions up to %d, want 2", got.Latest().Version)
 	}
+}
+
+// pooledReplica starts one replica on a new database of srv, creates the
+// key "k" and reads it through the pool, which then holds a connection
+// used just now.
+func pooledReplica(t *testing.T, srv *pgtest.Server) (replica, string) {
+	t.Helper()
+	dsn := srv.Database(t)
+	root := keystoretest.Secret(t)
+	r := replicas(t, dsn, &root, 1, nil)[0]
+	ctx := context.Background()
+	if _, err := r.svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.Refresh(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	return r, dsn
 }
 
 // waitUnhealthy waits up to 15 s for replica i's store to report the
