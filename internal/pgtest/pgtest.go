@@ -314,17 +314,21 @@ func (s *Server) Kill(t testing.TB) {
 	s.mu.Unlock()
 }
 
-// childrenOf lists the processes whose parent is pid, from /proc.
+// childrenOf lists the processes whose parent is pid.
 func childrenOf(pid int) []int {
+	return processes(func(c int) bool {
+		st, ok := procStat(c)
+		return ok && st.ppid == pid
+	})
+}
+
+// processes lists the processes in /proc for which keep is true.
+func processes(keep func(pid int) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := procStat(c); ok && st.ppid == pid {
-			out = append(out, c)
+		if pid, err := strconv.Atoi(e.Name()); err == nil && keep(pid) {
+			out = append(out, pid)
 		}
 	}
 	return out

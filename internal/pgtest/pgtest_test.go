@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,16 +91,8 @@ func TestKillLeavesNoBackend(t *testing.T) {
 // processesIn lists the live processes whose working folder is dir:
 // PostgreSQL's processes all work in the data folder.
 func processesIn(dir string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && cwd == dir && alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return processes(func(pid int) bool {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		return err == nil && cwd == dir && alive(pid)
+	})
 }
