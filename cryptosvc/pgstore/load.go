@@ -147,11 +147,11 @@ func (s *Store) run(conn *pgx.Conn) {
 		if s.ctx.Err() != nil {
 			return
 		}
-		// The pool's idle connections went where the listening one did,
-		// and pgxpool pings only those idle for over a second before
-		// handing them out: a read on miss right after the database comes
-		// back would fail on one (TestPoolResetWhenListenerLost). Closed
-		// now, the next reads and writes dial afresh.
+		// The pool's idle connections went where the listening one did.
+		// The ping before each use (Open's ShouldPing) would find them
+		// dead one by one, and after a silent network loss each ping
+		// would wait out its deadline first; closed now, the next reads
+		// and writes dial afresh (TestPoolResetWhenListenerLost).
 		s.pool.Reset()
 		s.setDown(err)
 		for conn == nil {
