@@ -205,9 +205,9 @@ func powersGPR(s *stream, r0in, r1in Register, loadTbl func(Register), shift boo
 			s.op2(MOVQ, p[0], p[1])
 		}
 	}
-	s.op2(MOVQ, U64(0x0ffffffc0fffffff), m)
+	s.op2(MOVQ, U64(clampLo), m)
 	s.op2(ANDQ, m, r0)
-	s.op2(MOVQ, U64(0x0ffffffc0ffffffc), m)
+	s.op2(MOVQ, U64(clampHi), m)
 	s.op2(ANDQ, m, r1)
 	s.op2(MOVQ, U64(mask44), m)
 	s.op2(MOVQ, r0, t)

@@ -85,13 +85,20 @@ func blocksMULX() {
 	RET()
 }
 
-// clampR emits the clamp of r = r0 + r1·2⁶⁴ (RFC 8439 §2.5), in place, and
-// s1 = r1 + r1/4, the multiplier mulxMulR folds the products above 2¹³⁰
-// with; s1 also holds the masks on the way.
+// clampLo and clampHi are the masks of Poly1305's clamp of r (RFC 8439
+// §2.5), for its low and high 64 bits.
+const (
+	clampLo = 0x0ffffffc0fffffff
+	clampHi = 0x0ffffffc0ffffffc
+)
+
+// clampR emits the clamp of r = r0 + r1·2⁶⁴, in place, and s1 = r1 + r1/4,
+// the multiplier mulxMulR folds the products above 2¹³⁰ with; s1 also
+// holds the masks on the way.
 func clampR(r0, r1, s1 Register) {
-	MOVQ(U64(0x0ffffffc0fffffff), s1)
+	MOVQ(U64(clampLo), s1)
 	ANDQ(s1, r0)
-	MOVQ(U64(0x0ffffffc0ffffffc), s1)
+	MOVQ(U64(clampHi), s1)
 	ANDQ(s1, r1)
 	MOVQ(r1, s1)
 	SHRQ(U8(2), s1)

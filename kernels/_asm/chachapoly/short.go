@@ -88,8 +88,18 @@ func rowDoubleRound(s *stream, sets [][4]VecPhysical) {
 	shuffle(0x39, 0x4e, 0x93)
 }
 
-// rowsSigma and rowsCtr are the constant row and the counter offsets of
-// the short kernels: lane j of rowsCtr+16·j is j in its first word.
+// nonceRow loads row d of a block's input but for its counter: zero, then
+// the nonce's three words.
+func nonceRow(nonce, x Register) {
+	VPXOR(x, x, x)
+	for i := 0; i < 3; i++ {
+		VPINSRD(U8(i+1), Mem{Base: nonce, Disp: 4 * i}, x, x)
+	}
+}
+
+// rowsSigma, rowsCtr and rowsClamp are the constant row, the counter
+// offsets and Poly1305's clamp masks of the short kernels: lane j of
+// rowsCtr+16·j is j in its first word.
 var rowsSigma, rowsCtr, rowsClamp Mem
 
 func rowsData() {
@@ -98,8 +108,8 @@ func rowsData() {
 		DATA(4*i, U32(w))
 	}
 	rowsClamp = GLOBL("chachaPolyClamp", RODATA|NOPTR)
-	DATA(0, U64(0x0ffffffc0fffffff))
-	DATA(8, U64(0x0ffffffc0ffffffc))
+	DATA(0, U64(clampLo))
+	DATA(8, U64(clampHi))
 	rowsCtr = GLOBL("chachaPolyRowsCtr", RODATA|NOPTR)
 	for j := 0; j < 12; j++ {
 		DATA(16*j, U32(uint32(j)))
@@ -167,10 +177,7 @@ func shortAEAD(blocks int) {
 		VBROADCASTI32X4(Mem{Base: key, Disp: 16}, in[2])
 	}
 	x := in[3].AsX()
-	VPXOR(x, x, x)
-	for i := 0; i < 3; i++ {
-		VPINSRD(U8(i+1), Mem{Base: nonce, Disp: 4 * i}, x, x)
-	}
+	nonceRow(nonce, x)
 	if blocks == 2 {
 		VINSERTI128(U8(1), x, in[3], in[3])
 	} else {

@@ -20,6 +20,7 @@ import (
 // It loses where the rows kernel's Poly1305 is short enough for the core to
 // overlap it with the next message's rounds (two MAC blocks), and wins from
 // three; kernels/chacha20poly1305_amd64.go chooses between them, and
+// BenchmarkChaChaPolyOneBlockKernels and
 // BenchmarkChaCha20Poly1305Fastest/Seal/avx512/16 and …/64 measure the
 // choice.
 func shortSplit() {
@@ -45,10 +46,7 @@ func shortSplit() {
 	VMOVDQU(rowsSigma, X4)
 	VMOVDQU(Mem{Base: key}, X5)
 	VMOVDQU(Mem{Base: key, Disp: 16}, X6)
-	VPXOR(X7, X7, X7)
-	for i := 0; i < 3; i++ {
-		VPINSRD(U8(i+1), Mem{Base: nonce, Disp: 4 * i}, X7, X7)
-	}
+	nonceRow(nonce, X7)
 	VPADDD(rowsCtr.Offset(16), X7, X7)
 	xs := []VecPhysical{X0, X1, X2, X3, X4, X5, X6, X7}
 	for i := 0; i < 4; i++ {
