@@ -64,10 +64,10 @@ var chachaOneScalar = amdFamily1Ah
 // general-purpose registers, whose rotations have a shorter dependency chain
 // than AVX2's shifts. AVX-512 rotates in one instruction, and its
 // kernel computes up to 4 blocks in the row layout (streamRows in
-// _asm/chachapoly), the faster for one block too, but where chachaOneScalar
-// is set (BenchmarkStream/chacha20/avx512/64). Where chachaWide17 is set it
-// takes groups of 17 blocks first, 16 in zmm registers and one in
-// general-purpose registers at the same time.
+// _asm/chachapoly), which is the faster for one block too except where
+// chachaOneScalar is set (BenchmarkStream/chacha20/avx512/64). Where
+// chachaWide17 is set it takes groups of 17 blocks first, 16 in zmm
+// registers and one in general-purpose registers at the same time.
 func (k chachaKernel) blocks(dst, src []byte, state *[16]uint32, ks *[64]byte) (done int) {
 	const group = 17 * 64
 	if k == chachaAVX512 && chachaWide17 && len(src) >= group {
