@@ -294,7 +294,7 @@ func (s *Server) Kill(t testing.TB) {
 	}
 	pid := cmd.Process.Pid
 	syscall.Kill(pid, syscall.SIGSTOP)
-	for st, ok := procStat(pid); ok && alive(pid) && st.state != 'T'; st, ok = procStat(pid) {
+	for st, ok := procStat(pid); ok && st.alive() && st.state != 'T'; st, ok = procStat(pid) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	children := childrenOf(pid)
@@ -362,8 +362,10 @@ func procStat(pid int) (stat, bool) {
 // shared segments included.
 func alive(pid int) bool {
 	st, ok := procStat(pid)
-	return ok && st.state != 'Z' && st.state != 'X'
+	return ok && st.alive()
 }
+
+func (st stat) alive() bool { return st.state != 'Z' && st.state != 'X' }
 
 // Restart starts the server again on the same port and data (after Kill:
 // with crash recovery).
