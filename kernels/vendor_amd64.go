@@ -13,6 +13,7 @@ var amdFamily19h = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x19
 
 // amdFamily1Ah is set on AMD processors of family 1Ah (Zen 5), whose vector
 // integer instructions take 2 cycles where the general-purpose ones take 1:
-// there the short ChaCha20-Poly1305 kernel runs half of its rounds in
-// general-purpose registers (chachaPolyShort2SplitAVX512).
+// there the one-block ChaCha20-Poly1305 kernel runs half of its rounds in
+// general-purpose registers (shortSplit), and raw ChaCha20 a lone block
+// (chachaOneScalar).
 var amdFamily1Ah = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family == 0x1a
