@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 
@@ -21,13 +20,6 @@ import (
 // first failure's status when all failed. A batch is audited by one line
 // (batchAudit), not a line per item: at 100 items of 64 bytes the per-item
 // lines cost as much as the sealing (BenchmarkHandleEncryptBatch).
-
-func (s *Server) checkBatch(n int) error {
-	if n > s.cfg.MaxBatchItems {
-		return apiError(api.CodeTooLarge, fmt.Sprintf("batch of %d items; at most %d", n, s.cfg.MaxBatchItems))
-	}
-	return nil
-}
 
 // batchAudit sums up a batch's items for its one audit line: the operation,
 // the key, the key versions used, how many items and bytes, how many failed

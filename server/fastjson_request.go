@@ -49,6 +49,11 @@ const maxJSONDepth = 64
 // jsonError is a body that is not acceptable as a whole.
 func jsonError(msg string) *api.Error { return apiError(api.CodeBadRequest, "invalid JSON: "+msg) }
 
+// tooManyItems is the refusal of a batch over its route's item limit.
+func tooManyItems(limit int) *api.Error {
+	return apiError(api.CodeTooLarge, "a batch takes at most "+strconv.Itoa(limit)+" items")
+}
+
 func syntaxError(i int) *api.Error {
 	return jsonError("syntax error at offset " + strconv.Itoa(i))
 }
@@ -56,8 +61,9 @@ func syntaxError(i int) *api.Error {
 // decodeDataRequest decodes the body b of a data route whose data field is
 // dataField ("plaintext" or "ciphertext"). Decoded base64 goes into scratch
 // while it has room, so the items may alias scratch (never b or each other).
-// A batch's items are allocated for at most maxItems+1 (the caller refuses
-// more).
+// A batch of more than maxItems items is refused (413) at its item
+// maxItems+1, before that item is decoded, so that the items held never
+// outgrow the limit however many the body carries.
 func decodeDataRequest(b []byte, dataField string, scratch []byte, maxItems int) (dataRequest, *api.Error) {
 	var req dataRequest
 	if !utf8.Valid(b) {
@@ -224,12 +230,15 @@ func (d *itemDecoder) items(i int, req *dataRequest) (int, *api.Error) {
 	}
 	// Room for as many items as there are objects left in the body, within
 	// the limit: one allocation rather than a growing slice.
-	req.items = make([]dataItem, 0, min(bytes.Count(b[i:], []byte{'{'}), d.maxItems+1))
+	req.items = make([]dataItem, 0, min(bytes.Count(b[i:], []byte{'{'}), d.maxItems))
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, nil
 	}
 	for {
+		if len(req.items) == d.maxItems {
+			return 0, tooManyItems(d.maxItems)
+		}
 		var it dataItem
 		var err *api.Error
 		switch {

@@ -198,9 +198,6 @@ func (s *Server) readDataRequest(c *fiber.Ctx, dataField string) (dataRequest, e
 		if req.topLevel {
 			return dataRequest{}, apiError(api.CodeBadRequest, "a batch has only items")
 		}
-		if err := s.checkBatch(len(req.items)); err != nil {
-			return dataRequest{}, err
-		}
 		if st := state(c); st != nil {
 			st.batch = true
 		}
