@@ -216,7 +216,11 @@ func (a *authState) trustedProxy(ip net.IP) bool {
 // authenticate identifies the caller of a route with an operation, or
 // answers 401.
 func (s *Server) authenticate(c *fiber.Ctx) (*identity, error) {
-	id, reason := s.identifyRequest(c)
+	id, reason, err := s.identifyRequest(c)
+	if err != nil {
+		s.met.authFailure()
+		return nil, err
+	}
 	if id == nil {
 		s.met.authFailure()
 		if ce := s.log.Check(zap.DebugLevel, "authentication failed"); ce != nil {
@@ -229,18 +233,38 @@ func (s *Server) authenticate(c *fiber.Ctx) (*identity, error) {
 	return id, nil
 }
 
+// errAmbiguousAuth refuses a request that carries two credentials. Choosing
+// one would let whoever adds a line (a client before a proxy's, or a proxy
+// after a client's) decide which identity the request runs as.
+var errAmbiguousAuth = apiError(api.CodeAmbiguousAuth, "send one credential: one Authorization header line, or one client certificate")
+
 // identifyRequest returns the caller, or nil and why not (for the debug log;
-// never a credential).
-func (s *Server) identifyRequest(c *fiber.Ctx) (*identity, string) {
+// never a credential). A request with two credentials is an error.
+func (s *Server) identifyRequest(c *fiber.Ctx) (*identity, string, error) {
 	ctx := c.Context()
-	forwarded := len(ctx.Request.Header.Peek(headerForwardedCert)) > 0
+	h := &ctx.Request.Header
+	forwarded := len(h.Peek(headerForwardedCert)) > 0
 	if forwarded && !s.auth().trustedProxy(ctx.RemoteIP()) {
 		// Only a trusted proxy may speak for a client; from anyone else
 		// the header is dropped unread.
-		ctx.Request.Header.Del(headerForwardedCert)
+		h.Del(headerForwardedCert)
 		forwarded = false
 	}
-	if authz := c.Get(fiber.HeaderAuthorization); authz != "" {
+	authz := c.Get(fiber.HeaderAuthorization)
+	if authz != "" && forwarded || len(h.PeekAll(fiber.HeaderAuthorization)) > 1 ||
+		forwarded && len(h.PeekAll(headerForwardedCert)) > 1 {
+		return nil, "", errAmbiguousAuth
+	}
+	id, reason := s.identifyCredential(c, authz, forwarded)
+	return id, reason, nil
+}
+
+// identifyCredential returns the identity of the request's one credential:
+// the bearer token authz when there is one, the forwarded certificate, or
+// the TLS client certificate.
+func (s *Server) identifyCredential(c *fiber.Ctx, authz string, forwarded bool) (*identity, string) {
+	ctx := c.Context()
+	if authz != "" {
 		scheme, tok, _ := strings.Cut(strings.TrimSpace(authz), " ")
 		if !strings.EqualFold(scheme, "Bearer") {
 			return nil, "unsupported authorization scheme"

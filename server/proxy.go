@@ -17,13 +17,10 @@ import (
 // forwardedIdentity returns the identity of the client certificate that a
 // trusted proxy forwarded. The proxy verified it; cipherd only parses it.
 func (s *Server) forwardedIdentity(c *fiber.Ctx) (*identity, error) {
-	all := c.Context().Request.Header.PeekAll(headerForwardedCert)
-	if len(all) != 1 {
-		// A proxy that adds its header line after the client's would
-		// otherwise let the client's be read.
-		return nil, errors.New("several header lines")
-	}
-	cert, err := forwardedCert(string(all[0]))
+	// identifyRequest has refused a request with several lines of it: a
+	// proxy that adds its line after the client's would otherwise let the
+	// client's be read.
+	cert, err := forwardedCert(string(c.Context().Request.Header.Peek(headerForwardedCert)))
 	if err != nil {
 		return nil, err
 	}

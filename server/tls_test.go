@@ -184,7 +184,7 @@ func secSend(cl *http.Client, method, url, token string, body []byte, hdr ...str
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	resp, err := cl.Do(req)
 	if err != nil {
