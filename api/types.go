@@ -18,7 +18,7 @@ type EncryptItem struct {
 
 // EncryptResult is the result of sealing one item.
 type EncryptResult struct {
-	Ciphertext []byte `json:"ciphertext,omitempty"`
+	Ciphertext []byte `json:"ciphertext,omitzero"` // absent only on a failed item
 	KeyVersion uint32 `json:"key_version,omitempty"`
 	AEAD       string `json:"aead,omitempty"`
 	Reference  string `json:"reference,omitempty"`
@@ -40,7 +40,8 @@ type DecryptItem struct {
 
 // DecryptResult is the result of opening one item.
 type DecryptResult struct {
-	Plaintext  []byte `json:"plaintext,omitempty"`
+	// Plaintext is "" for an empty message; absent only on a failed item.
+	Plaintext  []byte `json:"plaintext,omitzero"`
 	KeyVersion uint32 `json:"key_version,omitempty"`
 	Reference  string `json:"reference,omitempty"`
 	Error      *Error `json:"error,omitempty"`

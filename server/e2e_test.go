@@ -398,3 +398,23 @@ func TestE2ECurl(t *testing.T) {
 		}
 	})
 }
+
+// An empty message decrypts to "plaintext":"", alone and in a batch: a
+// client that reads the field finds it.
+func TestDecryptEmptyMessage(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	var enc api.EncryptResult
+	if code := ts.postJSON(t, "/v1/encrypt/default", map[string]string{"plaintext": ""}, &enc); code != 200 || len(enc.Ciphertext) == 0 {
+		t.Fatalf("encrypt of an empty message: %d %+v", code, enc)
+	}
+	ct := base64.StdEncoding.EncodeToString(enc.Ciphertext)
+	for body, want := range map[string]string{
+		`{"ciphertext":"` + ct + `"}`:             `{"plaintext":"","key_version":1}`,
+		`{"items":[{"ciphertext":"` + ct + `"}]}`: `{"items":[{"plaintext":"","key_version":1}]}`,
+	} {
+		code, got, _ := ts.do(t, "POST", "/v1/decrypt/default", api.ContentTypeJSON, strings.NewReader(body), "")
+		if code != 200 || string(bytes.TrimSpace(got)) != want {
+			t.Errorf("decrypt %.30s…: %d %s, want %s", body, code, got, want)
+		}
+	}
+}

@@ -38,11 +38,12 @@ func appendDecryptResult(b []byte, r *api.DecryptResult) ([]byte, bool) {
 }
 
 // appendResult writes the fields the two results share, in their order and
-// each omitted when empty, as their omitempty tags say: the base64 data under
-// dataName, key_version, aead (which needs no escaping).
+// each omitted as their tags say: the base64 data under dataName when it is
+// not nil (an empty message is ""), key_version and aead (which needs no
+// escaping) when not empty.
 func appendResult(b []byte, dataName string, data []byte, version uint32, aead string) []byte {
 	b = append(b, '{')
-	if len(data) > 0 {
+	if data != nil {
 		b = append(append(append(b, '"'), dataName...), `":"`...)
 		b = append(base64.StdEncoding.AppendEncode(b, data), '"')
 	}
