@@ -94,6 +94,13 @@ type CreateKeyRequest struct {
 	Import []byte `json:"import,omitempty"`
 }
 
+// RotateKeyRequest is the body of POST /v1/keys/{key}/rotate (may be empty).
+type RotateKeyRequest struct {
+	// Import, when set, is the material of the new version (32 bytes)
+	// instead of a random secret.
+	Import []byte `json:"import,omitempty"`
+}
+
 // KeyVersion is one version's public metadata.
 type KeyVersion struct {
 	Version uint32    `json:"version"`

@@ -286,6 +286,12 @@ func (c *Client) RotateKey(ctx context.Context, name string) (*api.Key, error) {
 	return c.keyCall(ctx, http.MethodPost, api.RouteKeyRotate, name, nil)
 }
 
+// RotateKeyImport adds a version made of existing material (32 bytes) to a
+// key; new data uses it from then on.
+func (c *Client) RotateKeyImport(ctx context.Context, name string, material []byte) (*api.Key, error) {
+	return c.keyCall(ctx, http.MethodPost, api.RouteKeyRotate, name, &api.RotateKeyRequest{Import: material})
+}
+
 // ConfigureKey replaces a key's configuration with cfg: every field, the
 // zero ones included, so that the key ends with exactly cfg.
 func (c *Client) ConfigureKey(ctx context.Context, name string, cfg api.KeyConfig) (*api.Key, error) {

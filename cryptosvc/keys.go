@@ -2,6 +2,7 @@ package cryptosvc
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -69,22 +70,46 @@ func (s *Service) ListKeys(ctx context.Context) ([]Key, error) {
 // RotateKey adds a new random version, which seals all new data from now on.
 // Older versions keep opening what they sealed.
 func (s *Service) RotateKey(ctx context.Context, name string) (Key, error) {
-	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) { return true, s.addVersion(k) })
+	return s.rotate(ctx, name, nil)
+}
+
+// RotateKeyImport adds a version made of existing material (bring your own
+// key), which seals all new data from now on, as RotateKey does. The
+// material is copied. Material equal to one of the key's versions is
+// refused (ErrInvalidConfig): a rotation that changes nothing must not
+// look like one.
+func (s *Service) RotateKeyImport(ctx context.Context, name string, secret Secret) (Key, error) {
+	return s.rotate(ctx, name, &secret)
+}
+
+func (s *Service) rotate(ctx context.Context, name string, secret *Secret) (Key, error) {
+	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) { return true, s.addVersion(k, secret) })
 	if err != nil {
 		return Key{}, err
 	}
-	s.log.Info("key rotated", zap.String("key", name), zap.Uint32("version", k.Latest().Version))
+	s.log.Info("key rotated", zap.String("key", name), zap.Uint32("version", k.Latest().Version), zap.Bool("imported", secret != nil))
 	return k.Describe(), nil
 }
 
-// addVersion appends a new random version to k.
-func (s *Service) addVersion(k *StoredKey) error {
-	secret, err := GenerateSecret(s.rand)
-	if err != nil {
-		return err
+// addVersion appends a new version to k: secret, or a random one when
+// secret is nil.
+func (s *Service) addVersion(k *StoredKey, secret *Secret) error {
+	var sec Secret
+	if secret != nil {
+		for i := range k.Versions {
+			if subtle.ConstantTimeCompare(k.Versions[i].Secret.b[:], secret.b[:]) == 1 {
+				return fmt.Errorf("%w: the material of an existing version", ErrInvalidConfig)
+			}
+		}
+		sec = *secret
+	} else {
+		var err error
+		if sec, err = GenerateSecret(s.rand); err != nil {
+			return err
+		}
 	}
 	v := uint32(len(k.Versions) + 1)
-	k.Versions = append(k.Versions, StoredVersion{KeyVersion: KeyVersion{Version: v, Created: s.now().UTC()}, Secret: secret})
+	k.Versions = append(k.Versions, StoredVersion{KeyVersion: KeyVersion{Version: v, Created: s.now().UTC()}, Secret: sec})
 	return nil
 }
 
@@ -158,7 +183,7 @@ func (s *Service) RotateDue(ctx context.Context) ([]string, error) {
 				return false, nil // another caller or replica rotated it
 			}
 			did = true
-			return true, s.addVersion(k)
+			return true, s.addVersion(k, nil)
 		})
 		if errors.Is(err, ErrKeyNotFound) {
 			continue // deleted meanwhile

@@ -41,7 +41,7 @@ func (s *Server) routes() []route {
 		{method: "GET", path: api.RouteKey, op: OpKeysRead, timeout: to, cost: cost, handler: s.handleDescribeKey},
 		{method: "POST", path: api.RouteKey, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleCreateKey},
 		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleDeleteKey},
-		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleRotateKey},
+		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleRotateKey},
 		{method: "PUT", path: api.RouteKeyConfig, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleConfigureKey},
 		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: runMaxBody, timeout: speedRunTimeout, cost: costSpeedRun, handler: s.handleSpeedRun},
 		{method: "GET", path: api.RouteSpeed, query: format, timeout: to, handler: s.handleSpeed},

@@ -220,7 +220,7 @@ func TestTooLargeFromHeaders(t *testing.T) {
 		{"key config", "PUT /v1/keys/default/config HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
 		{"unauthenticated", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
 		{"Expect: 100-continue", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\nExpect: 100-continue\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
-		{"no body taken", "POST /v1/keys/default/rotate HTTP/1.1\r\nHost: x\r\n" + auth + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
+		{"no body taken", "DELETE /v1/keys/default HTTP/1.1\r\nHost: x\r\n" + auth + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
 		{"a type the route does not take", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: text/plain\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeUnsupportedMedia},
 	}
 	for _, tc := range cases {

@@ -103,7 +103,21 @@ func (s *Server) handleRotateKey(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	k, err := s.svc.RotateKey(c.UserContext(), key)
+	var req api.RotateKeyRequest
+	if err := s.readJSON(c, &req, true); err != nil {
+		return err
+	}
+	var k cryptosvc.Key
+	if req.Import != nil {
+		sec, serr := cryptosvc.NewSecret(req.Import)
+		clear(req.Import)
+		if serr != nil {
+			return serr
+		}
+		k, err = s.svc.RotateKeyImport(c.UserContext(), key, sec)
+	} else {
+		k, err = s.svc.RotateKey(c.UserContext(), key)
+	}
 	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
 	if err != nil {
 		return err

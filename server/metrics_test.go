@@ -680,16 +680,16 @@ func TestAccessConnectionReuse(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true})
 	big := fmt.Sprintf(`{"plaintext":%q}`, base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("p"), 32<<10)))
 	for _, c := range []struct {
-		name, token, path, ctype, body string
-		status                         int
-		close                          bool
+		name, token, method, path, ctype, body string
+		status                                 int
+		close                                  bool
 	}{
-		{"large JSON handled", ts.Token, "/v1/encrypt/default", api.ContentTypeJSON, big, 200, false},
-		{"large JSON refused", "wrong", "/v1/encrypt/default", api.ContentTypeJSON, big, 401, true},
-		{"large body on a route without one", ts.Token, "/v1/keys/default/rotate", api.ContentTypeJSON, big, 413, true},
-		{"small body refused", "wrong", "/v1/encrypt/default", api.ContentTypeJSON, `{"plaintext":""}`, 401, false},
+		{"large JSON handled", ts.Token, "POST", "/v1/encrypt/default", api.ContentTypeJSON, big, 200, false},
+		{"large JSON refused", "wrong", "POST", "/v1/encrypt/default", api.ContentTypeJSON, big, 401, true},
+		{"large body on a route without one", ts.Token, "DELETE", "/v1/keys/default", api.ContentTypeJSON, big, 413, true},
+		{"small body refused", "wrong", "POST", "/v1/encrypt/default", api.ContentTypeJSON, `{"plaintext":""}`, 401, false},
 	} {
-		req, _ := http.NewRequest("POST", ts.URL+c.path, strings.NewReader(c.body))
+		req, _ := http.NewRequest(c.method, ts.URL+c.path, strings.NewReader(c.body))
 		req.Header.Set("Content-Type", c.ctype)
 		req.Header.Set("Authorization", "Bearer "+c.token)
 		resp, err := http.DefaultClient.Do(req)
