@@ -111,11 +111,19 @@ type speedState struct {
 	pending atomic.Bool              // the start-up run has not finished
 	failed  atomic.Bool              // the start-up run failed
 
-	mu sync.Mutex // held by the run in progress
+	turn chan struct{} // holds a token while a run is in progress
+
+	// An operator's run takes the place of the start-up refinement, which
+	// only improves a table already published: yield marks that one waits,
+	// and stopRefine ends the refinement in progress. Both under yieldMu, so
+	// that a refinement about to start sees the mark or is stopped.
+	yieldMu    sync.Mutex
+	yield      bool
+	stopRefine context.CancelFunc
 }
 
 func newSpeedState(s *Server) *speedState {
-	sp := &speedState{s: s, host: selftest.Host(), build: buildinfo.Get()}
+	sp := &speedState{s: s, host: selftest.Host(), build: buildinfo.Get(), turn: make(chan struct{}, 1)}
 	sp.pending.Store(!s.cfg.SkipBenchmark)
 	return sp
 }
@@ -127,9 +135,13 @@ func (sp *speedState) runInitial(ctx context.Context) {
 	if sp.s.cfg.SkipBenchmark {
 		return
 	}
-	defer sp.pending.Store(false)
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	sp.turn <- struct{}{}
+	defer func() {
+		// Not pending before the turn is free: the next run's report
+		// must not show the start-up run as still due.
+		sp.pending.Store(false)
+		sp.endTurn()
+	}()
 	if sp.table.Load() != nil || ctx.Err() != nil {
 		return
 	}
@@ -144,11 +156,59 @@ func (sp *speedState) runInitial(ctx context.Context) {
 	}
 	refined := quick
 	refined.Trials, refined.Duration, refined.RoundGap = refineTrials, refineTrialTime, refineRoundGap
-	if err := sp.run(ctx, refined, sourceStartup, qualityRefined); err != nil && ctx.Err() == nil {
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	sp.yieldMu.Lock()
+	yield := sp.yield
+	sp.stopRefine = stop
+	sp.yieldMu.Unlock()
+	if yield {
+		return // an operator's run waits, and replaces the quick table
+	}
+	err := sp.run(rctx, refined, sourceStartup, qualityRefined)
+	sp.yieldMu.Lock()
+	sp.stopRefine = nil
+	sp.yieldMu.Unlock()
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case rctx.Err() != nil:
+		sp.s.log.Info("refined speed table left for an operator's run; the quick table stays until it ends")
+	default:
 		// The quick table stays.
 		sp.s.log.Error("refined speed table not measured", zap.Error(err))
 	}
 }
+
+// takeTurn waits for the start-up run to end, stopping its refinement, and
+// reports whether the caller has the turn to run (then it calls endTurn):
+// false, at once, when an operator's run is in progress, or when ctx ends
+// first. The quick table takes a few seconds at most, and a stopped
+// refinement ends within one trial.
+func (sp *speedState) takeTurn(ctx context.Context) bool {
+	select {
+	case sp.turn <- struct{}{}:
+		return true
+	default:
+	}
+	if !sp.pending.Load() {
+		return false // another operator's run
+	}
+	sp.yieldMu.Lock()
+	sp.yield = true
+	if sp.stopRefine != nil {
+		sp.stopRefine()
+	}
+	sp.yieldMu.Unlock()
+	select {
+	case sp.turn <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// endTurn ends the run that took the turn.
+func (sp *speedState) endTurn() { <-sp.turn }
 
 // autoCellTime spreads quickBudget over trials.
 func autoCellTime(trials int) time.Duration {
@@ -170,7 +230,7 @@ func (sp *speedState) cells(ciphers []kernels.Cipher, sizes []int) int {
 	return n
 }
 
-// run measures cfg and stores the table. The caller holds sp.mu. A refined
+// run measures cfg and stores the table. The caller has the turn. A refined
 // start-up run keeps the quick table published until it ends.
 func (sp *speedState) run(ctx context.Context, cfg selftest.SpeedConfig, source, quality string) error {
 	cells := sp.cells(cfg.Ciphers, cfg.Sizes)
@@ -488,7 +548,9 @@ func (sp *speedState) speedConfig(req *speedRunRequest) (selftest.SpeedConfig, e
 }
 
 // handleSpeedRun re-measures the table (admin) and answers with the new
-// report. One run at a time: another caller gets 429 with Retry-After.
+// report. It takes the place of the start-up refinement, waiting for the
+// quick table when that is still being measured; during another operator's
+// run it is 409 busy with Retry-After.
 func (s *Server) handleSpeedRun(c *fiber.Ctx) error {
 	var req speedRunRequest
 	if err := s.readJSON(c, &req, true); err != nil {
@@ -499,17 +561,23 @@ func (s *Server) handleSpeedRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if !sp.mu.TryLock() {
-		_, wait := sp.state()
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(max(wait, 1)))
-		return apiError(api.CodeBusy, "a speed run is already in progress; retry when it ends")
-	}
-	defer sp.mu.Unlock()
 	// The run ends at its route's deadline, or when the server shuts down
 	// (fasthttp's request context ends then).
 	ctx, cancel := context.WithCancel(c.UserContext())
 	defer cancel()
 	defer context.AfterFunc(c.Context(), cancel)()
+	if !sp.takeTurn(ctx) {
+		switch {
+		case c.Context().Err() != nil:
+			return apiError(api.CodeNotReady, "the server is shutting down")
+		case ctx.Err() != nil:
+			return apiError(api.CodeTimeout, "the start-up benchmark did not end in time for this run")
+		}
+		_, wait := sp.state()
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(max(wait, 1)))
+		return apiError(api.CodeBusy, "another operator's speed run is in progress; retry when it ends")
+	}
+	defer sp.endTurn()
 	s.log.Info("speed run requested", zap.String("request_id", requestID(c)), zap.String("caller", callerName(c)))
 	if err := sp.run(ctx, cfg, sourceAdmin, qualityRefined); err != nil {
 		if errors.Is(err, context.Canceled) {
