@@ -274,10 +274,14 @@ func TestSpeedSkipped(t *testing.T) {
 		t.Errorf("skipped: state %q table %v measured %v aead %q", v.TableState, v.Table != nil, v.TableMeasured, v.Selection.AEAD)
 	}
 	for _, f := range []string{"text", "mr"} {
-		code, body, _ := getSpeed(t, ts, "?format="+f, "")
+		code, body, hdr := getSpeed(t, ts, "?format="+f, "")
 		var e api.Error
 		if err := json.Unmarshal(body, &e); err != nil || code != 503 || e.Code != api.CodeNotReady || !strings.Contains(e.Message, "skipped") {
 			t.Errorf("?format=%s while skipped: %d %s", f, code, body)
+		}
+		// No table is coming: nothing to retry after.
+		if ra := hdr.Get("Retry-After"); ra != "" {
+			t.Errorf("?format=%s while skipped: Retry-After %q", f, ra)
 		}
 	}
 	code, page, hdr := getSpeed(t, ts, "", "text/html")

@@ -77,7 +77,7 @@ var serveSettings = []setting{
 	{key: "rate_limit", env: "CIPHERD_RATE_LIMIT", zero: "0 (no limit)", help: "sustained requests per second per identity; over it 429 with Retry-After"},
 	{key: "rate_burst", zero: "2 × rate_limit, at least 1", help: "burst above rate_limit"},
 	{key: "aead", env: "CIPHERD_AEAD", flag: "aead", zero: "the fastest correct one measured at start-up", help: "pin the AEAD for new data: aes-128-gcm, aes-256-gcm or chacha20-poly1305"},
-	{key: "allowed_aeads", env: "CIPHERD_ALLOWED_AEADS", zero: "all", help: "restrict the AEADs for new data (comma-separated in the variable)"},
+	{key: "allowed_aeads", env: "CIPHERD_ALLOWED_AEADS", zero: "aes-256-gcm,chacha20-poly1305", help: "the AEADs the selection may choose for new data; add aes-128-gcm to allow it (comma-separated in the variable)"},
 	{key: "skip_benchmark", env: "CIPHERD_SKIP_BENCHMARK", flag: "skip-benchmark", zero: "false", help: "choose the AEAD by order of preference without the start-up profile; the self-tests still run"},
 	{env: "CIPHERD_SELFTEST_FAIL", flag: "fail", zero: "none", help: "fail the named KATs, implementations or ciphers on purpose (see cipherd selftest -h); an unknown name is refused"},
 	{key: "max_json_body", help: "largest JSON request body, in bytes"},

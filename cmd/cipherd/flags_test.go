@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cipherd/cipherd/selftest"
 	"github.com/cipherd/cipherd/server"
 )
 
@@ -152,5 +153,19 @@ func TestFailNamesRefused(t *testing.T) {
 	_, errOut, code = cipherd(t, []string{"CIPHERD_ADMIN_TOKEN=x"}, "serve", "-skip-benchmark", "-addr", "127.0.0.1:0", "-data-dir", t.TempDir(), "-fail", "*")
 	if code != 1 || !strings.Contains(errOut, "known-answer tests failed") {
 		t.Errorf("serve -fail '*': exit %d:\n%s", code, errOut)
+	}
+}
+
+// The default that `cipherd serve -h` states for allowed_aeads is the set
+// the selection chooses from when the setting is empty.
+func TestServeHelpAllowedAEADsDefault(t *testing.T) {
+	var names []string
+	for _, c := range selftest.DefaultCandidates() {
+		names = append(names, c.String())
+	}
+	for _, s := range serveSettings {
+		if s.key == "allowed_aeads" && s.zero != strings.Join(names, ",") {
+			t.Errorf("serve -h says allowed_aeads defaults to %q; the selection's default is %q", s.zero, strings.Join(names, ","))
+		}
 	}
 }
