@@ -24,23 +24,17 @@ var logErrors = zapcore.Lock(os.Stderr)
 // cryptographic operation gets one line for both: the access fields plus the
 // audit record (op, key, key_version, bytes, outcome), with the message
 // "audit" and the audit's level, so that the common case costs one log entry.
-func (s *Server) record(c *fiber.Ctx, self *fiber.Route, start time.Time, status int, panicked bool) {
-	r := c.Route()
-	route := r.Path
-	if r == self { // only middleware ran: no route matched
-		route = routeUnmatched
-	}
-	s.recordAs(c, route, start, status, panicked)
-}
-
-// recordAs is record with the route label given: for a request that no
-// route ran for, whose context has no route to tell.
-func (s *Server) recordAs(c *fiber.Ctx, route string, start time.Time, status int, panicked bool) {
+// row is the request's row in the route table; nil when none ran for it.
+func (s *Server) record(c *fiber.Ctx, row *route, start time.Time, status int, panicked bool) {
 	now := time.Now()
 	d := now.Sub(start)
 	method := canonicalMethod(c.Method())
+	route := routeUnmatched
+	if row != nil {
+		route = row.path
+	}
 	s.met.request(route, method, status, d)
-	s.closeIfUnread(c, route, status)
+	s.closeIfUnread(c, row, status)
 
 	msg, level := "access", zap.InfoLevel
 	st := state(c)

@@ -61,10 +61,14 @@ const connIdleTimeout = 2 * time.Minute
 // newApp builds the app of the server's route table.
 func (s *Server) newApp() *fiber.App { return s.buildApp(s.routes()) }
 
-// buildApp builds a fiber app that serves rows, each through serve, and
-// makes rows the table that GET /v1/api and the OpenAPI document describe.
+// buildApp compiles rows into the route table, which GET /v1/api and the
+// OpenAPI document then describe, and builds a fiber app whose one handler,
+// front, runs the row the table matches for each request through serve.
+// fiber's own router has no route of cipherd's: a second compilation of the
+// paths could match differently from the first.
 func (s *Server) buildApp(rows []route) *fiber.App {
-	s.table = rows
+	tab := compileTable(rows)
+	s.tab = tab
 	s.openAPIMu.Lock()
 	s.openAPIDoc = nil
 	s.openAPIMu.Unlock()
@@ -87,13 +91,8 @@ func (s *Server) buildApp(rows []route) *fiber.App {
 		// streaming handlers set write deadlines per chunk.
 		WriteTimeout: 0,
 	})
-	s.guardHeaders(app)
-	app.Use(s.front)
-	for i := range rows {
-		r := &rows[i]
-		r.prepare()
-		app.Add(r.method, r.path, s.serve(r))
-	}
+	s.guardHeaders(app, tab)
+	app.Use(func(c *fiber.Ctx) error { return s.front(c, app, tab) })
 	return app
 }
 

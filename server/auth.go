@@ -293,12 +293,11 @@ func (s *Server) identifyCredential(c *fiber.Ctx, authz string, forwarded bool) 
 // authorize checks that the caller may do op on key, for a handler whose
 // operation depends on the request's body (a data key with or without its
 // plaintext); serve checks every other operation from the route's row.
-func (s *Server) authorize(c *fiber.Ctx, op Op, key string) error {
-	id, _ := c.Locals(localsIdentity).(*identity)
-	if id != nil && id.allowed(op, key) {
+func authorize(q *call, op Op) error {
+	if q.id != nil && q.id.allowed(op, q.key) {
 		return nil
 	}
-	return forbidden(op, key)
+	return forbidden(op, q.key)
 }
 
 func callerName(c *fiber.Ctx) string {

@@ -7,25 +7,27 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
+
+	"github.com/cipherd/cipherd/api"
 )
 
-// front is the middleware in front of every route: it gives the request
-// its ID and state, recovers a handler's panic as an internal error, runs the
-// app's error handler itself, so that it sees the status sent, and counts,
-// times and logs every request. One middleware instead of three: each
-// route fiber steps through costs a lookup and a match. A streamed response
-// is still being written when the handler returns: its line says
-// stream=true, its latency is the time to the response headers, and the
-// audit line at the stream's end has the bytes and the outcome.
-func (s *Server) front(c *fiber.Ctx) error {
+// front is the handler of app, whose route table is tab: it gives the request its ID and state,
+// finds its row in the route table and runs it (serve), recovers a
+// handler's panic as an internal error, runs the app's error handler
+// itself, so that it sees the status sent, and counts, times and logs every
+// request. A streamed response is still being written when the handler
+// returns: its line says stream=true, its latency is the time to the
+// response headers, and the audit line at the stream's end has the bytes
+// and the outcome.
+func (s *Server) front(c *fiber.Ctx, app *fiber.App, tab *routeTable) error {
 	st := newRequest(c)
 	// fasthttp read the clock when the request was parsed, just before the
-	// handler chain: one clock read per request is left, at the end.
+	// handler: one clock read per request is left, at the end.
 	start := c.Context().Time()
 	if start.IsZero() { // a RequestCtx not from a fasthttp server
 		start = time.Now()
 	}
-	self := c.Route() // still the current route after Next if none matched
+	row, key, pathKnown := tab.match(c.Request().Header.Method(), routePath(c, app))
 	defer func() {
 		if r := recover(); r != nil {
 			err, ok := r.(error)
@@ -35,17 +37,40 @@ func (s *Server) front(c *fiber.Ctx) error {
 			if herr := s.errorHandler(c, err); herr != nil {
 				c.Status(fiber.StatusInternalServerError)
 			}
-			s.record(c, self, start, fiber.StatusInternalServerError, true)
+			s.record(c, row, start, fiber.StatusInternalServerError, true)
 		}
 	}()
-	if err := c.Next(); err != nil {
+	var err error
+	switch {
+	case row != nil:
+		err = s.serve(c, st, row, key)
+	case pathKnown:
+		err = apiError(api.CodeMethodNotAllowed, "method not allowed on this route")
+	default:
+		err = apiError(api.CodeRouteNotFound, "no such route")
+	}
+	if err != nil {
 		if herr := s.errorHandler(c, err); herr != nil {
 			c.Status(fiber.StatusInternalServerError)
 		}
 	}
-	s.record(c, self, start, c.Response().StatusCode(), false)
+	s.record(c, row, start, c.Response().StatusCode(), false)
 	recycleScratch(c, st)
 	return nil
+}
+
+// routePath is the path the route table matches for the request: its
+// target's, as checkHeaders sees it, less the path app is mounted at in a
+// host app.
+func routePath(c *fiber.Ctx, app *fiber.App) []byte {
+	p := requestPath(c.Request().Header.RequestURI())
+	if mp := strings.TrimSuffix(app.MountPath(), "/"); mp != "" {
+		if len(p) < len(mp) || !strings.EqualFold(string(p[:len(mp)]), mp) {
+			return nil
+		}
+		p = p[len(mp):]
+	}
+	return p
 }
 
 // prefetchedBody is how much of a JSON request body fasthttp reads with the
@@ -61,18 +86,19 @@ const prefetchedBody = 8 << 10
 // connections turns into request smuggling; fasthttp would read and discard
 // up to 256 KiB of it first, reading a refused upload for nothing. A
 // streamed response reads the body to its end or aborts the connection, and
-// a successful handler of a route with a body reads it to its end; anything
-// else with a large or chunked body closes. A request with neither
+// a successful handler of a row with a body limit reads it to its end;
+// anything else with a large or chunked body closes. A request with neither
 // Content-Length nor chunks has no body (RFC 9112 section 6.3), and keeps
-// its connection like one with Content-Length: 0.
-func (s *Server) closeIfUnread(c *fiber.Ctx, route string, status int) {
+// its connection like one with Content-Length: 0. row is nil for a request
+// no row ran for.
+func (s *Server) closeIfUnread(c *fiber.Ctx, row *route, status int) {
 	if c.Response().IsBodyStream() {
 		return
 	}
 	if cl := c.Request().Header.ContentLength(); cl == -2 || cl >= 0 && cl <= prefetchedBody {
 		return
 	}
-	if status < 300 && s.readsBody(c.Method(), route) {
+	if status < 300 && row != nil && row.maxBody > 0 {
 		return
 	}
 	closeUnread(c.Context(), status)
@@ -86,22 +112,4 @@ func closeUnread(fctx *fasthttp.RequestCtx, status int) {
 	if status != fiber.StatusRequestTimeout {
 		lingerOnClose(fctx.Conn())
 	}
-}
-
-// readsBody reports whether the route's handler reads the request body (its
-// route table entry has a body limit).
-func (s *Server) readsBody(method, route string) bool {
-	m := s.met
-	m.bodyRoutesOnce.Do(func() {
-		m.bodyRoutes = map[string]bool{}
-		for _, r := range s.table {
-			if r.maxBody > 0 {
-				m.bodyRoutes[r.method+" "+r.path] = true
-			}
-		}
-	})
-	if s.app != nil {
-		route = strings.TrimPrefix(route, strings.TrimSuffix(s.app.MountPath(), "/"))
-	}
-	return m.bodyRoutes[method+" "+route]
 }

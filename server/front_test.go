@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,7 +208,7 @@ func TestTooLargeFromHeaders(t *testing.T) {
 	const limit = 4 << 10
 	// A long request timeout: an answer that waited for it would fail
 	// the test by the connection's deadline.
-	ts := startTestServer(t, Config{SkipBenchmark: true, MaxJSONBody: limit, RequestTimeout: time.Minute})
+	ts := startTestServer(t, Config{SkipBenchmark: true, MaxJSONBody: limit, MaxVerifyFull: 1 << 20, RequestTimeout: time.Minute})
 	auth := "Authorization: Bearer " + ts.Token + "\r\n"
 	big := 100 << 20
 	cases := []struct {
@@ -222,6 +223,17 @@ func TestTooLargeFromHeaders(t *testing.T) {
 		{"Expect: 100-continue", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\nExpect: 100-continue\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
 		{"no body taken", "DELETE /v1/keys/default HTTP/1.1\r\nHost: x\r\n" + auth + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
 		{"a type the route does not take", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: text/plain\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeUnsupportedMedia},
+		{"?verify=full over its limit", "POST /v1/decrypt/default?verify=full HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/octet-stream\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
+		{"?verify=full over its limit, with Expect", "POST /v1/decrypt/default?verify=full HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/octet-stream\r\nExpect: 100-continue\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
+		{"?verify=full escaped", "POST /v1/decrypt/default?verify=%66ull HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/octet-stream\r\nExpect: 100-continue\r\n" + fmt.Sprintf("Content-Length: %d\r\n", big), api.CodeTooLarge},
+	}
+	// Every case again in the absolute form, which forward proxies send:
+	// the same row, the same checks.
+	for _, tc := range slices.Clone(cases) {
+		method, rest, _ := strings.Cut(tc.head, " ")
+		tc.name += ", absolute form"
+		tc.head = method + " http://x" + rest
+		cases = append(cases, tc)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,7 +253,7 @@ func TestTooLargeFromHeaders(t *testing.T) {
 			if e.Code != tc.code {
 				t.Errorf("code %s, want %s", e.Code, tc.code)
 			}
-			route := strings.Fields(tc.head)[1]
+			route := string(requestPath([]byte(strings.Fields(tc.head)[1])))
 			if line := frontAccessLine(t, ts, e.RequestID); line["status"] != int64(resp.StatusCode) || line["route"] == routeUnmatched || !strings.HasPrefix(route, strings.Split(line["route"].(string), ":")[0]) {
 				t.Errorf("access line %v; want status %d, the pattern of %s", line, resp.StatusCode, route)
 			}
@@ -277,10 +289,18 @@ func TestSlowStartStream(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true, RequestTimeout: reqTimeout, StreamIdleTimeout: idle})
 	pt := make([]byte, 20000)
 	rand.Read(pt)
-	for _, framing := range []string{"length", "chunked"} {
-		t.Run(framing, func(t *testing.T) {
+	for _, tc := range []struct{ framing, target string }{
+		{"length", "/v1/encrypt/default"},
+		{"chunked", "/v1/encrypt/default"},
+		// The absolute form, which forward proxies send, is the same
+		// route with the same checks.
+		{"length", "http://x/v1/encrypt/default"},
+		{"chunked", "http://x/v1/encrypt/default"},
+	} {
+		framing := tc.framing
+		t.Run(framing+" "+tc.target, func(t *testing.T) {
 			c := frontDial(t, ts)
-			head := "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: application/octet-stream\r\n"
+			head := "POST " + tc.target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: application/octet-stream\r\n"
 			if framing == "length" {
 				head += fmt.Sprintf("Content-Length: %d\r\n\r\n", len(pt))
 			} else {

@@ -18,19 +18,20 @@ import (
 )
 
 // readJSON decodes the request body into v: Content-Type JSON, at most the
-// route's limit (413 beyond), no unknown fields, nothing after the value.
-func (s *Server) readJSON(c *fiber.Ctx, v any, optional bool) error {
-	b, err := s.readJSONBody(c, optional)
+// row's limit (413 beyond), no unknown fields, nothing after the value.
+func readJSON(c *fiber.Ctx, q *call, v any, optional bool) error {
+	b, err := readJSONBody(c, q, optional)
 	if err != nil || b == nil {
 		return err
 	}
 	return decodeJSON(b, v)
 }
 
-// readJSONBody checks a JSON request's type and size and reads its body. It
-// returns nil (and no error) for an empty body when the body is optional.
-func (s *Server) readJSONBody(c *fiber.Ctx, optional bool) ([]byte, error) {
-	limit := s.jsonLimit(c)
+// readJSONBody checks a JSON request's type and size and reads its body,
+// within the row's limit. It returns nil (and no error) for an empty body
+// when the body is optional.
+func readJSONBody(c *fiber.Ctx, q *call, optional bool) ([]byte, error) {
+	limit := int(q.row.maxBody)
 	if !isJSON(c) && !(optional && c.Request().Header.ContentLength() == 0) {
 		return nil, apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
 	}
@@ -43,7 +44,7 @@ func (s *Server) readJSONBody(c *fiber.Ctx, optional bool) ([]byte, error) {
 		if cl := c.Request().Header.ContentLength(); cl >= 0 {
 			// The length is known (and within the limit): one read into a
 			// buffer of that size, rather than ReadAll's growing one.
-			if sc := scratchSpace(c); sc != nil && cl <= len(sc.body) {
+			if sc := q.st.scratchSpace(); cl <= len(sc.body) {
 				b = sc.body[:cl]
 				sc.bodyUsed = max(sc.bodyUsed, cl)
 			} else {
@@ -71,9 +72,9 @@ func (s *Server) readJSONBody(c *fiber.Ctx, optional bool) ([]byte, error) {
 // dataScratch returns room for the data decoded from the base64 strings of
 // the JSON body b: as much as b's length in base64 would decode to, in the
 // request's scratch space when it fits.
-func dataScratch(c *fiber.Ctx, b []byte) []byte {
+func dataScratch(st *reqState, b []byte) []byte {
 	n := base64.StdEncoding.DecodedLen(len(b))
-	if sc := scratchSpace(c); sc != nil && n <= len(sc.data) {
+	if sc := st.scratchSpace(); n <= len(sc.data) {
 		sc.dataUsed = max(sc.dataUsed, n)
 		return sc.data[:n]
 	}
@@ -147,19 +148,6 @@ func hasMediaType(c *fiber.Ctx, want string) bool {
 	return strings.EqualFold(string(bytes.TrimSpace(ct)), want)
 }
 
-// keyParam returns the route's key name, checked: by serve, which keeps it
-// in the request's state, or here.
-func keyParam(c *fiber.Ctx) (string, error) {
-	if st := state(c); st != nil && st.key != "" {
-		return st.key, nil
-	}
-	k := c.Params("key")
-	if err := cryptosvc.ValidateKeyName(k); err != nil {
-		return "", err
-	}
-	return strings.Clone(k), nil
-}
-
 // sendResult answers with one result as JSON, written straight into the
 // response's buffer when the fast encoder takes it.
 func sendResult[R any](c *fiber.Ctx, res *R) error {
@@ -183,14 +171,14 @@ func sendResult[R any](c *fiber.Ctx, res *R) error {
 }
 
 // readDataRequest reads and decodes the JSON body of a data route: one item,
-// or a batch (then with no top-level field but items, and within
-// max_batch_items).
-func (s *Server) readDataRequest(c *fiber.Ctx, dataField string) (dataRequest, error) {
-	b, err := s.readJSONBody(c, false)
+// or a batch (then with no top-level field but items, and within the row's
+// items).
+func readDataRequest(c *fiber.Ctx, q *call, dataField string) (dataRequest, error) {
+	b, err := readJSONBody(c, q, false)
 	if err != nil {
 		return dataRequest{}, err
 	}
-	req, derr := decodeDataRequest(b, dataField, dataScratch(c, b), s.cfg.MaxBatchItems)
+	req, derr := decodeDataRequest(b, dataField, dataScratch(q.st, b), q.row.items)
 	if derr != nil {
 		return dataRequest{}, derr
 	}
@@ -198,9 +186,7 @@ func (s *Server) readDataRequest(c *fiber.Ctx, dataField string) (dataRequest, e
 		if req.topLevel {
 			return dataRequest{}, apiError(api.CodeBadRequest, "a batch has only items")
 		}
-		if st := state(c); st != nil {
-			st.batch = true
-		}
+		q.st.batch = true
 	}
 	return req, nil
 }
@@ -221,15 +207,12 @@ func respondItems[R any](s *Server, c *fiber.Ctx, op Op, key string, req *dataRe
 	return sendResult(c, &res)
 }
 
-func (s *Server) handleEncrypt(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleEncrypt(c *fiber.Ctx, q *call) error {
+	key := q.key
 	if isStream(c) {
 		return s.withStream(c, func(release func()) error { return s.streamEncrypt(c, key, release) })
 	}
-	req, err := s.readDataRequest(c, "plaintext")
+	req, err := readDataRequest(c, q, "plaintext")
 	if err != nil {
 		return err
 	}
@@ -251,15 +234,12 @@ func (s *Server) handleEncrypt(c *fiber.Ctx) error {
 
 var errCiphertextRequired = apiError(api.CodeBadRequest, "ciphertext is required (base64)")
 
-func (s *Server) handleDecrypt(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDecrypt(c *fiber.Ctx, q *call) error {
+	key := q.key
 	if isStream(c) {
-		return s.withStream(c, func(release func()) error { return s.streamDecrypt(c, key, release) })
+		return s.withStream(c, func(release func()) error { return s.streamDecrypt(c, q, release) })
 	}
-	req, err := s.readDataRequest(c, "ciphertext")
+	req, err := readDataRequest(c, q, "ciphertext")
 	if err != nil {
 		return err
 	}
@@ -285,15 +265,12 @@ func (s *Server) handleDecrypt(c *fiber.Ctx) error {
 	})
 }
 
-func (s *Server) handleRewrap(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleRewrap(c *fiber.Ctx, q *call) error {
+	key := q.key
 	if isStream(c) {
 		return s.withStream(c, func(release func()) error { return s.streamRewrap(c, key, release) })
 	}
-	req, err := s.readDataRequest(c, "ciphertext")
+	req, err := readDataRequest(c, q, "ciphertext")
 	if err != nil {
 		return err
 	}
@@ -312,20 +289,17 @@ func (s *Server) handleRewrap(c *fiber.Ctx) error {
 	})
 }
 
-func (s *Server) handleDataKey(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDataKey(c *fiber.Ctx, q *call) error {
+	key := q.key
 	var req api.DataKeyRequest
-	if err := s.readJSON(c, &req, true); err != nil {
+	if err := readJSON(c, q, &req, true); err != nil {
 		return err
 	}
 	op := OpDataKeyPlaintext
 	if req.WrappedOnly {
 		op = OpDataKey
 	}
-	if err := s.authorize(c, op, key); err != nil {
+	if err := authorize(q, op); err != nil {
 		return err
 	}
 	switch req.Bytes {

@@ -38,26 +38,22 @@ func fromAPIKeyConfig(c api.KeyConfig) (cryptosvc.KeyConfig, error) {
 }
 
 // handleListKeys lists the keys the caller may read (keys-read on the key).
-func (s *Server) handleListKeys(c *fiber.Ctx) error {
+func (s *Server) handleListKeys(c *fiber.Ctx, q *call) error {
 	keys, err := s.svc.ListKeys(c.UserContext())
 	if err != nil {
 		return err
 	}
 	out := api.KeyList{Keys: []api.Key{}}
-	id, _ := c.Locals(localsIdentity).(*identity)
 	for _, k := range keys {
-		if id != nil && id.allowed(OpKeysRead, k.Name) {
+		if q.id.allowed(OpKeysRead, k.Name) {
 			out.Keys = append(out.Keys, toAPIKey(k))
 		}
 	}
 	return c.JSON(&out)
 }
 
-func (s *Server) handleDescribeKey(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleDescribeKey(c *fiber.Ctx, q *call) error {
+	key := q.key
 	k, err := s.svc.DescribeKey(c.UserContext(), key)
 	if err != nil {
 		return err
@@ -66,13 +62,10 @@ func (s *Server) handleDescribeKey(c *fiber.Ctx) error {
 	return c.JSON(&out)
 }
 
-func (s *Server) handleCreateKey(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleCreateKey(c *fiber.Ctx, q *call) error {
+	key := q.key
 	var req api.CreateKeyRequest
-	if err := s.readJSON(c, &req, true); err != nil {
+	if err := readJSON(c, q, &req, true); err != nil {
 		return err
 	}
 	cfg, err := fromAPIKeyConfig(req.KeyConfig)
@@ -98,16 +91,14 @@ func (s *Server) handleCreateKey(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusCreated).JSON(&out)
 }
 
-func (s *Server) handleRotateKey(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleRotateKey(c *fiber.Ctx, q *call) error {
+	key := q.key
 	var req api.RotateKeyRequest
-	if err := s.readJSON(c, &req, true); err != nil {
+	if err := readJSON(c, q, &req, true); err != nil {
 		return err
 	}
 	var k cryptosvc.Key
+	var err error
 	if req.Import != nil {
 		sec, serr := cryptosvc.NewSecret(req.Import)
 		clear(req.Import)
@@ -126,15 +117,12 @@ func (s *Server) handleRotateKey(c *fiber.Ctx) error {
 	return c.JSON(&out)
 }
 
-func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) handleConfigureKey(c *fiber.Ctx, q *call) error {
+	key := q.key
 	// A merge patch (RFC 7396): the fields given change, null resets one,
 	// the others keep their values.
 	var patch api.KeyConfigPatch
-	if err := s.readJSON(c, &patch, false); err != nil {
+	if err := readJSON(c, q, &patch, false); err != nil {
 		return err
 	}
 	k, err := s.svc.UpdateKeyConfig(c.UserContext(), key, func(cfg *cryptosvc.KeyConfig) error {
@@ -153,12 +141,9 @@ func (s *Server) handleConfigureKey(c *fiber.Ctx) error {
 	return c.JSON(&out)
 }
 
-func (s *Server) handleDeleteKey(c *fiber.Ctx) error {
-	key, err := keyParam(c)
-	if err != nil {
-		return err
-	}
-	err = s.svc.DeleteKey(c.UserContext(), key)
+func (s *Server) handleDeleteKey(c *fiber.Ctx, q *call) error {
+	key := q.key
+	err := s.svc.DeleteKey(c.UserContext(), key)
 	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{}, 0, err)
 	if err != nil {
 		return err

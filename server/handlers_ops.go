@@ -8,7 +8,7 @@ import (
 	"github.com/cipherd/cipherd/internal/buildinfo"
 )
 
-func (s *Server) handleHealthz(c *fiber.Ctx) error {
+func (s *Server) handleHealthz(c *fiber.Ctx, q *call) error {
 	return c.JSON(fiber.Map{"status": "ok"})
 }
 
@@ -17,7 +17,7 @@ func (s *Server) handleHealthz(c *fiber.Ctx) error {
 // while a shared keystore's database cannot be reached: the replica stays
 // ready then, since it encrypts and decrypts with the keys it holds, but
 // key administration answers 503 keystore_unavailable.
-func (s *Server) handleReadyz(c *fiber.Ctx) error {
+func (s *Server) handleReadyz(c *fiber.Ctx, q *call) error {
 	if !s.Ready() {
 		return apiError(api.CodeNotReady, "not ready (starting or draining)")
 	}
@@ -28,18 +28,18 @@ func (s *Server) handleReadyz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ready", "aead": s.sel.AEADName, "keystore": ks})
 }
 
-func (s *Server) handleVersion(c *fiber.Ctx) error {
+func (s *Server) handleVersion(c *fiber.Ctx, q *call) error {
 	b := buildinfo.Get()
 	return c.JSON(&api.Version{Version: b.Version, GoVersion: b.GoVersion, Platform: b.Platform, Revision: b.Revision, BuildID: b.BuildID})
 }
 
 // handleAPI lists every route with what it takes and its limits.
-func (s *Server) handleAPI(c *fiber.Ctx) error {
+func (s *Server) handleAPI(c *fiber.Ctx, q *call) error {
 	return c.JSON(s.apiDescription())
 }
 
 // handleOpenAPI serves the OpenAPI document with the limits in force.
-func (s *Server) handleOpenAPI(c *fiber.Ctx) error {
+func (s *Server) handleOpenAPI(c *fiber.Ctx, q *call) error {
 	doc, err := s.servedOpenAPI()
 	if err != nil {
 		return err

@@ -4,38 +4,43 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // fasthttp reads a request's headers, then, with StreamRequestBody, up to
 // 8 KiB of its body under the request timeout, and only then
 // runs the handler. checkHeaders runs in between (fasthttp's HeaderReceived
-// hook), on the headers alone, and decides three things from them and the
-// route table:
+// hook), on the headers alone, and decides these from them and the row the
+// route table matches for the request's target (origin or absolute form,
+// matched as front matches it):
 //
 //   - a header name that is not an RFC 9110 token (fasthttp accepts a space
 //     inside one) or an obsolete line folding: the request is refused (400);
-//   - a Content-Length over the route's limit (on a route that takes no
+//   - a Content-Length over the row's limit (on a row that takes no
 //     body, over the 8 KiB read-ahead): refused (413, or 415 for a type the
-//     route does not take) at once, with none of the body read, rather than
+//     row does not take) at once, with none of the body read, rather than
 //     after 8 KiB arrive or the request timeout passes; with Expect:
 //     100-continue no 100 Continue is sent;
-//   - a stream body (application/octet-stream on a streaming route): its
+//   - a ?verify=full stream whose Content-Length no plaintext within the
+//     row's verifyFull could have: refused (413) the same way;
+//   - a stream body (application/octet-stream on a streaming row): its
 //     first byte may take the stream idle timeout to come, like every later
 //     one (idleReader), instead of the request timeout, and fasthttp reads
 //     ahead one byte of it rather than 8 KiB, so that a stream that starts
 //     slowly is not cut while it moves.
 //
-// A refused request's headers are changed so that fasthttp reads no body
-// (Content-Length 0, no Expect) and carry the verdict in headerVerdict; the
-// app's handler (refuseVerdict) answers it without running a route, and the
-// connection is closed, as the body's bytes are still on it unread.
+// The hook sees the header alone, not the request it belongs to: the header
+// is what carries its verdict to the handler. A refused request's headers
+// are changed so that fasthttp reads no body (Content-Length 0, no Expect)
+// and carry the verdict in headerVerdict; the app's handler (refuseVerdict)
+// answers it without running a row, and the connection is closed, as the
+// body's bytes are still on it unread.
 
 // headerVerdict is the header that carries checkHeaders' verdict to the
 // handler. Its name has a space in it, which makes it a name no request
@@ -43,107 +48,24 @@ import (
 // checkHeaders overwrites one a client sent along with its refusal.
 const headerVerdict = "Cipherd Verdict"
 
-// The verdicts. A too-large or bad-type verdict is followed by the index of
-// the row in the route table, for the access line's route label.
+// The verdicts. The row is matched again when the verdict is answered.
 const (
-	verdictBadHeader = "bad-header"
-	verdictTooLarge  = "too-large "
-	verdictBadType   = "bad-type "
+	verdictBadHeader   = "bad-header"
+	verdictTooLarge    = "too-large"
+	verdictBadType     = "bad-type"
+	verdictVerifyLarge = "verify-too-large"
 )
 
-// headerRoute is a route table row as checkHeaders matches it.
-type headerRoute struct {
-	method   string
-	segments [][]byte // nil (a ":name" parameter) matches any one non-empty segment
-	path     string   // the pattern, for the access line
-	maxBody  int64    // the largest JSON body; 0: the route takes none
-	stream   bool     // also takes application/octet-stream bodies, unlimited
-}
-
-// newHeaderRoutes prepares the route table for checkHeaders.
-func newHeaderRoutes(rows []route) []headerRoute {
-	out := make([]headerRoute, 0, len(rows))
-	for _, r := range rows {
-		var segs [][]byte
-		for _, seg := range strings.Split(strings.Trim(r.path, "/"), "/") {
-			if strings.HasPrefix(seg, ":") {
-				segs = append(segs, nil)
-			} else {
-				segs = append(segs, []byte(seg))
-			}
-		}
-		out = append(out, headerRoute{
-			method:   r.method,
-			segments: segs,
-			path:     r.path,
-			maxBody:  r.maxBody,
-			stream:   r.stream,
-		})
-	}
-	return out
-}
-
-// minJSONBody returns the smallest JSON body limit of the routes that take
-// one.
-func minJSONBody(rows []headerRoute) int64 {
-	m := int64(0)
-	for _, r := range rows {
-		if r.maxBody > 0 && (m == 0 || r.maxBody < m) {
-			m = r.maxBody
-		}
-	}
-	return m
-}
-
-// matchRoute returns the index of the row that method and path (without its
-// query) match, as fiber matches them (case-insensitive, a trailing slash
-// ignored), or -1.
-func matchRoute(rows []headerRoute, method, path []byte) int {
-	path = bytes.TrimSuffix(path, []byte("/"))
-	if len(path) == 0 || path[0] != '/' {
-		return -1
-	}
-	path = path[1:]
-	for i := range rows {
-		r := &rows[i]
-		if string(method) != r.method {
-			continue
-		}
-		rest, ok := path, true
-		for j, seg := range r.segments {
-			var part []byte
-			part, rest, _ = bytes.Cut(rest, []byte("/"))
-			last := j == len(r.segments)-1
-			switch {
-			case last && len(rest) > 0,
-				seg == nil && len(part) == 0,
-				seg != nil && !bytes.EqualFold(part, seg):
-				ok = false
-			}
-			if !ok {
-				break
-			}
-		}
-		if ok {
-			return i
-		}
-	}
-	return -1
-}
-
 // guardHeaders installs checkHeaders and readError, which check requests
-// against the served route table (s.table), in app's fasthttp
-// server, and in front of fiber's handler the answer to the requests they
-// refuse.
-func (s *Server) guardHeaders(app *fiber.App) {
-	s.headerRoutes = newHeaderRoutes(s.table)
-	s.minJSONBody = minJSONBody(s.headerRoutes)
+// against app's route table tab, in app's fasthttp server, and in front of
+// fiber's handler the answer to the requests they refuse.
+func (s *Server) guardHeaders(app *fiber.App, tab *routeTable) {
 	srv := app.Server()
-	srv.HeaderReceived = s.checkHeaders
+	srv.HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig { return s.checkHeaders(h, tab) }
 	srv.ErrorHandler = s.readError
 	next := srv.Handler
 	srv.Handler = func(fctx *fasthttp.RequestCtx) {
-		if !s.refuseVerdict(fctx) && !s.refuseMethod(fctx) {
+		if !s.refuseVerdict(fctx, tab) && !s.refuseMethod(fctx) {
 			next(fctx)
 		}
 	}
@@ -157,12 +79,12 @@ func (s *Server) refuseMethod(fctx *fasthttp.RequestCtx) bool {
 		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch:
 		return false
 	}
-	s.refuse(fctx, apiError(api.CodeBadRequest, "malformed request: unknown method"), routeUnmatched, fctx.Time())
+	s.refuse(fctx, apiError(api.CodeBadRequest, "malformed request: unknown method"), nil, fctx.Time())
 	return true
 }
 
 // checkHeaders is fasthttp's HeaderReceived hook; see above.
-func (s *Server) checkHeaders(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+func (s *Server) checkHeaders(h *fasthttp.RequestHeader, tab *routeTable) fasthttp.RequestConfig {
 	if !validHeaderNames(h.RawHeaders()) {
 		s.refuseBody(h, verdictBadHeader)
 		return fasthttp.RequestConfig{}
@@ -171,47 +93,61 @@ func (s *Server) checkHeaders(h *fasthttp.RequestHeader) fasthttp.RequestConfig 
 	if cl <= 0 {
 		// No body (0, or -2: neither a length nor chunks), or chunks
 		// (-1), which fasthttp does not read ahead: handlers read them
-		// as they come, within the route's limits.
+		// as they come, within the row's limits.
 		return fasthttp.RequestConfig{}
 	}
 	ct := h.ContentType()
-	if int64(cl) <= min(s.minJSONBody, prefetchedBody) && hasMediaTypeBytes(ct, api.ContentTypeJSON) {
+	if int64(cl) <= min(tab.minJSONBody, prefetchedBody) && hasMediaTypeBytes(ct, api.ContentTypeJSON) {
 		// The common case, without a lookup: a JSON body within every
-		// route's limit, which fasthttp reads ahead whole, and a route
-		// that takes none refuses once it is read.
+		// row's limit, which fasthttp reads ahead whole, and a row that
+		// takes none refuses once it is read.
 		return fasthttp.RequestConfig{}
 	}
-	uri := h.RequestURI()
-	if i := bytes.IndexByte(uri, '?'); i >= 0 {
-		uri = uri[:i]
+	target := h.RequestURI()
+	r, _, _ := tab.match(h.Method(), requestPath(target))
+	if r == nil {
+		return fasthttp.RequestConfig{} // 404 or 405: front answers, reading no more than usual
 	}
-	i := matchRoute(s.headerRoutes, h.Method(), uri)
-	if i < 0 {
-		return fasthttp.RequestConfig{} // 404 or 405: fiber answers, reading no more than usual
-	}
-	r := &s.headerRoutes[i]
 	if r.stream && hasMediaTypeBytes(ct, api.ContentTypeStream) {
+		if r.verifyFull > 0 && int64(cl) > cryptosvc.MaxSealedLen(r.verifyFull) && verifyFullAsked(target) {
+			s.refuseBody(h, verdictVerifyLarge)
+			return fasthttp.RequestConfig{}
+		}
 		return fasthttp.RequestConfig{ReadTimeout: s.cfg.StreamIdleTimeout, MaxRequestBodySize: 1}
 	}
 	switch {
 	case r.maxBody == 0:
-		// A route that takes no body leaves one unread, and its
+		// A row that takes no body leaves one unread, and its
 		// connection is closed after the answer (closeIfUnread): one
 		// fasthttp's read-ahead holds costs nothing, a larger one is
 		// refused rather than waited for.
 		if cl > prefetchedBody {
-			s.refuseBody(h, verdictTooLarge+strconv.Itoa(i))
+			s.refuseBody(h, verdictTooLarge)
 		}
 	case int64(cl) > r.maxBody:
-		// What the route would answer: 415 for a type it does not take,
+		// What the row would answer: 415 for a type it does not take,
 		// else 413.
 		if !hasMediaTypeBytes(ct, api.ContentTypeJSON) {
-			s.refuseBody(h, verdictBadType+strconv.Itoa(i))
+			s.refuseBody(h, verdictBadType)
 		} else {
-			s.refuseBody(h, verdictTooLarge+strconv.Itoa(i))
+			s.refuseBody(h, verdictTooLarge)
 		}
 	}
 	return fasthttp.RequestConfig{}
+}
+
+// verifyFullAsked reports whether the query of target asks for
+// ?verify=full, decoded as the handler's c.Query decodes it.
+func verifyFullAsked(target []byte) bool {
+	_, query, ok := bytes.Cut(target, []byte("?"))
+	if !ok {
+		return false
+	}
+	query, _, _ = bytes.Cut(query, []byte("#"))
+	args := fasthttp.AcquireArgs()
+	defer fasthttp.ReleaseArgs(args)
+	args.ParseBytes(query)
+	return string(args.Peek("verify")) == "full"
 }
 
 // refuseBody marks the request refused and makes fasthttp read none of its
@@ -270,42 +206,36 @@ func hasMediaTypeBytes(ct []byte, want string) bool {
 
 // refuseVerdict answers a request that checkHeaders refused, if it is one,
 // and reports whether it was.
-func (s *Server) refuseVerdict(fctx *fasthttp.RequestCtx) bool {
+func (s *Server) refuseVerdict(fctx *fasthttp.RequestCtx, tab *routeTable) bool {
 	v := fctx.Request.Header.Peek(headerVerdict)
 	if len(v) == 0 {
 		return false
 	}
-	route := routeUnmatched
+	h := &fctx.Request.Header
+	r, _, _ := tab.match(h.Method(), requestPath(h.RequestURI()))
 	var err error
-	if i, ok := bytes.CutPrefix(v, []byte(verdictTooLarge)); ok {
-		r := &s.headerRoutes[atoi(i)]
-		route = r.path
-		if r.maxBody == 0 {
-			err = apiError(api.CodeTooLarge, "this route takes no request body")
-		} else {
-			err = apiError(api.CodeTooLarge, "request body over "+strconv.FormatInt(r.maxBody, 10)+" bytes")
-		}
-	} else if i, ok := bytes.CutPrefix(v, []byte(verdictBadType)); ok {
-		route = s.headerRoutes[atoi(i)].path
-		err = apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
-	} else {
+	switch {
+	case string(v) == verdictBadHeader || r == nil:
+		r = nil
 		err = apiError(api.CodeBadRequest, "malformed request: a header name that is not a token")
+	case string(v) == verdictVerifyLarge:
+		err = errVerifyTooLarge(r.verifyFull)
+	case string(v) == verdictBadType:
+		err = apiError(api.CodeUnsupportedMedia, "send Content-Type: application/json (or application/octet-stream on streaming routes)")
+	case r.maxBody == 0:
+		err = apiError(api.CodeTooLarge, "this route takes no request body")
+	default:
+		err = apiError(api.CodeTooLarge, "request body over "+strconv.FormatInt(r.maxBody, 10)+" bytes")
 	}
-	s.refuse(fctx, err, route, fctx.Time())
+	s.refuse(fctx, err, r, fctx.Time())
 	return true
-}
-
-// atoi is strconv.Atoi for the row indexes checkHeaders writes.
-func atoi(b []byte) int {
-	n, _ := strconv.Atoi(string(b))
-	return n
 }
 
 // refuse answers a request that no route runs for: one fasthttp could not
 // read, or that checkHeaders refused. It gets a request ID, the error
 // shape and an access line like any other, and its connection is closed.
 // start is when its headers were in, or zero when unknown.
-func (s *Server) refuse(fctx *fasthttp.RequestCtx, err error, route string, start time.Time) {
+func (s *Server) refuse(fctx *fasthttp.RequestCtx, err error, row *route, start time.Time) {
 	c := s.app.AcquireCtx(fctx)
 	defer s.app.ReleaseCtx(c)
 	if start.IsZero() {
@@ -316,7 +246,7 @@ func (s *Server) refuse(fctx *fasthttp.RequestCtx, err error, route string, star
 		c.Status(fiber.StatusInternalServerError)
 	}
 	closeUnread(fctx, fctx.Response.StatusCode())
-	s.recordAs(c, route, start, fctx.Response.StatusCode(), false)
+	s.record(c, row, start, fctx.Response.StatusCode(), false)
 }
 
 // readError is fasthttp's ErrorHandler: a request it could not read (a
@@ -337,5 +267,5 @@ func (s *Server) readError(fctx *fasthttp.RequestCtx, err error) {
 	}
 	// No start: fasthttp stamps a request's time only once it is read, and
 	// the context's is a previous request's.
-	s.refuse(fctx, err, routeUnmatched, time.Time{})
+	s.refuse(fctx, err, nil, time.Time{})
 }

@@ -11,14 +11,13 @@ import (
 // headerCheckServer is a Server with just enough for checkHeaders.
 func headerCheckServer() *Server {
 	s := &Server{cfg: Config{}.Defaults()}
-	s.headerRoutes = newHeaderRoutes(s.routes())
-	s.minJSONBody = minJSONBody(s.headerRoutes)
+	s.tab = compileTable(s.routes())
 	return s
 }
 
-// TestMatchRoute: checkHeaders finds the row fiber routes to, matching as
-// fiber does (case-insensitive, a trailing slash ignored), and nothing for
-// what fiber would not route.
+// TestMatchRoute: the table finds a request's row (literal segments in any
+// case, a trailing slash ignored, the target in origin or absolute form),
+// and nothing for a path no row has.
 func TestMatchRoute(t *testing.T) {
 	s := headerCheckServer()
 	for _, tc := range []struct{ method, path, want string }{
@@ -37,14 +36,33 @@ func TestMatchRoute(t *testing.T) {
 		{"POST", "", ""},
 		{"POST", "/", ""},
 		{"GET", "/v1/keys/k1/rotate/x", ""},
+		{"POST", "/v1/encrypt/default?verify=full", "/v1/encrypt/:key"},
+		{"POST", "http://host:8080/v1/encrypt/default", "/v1/encrypt/:key"},
+		{"POST", "HTTPS://host/v1/encrypt/default?x=1", "/v1/encrypt/:key"},
+		{"GET", "http://host", ""},
+		{"GET", "http://host?x", ""},
+		{"POST", "ftp://host/v1/encrypt/default", ""},
+		{"POST", "host:443", ""},
+		{"OPTIONS", "*", ""},
 	} {
 		got := ""
-		if i := matchRoute(s.headerRoutes, []byte(tc.method), []byte(tc.path)); i >= 0 {
-			got = s.headerRoutes[i].path
+		if r, _, _ := s.tab.match([]byte(tc.method), requestPath([]byte(tc.path))); r != nil {
+			got = r.path
 		}
 		if got != tc.want {
 			t.Errorf("%s %s: matched %q, want %q", tc.method, tc.path, got, tc.want)
 		}
+	}
+	// The key is the segment as sent; another method on a known path is
+	// told from an unknown path.
+	if r, key, _ := s.tab.match([]byte("POST"), requestPath([]byte("http://h/V1/encrypt/MyKey/"))); r == nil || string(key) != "MyKey" {
+		t.Errorf("key %q of %v, want MyKey", key, r)
+	}
+	if r, _, known := s.tab.match([]byte("GET"), []byte("/v1/encrypt/k")); r != nil || !known {
+		t.Errorf("GET on the encrypt route: row %v, path known %v; want none, true", r, known)
+	}
+	if _, _, known := s.tab.match([]byte("GET"), []byte("/v1/nothing")); known {
+		t.Error("an unknown path is known")
 	}
 }
 
@@ -83,7 +101,7 @@ func BenchmarkCheckHeaders(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			cpu := processCPU()
 			for range b.N {
-				s.checkHeaders(&h)
+				s.checkHeaders(&h, s.tab)
 			}
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})

@@ -119,9 +119,6 @@ type metrics struct {
 	activeStreams   atomic.Int64
 	http            seriesMap[httpKey, httpSeries]
 	bytesByAEAD     seriesMap[bytesKey, bytesSeries]
-
-	bodyRoutesOnce sync.Once
-	bodyRoutes     map[string]bool // "METHOD /path" of the routes that read a body
 }
 
 func newMetrics() *metrics { return &metrics{} }

@@ -15,7 +15,7 @@ import (
 )
 
 // handleMetrics serves the Prometheus text exposition format.
-func (s *Server) handleMetrics(c *fiber.Ctx) error {
+func (s *Server) handleMetrics(c *fiber.Ctx, q *call) error {
 	var w expo
 	s.writeMetrics(&w)
 	c.Set(fiber.HeaderContentType, "text/plain; version=0.0.4; charset=utf-8")

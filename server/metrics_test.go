@@ -565,14 +565,14 @@ func TestAccessLog(t *testing.T) {
 	}
 }
 
-// benchApp is the middleware stack of newApp around one handler that
-// answers a 64-byte body, with or without observe.
+// benchApp is the app of buildApp around one row whose handler answers a
+// 64-byte body; without observe, a bare fiber app with that handler.
 func benchApp(s *Server, observe bool) fasthttp.RequestHandler {
-	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler})
-	if observe {
-		app.Use(s.front)
-	}
 	body := bytes.Repeat([]byte{'x'}, 64)
+	if observe {
+		return s.buildApp([]route{{method: "POST", path: api.RouteEncrypt, handler: func(c *fiber.Ctx, _ *call) error { return c.Send(body) }}}).Handler()
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler})
 	app.Post(api.RouteEncrypt, func(c *fiber.Ctx) error { return c.Send(body) })
 	return app.Handler()
 }
@@ -643,9 +643,7 @@ func BenchmarkObserveParallel(b *testing.B) {
 func TestAccessLogPanic(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	s := &Server{cfg: Config{}.Defaults(), log: zap.New(core), met: newMetrics(), started: time.Now()}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler})
-	app.Use(s.front)
-	app.Get("/boom/:key", func(c *fiber.Ctx) error { panic("kaboom") })
+	app := s.buildApp([]route{{method: "GET", path: "/boom/:key", handler: func(*fiber.Ctx, *call) error { panic("kaboom") }}})
 	resp, err := app.Test(httptest.NewRequest("GET", "/boom/secret-key", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -801,9 +799,7 @@ func TestAuditLines(t *testing.T) {
 // up, 24 hex digits and new each time, for anything else.
 func TestRequestID(t *testing.T) {
 	s := &Server{cfg: Config{}.Defaults(), log: zap.NewNop(), met: newMetrics(), started: time.Now()}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler})
-	app.Use(s.front)
-	app.Get("/id", func(c *fiber.Ctx) error { return c.SendString(requestID(c)) })
+	app := s.buildApp([]route{{method: "GET", path: "/id", handler: func(c *fiber.Ctx, _ *call) error { return c.SendString(requestID(c)) }}})
 	get := func(sent string) (header, seen string) {
 		t.Helper()
 		req := httptest.NewRequest("GET", "/id", nil)
@@ -838,22 +834,20 @@ func TestRequestID(t *testing.T) {
 // wiped before the next request may take it.
 func TestScratchWiped(t *testing.T) {
 	s := &Server{cfg: Config{}.Defaults(), log: zap.NewNop(), met: newMetrics(), started: time.Now()}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.errorHandler, StreamRequestBody: true})
-	app.Use(s.front)
 	var sc *reqScratch
 	var data []byte
-	app.Post("/item", func(c *fiber.Ctx) error {
-		b, err := s.readJSONBody(c, false)
+	app := s.buildApp([]route{{method: "POST", path: "/item", maxBody: 64 << 10, handler: func(c *fiber.Ctx, q *call) error {
+		b, err := readJSONBody(c, q, false)
 		if err != nil {
 			return err
 		}
-		req, derr := decodeDataRequest(b, "plaintext", dataScratch(c, b), 1)
+		req, derr := decodeDataRequest(b, "plaintext", dataScratch(q.st, b), 1)
 		if derr != nil {
 			return derr
 		}
-		sc, data = scratchSpace(c), req.single.data
+		sc, data = q.st.scratchSpace(), req.single.data
 		return c.SendStatus(204)
-	})
+	}}})
 	secret := bytes.Repeat([]byte("secret!"), 20)
 	req := httptest.NewRequest("POST", "/item", strings.NewReader(`{"plaintext":"`+base64.StdEncoding.EncodeToString(secret)+`"}`))
 	req.Header.Set("Content-Type", api.ContentTypeJSON)

@@ -11,7 +11,7 @@ import (
 )
 
 // GET /v1/api and GET /v1/openapi.json are made from the route table the
-// app serves (s.table) and the configuration in force, so that every limit
+// app serves (s.tab) and the configuration in force, so that every limit
 // they state is the one applied.
 
 // openAPIBase is the hand-written part of the OpenAPI 3.1 document: the
@@ -45,9 +45,9 @@ func (s *Server) apiRoute(r *route) api.Route {
 
 // apiDescription is the body of GET /v1/api.
 func (s *Server) apiDescription() *api.APIDescription {
-	out := &api.APIDescription{Routes: make([]api.Route, 0, len(s.table))}
-	for i := range s.table {
-		out.Routes = append(out.Routes, s.apiRoute(&s.table[i]))
+	out := &api.APIDescription{Routes: make([]api.Route, 0, len(s.tab.rows))}
+	for i := range s.tab.rows {
+		out.Routes = append(out.Routes, s.apiRoute(&s.tab.rows[i]))
 	}
 	if l := s.auth().limits; l != nil {
 		out.RateLimit = &api.RateLimit{PerSecond: l.rate, Burst: l.burst}
@@ -79,8 +79,8 @@ func (s *Server) openAPI() ([]byte, error) {
 		return nil, fmt.Errorf("server: openapi.json: %w", err)
 	}
 	paths, _ := doc["paths"].(map[string]any)
-	for i := range s.table {
-		r := &s.table[i]
+	for i := range s.tab.rows {
+		r := &s.tab.rows[i]
 		item, _ := paths[openAPIPath(r.path)].(map[string]any)
 		op, _ := item[strings.ToLower(r.method)].(map[string]any)
 		if op == nil {

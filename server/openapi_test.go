@@ -67,15 +67,12 @@ func apiCodes(t *testing.T) []api.Code {
 func defaultServer() *Server {
 	s := &Server{cfg: Config{}.Defaults()}
 	s.authp.Store(&authState{})
-	s.table = s.routes()
-	for i := range s.table {
-		s.table[i].prepare()
-	}
+	s.tab = compileTable(s.routes())
 	return s
 }
 
 // defaultRoutes is the route table under the default configuration.
-func defaultRoutes() []route { return defaultServer().table }
+func defaultRoutes() []route { return defaultServer().tab.rows }
 
 type jsonObj = map[string]any
 

@@ -32,8 +32,7 @@ type reqState struct {
 	line    accessLine   // the access line, written when the request ends
 	fields  [1]zap.Field // the line as the one field of its entry
 	scratch *reqScratch  // taken on first use (scratchSpace)
-	route   *route       // the row serving the request (set by serve)
-	key     string       // the path's key name, checked (set by serve)
+	call    call         // the row serving the request, as serve hands it to the handler
 	ctx     reqContext   // the handler's context, with the row's deadline
 	idText  [24]byte     // a generated ID's text, which id points to
 }
@@ -90,13 +89,8 @@ type reqScratch struct {
 
 var scratches = sync.Pool{New: func() any { return new(reqScratch) }}
 
-// scratchSpace returns the request's scratch space, or nil for a context
-// that did not pass through the front middleware.
-func scratchSpace(c *fiber.Ctx) *reqScratch {
-	st := state(c)
-	if st == nil {
-		return nil
-	}
+// scratchSpace returns the request's scratch space.
+func (st *reqState) scratchSpace() *reqScratch {
 	if st.scratch == nil {
 		st.scratch = scratches.Get().(*reqScratch)
 	}

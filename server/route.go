@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,11 +9,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // The route table (routes, in app.go) is the contract of the HTTP API: each
-// row says what a route takes and what it may do, and serve applies the row
-// before the handler runs, in this order:
+// row says what a route takes and what it may do. It is compiled once
+// (table.go), and every place that needs a row finds it there. serve applies
+// the row before the handler runs, in this order:
 //
 //  1. the query string: only the row's parameters, each once, each with one
 //     of its values (400 invalid_parameter);
@@ -26,9 +27,11 @@ import (
 //  4. the deadline: the handler's context (c.UserContext()) ends after the
 //     row's timeout, and whatever the handler blocks on honours it (408).
 //
-// Handlers do the domain work only. GET /v1/api and the OpenAPI document are
-// made from the same rows (openapi.go), so what is advertised is what is
-// enforced; TestRouteTable* walk every row.
+// The handler gets the row and what serve established as a call, and reads
+// its limits (the body, the items of a batch, ?verify=full's plaintext)
+// from the row. Handlers do the domain work only. GET /v1/api and the
+// OpenAPI document are made from the same rows (openapi.go), so what is
+// advertised is what is enforced; TestRouteTable* walk every row.
 
 // route is one row of the route table.
 type route struct {
@@ -63,10 +66,23 @@ type route struct {
 	// cost is the tokens a request takes from its caller's rate limit.
 	cost int
 
-	handler fiber.Handler
+	handler handlerFunc
 
-	keyed     bool   // the path has a :key parameter (set by prepare)
-	queryHelp string // what the query may hold, for the 400 (set by prepare)
+	segments  [][]byte // the path's segments, nil for :key (set by prepare)
+	keyed     bool     // the path has a :key parameter (set by prepare)
+	queryHelp string   // what the query may hold, for the 400 (set by prepare)
+}
+
+// handlerFunc is a row's handler: the domain work of a request that passed
+// the row's checks.
+type handlerFunc func(c *fiber.Ctx, q *call) error
+
+// call is one request to a row, as serve hands it to the row's handler.
+type call struct {
+	row *route
+	key string    // the path's key name, checked; "" on a row without one
+	id  *identity // the caller; nil on a row without an operation
+	st  *reqState // the request's state
 }
 
 // queryParam is a query parameter a route takes, and its values.
@@ -76,8 +92,9 @@ type queryParam struct {
 	doc    string // for /v1/api and the OpenAPI document
 }
 
-// prepare fills in what serve derives from the row.
+// prepare fills in what the table and serve derive from the row.
 func (r *route) prepare() {
+	r.segments = splitPattern(r.path)
 	r.keyed = strings.Contains(r.path, ":key")
 	if len(r.query) == 0 {
 		r.queryHelp = "this route takes no query parameters"
@@ -94,55 +111,43 @@ func (r *route) prepare() {
 	r.queryHelp = b.String()
 }
 
-// serve is the handler fiber runs for the row: the checks of the row, then
-// the row's handler.
-func (s *Server) serve(r *route) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		st := state(c)
-		if st != nil {
-			st.route = r
-		}
-		if err := r.checkQuery(c); err != nil {
-			return err
-		}
-		if r.op != "" {
-			id, err := s.authenticate(c)
-			if err != nil {
-				return err
-			}
-			if err := s.rateLimit(c, id, r.cost); err != nil {
-				return err
-			}
-			var key string
-			if r.keyed {
-				if key, err = keyParam(c); err != nil {
-					return err
-				}
-				if st != nil {
-					st.key = key
-				}
-			}
-			if !r.allowed(id, key) {
-				return forbidden(r.op, key)
-			}
-		}
-		if err := r.checkBody(c); err != nil {
-			return err
-		}
-		if r.timeout > 0 && !(r.stream && isStream(c)) {
-			if st == nil {
-				ctx, cancel := context.WithTimeout(c.UserContext(), r.timeout)
-				defer cancel()
-				c.SetUserContext(ctx)
-			} else {
-				// fasthttp read the clock when the request was parsed.
-				st.ctx.start(c.UserContext(), c.Context().Time().Add(r.timeout))
-				defer st.ctx.end()
-				c.SetUserContext(&st.ctx)
-			}
-		}
-		return r.handler(c)
+// serve runs the row r for the request: the checks of the row, then the
+// row's handler. key is the path's :key segment as the table matched it.
+func (s *Server) serve(c *fiber.Ctx, st *reqState, r *route, key []byte) error {
+	st.call = call{row: r, st: st}
+	q := &st.call
+	if err := r.checkQuery(c); err != nil {
+		return err
 	}
+	if r.op != "" {
+		id, err := s.authenticate(c)
+		if err != nil {
+			return err
+		}
+		q.id = id
+		if err := s.rateLimit(c, id, r.cost); err != nil {
+			return err
+		}
+	}
+	if r.keyed {
+		if err := cryptosvc.ValidateKeyName(string(key)); err != nil {
+			return err
+		}
+		q.key = string(key) // a copy: the path is in a buffer fasthttp reuses
+	}
+	if r.op != "" && !r.allowed(q.id, q.key) {
+		return forbidden(r.op, q.key)
+	}
+	if err := r.checkBody(c); err != nil {
+		return err
+	}
+	if r.timeout > 0 && !(r.stream && isStream(c)) {
+		// fasthttp read the clock when the request was parsed.
+		st.ctx.start(c.UserContext(), c.Context().Time().Add(r.timeout))
+		defer st.ctx.end()
+		c.SetUserContext(&st.ctx)
+	}
+	return r.handler(c, q)
 }
 
 // checkQuery refuses a query string with a parameter the row does not
@@ -197,21 +202,4 @@ func forbidden(op Op, key string) error {
 		return apiError(api.CodeForbidden, "not allowed to "+string(op))
 	}
 	return apiError(api.CodeForbidden, "not allowed to "+string(op)+" with this key")
-}
-
-// currentRoute returns the row serving the request; nil for a context that
-// did not pass through the front middleware.
-func currentRoute(c *fiber.Ctx) *route {
-	if st := state(c); st != nil {
-		return st.route
-	}
-	return nil
-}
-
-// jsonLimit is the largest JSON body of the request's route.
-func (s *Server) jsonLimit(c *fiber.Ctx) int {
-	if r := currentRoute(c); r != nil {
-		return int(r.maxBody)
-	}
-	return s.cfg.MaxJSONBody
 }

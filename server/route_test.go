@@ -107,11 +107,11 @@ func noPolicyConfig() Config {
 // only what it may read.
 func TestRouteTableForbidden(t *testing.T) {
 	ts := startTestServer(t, noPolicyConfig())
-	if len(ts.table) < 15 {
-		t.Fatalf("the route table has %d rows", len(ts.table))
+	if len(ts.tab.rows) < 15 {
+		t.Fatalf("the route table has %d rows", len(ts.tab.rows))
 	}
-	for i := range ts.table {
-		r := &ts.table[i]
+	for i := range ts.tab.rows {
+		r := &ts.tab.rows[i]
 		code, body := rowRequest(t, plainClient, ts.URL, r, "", tokNobody, nil)
 		if code >= 400 && bytes.Contains(body, []byte(`"default"`)) {
 			t.Errorf("%s %s: the answer repeats the key name: %s", r.method, r.path, body)
@@ -151,7 +151,7 @@ func TestRouteTableChecksBeforeHandler(t *testing.T) {
 	rows := ts.routes()
 	var ran atomic.Int64
 	for i := range rows {
-		rows[i].handler = func(c *fiber.Ctx) error {
+		rows[i].handler = func(c *fiber.Ctx, _ *call) error {
 			ran.Add(1)
 			return c.SendStatus(299)
 		}
@@ -188,7 +188,7 @@ func TestRouteTableTimeouts(t *testing.T) {
 			continue // it answers the question below
 		}
 		rows[i].timeout = timeout
-		rows[i].handler = func(c *fiber.Ctx) error {
+		rows[i].handler = func(c *fiber.Ctx, _ *call) error {
 			ctx := c.UserContext()
 			select {
 			case <-ctx.Done():
@@ -241,7 +241,7 @@ func TestRouteTableDeadlines(t *testing.T) {
 		if rows[i].path == api.RouteAPI {
 			continue
 		}
-		rows[i].handler = func(c *fiber.Ctx) error {
+		rows[i].handler = func(c *fiber.Ctx, _ *call) error {
 			d, ok := c.UserContext().Deadline()
 			got[i].Store(&seen{time.Until(d), ok})
 			return c.SendStatus(299)
@@ -324,8 +324,8 @@ func TestRouteSpeedRunDeadline(t *testing.T) {
 // values it lists pass.
 func TestRouteQueryParameters(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true})
-	for i := range ts.table {
-		r := &ts.table[i]
+	for i := range ts.tab.rows {
+		r := &ts.tab.rows[i]
 		bad := []string{"?bogus=1", "?bogus", "?verify=full&format=json&bogus=1"}
 		for _, q := range r.query {
 			bad = append(bad, "?"+q.name+"=nope", "?"+q.name, "?"+q.name+"=", "?"+q.name+"="+strings.ToUpper(q.values[0]),
@@ -381,7 +381,7 @@ func TestRouteBodyLimits(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true, MaxJSONBody: 1 << 10})
 	rows := ts.routes()
 	for i := range rows {
-		rows[i].handler = func(c *fiber.Ctx) error { return c.SendStatus(299) }
+		rows[i].handler = func(c *fiber.Ctx, _ *call) error { return c.SendStatus(299) }
 	}
 	base := serveRows(t, ts.Server, rows)
 	n := 0
@@ -500,5 +500,46 @@ func TestRouteAllowed(t *testing.T) {
 		if got := tc.r.allowed(tc.id, tc.key); got != tc.want {
 			t.Errorf("%s %q for policies %d: allowed %v, want %v", tc.r.path, tc.key, len(tc.id.policies), got, tc.want)
 		}
+	}
+}
+
+// TestRouteMounted: mounted in a host app, the table matches the paths
+// under the mount path, the host keeps its own routes, and the limits of
+// the rows apply.
+func TestRouteMounted(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	host := fiber.New(fiber.Config{StreamRequestBody: true, DisableStartupMessage: true})
+	host.Get("/", func(c *fiber.Ctx) error { return c.SendString("host") })
+	host.Mount("/crypto", ts.App())
+	send := func(method, path, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://x"+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", api.ContentTypeJSON)
+		}
+		req.Header.Set("Authorization", "Bearer "+ts.Token)
+		resp, err := host.Test(req, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, b := send("GET", "/", ""); code != 200 || string(b) != "host" {
+		t.Errorf("the host's route: %d %s", code, b)
+	}
+	if code, b := send("POST", "/crypto/v1/encrypt/default", `{"plaintext":"aGVsbG8="}`); code != 200 || !bytes.Contains(b, []byte(`"ciphertext"`)) {
+		t.Errorf("encrypt under the mount path: %d %s", code, b)
+	}
+	if code, b := send("GET", "/crypto/v1/encrypt/default", ""); code != 405 || codeOf(b) != api.CodeMethodNotAllowed {
+		t.Errorf("wrong method under the mount path: %d %s", code, b)
+	}
+	if code, b := send("GET", "/crypto/v1/nothing", ""); code != 404 || codeOf(b) != api.CodeRouteNotFound {
+		t.Errorf("unknown path under the mount path: %d %s", code, b)
+	}
+	big := `{"items":[` + strings.Repeat(`{},`, 2000) + `{}]}`
+	if code, b := send("POST", "/crypto/v1/encrypt/default", big); code != 413 || codeOf(b) != api.CodeTooLarge {
+		t.Errorf("a batch over the row's items under the mount path: %d %s", code, b)
 	}
 }

@@ -37,8 +37,8 @@ type Server struct {
 	authp atomic.Pointer[authState] // the credentials in service (auth); Reload replaces them
 	met   *metrics
 	speed *speedState
-	tls   *tlsState // nil without TLS
-	table []route   // the route table the app serves (newApp)
+	tls   *tlsState   // nil without TLS
+	tab   *routeTable // the route table the app serves (newApp)
 
 	openAPIMu  sync.Mutex
 	openAPIDoc []byte       // the served OpenAPI document, made on first use
@@ -49,9 +49,6 @@ type Server struct {
 	verifyBudget   *semaphore.Weighted
 	verifyReserved atomic.Int64
 	streams        *streamLimiter // streams in flight per identity
-
-	headerRoutes []headerRoute // the route table as checkHeaders matches it
-	minJSONBody  int64         // the smallest JSON body limit in headerRoutes
 
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool

@@ -434,7 +434,7 @@ func speedFormat(c *fiber.Ctx) (string, error) {
 
 // handleSpeed serves the benchmark: JSON, openssl's text table, its -mr
 // lines, or an HTML page with a chart.
-func (s *Server) handleSpeed(c *fiber.Ctx) error {
+func (s *Server) handleSpeed(c *fiber.Ctx, q *call) error {
 	c.Vary(fiber.HeaderAccept)
 	format, err := speedFormat(c)
 	if err != nil {
@@ -551,9 +551,9 @@ func (sp *speedState) speedConfig(req *speedRunRequest) (selftest.SpeedConfig, e
 // report. It takes the place of the start-up refinement, waiting for the
 // quick table when that is still being measured; during another operator's
 // run it is 409 busy with Retry-After.
-func (s *Server) handleSpeedRun(c *fiber.Ctx) error {
+func (s *Server) handleSpeedRun(c *fiber.Ctx, q *call) error {
 	var req speedRunRequest
-	if err := s.readJSON(c, &req, true); err != nil {
+	if err := readJSON(c, q, &req, true); err != nil {
 		return err
 	}
 	sp := s.speed

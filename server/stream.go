@@ -209,14 +209,15 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 	return s.startStream(c, OpEncrypt, key, er.Info(), er, false, release)
 }
 
-func (s *Server) streamDecrypt(c *fiber.Ctx, key string, release func()) error {
+func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
+	key := q.key
 	ctx, err := streamContext(c)
 	if err != nil {
 		return err
 	}
 	var vb *verifyBuffer
 	if c.Query("verify") == "full" {
-		if vb, err = s.reserveVerify(c, release); err != nil {
+		if vb, err = s.reserveVerify(c, q.row.verifyFull, release); err != nil {
 			return err
 		}
 		defer func() {
@@ -238,7 +239,7 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, key string, release func()) error {
 		return err
 	}
 	if vb != nil {
-		if err := s.verifyFull(c, key, dr, body, vb); err != nil {
+		if err := s.verifyFull(c, q, dr, body, vb); err != nil {
 			return err
 		}
 		vb = nil // the response's body now: closed when it is written
@@ -248,12 +249,12 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, key string, release func()) error {
 }
 
 // reserveVerify takes a ?verify=full request's share of the budget, before
-// any of its body is read: its Content-Length, or max_verify_full when it
-// has none. A length no plaintext within max_verify_full could have is
-// refused 413, and a share the budget cannot cover 503 with Retry-After.
+// any of its body is read: its Content-Length, or the row's limit when it
+// has none. A length no plaintext within the limit could have is refused
+// 413 (checkHeaders refuses it before this, unless the app is mounted in a
+// host app), and a share the budget cannot cover 503 with Retry-After.
 // Closing the buffer gives the share back and calls release.
-func (s *Server) reserveVerify(c *fiber.Ctx, release func()) (*verifyBuffer, error) {
-	limit := s.cfg.MaxVerifyFull
+func (s *Server) reserveVerify(c *fiber.Ctx, limit int64, release func()) (*verifyBuffer, error) {
 	size := limit
 	if cl := int64(c.Request().Header.ContentLength()); cl >= 0 {
 		if cl > cryptosvc.MaxSealedLen(limit) {
@@ -283,13 +284,14 @@ func errVerifyTooLarge(limit int64) error {
 
 // verifyFull reads the whole plaintext into vb and answers only once every
 // chunk authenticated, with vb as the response's body.
-func (s *Server) verifyFull(c *fiber.Ctx, key string, dr *cryptosvc.DecryptReader, body *idleReader, vb *verifyBuffer) error {
+func (s *Server) verifyFull(c *fiber.Ctx, q *call, dr *cryptosvc.DecryptReader, body *idleReader, vb *verifyBuffer) error {
+	key := q.key
 	fits, err := vb.fill(dr)
 	switch {
 	case err != nil && body.err != nil:
 		err = bodyReadError(c, body.err)
 	case err == nil && !fits:
-		err = errVerifyTooLarge(s.cfg.MaxVerifyFull)
+		err = errVerifyTooLarge(q.row.verifyFull)
 	}
 	s.audit(c, OpDecrypt, key, dr.Info(), vb.n, err)
 	if err != nil {
