@@ -115,14 +115,61 @@ func (c KeyConfig) Validate(latest uint32) error {
 		}
 	}
 	if c.AEAD != "" {
-		if _, err := ParseAEAD(c.AEAD); err != nil {
+		pin, err := ParseAEAD(c.AEAD)
+		if err != nil {
 			return err
 		}
-		if len(c.AllowedAEADs) > 0 && !slices.Contains(c.AllowedAEADs, c.AEAD) {
-			return fmt.Errorf("%w: pinned aead %s is not among allowed_aeads", ErrInvalidConfig, c.AEAD)
+		if len(c.AllowedAEADs) > 0 && !c.allows(pin) {
+			return fmt.Errorf("%w: pinned aead %s is not among allowed_aeads", ErrInvalidConfig, pin)
 		}
 	}
 	return nil
+}
+
+// allows reports whether AllowedAEADs names aead, in whatever case each
+// name is written (a record stored as a client spelt it still compares).
+func (c KeyConfig) allows(aead kernels.Cipher) bool {
+	return slices.ContainsFunc(c.AllowedAEADs, func(name string) bool {
+		p, err := ParseAEAD(name)
+		return err == nil && p == aead
+	})
+}
+
+// canonical returns c with its AEAD names in ParseAEAD's canonical form
+// (lower case, "aes-256-gcm") and repeated names dropped, so that what is
+// stored and described reads the same however a client spelt it. Names
+// that do not parse are kept for Validate to refuse.
+func (c KeyConfig) canonical() KeyConfig {
+	if c.AEAD != "" {
+		c.AEAD = CanonicalAEAD(c.AEAD)
+	}
+	c.AllowedAEADs = CanonicalAEADs(c.AllowedAEADs)
+	return c
+}
+
+// CanonicalAEAD returns the canonical name of the AEAD name names
+// (ParseAEAD's, lower case: "aes-256-gcm"), or name itself if it names
+// none, for the caller's validation to refuse.
+func CanonicalAEAD(name string) string {
+	if a, err := ParseAEAD(name); err == nil {
+		return a.String()
+	}
+	return name
+}
+
+// CanonicalAEADs returns a new list of the canonical names of names
+// (CanonicalAEAD), each once, in their first order; nil for nil.
+func CanonicalAEADs(names []string) []string {
+	if names == nil {
+		return nil
+	}
+	out := make([]string, 0, len(names))
+	for _, name := range names {
+		if name = CanonicalAEAD(name); !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // ParseAEAD returns the sealed-format AEAD named name.

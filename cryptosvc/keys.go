@@ -27,7 +27,7 @@ func (s *Service) ImportKey(ctx context.Context, name string, secrets []Secret, 
 		return Key{}, fmt.Errorf("%w: a key needs at least one version", ErrInvalidConfig)
 	}
 	now := s.now().UTC()
-	k := &StoredKey{Name: name, Created: now, Config: cfg}
+	k := &StoredKey{Name: name, Created: now, Config: cfg.canonical()}
 	for i, sec := range secrets {
 		k.Versions = append(k.Versions, StoredVersion{KeyVersion: KeyVersion{Version: uint32(i + 1), Created: now}, Secret: sec})
 	}
@@ -129,6 +129,7 @@ func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(
 		if err := update(&k.Config); err != nil {
 			return false, err
 		}
+		k.Config = k.Config.canonical()
 		return true, k.Validate()
 	})
 	if err != nil {

@@ -176,7 +176,7 @@ func (s *Service) sealAEAD(k *StoredKey) (kernels.Cipher, error) {
 		return ParseAEAD(k.Config.AEAD)
 	}
 	allowed := k.Config.AllowedAEADs
-	if len(allowed) == 0 || slices.Contains(allowed, s.aead.String()) {
+	if len(allowed) == 0 || k.Config.allows(s.aead) {
 		return s.aead, nil
 	}
 	for _, name := range allowed {

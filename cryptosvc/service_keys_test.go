@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,34 @@ func TestKeyAEADPolicy(t *testing.T) {
 		if _, err := s.CreateKey(ctx, "bad", cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// AEAD names parse in any case (ParseAEAD); a key stores them in the
+// canonical one, so that a pin and an allowed list written differently
+// agree, and describing the key shows one spelling.
+func TestKeyAEADNamesCanonical(t *testing.T) {
+	ctx := context.Background()
+	s, _ := New(Config{Keystore: NewMemStore(), AEAD: kernels.AES256GCM})
+	k, err := s.CreateKey(ctx, "mixed", KeyConfig{AEAD: "aes-256-gcm", AllowedAEADs: []string{"AES-256-GCM", "ChaCha20-Poly1305", "aes-256-gcm"}})
+	if err != nil {
+		t.Fatalf("pin and allowed list in different cases: %v", err)
+	}
+	if k.AEAD != "aes-256-gcm" || !slices.Equal(k.AllowedAEADs, []string{"aes-256-gcm", "chacha20-poly1305"}) {
+		t.Errorf("created: aead %q allowed %q, want the canonical names once each", k.AEAD, k.AllowedAEADs)
+	}
+	if k, err = s.ConfigureKey(ctx, "mixed", KeyConfig{AEAD: "CHACHA20-POLY1305", AllowedAEADs: []string{"chacha20-poly1305"}}); err != nil || k.AEAD != "chacha20-poly1305" {
+		t.Fatalf("configure: %q %v", k.AEAD, err)
+	}
+	if d, _ := s.DescribeKey(ctx, "mixed"); d.AEAD != "chacha20-poly1305" {
+		t.Errorf("described aead %q", d.AEAD)
+	}
+	// The host's choice is within an allowed list written in upper case.
+	if _, err := s.CreateKey(ctx, "upper", KeyConfig{AllowedAEADs: []string{"CHACHA20-POLY1305", "AES-256-GCM"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, info, err := s.Seal(ctx, "upper", nil, nil); err != nil || info.AEAD != kernels.AES256GCM {
+		t.Errorf("sealed with %s (%v), want the host's aes-256-gcm", info.AEAD, err)
 	}
 }
 

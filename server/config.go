@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // ConfigVersion is the version of the YAML configuration file format.
@@ -192,6 +194,11 @@ func (cfg Config) Defaults() Config {
 	def(&cfg.DataDir, "cipherd-data")
 	def(&cfg.DefaultKey, "default")
 	def(&cfg.LogLevel, "info")
+	// AEAD names in one spelling, the one keys store and /speed shows.
+	if cfg.AEAD != "" {
+		cfg.AEAD = cryptosvc.CanonicalAEAD(cfg.AEAD)
+	}
+	cfg.AllowedAEADs = cryptosvc.CanonicalAEADs(cfg.AllowedAEADs)
 	if cfg.MaxJSONBody <= 0 {
 		cfg.MaxJSONBody = 4 << 20
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,4 +117,28 @@ func sameConfig(a, b api.KeyConfig) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// AEAD names are accepted in any case, in a key's configuration and in the
+// server's, and are stored, compared and shown in the canonical one.
+func TestAEADNamesCanonical(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true, AEAD: "AES-256-GCM", AllowedAEADs: []string{"AES-256-GCM", "ChaCha20-Poly1305"}})
+	if ts.cfg.AEAD != "aes-256-gcm" || !slices.Equal(ts.cfg.AllowedAEADs, []string{"aes-256-gcm", "chacha20-poly1305"}) {
+		t.Errorf("server config: aead %q allowed_aeads %q", ts.cfg.AEAD, ts.cfg.AllowedAEADs)
+	}
+	var k api.Key
+	if code := ts.postJSON(t, "/v1/keys/mixed", map[string]any{"aead": "aes-256-gcm", "allowed_aeads": []string{"AES-256-GCM"}}, &k); code != 201 {
+		t.Fatalf("create with aead and allowed_aeads in different cases: %d %+v", code, k)
+	}
+	if k.AEAD != "aes-256-gcm" || !slices.Equal(k.AllowedAEADs, []string{"aes-256-gcm"}) {
+		t.Errorf("created: %+v", k.KeyConfig)
+	}
+	code, b, _ := ts.do(t, "PUT", "/v1/keys/mixed/config", "application/json", strings.NewReader(`{"aead":"Aes-256-Gcm"}`), "")
+	if code != 200 || json.Unmarshal(b, &k) != nil || k.AEAD != "aes-256-gcm" {
+		t.Fatalf("PUT config: %d %s", code, b)
+	}
+	var enc api.EncryptResult
+	if code := ts.postJSON(t, "/v1/encrypt/mixed", map[string]any{"plaintext": []byte("x")}, &enc); code != 200 || enc.AEAD != "aes-256-gcm" {
+		t.Fatalf("encrypt: %d %+v", code, enc)
+	}
 }
