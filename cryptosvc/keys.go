@@ -43,7 +43,7 @@ func (s *Service) ImportKey(ctx context.Context, name string, secrets []Secret, 
 
 // DescribeKey returns a key's metadata, never its material.
 func (s *Service) DescribeKey(ctx context.Context, name string) (Key, error) {
-	k, err := s.store.Get(ctx, name)
+	k, err := s.key(ctx, name)
 	if err != nil {
 		return Key{}, err
 	}
@@ -145,7 +145,7 @@ func (s *Service) DeleteKey(ctx context.Context, name string) error {
 	s.admin.Lock()
 	defer s.admin.Unlock()
 	for attempt := 0; ; attempt++ {
-		k, err := s.store.Get(ctx, name)
+		k, err := s.key(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func (s *Service) modifyKey(ctx context.Context, name string, change func(*Store
 	s.admin.Lock()
 	defer s.admin.Unlock()
 	for attempt := 0; ; attempt++ {
-		cur, err := s.store.Get(ctx, name)
+		cur, err := s.key(ctx, name)
 		if err != nil {
 			return nil, err
 		}

@@ -29,8 +29,9 @@ type Keystore interface {
 	List(ctx context.Context) ([]string, error)
 	// Refresh returns the key named name as the backing store holds it
 	// now, reading through the memory that serves Get. A replica calls it
-	// when a ciphertext names a version Get does not have yet. Stores that
-	// no other process writes return what Get returns.
+	// when a ciphertext names a version, or a request a key, that Get does
+	// not have yet. Stores that no other process writes return what Get
+	// returns; shared ones bound what misses of unknown names cost.
 	Refresh(ctx context.Context, name string) (*StoredKey, error)
 	// Create stores a new key, or fails with ErrKeyExists. k.Revision is
 	// ignored: the store assigns the first revision.

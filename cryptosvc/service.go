@@ -187,10 +187,22 @@ func (s *Service) sealAEAD(k *StoredKey) (kernels.Cipher, error) {
 	return 0, fmt.Errorf("%w: none of key %s's allowed AEADs is usable here", ErrUnsupported, k.Name)
 }
 
+// key returns the key named name from the store's memory or, when memory
+// has none, reads it through (Keystore.Refresh): a key created on another
+// replica moments ago may not have reached this one yet, and must serve
+// at once. Keys in memory cost no read.
+func (s *Service) key(ctx context.Context, name string) (*StoredKey, error) {
+	k, err := s.store.Get(ctx, name)
+	if errors.Is(err, ErrKeyNotFound) {
+		return s.store.Refresh(ctx, name)
+	}
+	return k, err
+}
+
 // sealTarget resolves the key to seal new data under: its latest version,
 // the AEAD, its implementation and the derived keys.
 func (s *Service) sealTarget(ctx context.Context, name string) (Header, *kernels.Implementation, *versionKeys, error) {
-	k, err := s.store.Get(ctx, name)
+	k, err := s.key(ctx, name)
 	if err != nil {
 		return Header{}, nil, nil, err
 	}

@@ -2,6 +2,7 @@ package cryptosvc
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -108,5 +109,69 @@ func TestDeleteKeyRechecksConfig(t *testing.T) {
 	}
 	if err := s.DeleteKey(ctx, "k"); err == nil {
 		t.Fatal("DeleteKey ignored the new configuration")
+	}
+}
+
+// laggingStore is a replica's view of a shared store that has not heard
+// of the keys another replica created: Get misses them, Refresh (the read
+// through to the backing store) finds them.
+type laggingStore struct {
+	Keystore
+	mu    sync.Mutex
+	heard map[string]bool
+}
+
+func (l *laggingStore) Get(ctx context.Context, name string) (*StoredKey, error) {
+	l.mu.Lock()
+	heard := l.heard[name]
+	l.mu.Unlock()
+	if !heard {
+		return nil, ErrKeyNotFound
+	}
+	return l.Keystore.Get(ctx, name)
+}
+
+func (l *laggingStore) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+	k, err := l.Keystore.Refresh(ctx, name)
+	if err == nil {
+		l.mu.Lock()
+		l.heard[name] = true
+		l.mu.Unlock()
+	}
+	return k, err
+}
+
+// A key created through one replica serves through another before that
+// one has heard of it: every operation that names a key reads it through
+// on a miss.
+func TestKeyCreatedElsewhereReadThrough(t *testing.T) {
+	ctx := context.Background()
+	shared := NewMemStore()
+	first, _ := New(Config{Keystore: shared})
+	for name, use := range map[string]func(*Service, string) error{
+		"seal":     func(s *Service, n string) error { _, _, err := s.Seal(ctx, n, []byte("x"), nil); return err },
+		"describe": func(s *Service, n string) error { _, err := s.DescribeKey(ctx, n); return err },
+		"rotate":   func(s *Service, n string) error { _, err := s.RotateKey(ctx, n); return err },
+		"config": func(s *Service, n string) error {
+			_, err := s.ConfigureKey(ctx, n, KeyConfig{DeletionAllowed: true})
+			return err
+		},
+		"datakey": func(s *Service, n string) error { _, err := s.NewDataKey(ctx, n, 32, nil, false); return err },
+	} {
+		if _, err := first.CreateKey(ctx, name, KeyConfig{DeletionAllowed: true}); err != nil {
+			t.Fatal(err)
+		}
+		other, _ := New(Config{Keystore: &laggingStore{Keystore: shared, heard: map[string]bool{}}})
+		if err := use(other, name); err != nil {
+			t.Errorf("%s on a replica that has not heard of the key: %v", name, err)
+		}
+	}
+	first.CreateKey(ctx, "doomed", KeyConfig{DeletionAllowed: true})
+	other, _ := New(Config{Keystore: &laggingStore{Keystore: shared, heard: map[string]bool{}}})
+	if err := other.DeleteKey(ctx, "doomed"); err != nil {
+		t.Errorf("delete on a replica that has not heard of the key: %v", err)
+	}
+	if _, _, err := other.Seal(ctx, "nosuch", nil, nil); !errors.Is(err, ErrKeyNotFound) {
+		t.Errorf("seal under a key nobody made = %v, want ErrKeyNotFound", err)
 	}
 }

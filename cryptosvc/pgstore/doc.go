@@ -15,10 +15,13 @@
 //     reconnects with backoff, LISTENs again and reloads every key whose
 //     revision moved, so nothing written meanwhile is missed.
 //   - Read on miss. Refresh reads one key from the database; the Service
-//     calls it when a ciphertext names a version (or key) memory does not
-//     have yet, so a version made on another replica opens here even
-//     before its notification arrives. Concurrent refreshes of one name
-//     share one query.
+//     calls it when a ciphertext names a version, or a request a key, that
+//     memory does not have yet, so a version or a key made on another
+//     replica serves here even before its notification arrives. Concurrent
+//     refreshes of one name share one query. Names memory holds no key of
+//     are read in batches at a bounded pace and a name found absent is
+//     remembered for a second (unknown.go), so that requests for random
+//     names cost the database a few queries a second.
 //   - Optimistic writes. A key's row carries a revision drawn from one
 //     sequence; Update and Delete are conditional on it (UPDATE … WHERE
 //     revision = $old) and version rows have the primary key (name,

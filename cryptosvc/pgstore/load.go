@@ -24,6 +24,7 @@ FROM cipherd_keys k LEFT JOIN cipherd_key_versions v ON v.name = k.name`
 // loadKey reads one key; found is false if the database has no row for it
 // at all (a tombstone is found, with a nil key).
 func (s *Store) loadKey(ctx context.Context, name string) (e entry, found bool, err error) {
+	s.reads.Add(1)
 	rows, err := s.pool.Query(ctx, keyRows+` WHERE k.name = $1 ORDER BY v.version`, name)
 	if err != nil {
 		return entry{}, false, classify(err)

@@ -70,7 +70,11 @@ type Store struct {
 
 	flightMu sync.Mutex
 	flights  map[string]*flights
+	unknown  unknownReads  // reads on miss of unknown names (unknown.go)
 	misses   chan struct{} // bounds concurrent reads on miss
+
+	reads atomic.Int64     // queries of loadKey and readUnknown, for tests
+	now   func() time.Time // time.Now; tests stop it
 
 	health atomic.Pointer[error] // nil: up
 
@@ -145,6 +149,8 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 		opTO:    cfg.OpTimeout,
 		backoff: cfg.ReconnectMax,
 		flights: make(map[string]*flights),
+		unknown: newUnknownReads(),
+		now:     time.Now,
 		misses:  make(chan struct{}, 4),
 		done:    make(chan struct{}),
 	}
@@ -222,9 +228,13 @@ func (s *Store) Health() error {
 }
 
 // Refresh reads the key named name from the database into memory and
-// returns it. Concurrent calls for one name share one query.
+// returns it. Concurrent calls for one name share one query. Names that
+// memory holds no live key of are read in paced batches and a name found
+// absent is not read again for a second (unknown.go), so that any number
+// of unknown names costs the database a few queries a second.
 func (s *Store) Refresh(ctx context.Context, name string) (*cryptosvc.StoredKey, error) {
-	if s.snap.Load() == nil {
+	snap := s.snap.Load()
+	if snap == nil {
 		return nil, cryptosvc.ErrClosed
 	}
 	if cryptosvc.ValidateKeyName(name) != nil {
@@ -233,6 +243,9 @@ func (s *Store) Refresh(ctx context.Context, name string) (*cryptosvc.StoredKey,
 	// Not refused while Health reports an error: the pool may reach a
 	// database that has just come back before the listener has, and a
 	// version made there must open at once.
+	if snap.keys[name].key == nil {
+		return s.refreshUnknown(ctx, name)
+	}
 	f := s.joinFlight(name)
 	select {
 	case <-f.done:
@@ -361,6 +374,13 @@ func (s *Store) apply(entries map[string]entry, full, force bool) {
 	slices.Sort(next.names)
 	s.snap.Store(next)
 	s.mu.Unlock()
+	var live []string
+	for name, e := range entries {
+		if e.key != nil {
+			live = append(live, name)
+		}
+	}
+	s.forgetAbsent(live)
 	for _, name := range changed {
 		s.watch.Notify(name)
 	}
