@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,6 +46,25 @@ func TestHAProxyPostgres(t *testing.T) {
 			t.Fatalf("%s does not know the key 1 s after its creation", r.name)
 		}
 	}
+
+	// A key created through one replica encrypts and decrypts through
+	// another straight after, its notification still on the way or not.
+	t.Run("CreateHereUseThere", func(t *testing.T) {
+		for i := range 6 {
+			name := fmt.Sprintf("fresh%d", i)
+			from, to := c.replicas[i%3], c.replicas[(i+1)%3]
+			if _, err := from.api.CreateKey(ctx(t), name, api.CreateKeyRequest{}); err != nil {
+				t.Fatalf("create through %s: %v", from.name, err)
+			}
+			res, err := to.api.Encrypt(ctx(t), name, []byte("fresh"), nil)
+			if err != nil {
+				t.Fatalf("encrypt under %s through %s straight after its creation through %s: %v", name, to.name, from.name, err)
+			}
+			if pt, err := c.replicas[(i+2)%3].api.Decrypt(ctx(t), name, res.Ciphertext, nil); err != nil || string(pt) != "fresh" {
+				t.Fatalf("decrypt on the third replica: %q, %v", pt, err)
+			}
+		}
+	})
 
 	l := startLoad(c.api, 6)
 	l.waitProgress(t, 50)
