@@ -34,6 +34,9 @@ func (s *Service) ImportKey(ctx context.Context, name string, secrets []Secret, 
 	if err := k.Validate(); err != nil {
 		return Key{}, err
 	}
+	if err := s.checkRotationPeriod(k.Config); err != nil {
+		return Key{}, err
+	}
 	if err := s.store.Create(ctx, k); err != nil {
 		return Key{}, err
 	}
@@ -126,10 +129,18 @@ func (s *Service) ConfigureKey(ctx context.Context, name string, cfg KeyConfig) 
 // was.
 func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(*KeyConfig) error) (Key, error) {
 	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) {
+		period := k.Config.RotationPeriod
 		if err := update(&k.Config); err != nil {
 			return false, err
 		}
 		k.Config = k.Config.canonical()
+		// Checked only when it changes: a key stored with a shorter
+		// period can still have its other fields changed.
+		if k.Config.RotationPeriod != period {
+			if err := s.checkRotationPeriod(k.Config); err != nil {
+				return false, err
+			}
+		}
 		return true, k.Validate()
 	})
 	if err != nil {
@@ -202,7 +213,21 @@ func (s *Service) RotateDue(ctx context.Context) ([]string, error) {
 
 func (s *Service) rotationDue(k *StoredKey) bool {
 	p := time.Duration(k.Config.RotationPeriod)
-	return p > 0 && k.Latest() != nil && s.now().Sub(k.Latest().Created) >= p
+	if p <= 0 || k.Latest() == nil {
+		return false
+	}
+	// A key stored with a shorter period (by a service with a lower
+	// minimum) rotates at this one's.
+	return s.now().Sub(k.Latest().Created) >= max(p, s.minRotation)
+}
+
+// checkRotationPeriod refuses a rotation period below the minimum.
+func (s *Service) checkRotationPeriod(c KeyConfig) error {
+	if p := time.Duration(c.RotationPeriod); p > 0 && p < s.minRotation {
+		// The period is not repeated: it comes from the request.
+		return fmt.Errorf("%w: rotation_period is below the minimum of %s (min_rotation_period)", ErrInvalidConfig, s.minRotation)
+	}
+	return nil
 }
 
 // modifyKey is the read-modify-write of a key: it applies change to a copy

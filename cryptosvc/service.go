@@ -45,7 +45,17 @@ type Config struct {
 
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
+
+	// MinRotationPeriod is the shortest rotation_period a key may be
+	// given; a key stored with a shorter one rotates at this period.
+	// Every rotation adds a version that is kept until retired, so a
+	// period of seconds would grow every key without bound. Zero means
+	// DefaultMinRotationPeriod; tests and operators who mean it set less.
+	MinRotationPeriod time.Duration
 }
+
+// DefaultMinRotationPeriod is Config.MinRotationPeriod's default.
+const DefaultMinRotationPeriod = time.Hour
 
 // Info describes a sealed message: the key and version it is under and its AEAD.
 type Info struct {
@@ -64,6 +74,8 @@ type Service struct {
 	rand  io.Reader
 	log   *zap.Logger
 	now   func() time.Time
+
+	minRotation time.Duration // Config.MinRotationPeriod
 
 	// classes are the one-shot size classes by AEAD ID (sizeclass.go).
 	classes [len(aeadIDs)][]SizeClass
@@ -138,6 +150,14 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	switch {
+	case cfg.MinRotationPeriod < 0:
+		return nil, fmt.Errorf("%w: Config.MinRotationPeriod is negative", ErrInvalidConfig)
+	case cfg.MinRotationPeriod == 0:
+		s.minRotation = DefaultMinRotationPeriod
+	default:
+		s.minRotation = cfg.MinRotationPeriod
 	}
 	return s, nil
 }

@@ -233,6 +233,52 @@ func TestRotateDue(t *testing.T) {
 	}
 }
 
+// rotation_period has a floor, one hour unless the service is configured
+// lower: every rotation adds a version kept until retired, and a period of
+// seconds would add thousands a day.
+func TestRotationPeriodFloor(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := NewMemStore()
+	s, _ := New(Config{Keystore: store, Now: func() time.Time { return now }})
+	for _, p := range []time.Duration{time.Second, 59 * time.Minute} {
+		if _, err := s.CreateKey(ctx, "fast", KeyConfig{RotationPeriod: Duration(p)}); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("create with rotation_period %v: %v, want ErrInvalidConfig", p, err)
+		}
+	}
+	if _, err := s.CreateKey(ctx, "hourly", KeyConfig{RotationPeriod: Duration(time.Hour)}); err != nil {
+		t.Fatalf("create with rotation_period 1h: %v", err)
+	}
+	if _, err := s.ConfigureKey(ctx, "hourly", KeyConfig{RotationPeriod: Duration(time.Second)}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("configure rotation_period 1s: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := New(Config{Keystore: store, MinRotationPeriod: -time.Second}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("negative MinRotationPeriod: %v", err)
+	}
+
+	// Set lower on purpose, the service takes the shorter period.
+	lax, _ := New(Config{Keystore: store, Now: func() time.Time { return now }, MinRotationPeriod: time.Second})
+	if _, err := lax.CreateKey(ctx, "fast", KeyConfig{RotationPeriod: Duration(time.Second)}); err != nil {
+		t.Fatalf("create with rotation_period 1s and a minimum of 1s: %v", err)
+	}
+	// A key stored with a period below the minimum can still have its
+	// other fields changed, and rotates at the minimum.
+	if _, err := s.UpdateKeyConfig(ctx, "fast", func(c *KeyConfig) error { c.DeletionAllowed = true; return nil }); err != nil {
+		t.Errorf("configure another field of a key with a short period: %v", err)
+	}
+	now = now.Add(2 * time.Second)
+	if r, err := s.RotateDue(ctx); err != nil || len(r) != 0 {
+		t.Errorf("2 s after creation, with a minimum of 1h: rotated %v (%v)", r, err)
+	}
+	if r, err := lax.RotateDue(ctx); err != nil || !slices.Equal(r, []string{"fast"}) {
+		t.Errorf("2 s after creation, with a minimum of 1s: rotated %v (%v), want fast", r, err)
+	}
+	now = now.Add(time.Hour)
+	if r, err := s.RotateDue(ctx); err != nil || !slices.Equal(r, []string{"fast", "hourly"}) {
+		t.Errorf("an hour later: rotated %v (%v), want fast and hourly", r, err)
+	}
+}
+
 func TestDataKeys(t *testing.T) {
 	ctx := context.Background()
 	s := newTestService(t, kernels.AES256GCM)

@@ -467,6 +467,13 @@ func TestScenarioRotationPeriod(t *testing.T) {
 	rs := replicas(t, srv.Database(t), &root, 3, nil)
 	ctx := context.Background()
 	const period = 2 * time.Second
+	for i := range rs {
+		svc, err := cryptosvc.New(cryptosvc.Config{Keystore: rs[i].store, MinRotationPeriod: period})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i].svc = svc
+	}
 	created, err := rs[0].svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{RotationPeriod: cryptosvc.Duration(period)})
 	if err != nil {
 		t.Fatal(err)
