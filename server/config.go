@@ -135,6 +135,11 @@ type Config struct {
 	// DrainDelay keeps serving with readiness off before closing the
 	// listener, so load balancers notice first. Default 0.
 	DrainDelay time.Duration `yaml:"drain_delay"`
+	// MinRotationPeriod is the shortest rotation_period a key may be
+	// given (cryptosvc.Config.MinRotationPeriod); due rotations are looked
+	// for every minute, or every MinRotationPeriod if shorter. Default 1h.
+	// CIPHERD_MIN_ROTATION_PERIOD.
+	MinRotationPeriod time.Duration `yaml:"min_rotation_period"`
 	// IOBufferSize is the read and write buffer per connection, and so the
 	// largest request line and headers (at least 16 KiB). Default 256 KiB.
 	IOBufferSize int `yaml:"io_buffer_size"`
@@ -223,6 +228,9 @@ func (cfg Config) Defaults() Config {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 20 * time.Second
 	}
+	if cfg.MinRotationPeriod <= 0 {
+		cfg.MinRotationPeriod = cryptosvc.DefaultMinRotationPeriod
+	}
 	if cfg.IOBufferSize <= 0 {
 		cfg.IOBufferSize = 256 << 10
 	}
@@ -274,6 +282,13 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 			errs = append(errs, fmt.Errorf("CIPHERD_RATE_LIMIT: %q is not a non-negative number", v))
 		}
 		cfg.RateLimit = f
+	}
+	if v := getenv("CIPHERD_MIN_ROTATION_PERIOD"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("CIPHERD_MIN_ROTATION_PERIOD: %q is not a positive duration such as \"1h\"", v))
+		}
+		cfg.MinRotationPeriod = d
 	}
 	if v := getenv("CIPHERD_SKIP_BENCHMARK"); v != "" {
 		b, err := strconv.ParseBool(v)

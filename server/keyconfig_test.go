@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cipherd/cipherd/api"
 )
@@ -142,3 +143,54 @@ func TestAEADNamesCanonical(t *testing.T) {
 		t.Fatalf("encrypt: %d %+v", code, enc)
 	}
 }
+
+// rotation_period is at least min_rotation_period (1h unless configured
+// lower), refused below with 400 invalid_config; the server looks for due
+// keys every minute, or every min_rotation_period if shorter.
+func TestRotationPeriodMinimum(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	if ts.cfg.MinRotationPeriod != time.Hour {
+		t.Errorf("default min_rotation_period %v, want 1h", ts.cfg.MinRotationPeriod)
+	}
+	refused := func(code int, b []byte) bool {
+		var e api.Error
+		return code == 400 && json.Unmarshal(b, &e) == nil && e.Code == api.CodeInvalidConfig && strings.Contains(e.Message, "1h0m0s")
+	}
+	for _, p := range []string{"1s", "59m"} {
+		code, b, _ := ts.do(t, "POST", "/v1/keys/fast", "application/json", strings.NewReader(`{"rotation_period":"`+p+`"}`), "")
+		if !refused(code, b) {
+			t.Errorf("create with rotation_period %s: %d %s, want 400 %s naming the minimum", p, code, b, api.CodeInvalidConfig)
+		}
+	}
+	if code := ts.postJSON(t, "/v1/keys/hourly", map[string]any{"rotation_period": "1h"}, nil); code != 201 {
+		t.Fatalf("create with rotation_period 1h: %d", code)
+	}
+	if code, b, _ := ts.do(t, "PUT", "/v1/keys/hourly/config", "application/json", strings.NewReader(`{"rotation_period":"1s"}`), ""); !refused(code, b) {
+		t.Errorf("PUT rotation_period 1s: %d %s", code, b)
+	}
+	if got := rotationCheck(&ts.cfg); got != time.Minute {
+		t.Errorf("rotation checked every %v with min_rotation_period 1h, want every minute (docs/API.md)", got)
+	}
+
+	// Set lower by the operator.
+	cfg := Config{SkipBenchmark: true}
+	if err := cfg.ApplyEnv(env{"CIPHERD_MIN_ROTATION_PERIOD": "2s"}.get); err != nil {
+		t.Fatal(err)
+	}
+	lax := startTestServer(t, cfg)
+	if code := lax.postJSON(t, "/v1/keys/fast", map[string]any{"rotation_period": "2s"}, nil); code != 201 {
+		t.Fatalf("create with rotation_period 2s and min_rotation_period 2s: %d", code)
+	}
+	if got := rotationCheck(&lax.cfg); got != 2*time.Second {
+		t.Errorf("rotation checked every %v with min_rotation_period 2s, want 2s", got)
+	}
+	for _, bad := range []string{"soon", "-1h", "0s"} {
+		if err := (&Config{}).ApplyEnv(env{"CIPHERD_MIN_ROTATION_PERIOD": bad}.get); err == nil {
+			t.Errorf("CIPHERD_MIN_ROTATION_PERIOD=%s accepted", bad)
+		}
+	}
+}
+
+type env map[string]string
+
+func (e env) get(name string) string { return e[name] }

@@ -110,6 +110,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Implementation: sel.Implementation,
 		SizeClasses:    sizeClasses(sel),
 		Logger:         log,
+
+		MinRotationPeriod: cfg.MinRotationPeriod,
 	})
 	if err != nil {
 		s.store.Close()
@@ -243,16 +245,17 @@ func (s *Server) ensureDefaultKey(ctx context.Context) error {
 	return nil
 }
 
-// rotationCheck is how often scheduled rotation looks for due keys: a look
-// is a walk over the keys in memory, and rotation periods of seconds are
-// honoured to within one interval.
-const rotationCheck = time.Second
+// rotationCheck returns how often scheduled rotation looks for due keys:
+// every minute (docs/API.md), or every min_rotation_period if shorter, so
+// that a key rotates within one interval of its period's end. A look is a
+// walk over the keys in memory.
+func rotationCheck(cfg *Config) time.Duration { return min(time.Minute, cfg.MinRotationPeriod) }
 
 // background runs periodic work until ctx ends: the full speed table once,
 // and scheduled key rotation.
 func (s *Server) background(ctx context.Context) {
 	s.speed.runInitial(ctx)
-	t := time.NewTicker(rotationCheck)
+	t := time.NewTicker(rotationCheck(&s.cfg))
 	defer t.Stop()
 	for {
 		if rotated, err := s.svc.RotateDue(ctx); err != nil && !errors.Is(err, cryptosvc.ErrReadOnly) && !errors.Is(err, cryptosvc.ErrUnavailable) {

@@ -70,6 +70,7 @@ var serveSettings = []setting{
 	{key: "root_key_uri", env: "CIPHERD_ROOT_KEY_URI", zero: "root_key_file", help: "the root-key provider instead of root_key_file: pkcs11:… (RFC 7512 URI of a key in a PKCS#11 token; PIN from pin-source=file:… or CIPHERD_PKCS11_PIN) or file:<path>"},
 	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
 	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
+	{key: "min_rotation_period", env: "CIPHERD_MIN_ROTATION_PERIOD", help: "shortest rotation_period a key may be given (shorter: 400 invalid_config); due rotations are looked for every minute, or every min_rotation_period if shorter"},
 	{env: "CIPHERD_ADMIN_TOKEN", zero: "generated on first start, printed once, stored hashed", help: "the admin's bearer token (never read from the file)"},
 	{key: "identities", zero: "none", help: "API clients besides the admin: name, token_sha256 or cert_sha256, policies (file only)"},
 	{key: "policies", zero: "none", help: "named allow and deny rules of operations on key-name patterns; deny wins (file only)"},
