@@ -112,7 +112,7 @@ func (s *Store) runUnknown() {
 		}
 		s.flightMu.Unlock()
 		if err != nil {
-			b.err = classify(err) // closing
+			b.err = cryptosvc.ErrClosed // Wait fails only once Close began
 		} else {
 			b.err = s.readUnknown(b.names)
 		}
