@@ -135,11 +135,11 @@ func (c KeyConfig) allows(aead kernels.Cipher) bool {
 	})
 }
 
-// canonical returns c with its AEAD names in ParseAEAD's canonical form
+// Canonical returns c with its AEAD names in ParseAEAD's canonical form
 // (lower case, "aes-256-gcm") and repeated names dropped, so that what is
-// stored and described reads the same however a client spelt it. Names
-// that do not parse are kept for Validate to refuse.
-func (c KeyConfig) canonical() KeyConfig {
+// stored and described reads the same however a client or a hand-written
+// file spelt it. Names that do not parse are kept for Validate to refuse.
+func (c KeyConfig) Canonical() KeyConfig {
 	if c.AEAD != "" {
 		c.AEAD = CanonicalAEAD(c.AEAD)
 	}

@@ -71,7 +71,7 @@ func TestKeyringLoad(t *testing.T) {
 	    {
 	      "name": "orders",
 	      "created": "2025-01-02T15:04:05Z",
-	      "config": {"min_decryption_version": 1, "allowed_aeads": ["aes-256-gcm"], "aead": "aes-256-gcm",
+	      "config": {"min_decryption_version": 1, "allowed_aeads": ["AES-256-GCM"], "aead": "Aes-256-Gcm",
 	                 "deletion_allowed": true, "rotation_period": "720h"},
 	      "versions": [
 	        {"version": 1, "created": "2025-01-02T15:04:05Z", "secret": %[1]q},
@@ -94,6 +94,7 @@ func TestKeyringLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// AEAD names written in any case load in the canonical one.
 	want := KeyConfig{MinDecryptionVersion: 1, AllowedAEADs: []string{"aes-256-gcm"}, AEAD: "aes-256-gcm",
 		DeletionAllowed: true, RotationPeriod: Duration(720 * time.Hour)}
 	if !slices.Equal(k.Config.AllowedAEADs, want.AllowedAEADs) || k.Config.AEAD != want.AEAD ||

@@ -27,7 +27,7 @@ func (s *Service) ImportKey(ctx context.Context, name string, secrets []Secret, 
 		return Key{}, fmt.Errorf("%w: a key needs at least one version", ErrInvalidConfig)
 	}
 	now := s.now().UTC()
-	k := &StoredKey{Name: name, Created: now, Config: cfg.canonical()}
+	k := &StoredKey{Name: name, Created: now, Config: cfg.Canonical()}
 	for i, sec := range secrets {
 		k.Versions = append(k.Versions, StoredVersion{KeyVersion: KeyVersion{Version: uint32(i + 1), Created: now}, Secret: sec})
 	}
@@ -133,7 +133,7 @@ func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(
 		if err := update(&k.Config); err != nil {
 			return false, err
 		}
-		k.Config = k.Config.canonical()
+		k.Config = k.Config.Canonical()
 		// Checked only when it changes: a key stored with a shorter
 		// period can still have its other fields changed.
 		if k.Config.RotationPeriod != period {

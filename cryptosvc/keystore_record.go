@@ -38,7 +38,7 @@ func ksRecordOf(k *StoredKey) ksRecord {
 
 // storedKey converts and validates a decoded record.
 func (rec *ksRecord) storedKey() (*StoredKey, error) {
-	k := &StoredKey{Name: rec.Name, Created: rec.Created, Config: rec.Config}
+	k := &StoredKey{Name: rec.Name, Created: rec.Created, Config: rec.Config.Canonical()}
 	k.Versions = make([]StoredVersion, len(rec.Versions))
 	for i, v := range rec.Versions {
 		sec, err := NewSecret(v.Secret)

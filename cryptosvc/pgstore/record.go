@@ -69,7 +69,7 @@ func (s *Store) openMeta(name string, sealed []byte) (*cryptosvc.StoredKey, erro
 	if rec.Name != name {
 		return nil, fmt.Errorf("key %s: %w: the metadata names another key", name, cryptosvc.ErrMalformed)
 	}
-	return &cryptosvc.StoredKey{Name: name, Created: rec.Created, Config: rec.Config}, nil
+	return &cryptosvc.StoredKey{Name: name, Created: rec.Created, Config: rec.Config.Canonical()}, nil
 }
 
 func (s *Store) openVersion(name string, v uint32, sealed []byte) (cryptosvc.StoredVersion, error) {
