@@ -13,13 +13,14 @@ import (
 // replica created moments ago, whose notification is still on its way, or
 // a name nobody created. Anyone who may call the data routes can send the
 // second kind in any number, so these reads are batched and paced rather
-// than made one per name: a name missed while no batch is waiting joins
-// the next batch, a batch starts only after every name in it joined (so it
-// sees every key created before its callers asked), and batches start at
-// most unknownRate per second. A flood of distinct names thus costs the
-// database at most unknownRate queries a second, each of at most
-// maxUnknownBatch index lookups; a key created elsewhere is found by the
-// next batch, at once when no flood is under way.
+// than made one per name: a missed name joins the batch waiting to start
+// (or begins one), a batch starts only after every name in it joined (so
+// it sees every key created before its callers asked), and batches start
+// at most unknownRate a second after a burst of unknownBurst
+// (golang.org/x/time/rate). A flood of distinct names thus costs the
+// database a few queries a second, each of at most maxUnknownBatch index
+// lookups; a key created elsewhere is found by the next batch, at once
+// unless misses of unknown names have used up the burst.
 //
 // A name a batch found absent is answered not found without a query for
 // absentTTL, unless the key reaches memory meanwhile (created here or
@@ -29,10 +30,10 @@ const (
 	unknownBurst    = 5
 	maxUnknownBatch = 256
 	absentTTL       = time.Second
-	// maxAbsent bounds the names remembered absent. Batches fill it at
-	// most unknownRate*maxUnknownBatch names a second, each kept
-	// absentTTL, so it is reached only under a flood; names found absent
-	// past it are simply not remembered.
+	// maxAbsent bounds the names remembered absent, past which names
+	// found absent are not remembered. The pace of batches keeps them
+	// below it already ((unknownBurst+unknownRate)*maxUnknownBatch names
+	// within absentTTL); the bound does not depend on that arithmetic.
 	maxAbsent = 4096
 )
 
