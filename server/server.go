@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cipherd/cipherd/cryptosvc"
-	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
 )
@@ -186,45 +185,6 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 		return nil, fmt.Errorf("server: cipher selection: %w", err)
 	}
 	return sel, nil
-}
-
-// openKeystore opens the read-only keyring, the PostgreSQL keystore, or the
-// file keystore with the configured root key (or a development one,
-// loudly).
-func (s *Server) openKeystore(ctx context.Context) error {
-	if s.cfg.Keystore != "" {
-		// The root-key provider of root_key_uri, root_key_file or
-		// CIPHERD_ROOT_KEY; a shared store has no development key.
-		p, err := OpenRootKey(ctx, &s.cfg)
-		if err == nil && p == nil {
-			err = fmt.Errorf("%w: give root_key_uri, root_key_file or %s", cryptosvc.ErrRootKey, cryptosvc.EnvRootKey)
-		}
-		if err != nil {
-			return fmt.Errorf("server: the PostgreSQL keystore needs a root key: %w", err)
-		}
-		st, err := pgstore.Open(ctx, pgstore.Config{DSN: s.cfg.Keystore, RootKeyProvider: p, Logger: s.log})
-		if err != nil {
-			CloseRootKey(p)
-			return fmt.Errorf("server: keystore: %w", err)
-		}
-		s.rk.p = p // closed at shutdown
-		s.store = st
-		return nil
-	}
-	if s.cfg.Keyring != "" {
-		kr, err := s.openKeyring(context.Background(), s.cfg.Keyring)
-		if err != nil {
-			return fmt.Errorf("server: keyring: %w", err)
-		}
-		s.store = kr
-		return nil
-	}
-	fs, err := s.openFileStore(context.Background(), filepath.Join(s.cfg.DataDir, "keys"))
-	if err != nil {
-		return fmt.Errorf("server: keystore: %w", err)
-	}
-	s.store = fs
-	return nil
 }
 
 func (s *Server) ensureDefaultKey(ctx context.Context) error {

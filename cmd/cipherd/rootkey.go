@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/cryptosvc/pkcs11"
+	"github.com/cipherd/cipherd/cryptosvc/rootkey"
 	"github.com/cipherd/cipherd/internal/atomicfile"
-	"github.com/cipherd/cipherd/server"
 )
 
 const rootkeyUsage = `usage: cipherd rootkey <command> [flags]
@@ -61,10 +60,10 @@ func runRootkey(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 2
 }
 
-// rootkeyConfig is the server configuration the rootkey commands share with
-// serve: -config (or CIPHERD_CONFIG), the environment, then -data-dir. On
-// false the command exits with code.
-func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *server.Config, ok bool, code int) {
+// rootkeyConfig is the keystore configuration the rootkey commands share
+// with serve: -config (or CIPHERD_CONFIG), the environment, then -data-dir.
+// On false the command exits with code.
+func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *storeConfig, ok bool, code int) {
 	configFile := fs.String("config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration file (CIPHERD_CONFIG)")
 	dataDir := fs.String("data-dir", "", "data directory (default ./cipherd-data; CIPHERD_DATA_DIR)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -88,7 +87,8 @@ func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *server
 		cfg.DataDir = *dataDir
 	}
 	cfg = cfg.Defaults()
-	return &cfg, true, 0
+	sc := storeSettings(&cfg)
+	return &sc, true, 0
 }
 
 func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -100,7 +100,7 @@ func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer
 		return code
 	}
 	if *uri == "" {
-		*uri = cfg.RootKeyURI
+		*uri = cfg.RootKey.URI
 	}
 	if *uri == "" {
 		fmt.Fprintln(stderr, "cipherd rootkey init: give -uri pkcs11:… (or root_key_uri, CIPHERD_ROOT_KEY_URI)")
@@ -118,11 +118,11 @@ func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // openRootKey opens the root key of uri, or the configured one (nil for
 // none) when uri is empty.
-func openRootKey(ctx context.Context, cfg *server.Config, uri string) (cryptosvc.RootKeyProvider, error) {
+func openRootKey(ctx context.Context, cfg *storeConfig, uri string) (cryptosvc.RootKeyProvider, error) {
 	if uri != "" {
-		return server.OpenRootKeyURI(ctx, uri)
+		return rootkey.OpenURI(ctx, uri)
 	}
-	return server.OpenRootKey(ctx, cfg)
+	return rootkey.Open(ctx, cfg.RootKey)
 }
 
 // resealingLine is what `rootkey rotate` writes on standard error when both
@@ -143,30 +143,30 @@ func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "cipherd rootkey rotate: -to is required")
 		return 2
 	}
-	if cfg.Keystore != "" {
+	if cfg.Postgres != "" {
 		return rotatePostgres(ctx, cfg, *from, *to, stdout, stderr)
 	}
 	if cfg.Keyring != "" {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate: the configuration uses a keyring file, not the file keystore: nothing to rotate here")
 		return 2
 	}
-	dir := filepath.Join(cfg.DataDir, "keys")
+	dir := cfg.fileStoreDir()
 	name, gen, where, err := rotateStore(ctx, cfg, dir, *from, *to, *timeout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "root key rotated %s: the keystore in %s is sealed under storage key generation %d, wrapped by %s\n", where, dir, gen, name)
-	fmt.Fprintf(stdout, "set root_key_uri (or %s) to the new URI before the server's next start\n", server.EnvRootKeyURI)
+	fmt.Fprintf(stdout, "set root_key_uri (or %s) to the new URI before the server's next start\n", rootkey.EnvURI)
 	return 0
 }
 
 // rotateStore rotates here if no process holds dir, and otherwise asks the
 // server that does. Rotating here, it says on progress when both root keys
 // are open and the re-seal starts.
-func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, timeout time.Duration, progress io.Writer) (string, uint32, string, error) {
+func rotateStore(ctx context.Context, cfg *storeConfig, dir, from, to string, timeout time.Duration, progress io.Writer) (string, uint32, string, error) {
 	online := func() (string, uint32, string, error) {
-		name, gen, err := server.RequestRootKeyRotation(ctx, dir, to, timeout)
+		name, gen, err := rootkey.RequestRotation(ctx, dir, to, timeout)
 		return name, gen, "by the running server", err
 	}
 	if inUse, err := cryptosvc.FileStoreInUse(dir); err != nil {
@@ -178,7 +178,7 @@ func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, 
 	if err != nil {
 		return "", 0, "", fmt.Errorf("the current root key: %w", err)
 	}
-	defer server.CloseRootKey(cur)
+	defer rootkey.Close(cur)
 	store, err := cryptosvc.OpenFileStore(dir, cryptosvc.FileStoreConfig{RootKeyProvider: cur, DevRootKey: cur == nil})
 	if errors.Is(err, cryptosvc.ErrLocked) {
 		return online() // a server started meanwhile
@@ -187,11 +187,11 @@ func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, 
 		return "", 0, "", err
 	}
 	defer store.Close()
-	next, err := server.OpenRootKeyURI(ctx, to)
+	next, err := rootkey.OpenURI(ctx, to)
 	if err != nil {
 		return "", 0, "", fmt.Errorf("the new root key: %w", err)
 	}
-	defer server.CloseRootKey(next)
+	defer rootkey.Close(next)
 	fmt.Fprintln(progress, resealingLine)
 	if err := store.RotateRootKey(ctx, next); err != nil {
 		return "", 0, "", err
@@ -202,7 +202,7 @@ func rotateStore(ctx context.Context, cfg *server.Config, dir, from, to string, 
 
 // rotatePostgres re-wraps a PostgreSQL keystore's storage key under the
 // root key to.
-func rotatePostgres(ctx context.Context, cfg *server.Config, from, to string, stdout, stderr io.Writer) int {
+func rotatePostgres(ctx context.Context, cfg *storeConfig, from, to string, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
 		return 1
@@ -211,13 +211,13 @@ func rotatePostgres(ctx context.Context, cfg *server.Config, from, to string, st
 	if err != nil {
 		return fail(fmt.Errorf("the current root key: %w", err))
 	}
-	defer server.CloseRootKey(cur)
-	next, err := server.OpenRootKeyURI(ctx, to)
+	defer rootkey.Close(cur)
+	next, err := rootkey.OpenURI(ctx, to)
 	if err != nil {
 		return fail(fmt.Errorf("the new root key: %w", err))
 	}
-	defer server.CloseRootKey(next)
-	w, rotated, err := pgstore.RotateRootKey(ctx, cfg.Keystore, cur, next)
+	defer rootkey.Close(next)
+	w, rotated, err := pgstore.RotateRootKey(ctx, cfg.Postgres, cur, next)
 	if err != nil {
 		return fail(err)
 	}
@@ -226,7 +226,7 @@ func rotatePostgres(ctx context.Context, cfg *server.Config, from, to string, st
 	} else {
 		fmt.Fprintf(stdout, "nothing to do: the PostgreSQL keystore's storage key (generation %d) is already wrapped by %s\n", w.Generation, next)
 	}
-	fmt.Fprintf(stdout, "set root_key_uri (or %s) to the new URI before each replica's next start\n", server.EnvRootKeyURI)
+	fmt.Fprintf(stdout, "set root_key_uri (or %s) to the new URI before each replica's next start\n", rootkey.EnvURI)
 	return 0
 }
 
@@ -253,7 +253,7 @@ func runRootkeySealKeyring(ctx context.Context, args []string, stdout, stderr io
 	if err != nil {
 		return fail(err)
 	}
-	defer server.CloseRootKey(src)
+	defer rootkey.Close(src)
 	f, err := os.Open(*in)
 	if err != nil {
 		return fail(err)
@@ -267,7 +267,7 @@ func runRootkeySealKeyring(ctx context.Context, args []string, stdout, stderr io
 	if err != nil {
 		return fail(err)
 	}
-	defer server.CloseRootKey(dst)
+	defer rootkey.Close(dst)
 	if dst == nil {
 		return fail(errors.New("no root key to seal under: give -to, root_key_uri or root_key_file"))
 	}

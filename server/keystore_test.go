@@ -1,0 +1,49 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cipherd/cipherd/cryptosvc"
+)
+
+// TestSealedKeyringServes: a server opens a sealed keyring with its root
+// key and serves its keys.
+func TestSealedKeyringServes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	key := make([]byte, 32)
+	key[5] = 9
+	rootFile := filepath.Join(dir, "root.key")
+	os.WriteFile(rootFile, []byte(base64.StdEncoding.EncodeToString(key)), 0o600)
+	root, _ := cryptosvc.LoadRootKey(rootFile, "")
+	p, _ := cryptosvc.NewStaticRootKey(&root, nil)
+	sec, _ := cryptosvc.GenerateSecret(rand.Reader)
+	k := &cryptosvc.StoredKey{Name: "orders", Created: time.Now().UTC().Truncate(time.Second),
+		Versions: []cryptosvc.StoredVersion{{KeyVersion: cryptosvc.KeyVersion{Version: 1, Created: time.Now().UTC().Truncate(time.Second)}, Secret: sec}}}
+	path := filepath.Join(dir, "keyring.json")
+	f, _ := os.Create(path)
+	if err := cryptosvc.WriteSealedKeyring(ctx, f, []*cryptosvc.StoredKey{k}, p); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err := New(ctx, Config{DataDir: filepath.Join(dir, "data"), Keyring: path, RootKeyURI: "file:" + rootFile, AdminToken: "t", SkipBenchmark: true, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(ctx)
+	ct, _, err := s.Service().Seal(ctx, "orders", []byte("x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt, _, err := s.Service().Open(ctx, "orders", ct, nil); err != nil || string(pt) != "x" {
+		t.Fatalf("Open: %q, %v", pt, err)
+	}
+}
