@@ -18,6 +18,7 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/client"
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/server"
 )
 
@@ -35,6 +36,7 @@ func startServer(t testing.TB) (string, *server.Server) {
 func startServerConfig(t testing.TB, cfg server.Config) (string, *server.Server) {
 	t.Helper()
 	cfg.DataDir, cfg.AdminToken, cfg.SkipBenchmark, cfg.Logger = t.TempDir(), adminToken, true, zap.NewNop()
+	cfg.Keystore = cryptosvc.NewMemStore()
 	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/client"
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/server"
 )
 
@@ -23,7 +24,7 @@ func exampleServer() (string, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := server.New(context.Background(), server.Config{DataDir: dir, AdminToken: "example-token", SkipBenchmark: true, Logger: zap.NewNop()})
+	srv, err := server.New(context.Background(), server.Config{DataDir: dir, Keystore: cryptosvc.NewMemStore(), AdminToken: "example-token", SkipBenchmark: true, Logger: zap.NewNop()})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func TestAuthAdminTokenStoredHashed(t *testing.T) {
 	dir := t.TempDir()
 	core, logs := observer.New(zap.DebugLevel)
 	serve := func() (*Server, string) {
-		srv, err := New(context.Background(), Config{DataDir: dir, SkipBenchmark: true, Logger: zap.New(core)})
+		srv, err := New(context.Background(), Config{DataDir: dir, Keystore: cryptosvc.NewMemStore(), SkipBenchmark: true, Logger: zap.New(core)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func TestAuthAdminTokenStoredHashed(t *testing.T) {
 
 	// A damaged hash file stops the start.
 	os.WriteFile(filepath.Join(dir, adminTokenFile), []byte("nothex\n"), 0o600)
-	if _, err := New(context.Background(), Config{DataDir: dir, SkipBenchmark: true, Logger: zap.NewNop()}); err == nil {
+	if _, err := New(context.Background(), Config{DataDir: dir, Keystore: cryptosvc.NewMemStore(), SkipBenchmark: true, Logger: zap.NewNop()}); err == nil {
 		t.Fatal("started with a damaged admin token file")
 	}
 }

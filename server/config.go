@@ -31,26 +31,43 @@ type Config struct {
 	// DataDir holds the file keystore, the hashed admin token and the speed
 	// cache. Default ./cipherd-data. CIPHERD_DATA_DIR.
 	DataDir string `yaml:"data_dir"`
+	// Keystore holds the keys the server serves, open and ready: the file
+	// keystore (cryptosvc.OpenFileStore), a keyring (cryptosvc.OpenKeyring),
+	// a PostgreSQL keystore (package cryptosvc/pgstore), cryptosvc.MemStore,
+	// or any other implementation. It is required: nil makes New fail,
+	// since the server cannot choose for its embedder where keys are kept
+	// and a default in memory would lose them at exit. The server never
+	// closes it: whoever opened it closes it after Shutdown returns, when
+	// the server's background work on it has ended. A read-only store
+	// (writes fail with cryptosvc.ErrReadOnly) gets no DefaultKey. Not
+	// settable from the file: cipherd serve opens the store that the
+	// settings below name.
+	Keystore cryptosvc.Keystore `yaml:"-"`
+
+	// Keyring, KeystoreURL, RootKeyFile and RootKeyURI name the keystore
+	// and its root key for the program that opens it (cipherd serve, and
+	// its rootkey and keys commands); New does not read them.
+	//
 	// Keyring, when set, is a read-only keyring file (a mounted Kubernetes
-	// Secret) that replaces the file keystore; it reloads when it changes.
-	// CIPHERD_KEYRING.
+	// Secret) that replaces the file keystore in DataDir/keys; it reloads
+	// when it changes. CIPHERD_KEYRING.
 	Keyring string `yaml:"keyring"`
-	// Keystore, when set, is the URL of a PostgreSQL database
+	// KeystoreURL, when set, is the URL of a PostgreSQL database
 	// (postgres://user@host/db?sslmode=verify-full, libpq conventions:
 	// PGPASSWORD, PGPASSFILE and the other PG* variables fill in what it
 	// leaves out) that holds the keys for every replica using it, instead
-	// of the file keystore; it needs RootKeyFile or CIPHERD_ROOT_KEY.
-	// Empty means the file keystore. CIPHERD_KEYSTORE.
-	Keystore string `yaml:"keystore"`
-	// RootKeyFile holds the root key that encrypts the file keystore at rest
+	// of the file keystore; it needs RootKeyURI, RootKeyFile or
+	// CIPHERD_ROOT_KEY. Empty means the file keystore. CIPHERD_KEYSTORE.
+	KeystoreURL string `yaml:"keystore"`
+	// RootKeyFile holds the root key that encrypts the keystore at rest
 	// (32 bytes, base64 or hex). CIPHERD_ROOT_KEY_FILE; the key itself may
-	// instead be in CIPHERD_ROOT_KEY. With neither, a development root key is
-	// generated in DataDir, with a loud warning.
+	// instead be in CIPHERD_ROOT_KEY. With neither, the file keystore keeps
+	// a development root key in DataDir/keys, with a loud warning.
 	RootKeyFile string `yaml:"root_key_file"`
 	// RootKeyURI, when set, names the root-key provider instead of
 	// RootKeyFile: "pkcs11:…" (an RFC 7512 URI of a key in a PKCS#11 token)
-	// or "file:<path>" (see docs/OPERATIONS.md, Root of trust).
-	// CIPHERD_ROOT_KEY_URI.
+	// or "file:<path>" (package cryptosvc/rootkey; docs/OPERATIONS.md, Root
+	// of trust). CIPHERD_ROOT_KEY_URI.
 	RootKeyURI string `yaml:"root_key_uri"`
 	// DefaultKey is created on first start if missing. Default "default";
 	// "-" creates none. CIPHERD_DEFAULT_KEY.
@@ -263,7 +280,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_ADDR", &cfg.Addr)
 	str("CIPHERD_DATA_DIR", &cfg.DataDir)
 	str("CIPHERD_KEYRING", &cfg.Keyring)
-	str("CIPHERD_KEYSTORE", &cfg.Keystore)
+	str("CIPHERD_KEYSTORE", &cfg.KeystoreURL)
 	str("CIPHERD_ROOT_KEY_FILE", &cfg.RootKeyFile)
 	str("CIPHERD_ROOT_KEY_URI", &cfg.RootKeyURI)
 	str("CIPHERD_DEFAULT_KEY", &cfg.DefaultKey)
@@ -337,8 +354,8 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("trusted proxy %q is not a CIDR", p))
 		}
 	}
-	if cfg.Keystore != "" {
-		if !strings.HasPrefix(cfg.Keystore, "postgres://") && !strings.HasPrefix(cfg.Keystore, "postgresql://") {
+	if cfg.KeystoreURL != "" {
+		if !strings.HasPrefix(cfg.KeystoreURL, "postgres://") && !strings.HasPrefix(cfg.KeystoreURL, "postgresql://") {
 			errs = append(errs, errors.New("keystore must be a postgres:// or postgresql:// URL"))
 		}
 		if cfg.Keyring != "" {

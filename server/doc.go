@@ -56,6 +56,22 @@
 // A JSON encrypt runs front → serve → handleEncrypt → readDataRequest →
 // cryptosvc.Service.Seal → sendResult, then record.
 //
-// server.go holds the lifecycle (start-up self-test and benchmark, keystore,
-// drain on shutdown) and config.go the configuration with its validation.
+// server.go holds the lifecycle (start-up self-test and benchmark, the
+// default key, background work, drain on shutdown) and config.go the
+// configuration with its validation.
+//
+// # The keystore
+//
+// The server is handed its keystore, open, in Config.Keystore: any
+// cryptosvc.Keystore (the file keystore, a keyring, PostgreSQL through
+// cryptosvc/pgstore, cryptosvc.MemStore, or an embedder's own). It never
+// opens or closes a store, and imports no store's package: the program
+// that opened the store closes it after Shutdown, which returns once the
+// server's background work on the store has ended. cipherd serve opens
+// the store its settings name with package cryptosvc/keystore, which also
+// serves the file keystore's online root-key rotation (cryptosvc/rootkey).
+// What the server learns from the store it learns through optional
+// interfaces: /readyz reports a store that is a cryptosvc.HealthReporter,
+// and a store whose writes fail with cryptosvc.ErrReadOnly (a keyring) gets
+// no default key.
 package server

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/internal/zaplog"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -37,7 +38,7 @@ func benchEncryptHandler(b *testing.B, body []byte) float64 {
 	logger := zap.New(zapcore.NewCore(zaplog.NewEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 	// AES-128-GCM, as scripts/loadbench.sh pins it, so that the two measure
 	// the same work.
-	srv, err := New(context.Background(), Config{DataDir: b.TempDir(), AdminToken: "bench-token", SkipBenchmark: true, AEAD: "aes-128-gcm", Logger: logger})
+	srv, err := New(context.Background(), Config{DataDir: b.TempDir(), Keystore: cryptosvc.NewMemStore(), AdminToken: "bench-token", SkipBenchmark: true, AEAD: "aes-128-gcm", Logger: logger})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,48 +2,45 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"os"
-	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/cryptosvc"
 )
 
-// TestSealedKeyringServes: a server opens a sealed keyring with its root
-// key and serves its keys.
-func TestSealedKeyringServes(t *testing.T) {
+// closeCounter is a keystore that counts its Close calls.
+type closeCounter struct {
+	*cryptosvc.MemStore
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return c.MemStore.Close() }
+
+// TestKeystoreIsTheCallers: New refuses to start without a keystore, and
+// neither a failed New nor Shutdown closes the one it was handed.
+func TestKeystoreIsTheCallers(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	key := make([]byte, 32)
-	key[5] = 9
-	rootFile := filepath.Join(dir, "root.key")
-	os.WriteFile(rootFile, []byte(base64.StdEncoding.EncodeToString(key)), 0o600)
-	root, _ := cryptosvc.LoadRootKey(rootFile, "")
-	p, _ := cryptosvc.NewStaticRootKey(&root, nil)
-	sec, _ := cryptosvc.GenerateSecret(rand.Reader)
-	k := &cryptosvc.StoredKey{Name: "orders", Created: time.Now().UTC().Truncate(time.Second),
-		Versions: []cryptosvc.StoredVersion{{KeyVersion: cryptosvc.KeyVersion{Version: 1, Created: time.Now().UTC().Truncate(time.Second)}, Secret: sec}}}
-	path := filepath.Join(dir, "keyring.json")
-	f, _ := os.Create(path)
-	if err := cryptosvc.WriteSealedKeyring(ctx, f, []*cryptosvc.StoredKey{k}, p); err != nil {
-		t.Fatal(err)
+	if _, err := New(ctx, Config{DataDir: t.TempDir(), SkipBenchmark: true, Logger: zap.NewNop()}); err == nil || !strings.Contains(err.Error(), "Keystore is nil") {
+		t.Fatalf("no keystore: %v", err)
 	}
-	f.Close()
-	s, err := New(ctx, Config{DataDir: filepath.Join(dir, "data"), Keyring: path, RootKeyURI: "file:" + rootFile, AdminToken: "t", SkipBenchmark: true, Logger: zap.NewNop()})
+
+	store := &closeCounter{MemStore: cryptosvc.NewMemStore()}
+	if _, err := New(ctx, Config{DataDir: t.TempDir(), Keystore: store, DefaultKey: "no/such name", SkipBenchmark: true, Logger: zap.NewNop()}); err == nil {
+		t.Fatal("started with an invalid default key name")
+	}
+	s, err := New(ctx, Config{DataDir: t.TempDir(), Keystore: store, AdminToken: "t", SkipBenchmark: true, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Shutdown(ctx)
-	ct, _, err := s.Service().Seal(ctx, "orders", []byte("x"), nil)
-	if err != nil {
+	if err := s.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if pt, _, err := s.Service().Open(ctx, "orders", ct, nil); err != nil || string(pt) != "x" {
-		t.Fatalf("Open: %q, %v", pt, err)
+	if store.closed != 0 {
+		t.Fatalf("the server closed the keystore %d times", store.closed)
+	}
+	if _, err := store.Get(ctx, "default"); err != nil {
+		t.Fatalf("the default key after Shutdown: %v", err)
 	}
 }

@@ -60,17 +60,20 @@ type Server struct {
 	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
 	bg        context.CancelFunc
-	bgDone    sync.WaitGroup // background and watchRotation, waited for before the store closes
-	rk        rootKeyState   // the keystore's root-key provider (file or PostgreSQL store)
+	bgDone    sync.WaitGroup // background, waited for before Shutdown returns and the store may close
 }
 
 // New runs the start-up sequence (known-answer tests, cipher selection, keys,
-// default key, credentials) and returns a server ready to serve. ctx bounds the
-// start-up only.
+// default key, credentials) over the keystore cfg.Keystore and returns a
+// server ready to serve. ctx bounds the start-up only. The keystore stays
+// the caller's: New does not close it, even when it fails.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server: configuration: %w", err)
+	}
+	if cfg.Keystore == nil {
+		return nil, errors.New("server: configuration: Keystore is nil: open a keystore (cryptosvc.OpenFileStore, …) and pass it")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -100,9 +103,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.sel = sel
 
-	if err := s.openKeystore(ctx); err != nil {
-		return nil, err
-	}
+	s.store = cfg.Keystore
 	s.svc, err = cryptosvc.New(cryptosvc.Config{
 		Keystore:       s.store,
 		AEAD:           sel.AEAD,
@@ -113,23 +114,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		MinRotationPeriod: cfg.MinRotationPeriod,
 	})
 	if err != nil {
-		s.store.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if err := s.ensureDefaultKey(ctx); err != nil {
-		s.store.Close()
 		return nil, err
 	}
 	auth, err := newAuth(&s.cfg, log)
 	if err != nil {
-		s.store.Close()
 		return nil, err
 	}
 	s.authp.Store(auth)
 	s.AdminTokenGenerated = auth.generated
 	if cfg.TLSCert != "" {
 		if s.tls, err = newTLSState(&s.cfg, log); err != nil {
-			s.store.Close()
 			return nil, err
 		}
 	}
@@ -140,9 +137,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	s.bg = cancel
 	s.bgDone.Go(func() { s.background(bg) })
-	if fs, ok := s.store.(*cryptosvc.FileStore); ok {
-		s.bgDone.Go(func() { s.watchRotation(bg, fs, filepath.Join(cfg.DataDir, "keys")) })
-	}
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
@@ -187,16 +181,21 @@ func (s *Server) selectCiphers(ctx context.Context) (*selftest.Selection, error)
 	return sel, nil
 }
 
+// ensureDefaultKey creates the default key if the store lacks it and can
+// be written.
 func (s *Server) ensureDefaultKey(ctx context.Context) error {
 	name := s.cfg.DefaultKey
-	if name == "-" || s.cfg.Keyring != "" {
+	if name == "-" {
 		return nil
 	}
 	_, err := s.svc.DescribeKey(ctx, name)
 	if errors.Is(err, cryptosvc.ErrKeyNotFound) {
 		_, err = s.svc.CreateKey(ctx, name, cryptosvc.KeyConfig{})
-		if errors.Is(err, cryptosvc.ErrKeyExists) {
+		switch {
+		case errors.Is(err, cryptosvc.ErrKeyExists):
 			err = nil // another replica of a shared keystore made it first
+		case errors.Is(err, cryptosvc.ErrReadOnly):
+			err = nil // a keyring's keys are made where the keyring is
 		}
 	}
 	if err != nil {
@@ -270,7 +269,8 @@ func (s *Server) ListenAndServe() error {
 
 // Shutdown turns readiness off, waits DrainDelay so that load balancers stop
 // sending, then stops accepting and waits for requests in flight until ctx
-// ends. It closes the keystore.
+// ends, and ends the background work. It does not close the keystore: the
+// caller that opened it closes it once Shutdown has returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
@@ -281,18 +281,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 		err = s.app.ShutdownWithContext(ctx)
-		// The background work ends before the store closes: a scheduled or
-		// requested rotation finishes its write, and nothing logs about a
-		// closed store after Shutdown returns.
+		// The background work ends before Shutdown returns, and so before
+		// the caller closes the store: a scheduled or requested rotation
+		// finishes its write, and nothing logs about a closed store.
 		s.bg()
 		s.bgDone.Wait()
 		if s.tls != nil {
 			s.tls.close()
 		}
-		if cerr := s.store.Close(); err == nil {
-			err = cerr
-		}
-		s.rk.close()
 		s.log.Info("stopped", zap.Error(err))
 	})
 	return err

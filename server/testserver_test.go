@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // testServer is a real cipherd listening on a loopback port.
@@ -24,9 +27,11 @@ type testServer struct {
 	ln    net.Listener
 }
 
-// startTestServer starts a server with cfg (DataDir, Addr, AdminToken and the
-// logger are filled in when empty), waits until it answers, and stops it when
-// the test ends.
+// startTestServer starts a server with cfg (DataDir, Addr, AdminToken, the
+// logger and the keystore are filled in when empty), waits until it answers,
+// and stops it when the test ends. The keystore it fills in is the file
+// keystore in DataDir/keys with the development root key, as cipherd serve
+// opens it without a root key; it closes after the server's Shutdown.
 func startTestServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	if cfg.DataDir == "" {
@@ -39,14 +44,21 @@ func startTestServer(t testing.TB, cfg Config) *testServer {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.New(core)
 	}
+	var store *cryptosvc.FileStore
+	if cfg.Keystore == nil {
+		store = openTestStore(t, cfg.DataDir, cfg.Logger)
+		cfg.Keystore = store
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		store.Close()
 		t.Fatal(err)
 	}
 	cfg.Addr = ln.Addr().String()
 	srv, err := New(context.Background(), cfg)
 	if err != nil {
 		ln.Close()
+		store.Close()
 		t.Fatal(err)
 	}
 	ts := &testServer{Server: srv, URL: "http://" + ln.Addr().String(), Token: cfg.AdminToken, Logs: logs, ln: ln}
@@ -78,8 +90,22 @@ func startTestServer(t testing.TB, cfg Config) *testServer {
 		defer cancel()
 		srv.Shutdown(ctx)
 		<-done
+		if store != nil {
+			store.Close()
+		}
 	})
 	return ts
+}
+
+// openTestStore opens the file keystore in dataDir/keys with the
+// development root key. The caller closes it.
+func openTestStore(t testing.TB, dataDir string, log *zap.Logger) *cryptosvc.FileStore {
+	t.Helper()
+	fs, err := cryptosvc.OpenFileStore(filepath.Join(dataDir, "keys"), cryptosvc.FileStoreConfig{DevRootKey: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
 }
 
 // do sends a request with the admin token (unless token is "-") and returns

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/cryptosvc/keystore"
 	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/cryptosvc/pkcs11"
 	"github.com/cipherd/cipherd/cryptosvc/rootkey"
@@ -63,7 +64,7 @@ func runRootkey(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // rootkeyConfig is the keystore configuration the rootkey commands share
 // with serve: -config (or CIPHERD_CONFIG), the environment, then -data-dir.
 // On false the command exits with code.
-func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *storeConfig, ok bool, code int) {
+func rootkeyConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (_ *keystore.Config, ok bool, code int) {
 	configFile := fs.String("config", os.Getenv("CIPHERD_CONFIG"), "YAML configuration file (CIPHERD_CONFIG)")
 	dataDir := fs.String("data-dir", "", "data directory (default ./cipherd-data; CIPHERD_DATA_DIR)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -118,7 +119,7 @@ func runRootkeyInit(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // openRootKey opens the root key of uri, or the configured one (nil for
 // none) when uri is empty.
-func openRootKey(ctx context.Context, cfg *storeConfig, uri string) (cryptosvc.RootKeyProvider, error) {
+func openRootKey(ctx context.Context, cfg *keystore.Config, uri string) (cryptosvc.RootKeyProvider, error) {
 	if uri != "" {
 		return rootkey.OpenURI(ctx, uri)
 	}
@@ -150,7 +151,7 @@ func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "cipherd rootkey rotate: the configuration uses a keyring file, not the file keystore: nothing to rotate here")
 		return 2
 	}
-	dir := cfg.fileStoreDir()
+	dir := cfg.FileStoreDir()
 	name, gen, where, err := rotateStore(ctx, cfg, dir, *from, *to, *timeout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
@@ -164,7 +165,7 @@ func runRootkeyRotate(ctx context.Context, args []string, stdout, stderr io.Writ
 // rotateStore rotates here if no process holds dir, and otherwise asks the
 // server that does. Rotating here, it says on progress when both root keys
 // are open and the re-seal starts.
-func rotateStore(ctx context.Context, cfg *storeConfig, dir, from, to string, timeout time.Duration, progress io.Writer) (string, uint32, string, error) {
+func rotateStore(ctx context.Context, cfg *keystore.Config, dir, from, to string, timeout time.Duration, progress io.Writer) (string, uint32, string, error) {
 	online := func() (string, uint32, string, error) {
 		name, gen, err := rootkey.RequestRotation(ctx, dir, to, timeout)
 		return name, gen, "by the running server", err
@@ -202,7 +203,7 @@ func rotateStore(ctx context.Context, cfg *storeConfig, dir, from, to string, ti
 
 // rotatePostgres re-wraps a PostgreSQL keystore's storage key under the
 // root key to.
-func rotatePostgres(ctx context.Context, cfg *storeConfig, from, to string, stdout, stderr io.Writer) int {
+func rotatePostgres(ctx context.Context, cfg *keystore.Config, from, to string, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "cipherd rootkey rotate:", err)
 		return 1

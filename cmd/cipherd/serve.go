@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cipherd/cipherd/cryptosvc/keystore"
 	"github.com/cipherd/cipherd/internal/zaplog"
 	"github.com/cipherd/cipherd/server"
 )
@@ -75,13 +76,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer log.Sync()
 	cfg.Logger = log
 
+	// The binary opens the keystore and hands the server the live store;
+	// the store outlives the server, and closes after its Shutdown.
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	defaulted := cfg.Defaults()
+	sc := storeSettings(&defaulted)
+	sc.Logger = log
+	store, err := keystore.Open(startCtx, sc)
+	if err != nil {
+		log.Error("start-up failed", zap.Error(err))
+		return 1
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error("closing the keystore", zap.Error(err))
+		}
+	}()
+	cfg.Keystore = store.Keystore
 	srv, err := server.New(startCtx, cfg)
 	cancel()
 	if err != nil {
 		log.Error("start-up failed", zap.Error(err))
 		return 1
 	}
+	store.WatchRotation(log)
 	if tok := srv.AdminTokenGenerated; tok != "" {
 		fmt.Fprintf(stderr, "\n  cipherd admin token (shown once, stored hashed): %s\n\n", tok)
 	}
@@ -91,8 +110,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	go rl.run(rctx, hup)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.Defaults().ShutdownTimeout)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
 	select {
 	case err := <-errc:
+		shutdown() // its background work ends before the store closes
 		if err != nil {
 			log.Error("serve failed", zap.Error(err))
 			return 1
@@ -100,9 +125,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Defaults().ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := shutdown(); err != nil {
 		log.Error("shutdown", zap.Error(err))
 		return 1
 	}

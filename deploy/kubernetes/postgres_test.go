@@ -178,6 +178,7 @@ func TestPostgresOverlayServes(t *testing.T) {
 	cfg.Addr, cfg.SkipBenchmark, cfg.AdminToken = "127.0.0.1:0", true, "test-token"
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	ctx := context.Background()
+	openStore(t, &cfg)
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("cipherd from the overlay: %v", err)

@@ -25,6 +25,8 @@ import (
 
 	"github.com/cipherd/cipherd/client"
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/cryptosvc/keystore"
+	"github.com/cipherd/cipherd/cryptosvc/rootkey"
 	"github.com/cipherd/cipherd/server"
 )
 
@@ -178,6 +180,23 @@ func applyEnvNames(t *testing.T) map[string]bool {
 	return names
 }
 
+// openStore opens the keystore cfg's settings name, as `cipherd serve`
+// does, and hands it to cfg; it closes when the test ends, after the
+// server's Shutdown.
+func openStore(t *testing.T, cfg *server.Config) {
+	t.Helper()
+	d := cfg.Defaults()
+	st, err := keystore.Open(context.Background(), keystore.Config{
+		DataDir: d.DataDir, Keyring: d.Keyring, Postgres: d.KeystoreURL, Logger: cfg.Logger,
+		RootKey: rootkey.Config{URI: d.RootKeyURI, File: d.RootKeyFile},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg.Keystore = st.Keystore
+}
+
 // config builds the server configuration as `cipherd serve` does: the file
 // named by CIPHERD_CONFIG, then ApplyEnv, then Defaults and Validate.
 func (p *pod) config(t *testing.T) server.Config {
@@ -326,6 +345,7 @@ func TestDeploymentServes(t *testing.T) {
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	openStore(t, &cfg)
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
