@@ -11,6 +11,7 @@ import (
 
 	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/cryptosvc/pgstore"
+	"github.com/cipherd/cipherd/cryptosvc/rootkey"
 )
 
 // cipherd keys migrate copies every key of a file keystore or a keyring
@@ -29,12 +30,20 @@ is left alone, or given the versions it lacks; a key whose versions differ
 between the two stores is reported and not touched.
 
   -from-dir DIR         a file keystore directory (a stopped server's data_dir/keys)
-  -from-keyring FILE    a keyring file
-  -root-key-file FILE   the root key of the destination, and of a -from-dir
-                        source (default: CIPHERD_ROOT_KEY_FILE, then CIPHERD_ROOT_KEY)
-  -from-root-key-file FILE
+  -from-keyring FILE    a keyring file, in the clear or sealed
+  -root-key-uri URI     the root key of the destination: pkcs11:… or file:<path>
+                        (default: CIPHERD_ROOT_KEY_URI)
+  -root-key-file FILE   the root key of the destination, when no URI is given
+                        (default: CIPHERD_ROOT_KEY_FILE, then CIPHERD_ROOT_KEY)
+  -from-root-key-uri URI, -from-root-key-file FILE
                         the source's root key, when it differs
-  -from-dev-root-key    the source is a development keystore: its root key is DIR/root.key
+  -from-dev-root-key    the source is a development keystore: its root key is
+                        DIR/root.key (the default when that file exists)
+
+The source's root key is, in this order: the one -from-root-key-uri or
+-from-root-key-file gives; the development root key, for a -from-dir
+keystore that holds one (a server started without a root key made it, as
+'go run ./cmd/cipherd' does); else the destination's.
 `
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -51,7 +60,9 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	to := fs.String("to", "", "")
 	fromDir := fs.String("from-dir", "", "")
 	fromKeyring := fs.String("from-keyring", "", "")
-	rootFile := fs.String("root-key-file", "", "")
+	rootURI := fs.String("root-key-uri", os.Getenv(rootkey.EnvURI), "")
+	rootFile := fs.String("root-key-file", os.Getenv(cryptosvc.EnvRootKeyFile), "")
+	fromRootURI := fs.String("from-root-key-uri", "", "")
 	fromRootFile := fs.String("from-root-key-file", "", "")
 	fromDev := fs.Bool("from-dev-root-key", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -68,19 +79,20 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cipherd keys migrate:", err)
 		return 1
 	}
-	if *rootFile == "" {
-		*rootFile = os.Getenv(cryptosvc.EnvRootKeyFile)
+	root, err := rootkey.Open(ctx, rootkey.Config{URI: *rootURI, File: *rootFile})
+	if err == nil && root == nil {
+		err = fmt.Errorf("%w: the destination needs a root key: give -root-key-uri, -root-key-file, %s, %s or %s", cryptosvc.ErrRootKey, rootkey.EnvURI, cryptosvc.EnvRootKeyFile, cryptosvc.EnvRootKey)
 	}
-	root, err := cryptosvc.LoadRootKey(*rootFile, cryptosvc.EnvRootKey)
 	if err != nil {
 		return fail(err)
 	}
-	src, err := openSource(*fromDir, *fromKeyring, &root, *fromRootFile, *fromDev)
+	defer rootkey.Close(root)
+	src, err := openSource(ctx, sourceConfig{dir: *fromDir, keyring: *fromKeyring, uri: *fromRootURI, file: *fromRootFile, dev: *fromDev}, root)
 	if err != nil {
 		return fail(err)
 	}
 	defer src.Close()
-	dst, err := pgstore.Open(ctx, pgstore.Config{DSN: *to, RootKey: &root})
+	dst, err := pgstore.Open(ctx, pgstore.Config{DSN: *to, RootKeyProvider: root})
 	if err != nil {
 		return fail(err)
 	}
@@ -107,7 +119,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dst.Close()
 
 	// Verify against a fresh open: every row unsealed from the database.
-	check, err := pgstore.Open(ctx, pgstore.Config{DSN: *to, RootKey: &root})
+	check, err := pgstore.Open(ctx, pgstore.Config{DSN: *to, RootKeyProvider: root})
 	if err != nil {
 		return fail(fmt.Errorf("verifying: %w", err))
 	}
@@ -133,29 +145,84 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func openSource(dir, keyring string, root *cryptosvc.Secret, rootFile string, dev bool) (cryptosvc.Keystore, error) {
-	if keyring != "" {
-		return cryptosvc.OpenKeyring(keyring, cryptosvc.KeyringConfig{PollInterval: -1})
-	}
-	cfg := cryptosvc.FileStoreConfig{RootKey: root}
+// sourceConfig is the source of a migration and its root key as the flags
+// give them.
+type sourceConfig struct {
+	dir, keyring string // -from-dir, -from-keyring
+	uri, file    string // -from-root-key-uri, -from-root-key-file
+	dev          bool   // -from-dev-root-key
+}
+
+// openSource opens the source read-only in effect (migrate only reads it)
+// with its root key: the one sc names, else the development root key of a
+// file keystore that holds one, else dst, the destination's. The store
+// closes the provider it opened when it closes.
+func openSource(ctx context.Context, sc sourceConfig, dst cryptosvc.RootKeyProvider) (cryptosvc.Keystore, error) {
+	var own cryptosvc.RootKeyProvider // opened here for the source
 	switch {
-	case dev:
-		r, err := cryptosvc.LoadRootKey(filepath.Join(dir, "root.key"), "")
+	case sc.uri != "":
+		p, err := rootkey.OpenURI(ctx, sc.uri)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the source's root key: %w", err)
 		}
-		cfg.RootKey = &r
-	case rootFile != "":
-		r, err := cryptosvc.LoadRootKey(rootFile, "")
+		own = p
+	case sc.file != "":
+		p, err := rootkey.Open(ctx, rootkey.Config{File: sc.file})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the source's root key: %w", err)
 		}
-		cfg.RootKey = &r
+		own = p
 	}
-	if _, err := os.Stat(filepath.Join(dir, "root.check")); err != nil {
-		return nil, fmt.Errorf("%s is not a file keystore (no root.check): %w", dir, err)
+	p := dst
+	if own != nil {
+		p = own
 	}
-	return cryptosvc.OpenFileStore(dir, cfg)
+	var st cryptosvc.Keystore
+	var err error
+	if sc.keyring != "" {
+		st, err = cryptosvc.OpenKeyring(sc.keyring, cryptosvc.KeyringConfig{PollInterval: -1, RootKeyProvider: p})
+	} else {
+		st, err = openSourceDir(sc, own, p)
+	}
+	if err != nil {
+		rootkey.Close(own)
+		return nil, err
+	}
+	return closingStore{st, own}, nil
+}
+
+// openSourceDir opens the file keystore in sc.dir: with the development
+// root key it holds when no root key for the source is given (own is nil),
+// else with p.
+func openSourceDir(sc sourceConfig, own, p cryptosvc.RootKeyProvider) (cryptosvc.Keystore, error) {
+	if _, err := os.Stat(filepath.Join(sc.dir, "root.check")); err != nil {
+		return nil, fmt.Errorf("%s is not a file keystore (no root.check): %w", sc.dir, err)
+	}
+	_, err := os.Stat(filepath.Join(sc.dir, "root.key"))
+	haveDev := err == nil
+	if sc.dev && !haveDev {
+		// OpenFileStore would make a new development root key, which
+		// opens nothing in this store.
+		return nil, fmt.Errorf("%w: -from-dev-root-key: %s holds no development root key (root.key)", cryptosvc.ErrRootKey, sc.dir)
+	}
+	cfg := cryptosvc.FileStoreConfig{RootKeyProvider: p}
+	if sc.dev || (haveDev && own == nil) {
+		cfg = cryptosvc.FileStoreConfig{DevRootKey: true}
+	}
+	return cryptosvc.OpenFileStore(sc.dir, cfg)
+}
+
+// closingStore is a source keystore that closes its own root key after
+// itself.
+type closingStore struct {
+	cryptosvc.Keystore
+	root cryptosvc.RootKeyProvider
+}
+
+func (s closingStore) Close() error {
+	err := s.Keystore.Close()
+	rootkey.Close(s.root)
+	return err
 }
 
 // migrateKey puts k into dst and says what it did.
