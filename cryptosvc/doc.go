@@ -16,17 +16,45 @@
 // Keys live in a [Keystore]. A key is a name and versions 1, 2, 3, … each
 // holding a 32-byte [Secret]; rotation adds a version, and older versions keep
 // opening what they sealed until a minimum decryption version retires them.
-// Three keystores are provided:
+// Four keystores are provided, and one conformance suite runs against them
+// all:
 //
-//   - the file keystore ([OpenFileStore]): one directory, every key encrypted
-//     at rest under a root key ([LoadRootKey]), written atomically. It is the
-//     default for an embedded service.
+//   - the file keystore ([OpenFileStore]): one directory, held by one
+//     process, every key encrypted at rest under a storage key that the
+//     root key wraps, written atomically. It keeps a development root key
+//     next to the keys when given none ([FileStoreConfig].DevRootKey).
 //   - the keyring file ([OpenKeyring]): a read-only JSON file, typically a
-//     mounted Kubernetes Secret, reloaded when it changes.
+//     mounted Kubernetes Secret, in the clear or sealed under a root key
+//     ([WriteSealedKeyring]), reloaded when it changes.
+//   - the PostgreSQL keystore (package cryptosvc/pgstore): one database that
+//     many replicas share, records sealed under a storage key that the root
+//     key wraps; changes reach every replica through LISTEN/NOTIFY, and a
+//     version a replica has not heard of is read through on a miss.
 //   - [MemStore]: in memory, for tests and for programs that manage keys
 //     themselves.
 //
 // Anything else, such as an external KMS, can implement [Keystore].
+//
+// # The root of trust
+//
+// A [RootKeyProvider] wraps and unwraps the storage key under which the file
+// keystore, a sealed keyring and the PostgreSQL keystore seal their records
+// ([Sealer]). Providers:
+//
+//   - [StaticRootKey]: a root key in memory, read from a file or an
+//     environment variable ([LoadRootKey], [ParseRootKey]), or the file
+//     keystore's development root key.
+//   - PKCS#11 (package cryptosvc/pkcs11): an AES-256 key in a token, named by
+//     an RFC 7512 URI; the root key never leaves the token.
+//
+// Rotating the root key re-seals every record under a new storage key,
+// resumably ([FileStore.RotateRootKey]; pgstore.RotateRootKey re-wraps the
+// database's storage key). Package cryptosvc/rootkey opens a provider by
+// the name cipherd's settings give it and serves a running file keystore's
+// online rotation; package cryptosvc/keystore opens the store those
+// settings name. A program that embeds the service opens its store and
+// provider itself, with these packages or directly, and closes them after
+// the service is done with them.
 //
 // # The sealed format
 //
@@ -76,5 +104,7 @@
 //   - RFC 8439, ChaCha20 and Poly1305 for IETF Protocols.
 //   - IANA, Authenticated Encryption with Associated Data (AEAD) Parameters.
 //     https://www.iana.org/assignments/aead-parameters
+//   - RFC 7512, The PKCS #11 URI Scheme.
 //   - docs/FORMAT.md, The cipherd sealed format, version 1.
+//   - docs/STORAGE.md, The storage formats of the keystores.
 package cryptosvc

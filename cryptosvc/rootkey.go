@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// Environment variables through which the server takes the file keystore's
-// root key (see LoadRootKey). The file wins when both are set.
+// Environment variables through which cipherd takes a static root key (see
+// LoadRootKey). The file wins when both are set.
 const (
 	// EnvRootKey holds the root key itself: 32 bytes as base64 (standard,
 	// padded, or URL-safe without padding) or as 64 hex digits.
