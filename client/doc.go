@@ -17,9 +17,10 @@
 //
 // Streams (EncryptStream, DecryptStream) send the request body and read the
 // response at the same time, in constant memory. A decrypted stream is
-// complete only when the service ends it with the trailer Cipherd-Status: ok;
-// DecryptStream checks it and fails otherwise, so a cut connection or a
-// truncated ciphertext never passes for a whole plaintext.
+// complete only when all of its Content-Length came or, chunked, the service
+// ended it with the trailer Cipherd-Status: ok; DecryptStream checks it and
+// fails otherwise, so a cut connection or a truncated ciphertext never
+// passes for a whole plaintext.
 //
 // References:
 //   - package api: routes, wire types and error codes; GET /v1/api lists limits

@@ -37,8 +37,10 @@ func (c *Client) EncryptStream(ctx context.Context, key string, dst io.Writer, s
 
 // DecryptStream opens a sealed stream read from src and writes the plaintext
 // to dst as it is authenticated, chunk by chunk. It returns nil only when the
-// service ended the response with the trailer Cipherd-Status: ok, which it
-// sends after the last chunk authenticated and the stream proved complete. A
+// service sent the whole answer: all of its Content-Length, or, chunked,
+// ended with the trailer Cipherd-Status: ok; the service sends the last
+// bytes, or the trailer, only after the last chunk authenticated and the
+// stream proved complete. A
 // cut or tampered stream returns an error wrapping ErrIncompleteStream (or an
 // *Error when the service refused it before sending anything), even when the
 // body read ended cleanly; the output must then be discarded. A connection
@@ -107,7 +109,12 @@ func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, s
 		return info, fmt.Errorf("%w: %v", ErrIncompleteStream, err)
 	case err != nil:
 		return info, fmt.Errorf("cipherd client: the stream was cut: %w", err)
-	case trailer && resp.Trailer.Get(api.TrailerStatus) != "ok":
+	case trailer && !(req.ContentLength > 0 && resp.ContentLength >= 0) && resp.Trailer.Get(api.TrailerStatus) != "ok":
+		// The service answers an upload of unknown length chunked, and
+		// its trailer says the stream proved complete. To an upload of
+		// known length it answers with the exact length, complete when
+		// all of it came (a short answer is the transport's error,
+		// above).
 		return info, ErrIncompleteStream
 	}
 	return info, nil

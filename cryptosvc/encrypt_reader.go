@@ -19,6 +19,7 @@ type EncryptReader struct {
 	done  bool  // the final chunk is in out
 	err   error // sticky
 	info  Info
+	start int // the length of the stream's start: header, salt and commitment
 }
 
 // Info describes the message being produced.
@@ -32,8 +33,13 @@ func (s *Service) EncryptReader(ctx context.Context, name string, src io.Reader,
 		return nil, err
 	}
 	// The start of the stream is returned first, then buf holds chunks.
-	return &EncryptReader{src: src, keys: keys, buf: getChunkBuf(), out: head, info: info}, nil
+	return &EncryptReader{src: src, keys: keys, buf: getChunkBuf(), out: head, info: info, start: len(head)}, nil
 }
+
+// SealedLen returns the length of the stream the reader yields when its
+// source holds n bytes of plaintext: a server that knows the length of an
+// upload can announce the length of its answer.
+func (e *EncryptReader) SealedLen(n int64) int64 { return int64(e.start) + chunkedLen(n) }
 
 func (e *EncryptReader) Read(p []byte) (int, error) {
 	for len(e.out) == 0 {

@@ -361,7 +361,7 @@ func (s *Service) startStream(ctx context.Context, name string, context []byte) 
 // DecryptReader reads the header and commitment of a sealed message from r
 // and returns a reader of its plaintext. See DecryptReader for its guarantees.
 func (s *Service) DecryptReader(ctx context.Context, name string, r io.Reader, context []byte) (*DecryptReader, error) {
-	h, _, err := ReadHeader(r)
+	h, hdr, err := ReadHeader(r)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +375,7 @@ func (s *Service) DecryptReader(ctx context.Context, name string, r io.Reader, c
 	if err != nil {
 		return nil, err
 	}
-	return newDecryptReader(r, keys, infoOf(&h)), nil
+	return newDecryptReader(r, keys, infoOf(&h), int64(len(hdr)+chunkedPrefix)), nil
 }
 
 // DecryptReaderAt returns random access to the plaintext of the sealed

@@ -150,10 +150,11 @@ type DecryptReader struct {
 	// buf holds one sealed chunk, opened in place; a source that pushes
 	// (see pushFrom) goes through the feed.
 	chunkFeed
-	r     io.Reader
-	plain []byte // authenticated plaintext not yet read
-	err   error  // sticky; io.EOF after the final chunk
-	info  Info
+	r      io.Reader
+	plain  []byte // authenticated plaintext not yet read
+	err    error  // sticky; io.EOF after the final chunk
+	info   Info
+	prefix int64 // the length of the stream's start: header, salt and commitment
 
 	// While WriteTo lets a source that is an io.WriterTo push the chunks:
 	// where the plaintext goes, how much went, and the failed write to it.
@@ -162,12 +163,34 @@ type DecryptReader struct {
 	werr   error
 }
 
-func newDecryptReader(r io.Reader, keys *chunkedKeys, info Info) *DecryptReader {
-	return &DecryptReader{chunkFeed: chunkFeed{keys: keys, buf: getChunkBuf()}, r: r, info: info}
+func newDecryptReader(r io.Reader, keys *chunkedKeys, info Info, prefix int64) *DecryptReader {
+	return &DecryptReader{chunkFeed: chunkFeed{keys: keys, buf: getChunkBuf()}, r: r, info: info, prefix: prefix}
 }
 
 // Info describes the message being read.
 func (d *DecryptReader) Info() Info { return d.info }
+
+// PlaintextLen returns the length of the plaintext of the stream when the
+// whole stream, its start included, is size bytes long, and false for a
+// size no stream with this start can have. The length is what the chunks'
+// framing implies: reading still authenticates every chunk and fails on a
+// stream that is cut or forged, whatever its length.
+func (d *DecryptReader) PlaintextLen(size int64) (int64, bool) {
+	return plaintextLen(size - d.prefix)
+}
+
+// plaintextLen inverts chunkedLen: the plaintext length of m bytes of
+// chunks, every one full but the final one, which holds at least its tag.
+func plaintextLen(m int64) (int64, bool) {
+	if m < tagSize {
+		return 0, false
+	}
+	full, final := m/(ChunkSize+tagSize), m%(ChunkSize+tagSize)
+	if final < tagSize {
+		return 0, false
+	}
+	return full*ChunkSize + final - tagSize, true
+}
 
 func (d *DecryptReader) Read(p []byte) (int, error) {
 	n := 0

@@ -537,7 +537,7 @@ func TestWycheproofChunkedSources(t *testing.T) {
 					}
 					valid := v.Result == "valid"
 					for _, src := range sources {
-						d := newDecryptReader(src.new(chunks, rng), keys, Info{})
+						d := newDecryptReader(src.new(chunks, rng), keys, Info{}, 0)
 						var out bytes.Buffer
 						n, err := d.WriteTo(&out)
 						switch {

@@ -266,7 +266,7 @@ func runWycheproofVector(t *testing.T, im *kernels.Implementation, v *wpVector) 
 	// buffer), larger than a chunk (straight into the caller's buffer), and
 	// WriteTo.
 	for _, how := range []string{"small reads", "large reads", "WriteTo"} {
-		d := newDecryptReader(bytes.NewReader(chunks), keys, Info{})
+		d := newDecryptReader(bytes.NewReader(chunks), keys, Info{}, 0)
 		h := sha512.New()
 		var n int64
 		var err error

@@ -20,12 +20,15 @@ import (
 )
 
 // Streaming routes read the request body as it arrives and hand fasthttp a
-// reader as the response body, so that one 16 KiB chunk at a time is in
-// memory whatever the size. fasthttp writes a reader's output with chunked
-// transfer encoding; when the reader fails, it stops without the terminating
-// chunk and closes the connection, so no client can take a cut or forged
-// stream for a complete one. A successful decrypt ends with the trailer
-// Cipherd-Status: ok.
+// reader as the response body, so that a few chunks at a time are in memory
+// whatever the size. When the upload has a Content-Length, the answer has
+// one too, exact: the sealed stream's length is a function of the
+// plaintext's (docs/FORMAT.md), and the reverse. Without one, fasthttp
+// writes the answer with chunked transfer encoding, and a successful decrypt
+// ends with the trailer Cipherd-Status: ok. When the reader fails, fasthttp
+// stops short of the announced length or without the terminating chunk and
+// closes the connection, so no client can take a cut or forged stream for a
+// complete one.
 
 // streamContext decodes the Cipherd-Context header. Two lines of it are
 // refused rather than one chosen: a proxy that adds its line after the
@@ -134,7 +137,11 @@ type responseStream struct {
 	gather  bool   // the upload has a Content-Length: WriteTo writes in large pieces
 }
 
-func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, trailer bool, release func()) error {
+// startStream answers with r as the response body: of size bytes, or of a
+// length unknown (-1), then chunked, with the status trailer when trailer
+// is set.
+func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, size int64, trailer bool, release func()) error {
+	trailer = trailer && size < 0
 	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now(), release: release,
 		gather: c.Request().Header.ContentLength() >= 0}
 	if trailer {
@@ -146,7 +153,7 @@ func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Inf
 	c.Set(api.HeaderKeyVersion, strconv.FormatUint(uint64(info.Version), 10))
 	c.Set(api.HeaderAEAD, info.AEAD.String())
 	s.met.streamStart()
-	c.Context().SetBodyStream(rs, -1)
+	c.Context().SetBodyStream(rs, int(size))
 	return nil
 }
 
@@ -279,7 +286,11 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 		s.audit(c, OpEncrypt, key, cryptosvc.Info{}, 0, err)
 		return err
 	}
-	return s.startStream(c, OpEncrypt, key, er.Info(), er, false, release)
+	size := int64(-1)
+	if cl := c.Request().Header.ContentLength(); cl >= 0 {
+		size = er.SealedLen(int64(cl))
+	}
+	return s.startStream(c, OpEncrypt, key, er.Info(), er, size, false, release)
 }
 
 func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
@@ -318,7 +329,13 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		vb = nil // the response's body now: closed when it is written
 		return nil
 	}
-	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, true, release)
+	size := int64(-1)
+	if cl := c.Request().Header.ContentLength(); cl >= 0 {
+		if n, ok := dr.PlaintextLen(int64(cl)); ok {
+			size = n
+		}
+	}
+	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, size, true, release)
 }
 
 // reserveVerify takes a ?verify=full request's share of the budget, before
@@ -415,7 +432,11 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 		return err
 	}
 	if h.Mode == cryptosvc.ModeDirect {
-		return s.startStream(c, OpRewrap, key, info, bytes.NewReader(out), false, release)
+		return s.startStream(c, OpRewrap, key, info, bytes.NewReader(out), int64(len(out)), false, release)
 	}
-	return s.startStream(c, OpRewrap, key, info, io.MultiReader(bytes.NewReader(out), body), false, release)
+	size := int64(-1)
+	if cl := c.Request().Header.ContentLength(); cl >= 0 {
+		size = int64(len(out)) + int64(cl) - int64(len(hdr))
+	}
+	return s.startStream(c, OpRewrap, key, info, io.MultiReader(bytes.NewReader(out), body), size, false, release)
 }

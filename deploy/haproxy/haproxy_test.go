@@ -40,6 +40,7 @@ func TestHAProxy(t *testing.T) {
 	t.Run("KillOneReplica", func(t *testing.T) { testKillOneReplica(t, c) })
 	t.Run("RollingRestart", func(t *testing.T) { testRollingRestart(t, c) })
 	t.Run("KeyringRotation", func(t *testing.T) { testKeyringRotation(t, c, v1) })
+	t.Run("ExactLength", func(t *testing.T) { testExactLength(t, c) })
 }
 
 // sealed is a JSON ciphertext with what it should open to.

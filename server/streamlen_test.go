@@ -1,0 +1,101 @@
+package server
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cipherd/cipherd/api"
+)
+
+// streamPost posts body to path as a stream: with its length when sized,
+// else chunked (a reader that hides its length).
+func streamPost(t *testing.T, ts *testServer, path string, body []byte, sized bool) (*http.Response, []byte, error) {
+	t.Helper()
+	var r io.Reader = bytes.NewReader(body)
+	if !sized {
+		r = io.MultiReader(r)
+	}
+	req, err := http.NewRequest("POST", ts.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", api.ContentTypeStream)
+	req.Header.Set("Authorization", "Bearer "+ts.Token)
+	resp, err := plainClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
+// TestStreamExactLength: the answer to an upload with a Content-Length has
+// the exact Content-Length of what it carries, for encrypt, decrypt and
+// rewrap; to a chunked upload it is chunked, and a decrypt ends with the
+// trailer. A decrypt that fails after its answer started ends short of its
+// length, and the client sees the body cut.
+func TestStreamExactLength(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	for _, n := range []int{0, 1, 16 << 10, 16<<10 + 1, 3<<20 + 5} {
+		pt := make([]byte, n)
+		rand.Read(pt)
+		resp, ct, err := streamPost(t, ts, "/v1/encrypt/default", pt, true)
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != int64(len(ct)) || resp.TransferEncoding != nil {
+			t.Fatalf("encrypt of %d bytes: %d, Content-Length %d for %d bytes, %v, %v", n, resp.StatusCode, resp.ContentLength, len(ct), resp.TransferEncoding, err)
+		}
+		resp, got, err := streamPost(t, ts, "/v1/decrypt/default", ct, true)
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != int64(n) || !bytes.Equal(got, pt) {
+			t.Fatalf("decrypt of %d bytes: %d, Content-Length %d, equal %v, %v", n, resp.StatusCode, resp.ContentLength, bytes.Equal(got, pt), err)
+		}
+		resp, rw, err := streamPost(t, ts, "/v1/rewrap/default", ct, true)
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != int64(len(rw)) {
+			t.Fatalf("rewrap of %d bytes: %d, Content-Length %d for %d bytes, %v", n, resp.StatusCode, resp.ContentLength, len(rw), err)
+		}
+		// Chunked: no length, and the decrypt's trailer.
+		resp, ct2, err := streamPost(t, ts, "/v1/encrypt/default", pt, false)
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != -1 || len(ct2) != len(ct) {
+			t.Fatalf("chunked encrypt of %d bytes: %d, Content-Length %d, %d bytes, %v", n, resp.StatusCode, resp.ContentLength, len(ct2), err)
+		}
+		resp, got, err = streamPost(t, ts, "/v1/decrypt/default", ct2, false)
+		if err != nil || resp.ContentLength != -1 || resp.Trailer.Get(api.TrailerStatus) != "ok" || !bytes.Equal(got, pt) {
+			t.Fatalf("chunked decrypt of %d bytes: Content-Length %d, trailer %q, %v", n, resp.ContentLength, resp.Trailer.Get(api.TrailerStatus), err)
+		}
+	}
+
+	// A forged byte in the last chunk: the answer is cut short of its
+	// length, and nothing of the last chunk's plaintext came.
+	pt := make([]byte, 1<<20)
+	_, ct, _ := streamPost(t, ts, "/v1/encrypt/default", pt, true)
+	ct[len(ct)-3] ^= 1
+	resp, got, err := streamPost(t, ts, "/v1/decrypt/default", ct, true)
+	if resp.StatusCode != 200 || resp.ContentLength != int64(len(pt)) || err == nil || len(got) >= len(pt) {
+		t.Fatalf("forged decrypt: %d, Content-Length %d, %d bytes, %v; want the body cut", resp.StatusCode, resp.ContentLength, len(got), err)
+	}
+
+	// curl reports the cut as a transfer closed with bytes remaining.
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl is not installed")
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "forged")
+	if err := os.WriteFile(in, ct, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(curl, "-sS", "-o", filepath.Join(dir, "out"), "-D", "-", "-X", "POST", "-T", in,
+		"-H", "Content-Type: "+api.ContentTypeStream, "-H", "Authorization: Bearer "+ts.Token, ts.URL+"/v1/decrypt/default").CombinedOutput()
+	var ee *exec.ExitError
+	if !strings.Contains(string(out), "Content-Length: "+strconv.Itoa(len(pt))) || !errors.As(err, &ee) || ee.ExitCode() != 18 {
+		t.Fatalf("curl of a forged stream: %v\n%s", err, out)
+	}
+}
