@@ -126,5 +126,12 @@ func newTransport(c *Client) *http.Transport {
 	}
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
 	t.DialContext = dialEarly(d.DialContext)
+	// Streams move in pieces of this size rather than the transport's
+	// 4 KiB: a system call per 256 KiB of upload or answer instead of per
+	// 4 KiB (cmd/cipherd's stream benchmark against curl, BENCHMARKS.md).
+	t.WriteBufferSize, t.ReadBufferSize = ioBufferSize, ioBufferSize
 	return t
 }
+
+// ioBufferSize is the transport's read and write buffer per connection.
+const ioBufferSize = 256 << 10

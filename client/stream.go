@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 
@@ -27,6 +28,13 @@ type StreamInfo struct {
 // (may be nil), and writes the sealed stream to dst. The request body and
 // the response are both streamed (full duplex HTTP/1.1): memory stays
 // constant whatever the size. src is read until io.EOF and never closed.
+//
+// When src knows its length (a regular *os.File, or a reader with a
+// Len() int method: bytes.Reader, bytes.Buffer, strings.Reader), the upload
+// carries it as its Content-Length and the service answers with the exact
+// length of the result, written in large pieces; otherwise both are
+// chunked and the answer follows the input as it comes. Of a source of
+// known length, no more than that length is sent.
 //
 // When it returns an error, what was written to dst is not a complete
 // ciphertext. After an error the transport may still be finishing a read
@@ -69,6 +77,9 @@ func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, s
 	req, err := c.newRequest(ctx, http.MethodPost, c.url(route, key), in, api.ContentTypeStream)
 	if err != nil {
 		return info, err
+	}
+	if n := sourceLen(src); n > 0 {
+		req.ContentLength = n
 	}
 	if aad != nil {
 		req.Header.Set(api.HeaderContext, base64.StdEncoding.EncodeToString(aad))
@@ -118,6 +129,25 @@ func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, s
 		return info, ErrIncompleteStream
 	}
 	return info, nil
+}
+
+// sourceLen returns how many bytes src has left when it knows, else -1.
+func sourceLen(src io.Reader) int64 {
+	switch s := src.(type) {
+	case interface{ Len() int }:
+		return int64(s.Len())
+	case *os.File:
+		fi, err := s.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return -1
+		}
+		off, err := s.Seek(0, io.SeekCurrent)
+		if err != nil || off > fi.Size() {
+			return -1
+		}
+		return fi.Size() - off
+	}
+	return -1
 }
 
 // sourceReader is the request body: it remembers src's error, and it is not

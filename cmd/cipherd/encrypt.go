@@ -162,7 +162,13 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	if showProgress {
 		meter = startProgress(stderr, "cipherd "+op, size)
 	}
-	_, err = stream(ctx, *key, out, meter.reader(in), aad)
+	src := meter.reader(in)
+	if size >= 0 {
+		// The client sends a source that knows its length with it, and
+		// the service answers with the exact length, in large pieces.
+		src = &knownLen{r: src, left: size}
+	}
+	_, err = stream(ctx, *key, out, src, aad)
 	if err == nil {
 		err = out.commit()
 	} else {

@@ -130,3 +130,18 @@ func (o *output) abort() {
 		os.Remove(o.tmp)
 	}
 }
+
+// knownLen is an input of known size: its Len tells the client how much is
+// left to send.
+type knownLen struct {
+	r    io.Reader
+	left int64
+}
+
+func (k *knownLen) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	k.left -= int64(n)
+	return n, err
+}
+
+func (k *knownLen) Len() int { return int(max(k.left, 0)) }
