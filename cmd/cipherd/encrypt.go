@@ -104,6 +104,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	ctxB64 := fs.String("context", "", "context (additional data) as standard base64; decryption needs the same")
 	inPath := fs.String("i", "-", "input `file`; - for standard input")
 	outPath := fs.String("o", "-", "output `file`, replaced only on success; - for standard output")
+	syncOut := fs.Bool("sync", false, "with -o FILE, write the output to stable storage (fsync) before it replaces FILE, at the disk's speed")
 	progressMode := fs.String("progress", "auto", "progress on standard error: auto (when it is a terminal), always or never")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -149,7 +150,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		return 1
 	}
 	defer in.Close()
-	out, err := createOutput(*outPath, stdout)
+	out, err := createOutput(*outPath, stdout, *syncOut)
 	if err != nil {
 		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
 		return 1

@@ -48,7 +48,11 @@ func regularSize(f *os.File) int64 {
 // output is where encrypt and decrypt write. A regular file is written
 // under a temporary name in its directory and renamed over the target only
 // by commit, after the whole stream succeeded: a failed decrypt leaves no
-// plaintext behind, and an existing file stays as it was. Standard output
+// plaintext behind, and an existing file stays as it was. As cp and curl
+// -o do, it leaves the data to the page cache unless asked to sync (-sync):
+// a sync holds the stream to the disk's speed, well below the network's
+// on the hosts cipherd runs on (docs/BENCHMARKS.md, the clients against
+// curl). Standard output
 // and other non-regular targets (a pipe, /dev/null) cannot be taken back;
 // what they received before a failure must be discarded.
 type output struct {
@@ -56,14 +60,16 @@ type output struct {
 	f    *os.File // the temporary file, or nil
 	tmp  string
 	path string
+	sync bool // commit syncs the file and its directory
 }
 
 // tempPrefix names an output's temporary file; only a process killed
 // outright (SIGKILL, a crash) leaves one behind.
 func tempPrefix(path string) string { return "." + filepath.Base(path) + ".cipherd-" }
 
-// createOutput opens path for writing ("-": stdout).
-func createOutput(path string, stdout io.Writer) (*output, error) {
+// createOutput opens path for writing ("-": stdout); with sync, commit
+// writes it to stable storage.
+func createOutput(path string, stdout io.Writer, sync bool) (*output, error) {
 	if path == "-" {
 		return &output{w: stdout}, nil
 	}
@@ -91,13 +97,13 @@ func createOutput(path string, stdout io.Writer) (*output, error) {
 		os.Remove(f.Name())
 		return nil, err
 	}
-	return &output{w: f, f: f, tmp: f.Name(), path: path}, nil
+	return &output{w: f, f: f, tmp: f.Name(), path: path, sync: sync}, nil
 }
 
 func (o *output) Write(p []byte) (int, error) { return o.w.Write(p) }
 
-// commit makes the output final: the temporary file synced and renamed
-// over the target, and the directory synced.
+// commit makes the output final: the temporary file renamed over the
+// target, with sync after it and its directory were synced.
 func (o *output) commit() error {
 	if o.f == nil {
 		return nil
@@ -105,7 +111,10 @@ func (o *output) commit() error {
 	if o.tmp == "" {
 		return o.f.Close()
 	}
-	err := o.f.Sync()
+	var err error
+	if o.sync {
+		err = o.f.Sync()
+	}
 	if cerr := o.f.Close(); err == nil {
 		err = cerr
 	}
@@ -117,6 +126,9 @@ func (o *output) commit() error {
 		return err
 	}
 	o.tmp = "" // in place
+	if !o.sync {
+		return nil
+	}
 	return atomicfile.SyncDir(filepath.Dir(o.path))
 }
 

@@ -243,6 +243,14 @@ func TestCLIFiles(t *testing.T) {
 	if got, err := os.ReadFile(back); err != nil || !bytes.Equal(got, pt) {
 		t.Fatalf("round trip through files: %v, equal=%v", err, bytes.Equal(got, pt))
 	}
+	// -sync writes the same file, synced.
+	synced := filepath.Join(dir, "synced")
+	if _, e, code := crypt(t, env, nil, "decrypt", "--key", "default", "-sync", "-i", sealed, "-o", synced); code != 0 {
+		t.Fatalf("decrypt -sync: exit %d: %s", code, e)
+	}
+	if got, err := os.ReadFile(synced); err != nil || !bytes.Equal(got, pt) {
+		t.Fatalf("decrypt -sync: %v, equal=%v", err, bytes.Equal(got, pt))
+	}
 	if fi, err := os.Stat(back); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("a new output file: %v, mode %v, want 0600", err, fi.Mode())
 	}
