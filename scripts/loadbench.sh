@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Loopback load benchmark: cipherd's full path against a bare fiber handler
 # doing the same cryptographic work (internal/baseline), same tool, same run,
-# rounds interleaved. Everything listens on 127.0.0.1 and stops by itself.
+# rounds interleaved; its streams also against a net/http server that copies
+# the request body back (internal/baseline -echo), the ceiling of a Go server.
+# Everything listens on 127.0.0.1 and stops by itself.
 #
 #   scripts/loadbench.sh            # JSON 64-byte encrypt with wrk, then streams with curl
 #   DUR=5s ROUNDS=3 CONNS=32 STREAM_MB=1024 WARMUP=3s scripts/loadbench.sh
@@ -182,31 +184,67 @@ chart service-cpu "Server CPU per 64-byte JSON encrypt" "µs per request (lower 
 
 [ "$STREAM_MB" -gt 0 ] || exit 0
 
-echo "== streaming encrypt of $STREAM_MB MiB with curl -T (sparse file, -o /dev/null), $ROUNDS interleaved rounds"
+# The ceiling of a Go server for streams: net/http copying the request body
+# back (internal/baseline -echo), on the servers' CPU like the others.
+"${srv[@]}" "$work/baseline" -echo -addr 127.0.0.1:18482 >"$work/echo.log" 2>&1 &
+pids+=($!); epid=$!
+for i in $(seq 100); do curl -s -o /dev/null -X POST --data x localhost:18482/ && break; sleep 0.1; done
 truncate -s "${STREAM_MB}M" "$work/big"
+"${cli[@]}" curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
+  -T "$work/big" -o "$work/big.sealed" http://127.0.0.1:18480/v1/encrypt/default
+# stream TARGET FILE URL: one curl -T round; prints MiB/s and the server's
+# CPU seconds per GiB.
+stream() {
+  local pid=$1 file=$2 url=$3 t0 t1 s
+  t0=$(ticks "$pid")
+  s=$("${cli[@]}" curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
+    -T "$file" -o /dev/null -w '%{time_total}' "$url")
+  t1=$(ticks "$pid")
+  awk -v m="$STREAM_MB" -v s="$s" -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN {printf "%.0f %.3f\n", m / s, d / hz / (m / 1024)}'
+}
+echo "== streams of $STREAM_MB MiB with curl -T (-o /dev/null), $ROUNDS interleaved rounds: MiB/s, server CPU s/GiB"
 for r in $(seq "$ROUNDS"); do
-  for target in cipherd baseline; do
-    if [ $target = cipherd ]; then url=http://127.0.0.1:18480/v1/encrypt/default
-    else url=http://127.0.0.1:18481/stream; fi
-    s=$("${cli[@]}" curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
-      -T "$work/big" -o /dev/null -w '%{time_total}' "$url")
-    mibs=$(awk -v m="$STREAM_MB" -v s="$s" 'BEGIN {printf "%.0f", m / s}')
-    printf '%-9s round %d: %6s MiB/s\n' $target "$r" "$mibs"
+  for target in echo encrypt decrypt rewrap baseline; do
+    case $target in
+    echo) set -- "$epid" "$work/big" http://127.0.0.1:18482/ ;;
+    encrypt) set -- "$cpid" "$work/big" http://127.0.0.1:18480/v1/encrypt/default ;;
+    decrypt) set -- "$cpid" "$work/big.sealed" http://127.0.0.1:18480/v1/decrypt/default ;;
+    rewrap) set -- "$cpid" "$work/big.sealed" http://127.0.0.1:18480/v1/rewrap/default ;;
+    baseline) set -- "$bpid" "$work/big" http://127.0.0.1:18481/stream ;;
+    esac
+    read -r mibs cpus < <(stream "$@")
+    printf '%-9s round %d: %6s MiB/s  server CPU %s s/GiB\n' $target "$r" "$mibs" "$cpus"
     rps[s$target]+="$mibs "
+    cpu[s$target]+="$cpus "
   done
 done
-sc=$(echo "${rps[scipherd]}" | median); sb=$(echo "${rps[sbaseline]}" | median)
-echo "median MiB/s: cipherd $sc, baseline $sb, ratio $(awk -v a="$sc" -v b="$sb" 'BEGIN {printf "%.2f", a/b}')"
-note="curl -T of $STREAM_MB MiB on loopback$where, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
-chart service-stream "Streaming encrypt over HTTP: cipherd against a bare fiber handler" "MiB/s (higher is better)" \
-  "$(printf '%s MiB\tcipherd (full path)\t%s' "$STREAM_MB" "$sc")" "$(printf '%s MiB\tbare fiber + AES-GCM\t%s' "$STREAM_MB" "$sb")"
-
-echo "== 4 concurrent $STREAM_MB MiB streams through cipherd: peak RSS"
-streams=()
-for i in 1 2 3 4; do
-  "${cli[@]}" curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
-    -T "$work/big" -o /dev/null http://127.0.0.1:18480/v1/encrypt/default &
-  streams+=($!)
+se=$(echo "${rps[secho]}" | median)
+for target in encrypt decrypt rewrap baseline; do
+  m=$(echo "${rps[s$target]}" | median)
+  printf 'median %-8s %6s MiB/s (%s), %.2f× the echo; server CPU %s s/GiB (echo %s)\n' $target "$m" \
+    "$(echo "${rps[s$target]}" | range)" "$(awk -v a="$m" -v b="$se" 'BEGIN {print a/b}')" \
+    "$(echo "${cpu[s$target]}" | median)" "$(echo "${cpu[secho]}" | median)"
 done
-wait "${streams[@]}"
+sc=$(echo "${rps[sencrypt]}" | median); sb=$(echo "${rps[sbaseline]}" | median)
+note="curl -T of $STREAM_MB MiB on loopback$where, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
+chart service-stream "Streams over HTTP: cipherd against net/http copying the body back and a bare fiber handler" "MiB/s (higher is better)" \
+  "$(printf '%s MiB\tnet/http echo (ceiling)\t%s' "$STREAM_MB" "$se")" \
+  "$(printf '%s MiB\tcipherd encrypt\t%s' "$STREAM_MB" "$sc")" \
+  "$(printf '%s MiB\tcipherd decrypt\t%s' "$STREAM_MB" "$(echo "${rps[sdecrypt]}" | median)")" \
+  "$(printf '%s MiB\tbare fiber + AES-GCM\t%s' "$STREAM_MB" "$sb")"
+
+echo "== 4 concurrent $STREAM_MB MiB streams: aggregate MiB/s, the echo's, and cipherd's peak RSS"
+for target in echo encrypt; do
+  if [ $target = echo ]; then url=http://127.0.0.1:18482/; else url=http://127.0.0.1:18480/v1/encrypt/default; fi
+  start=$(date +%s.%N)
+  streams=()
+  for i in 1 2 3 4; do
+    "${cli[@]}" curl -sS -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/octet-stream' \
+      -T "$work/big" -o /dev/null "$url" &
+    streams+=($!)
+  done
+  wait "${streams[@]}"
+  printf '%-8s 4 streams: %.0f MiB/s in all\n' $target "$(awk -v m="$STREAM_MB" -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print 4 * m / (b - a)}')"
+done
 echo "cipherd peak RSS (VmHWM): $(awk '/VmHWM/ {print $2, $3}' /proc/$cpid/status)"
+exit 0

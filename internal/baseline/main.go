@@ -4,7 +4,10 @@
 // logs). POST /seal takes {"plaintext": base64} and answers
 // {"ciphertext": base64} sealed with AES-128-GCM under a fixed key; POST
 // /stream seals an octet-stream body in 16 KiB AES-128-GCM chunks under a
-// fixed key and streams them back. It is used by scripts/loadbench.sh only.
+// fixed key and streams them back. With -echo it is instead the ceiling of a
+// Go server for streams: a net/http server whose every route copies the
+// request body back (io.Copy(w, r.Body)), with no cryptography and no fiber.
+// It is used by scripts/loadbench.sh only.
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	"flag"
 	"io"
 	"log"
+	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -23,7 +27,13 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "listen address")
 	buf := flag.Int("buf", 256<<10, "read and write buffer size")
+	echo := flag.Bool("echo", false, "serve a net/http echo of the request body instead")
 	flag.Parse()
+	if *echo {
+		log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(w, r.Body)
+		})))
+	}
 	block, _ := aes.NewCipher(make([]byte, 16))
 	aead, _ := cipher.NewGCM(block)
 
