@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cipherd/cipherd/internal/proctest"
 	"github.com/cipherd/cipherd/server"
 )
 
@@ -397,7 +398,7 @@ func TestDockerfileRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	env := []string{"HOME=" + home, "TMPDIR=" + tmp}
 	for k, v := range img.env {
 		switch k {
@@ -408,7 +409,7 @@ func TestDockerfileRun(t *testing.T) {
 		}
 		env = append(env, k+"="+v)
 	}
-	cmd := exec.Command(cipherdBin, img.cmd...)
+	cmd := exec.Command(proctest.Cipherd(t), img.cmd...)
 	cmd.Env, cmd.Dir = env, wd
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -437,7 +438,7 @@ func TestDockerfileRun(t *testing.T) {
 	}()
 
 	health := func() int {
-		hc := exec.Command(cipherdBin, img.healthcheck[1:]...)
+		hc := exec.Command(proctest.Cipherd(t), img.healthcheck[1:]...)
 		hc.Env = append(slices.Clone(env), "CIPHERD_URL=http://"+addr)
 		hc.Dir = wd
 		err := hc.Run()

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,28 +15,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 const cliToken = "cli-test-token"
-
-// freeAddr returns a loopback address nothing listens on (now).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // startServe runs `cipherd serve` on a free port with a temporary data
 // directory until the test ends, and returns its URL once /readyz is 200.
 func startServe(t *testing.T) string {
 	t.Helper()
-	addr := freeAddr(t)
-	cmd := exec.Command(cipherdBin, "serve", "-addr", addr, "-data-dir", t.TempDir(), "-skip-benchmark", "-log-level", "warn")
+	addr := proctest.FreeAddr(t)
+	cmd := exec.Command(proctest.Cipherd(t), "serve", "-addr", addr, "-data-dir", t.TempDir(), "-skip-benchmark", "-log-level", "warn")
 	cmd.Env = append(os.Environ(), "CIPHERD_ADMIN_TOKEN="+cliToken)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -80,8 +69,8 @@ func startServe(t *testing.T) string {
 // pipeline runs `cipherd encrypt args | cipherd decrypt args` on in.
 func pipeline(t *testing.T, env []string, in []byte, encArgs, decArgs []string) (out []byte, encErr, decErr string, encCode, decCode int) {
 	t.Helper()
-	enc := exec.Command(cipherdBin, append([]string{"encrypt"}, encArgs...)...)
-	dec := exec.Command(cipherdBin, append([]string{"decrypt"}, decArgs...)...)
+	enc := exec.Command(proctest.Cipherd(t), append([]string{"encrypt"}, encArgs...)...)
+	dec := exec.Command(proctest.Cipherd(t), append([]string{"decrypt"}, decArgs...)...)
 	enc.Env = append(os.Environ(), env...)
 	dec.Env = enc.Env
 	enc.Stdin = bytes.NewReader(in)
@@ -134,14 +123,14 @@ func TestCLIEncryptDecrypt(t *testing.T) {
 	}
 
 	// The ciphertext is not the plaintext, and the wrong context fails.
-	cmd := exec.Command(cipherdBin, "encrypt", "--key", "default", "--context", ctx)
+	cmd := exec.Command(proctest.Cipherd(t), "encrypt", "--key", "default", "--context", ctx)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = bytes.NewReader(msg)
 	ct, err := cmd.Output()
 	if err != nil || len(ct) <= len(msg) || bytes.Contains(ct, msg) {
 		t.Fatalf("encrypt: %v, %d bytes", err, len(ct))
 	}
-	cmd = exec.Command(cipherdBin, "decrypt", "--key", "default", "--context", base64.StdEncoding.EncodeToString([]byte("invoice 8")))
+	cmd = exec.Command(proctest.Cipherd(t), "decrypt", "--key", "default", "--context", base64.StdEncoding.EncodeToString([]byte("invoice 8")))
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = bytes.NewReader(ct)
 	var stderr bytes.Buffer
@@ -152,7 +141,7 @@ func TestCLIEncryptDecrypt(t *testing.T) {
 	}
 
 	// A cut ciphertext fails.
-	cmd = exec.Command(cipherdBin, "decrypt", "--key", "default", "--context", ctx)
+	cmd = exec.Command(proctest.Cipherd(t), "decrypt", "--key", "default", "--context", ctx)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = bytes.NewReader(ct[:len(ct)-1])
 	if err := cmd.Run(); err == nil {
@@ -182,7 +171,7 @@ func TestCLIHealth(t *testing.T) {
 		t.Fatalf("health via CIPHERD_URL: exit %d", code)
 	}
 	start := time.Now()
-	_, errOut, code = cipherd(t, nil, "health", "--server", "http://"+freeAddr(t), "--timeout", "2s")
+	_, errOut, code = cipherd(t, nil, "health", "--server", "http://"+proctest.FreeAddr(t), "--timeout", "2s")
 	if code != 1 || !strings.Contains(errOut, "unreachable") {
 		t.Fatalf("health against a dead port: exit %d: %s", code, errOut)
 	}
@@ -198,19 +187,10 @@ func TestCLIHealth(t *testing.T) {
 // stdout, stderr and exit code.
 func crypt(t *testing.T, env []string, stdin io.Reader, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(cipherdBin, args...)
+	cmd := exec.Command(proctest.Cipherd(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
+	return proctest.Run(t, cmd)
 }
 
 // leftovers lists the temporary files of outputs in dir.

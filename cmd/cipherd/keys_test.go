@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/internal/keystoretest"
 	"github.com/cipherd/cipherd/internal/pgtest"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // cipherd keys migrate moves a file keystore and a keyring into
@@ -116,12 +116,7 @@ func assertNoSecrets(t *testing.T, text string, keys ...*cryptosvc.StoredKey) {
 // status 1 and says the keystore is unavailable, as docs/OPERATIONS.md
 // states, and names no password.
 func TestServePostgresUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := proctest.FreeAddr(t) // nothing listens there now
 	root := filepath.Join(t.TempDir(), "root.key")
 	os.WriteFile(root, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
 	_, errOut, code := cipherd(t, []string{

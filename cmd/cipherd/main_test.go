@@ -1,53 +1,28 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // failRE finds a FAIL result in `cipherd selftest` output.
 var failRE = regexp.MustCompile(`\bFAIL\b`)
 
 // The tests run the real binary, built once, as a user would.
-var cipherdBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cipherd-test")
-	if err != nil {
-		panic(err)
-	}
-	cipherdBin = filepath.Join(dir, "cipherd")
-	out, err := exec.Command("go", "build", "-o", cipherdBin, ".").CombinedOutput()
-	if err != nil {
-		os.RemoveAll(dir)
-		panic("go build: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // cipherd runs the binary and returns its stdout, stderr and exit code.
 func cipherd(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(cipherdBin, args...)
+	cmd := exec.Command(proctest.Cipherd(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
+	return proctest.Run(t, cmd)
 }
 
 func TestSelftestCommand(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // TestRootKeyStaticBuild builds cipherd as the static image does
@@ -22,12 +23,7 @@ func TestRootKeyStaticBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}
-	bin := filepath.Join(t.TempDir(), "cipherd-static")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
-	}
+	bin := proctest.Build(t, "CGO_ENABLED=0")
 	uri := "pkcs11:token=cipherd;object=cipherd-root?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/run/secrets/pin"
 	for _, args := range [][]string{
 		{"serve", "-data-dir", t.TempDir(), "-addr", "127.0.0.1:0", "-skip-benchmark"},
@@ -132,7 +128,7 @@ func TestRootkeySealKeyring(t *testing.T) {
 		{[]string{"CIPHERD_ROOT_KEY_URI=file:" + roots[0]}, "root key"},
 		{nil, "needs the root key"},
 	} {
-		cmd := exec.Command(cipherdBin, "serve", "-keyring", resealed, "-addr", "127.0.0.1:0", "-data-dir", t.TempDir(), "-skip-benchmark")
+		cmd := exec.Command(proctest.Cipherd(t), "serve", "-keyring", resealed, "-addr", "127.0.0.1:0", "-data-dir", t.TempDir(), "-skip-benchmark")
 		cmd.Env = append(os.Environ(), append(tc.env, "CIPHERD_ADMIN_TOKEN=t", "CIPHERD_ROOT_KEY=", "CIPHERD_ROOT_KEY_FILE=")...)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {

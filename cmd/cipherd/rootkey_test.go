@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +27,7 @@ import (
 	"github.com/cipherd/cipherd/client"
 	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/cryptosvc/pkcs11"
+	"github.com/cipherd/cipherd/internal/proctest"
 	"github.com/cipherd/cipherd/internal/softhsmtest"
 )
 
@@ -45,14 +45,9 @@ type rkServer struct {
 // waits until it is ready, or returns its exit error and output.
 func rkStart(t *testing.T, dataDir string, env ...string) (*rkServer, error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := proctest.FreeAddr(t)
 	s := &rkServer{url: "http://" + addr, stderr: new(bytes.Buffer), done: make(chan error, 1)}
-	s.cmd = exec.Command(cipherdBin, "serve", "-addr", addr, "-data-dir", dataDir, "-skip-benchmark")
+	s.cmd = exec.Command(proctest.Cipherd(t), "serve", "-addr", addr, "-data-dir", dataDir, "-skip-benchmark")
 	s.cmd.Env = append(os.Environ(), append([]string{"CIPHERD_ADMIN_TOKEN=" + rkAdmin}, env...)...)
 	s.cmd.Stderr = &lockedWriter{w: s.stderr}
 	if err := s.cmd.Start(); err != nil {
@@ -489,7 +484,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 	// at fractions of that time after the same line. (The whole command,
 	// start-up and token logins included, runs longer than the re-seal:
 	// kills timed from it landed after the end too often.)
-	first := exec.Command(cipherdBin, "rootkey", "rotate", "-data-dir", dataDir, "-from", "file:"+rootFile, "-to", uris[0])
+	first := exec.Command(proctest.Cipherd(t), "rootkey", "rotate", "-data-dir", dataDir, "-from", "file:"+rootFile, "-to", uris[0])
 	firstErr, err := first.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -516,7 +511,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 	var killed, finished, pendingSeen int
 	const rounds = 24
 	for round := range rounds {
-		cmd := exec.Command(cipherdBin, "rootkey", "rotate", "-data-dir", dataDir, "-from", cur, "-to", target)
+		cmd := exec.Command(proctest.Cipherd(t), "rootkey", "rotate", "-data-dir", dataDir, "-from", cur, "-to", target)
 		var out, errOut bytes.Buffer // standard output is copied by exec's goroutine, standard error by this one
 		cmd.Stdout = &out
 		stderr, err := cmd.StderrPipe()
