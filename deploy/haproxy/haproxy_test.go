@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/client"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // The AEADs the three replicas are pinned to: a cluster of mixed hosts.
@@ -233,7 +234,7 @@ func testRollingRestart(t *testing.T, c *cluster) {
 		r.waitReady(t)
 		c.waitStatus(t, r, "UP")
 		served := c.counter(t, "cipherd/"+r.name, "hrsp_2xx")
-		if !poll(10*time.Second, func() bool { return c.counter(t, "cipherd/"+r.name, "hrsp_2xx") > served }) {
+		if !proctest.Poll(10*time.Second, func() bool { return c.counter(t, "cipherd/"+r.name, "hrsp_2xx") > served }) {
 			t.Fatalf("HAProxy sends nothing to %s after it came back", r.name)
 		}
 		l.waitProgress(t, 100)
@@ -266,7 +267,7 @@ func testKeyringRotation(t *testing.T, c *cluster, v1 []sealed) {
 	for _, r := range c.replicas {
 		var version uint32
 		probe := ctx(t)
-		ok := poll(15*time.Second, func() bool {
+		ok := proctest.Poll(15*time.Second, func() bool {
 			res, err := r.api.Encrypt(probe, testKey, []byte("probe"), nil)
 			if err != nil {
 				t.Fatalf("%s: %v", r.name, err)

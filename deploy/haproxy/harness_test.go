@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/client"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // The harness runs real processes: cipherd replicas built from this tree and
@@ -34,6 +34,8 @@ const (
 	drainDelay                 = 2 * time.Second
 	checkInter, checkFastInter = "200ms", "100ms"
 )
+
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // process is a running child in its own process group.
 type process struct {
@@ -100,47 +102,6 @@ func (p *process) waitExit(t *testing.T, d time.Duration) error {
 	}
 }
 
-// poll calls cond every 20ms until it is true or d has passed.
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// buildCipherd builds cmd/cipherd once into a temporary directory.
-func buildCipherd(t *testing.T) string {
-	t.Helper()
-	// go test puts its own GOROOT/bin first on the PATH of the tests it runs.
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("no go command to build cipherd with: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "cipherd")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/cipherd")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // replica is one cipherd serve process, restartable on the same address and
 // data directory.
 type replica struct {
@@ -179,7 +140,7 @@ func (r *replica) start(t *testing.T, c *cluster) {
 func (r *replica) waitReady(t *testing.T) {
 	t.Helper()
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	ok := poll(30*time.Second, func() bool {
+	ok := proctest.Poll(30*time.Second, func() bool {
 		if !r.proc.running() {
 			return true
 		}
@@ -228,7 +189,7 @@ func newClient(t *testing.T, url string) *client.Client {
 // until HAProxy sees every replica UP.
 func startCluster(t *testing.T, haproxy string, aeads ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: buildCipherd(t), dir: t.TempDir()}
+	c := &cluster{t: t, bin: proctest.Cipherd(t), dir: t.TempDir()}
 	c.keyring = filepath.Join(c.dir, "keyring.json")
 	if out, err := exec.Command(c.bin, "keyring", "new", "-o", c.keyring, testKey).CombinedOutput(); err != nil {
 		t.Fatalf("cipherd keyring new: %v\n%s", err, out)
@@ -240,7 +201,7 @@ func startCluster(t *testing.T, haproxy string, aeads ...string) *cluster {
 // dsn, with a new root key; no key exists yet.
 func startPostgresCluster(t *testing.T, haproxy, dsn string, aeads ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: buildCipherd(t), dir: t.TempDir(), keystore: dsn}
+	c := &cluster{t: t, bin: proctest.Cipherd(t), dir: t.TempDir(), keystore: dsn}
 	c.rootKeyFile = filepath.Join(c.dir, "root.key")
 	if err := os.WriteFile(c.rootKeyFile, []byte(base64.StdEncoding.EncodeToString(random(32))+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -252,7 +213,7 @@ func (c *cluster) start(t *testing.T, haproxy string, aeads ...string) *cluster 
 	t.Helper()
 	for i, aead := range aeads {
 		name := fmt.Sprintf("cipherd%d", i+1)
-		r := &replica{name: name, aead: aead, addr: freeAddr(t),
+		r := &replica{name: name, aead: aead, addr: proctest.FreeAddr(t),
 			dataDir: filepath.Join(c.dir, name), config: filepath.Join(c.dir, name+".yaml"), logPath: filepath.Join(c.dir, name+".log")}
 		cfg := fmt.Sprintf("version: 1\ndrain_delay: %s\nshutdown_timeout: 30s\n", drainDelay)
 		if err := os.WriteFile(r.config, []byte(cfg), 0o600); err != nil {
@@ -275,9 +236,9 @@ func (c *cluster) start(t *testing.T, haproxy string, aeads ...string) *cluster 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.lbAddr = freeAddr(t)
+	c.lbAddr = proctest.FreeAddr(t)
 	c.statsSocket = filepath.Join(c.dir, "haproxy.sock")
-	lp := lbParams{Bind: c.lbAddr, StatsBind: freeAddr(t), Socket: c.statsSocket,
+	lp := lbParams{Bind: c.lbAddr, StatsBind: proctest.FreeAddr(t), Socket: c.statsSocket,
 		Inter: checkInter, FastInter: checkFastInter, DownInter: checkInter}
 	for _, r := range c.replicas {
 		lp.Servers = append(lp.Servers, [2]string{r.name, r.addr})

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // lbParams are what the test changes in the example configuration.
@@ -129,7 +131,7 @@ func (c *cluster) serverStatus(r *replica) string {
 func (c *cluster) waitStatus(t *testing.T, r *replica, want string) {
 	t.Helper()
 	var got string
-	if !poll(15*time.Second, func() bool { got = c.serverStatus(r); return got == want || !c.lb.running() }) || !c.lb.running() {
+	if !proctest.Poll(15*time.Second, func() bool { got = c.serverStatus(r); return got == want || !c.lb.running() }) || !c.lb.running() {
 		t.Fatalf("HAProxy reports %s as %q, want %q", r.name, got, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/client"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // load runs workers doing encrypt→decrypt round trips through one client
@@ -151,7 +152,7 @@ func open(ctx context.Context, api *client.Client, a ack) ([]byte, error) {
 func (l *load) waitProgress(t *testing.T, n int64) {
 	t.Helper()
 	target := l.ok.Load() + n
-	if !poll(20*time.Second, func() bool { return l.ok.Load() >= target }) {
+	if !proctest.Poll(20*time.Second, func() bool { return l.ok.Load() >= target }) {
 		t.Fatalf("the load made no progress: %d round trips, want %d", l.ok.Load(), target)
 	}
 }

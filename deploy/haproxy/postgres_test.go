@@ -17,6 +17,7 @@ import (
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/client"
 	"github.com/cipherd/cipherd/internal/pgtest"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // TestHAProxyPostgres runs three cipherd processes on one PostgreSQL
@@ -42,7 +43,7 @@ func TestHAProxyPostgres(t *testing.T) {
 		t.Fatalf("create through HAProxy: %v", err)
 	}
 	for _, r := range c.replicas {
-		if !poll(time.Second, func() bool { _, err := r.api.DescribeKey(ctx(t), testKey); return err == nil }) {
+		if !proctest.Poll(time.Second, func() bool { _, err := r.api.DescribeKey(ctx(t), testKey); return err == nil }) {
 			t.Fatalf("%s does not know the key 1 s after its creation", r.name)
 		}
 	}
@@ -85,7 +86,7 @@ func TestHAProxyPostgres(t *testing.T) {
 			t.Fatalf("configure through HAProxy: %v", err)
 		}
 		for _, r := range c.replicas {
-			if !poll(time.Second, func() bool {
+			if !proctest.Poll(time.Second, func() bool {
 				k, err := r.api.DescribeKey(ctx(t), testKey)
 				return err == nil && k.DeletionAllowed && k.RotationPeriod == "720h0m0s"
 			}) {
@@ -125,7 +126,7 @@ func TestHAProxyPostgres(t *testing.T) {
 	t.Run("DatabaseKilled", func(t *testing.T) {
 		db.Kill(t)
 		for _, r := range c.replicas {
-			if !poll(15*time.Second, func() bool { return r.readyzKeystore(t) == "unavailable" }) {
+			if !proctest.Poll(15*time.Second, func() bool { return r.readyzKeystore(t) == "unavailable" }) {
 				t.Fatalf("%s's /readyz does not report the keystore unavailable", r.name)
 			}
 		}
@@ -142,12 +143,12 @@ func TestHAProxyPostgres(t *testing.T) {
 		l.waitProgress(t, 100) // data keeps flowing with the database down
 		db.Restart(t)
 		var k *api.Key
-		if !poll(20*time.Second, func() bool { k, err = c.api.RotateKey(ctx(t), testKey); return err == nil }) {
+		if !proctest.Poll(20*time.Second, func() bool { k, err = c.api.RotateKey(ctx(t), testKey); return err == nil }) {
 			t.Fatalf("rotation after the restart: %v", err)
 		}
 		c.everySealsUnder(t, k.LatestVersion, 5*time.Second)
 		for _, r := range c.replicas {
-			if !poll(5*time.Second, func() bool { return r.readyzKeystore(t) == "ok" }) {
+			if !proctest.Poll(5*time.Second, func() bool { return r.readyzKeystore(t) == "ok" }) {
 				t.Fatalf("%s's /readyz still reports the keystore unavailable", r.name)
 			}
 		}
@@ -218,7 +219,7 @@ func testKilledMidRotation(t *testing.T, c *cluster) {
 		}
 		if i == 0 {
 			n = k.LatestVersion
-		} else if !poll(time.Second, func() bool {
+		} else if !proctest.Poll(time.Second, func() bool {
 			k, err := r.api.DescribeKey(ctx(t), testKey)
 			return err == nil && k.LatestVersion == n
 		}) {
@@ -245,7 +246,7 @@ func (c *cluster) everySealsUnder(t *testing.T, v uint32, within time.Duration) 
 	start := time.Now()
 	for _, r := range c.replicas {
 		var got uint32
-		ok := poll(within-time.Since(start), func() bool {
+		ok := proctest.Poll(within-time.Since(start), func() bool {
 			res, err := r.api.Encrypt(context.Background(), testKey, []byte("probe"), nil)
 			if err == nil {
 				got = res.KeyVersion
