@@ -19,6 +19,7 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // The bad-input suite: every malformed, hostile or unlucky request gets its
@@ -629,20 +630,6 @@ func TestBadInputMalformedHTTP(t *testing.T) {
 	}
 }
 
-// badPoll polls cond every 10 ms until it holds or d passes.
-func badPoll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // badStall sends raw and then nothing; it returns what the server sent
 // and how long until it answered or closed the connection.
 func badStall(t *testing.T, addr, raw string, limit time.Duration) (reply []byte, elapsed time.Duration, closed bool) {
@@ -792,7 +779,7 @@ func TestBadInputSlowBody(t *testing.T) {
 				}
 				t.Logf("closed after %v with %d bytes of reply", elapsed.Round(time.Millisecond), len(reply))
 			})
-			if !badPoll(2*time.Second, func() bool { return ts.met.activeStreams.Load() == 0 }) {
+			if !proctest.Poll(2*time.Second, func() bool { return ts.met.activeStreams.Load() == 0 }) {
 				t.Errorf("%d streams still active", ts.met.activeStreams.Load())
 			}
 		})
@@ -839,11 +826,11 @@ func TestBadInputClientGone(t *testing.T) {
 		if _, err := io.CopyN(io.Discard, resp.Body, int64(readBytes)); err != nil {
 			t.Fatalf("reading the first %d bytes: %v", readBytes, err)
 		}
-		if !badPoll(2*time.Second, func() bool { return ts.met.activeStreams.Load() == 1 }) {
+		if !proctest.Poll(2*time.Second, func() bool { return ts.met.activeStreams.Load() == 1 }) {
 			t.Errorf("%d streams active during the stream", ts.met.activeStreams.Load())
 		}
 		conn.Close()
-		if !badPoll(5*time.Second, func() bool { return ts.met.activeStreams.Load() == 0 }) {
+		if !proctest.Poll(5*time.Second, func() bool { return ts.met.activeStreams.Load() == 0 }) {
 			t.Errorf("%d streams still active after the client left", ts.met.activeStreams.Load())
 		}
 	}
@@ -875,7 +862,7 @@ func TestBadInputClientGone(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if !badPoll(5*time.Second, func() bool { return ts.met.activeStreams.Load() == 0 }) {
+		if !proctest.Poll(5*time.Second, func() bool { return ts.met.activeStreams.Load() == 0 }) {
 			t.Errorf("%d streams still active after the clients left", ts.met.activeStreams.Load())
 		}
 	})
@@ -893,7 +880,7 @@ func TestBadInputClientGone(t *testing.T) {
 func badNoStuckRequests(t *testing.T) {
 	t.Helper()
 	var stuck []string
-	ok := badPoll(5*time.Second, func() bool {
+	ok := proctest.Poll(5*time.Second, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		stuck = stuck[:0]

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // The front tests speak raw HTTP/1.1 over TCP to a real listening server:
@@ -185,7 +186,7 @@ func frontError(t *testing.T, resp *http.Response, body []byte) api.Error {
 func frontAccessLine(t *testing.T, ts *testServer, id string) map[string]any {
 	t.Helper()
 	var line map[string]any
-	if !badPoll(2*time.Second, func() bool {
+	if !proctest.Poll(2*time.Second, func() bool {
 		for _, l := range ts.Logs.All() {
 			if l.Message == "access" && l.ContextMap()["request_id"] == id {
 				line = l.ContextMap()

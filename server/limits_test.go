@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // Limits that keep one caller, or a few large requests, from taking the
@@ -67,7 +68,7 @@ func TestStreamLimitPerIdentity(t *testing.T) {
 		pw, done := openUpload(t, enc, ts.Token, nil)
 		writers, resps = append(writers, pw), append(resps, done)
 	}
-	if !badPoll(10*time.Second, func() bool { return ts.met.activeStreams.Load() == 2 }) {
+	if !proctest.Poll(10*time.Second, func() bool { return ts.met.activeStreams.Load() == 2 }) {
 		t.Fatalf("%d streams active, want 2", ts.met.activeStreams.Load())
 	}
 	// A third stream of the same identity, in any streaming form, waits for
@@ -96,7 +97,7 @@ func TestStreamLimitPerIdentity(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	if !badPoll(10*time.Second, func() bool {
+	if !proctest.Poll(10*time.Second, func() bool {
 		code, _, _ := ts.do(t, "POST", "/v1/encrypt/default", api.ContentTypeStream, strings.NewReader("x"), "")
 		return code == 200
 	}) {
@@ -149,7 +150,7 @@ func TestVerifyFullBudget(t *testing.T) {
 		}
 		writers, resps = append(writers, pw), append(resps, done)
 	}
-	if !badPoll(10*time.Second, func() bool { return ts.verifyReserved.Load() == 2*limit }) {
+	if !proctest.Poll(10*time.Second, func() bool { return ts.verifyReserved.Load() == 2*limit }) {
 		t.Fatalf("%d bytes reserved, want %d", ts.verifyReserved.Load(), 2*limit)
 	}
 	code, body, hdr := ts.do(t, "POST", "/v1/decrypt/default?verify=full", api.ContentTypeStream, bytes.NewReader(ctSmall), "")
@@ -175,7 +176,7 @@ func TestVerifyFullBudget(t *testing.T) {
 			t.Errorf("upload %d: %d, %d bytes, want 200 and the plaintext", i, resp.StatusCode, len(got))
 		}
 	}
-	if !badPoll(5*time.Second, func() bool { return ts.verifyReserved.Load() == 0 }) {
+	if !proctest.Poll(5*time.Second, func() bool { return ts.verifyReserved.Load() == 0 }) {
 		t.Errorf("%d bytes still reserved after the responses", ts.verifyReserved.Load())
 	}
 	// With a Content-Length, a request reserves its length only: two small
@@ -263,7 +264,7 @@ func TestVerifyFullRSS(t *testing.T) {
 	// Freed buffers are unmapped at once; give the runtime's scavenger a
 	// moment for what the heap held.
 	var after int64
-	badPoll(10*time.Second, func() bool { after = rss("VmRSS"); return after < before+64<<20 })
+	proctest.Poll(10*time.Second, func() bool { after = rss("VmRSS"); return after < before+64<<20 })
 	t.Logf("cipherd RSS: %d MiB before, peak %d MiB (bound %d MiB = 256 MiB + budget %d MiB), %d MiB after; statuses of %d requests: %v (-1: closed while sending)",
 		before>>20, peak>>20, (256<<20+budget)>>20, budget>>20, after>>20, clients, statuses)
 	if peak > 256<<20+budget {

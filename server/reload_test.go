@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // The reload tests change the configuration of a running server: the
@@ -102,7 +103,7 @@ func TestReloadSIGHUP(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if !badPoll(5*time.Second, func() bool { return p.encrypt(tokB) == 200 }) {
+	if !proctest.Poll(5*time.Second, func() bool { return p.encrypt(tokB) == 200 }) {
 		p.alive(t)
 		t.Fatalf("token b not accepted after SIGHUP: %d", p.encrypt(tokB))
 	}
@@ -114,7 +115,7 @@ func TestReloadSIGHUP(t *testing.T) {
 		t.Fatal("the process changed")
 	}
 	// The new log level is in force: the refused token left a debug line.
-	if !badPoll(3*time.Second, func() bool { return p.logged(`"authentication failed"`) }) {
+	if !proctest.Poll(3*time.Second, func() bool { return p.logged(`"authentication failed"`) }) {
 		t.Error("no debug line after the reload to log_level: debug")
 	}
 
@@ -128,7 +129,7 @@ func TestReloadSIGHUP(t *testing.T) {
 		p.rewrite(t, broken)
 		p.cmd.Process.Signal(syscall.SIGHUP)
 		want := i + 1
-		if !badPoll(5*time.Second, func() bool {
+		if !proctest.Poll(5*time.Second, func() bool {
 			b, _ := os.ReadFile(p.logs)
 			return bytes.Count(b, []byte("configuration reload failed")) >= want
 		}) {
@@ -142,7 +143,7 @@ func TestReloadSIGHUP(t *testing.T) {
 
 	// A change of the file alone, without a signal, is picked up too.
 	p.rewrite(t, reloadIdentity("app-a", tokA))
-	if !badPoll(15*time.Second, func() bool { return p.encrypt(tokA) == 200 }) {
+	if !proctest.Poll(15*time.Second, func() bool { return p.encrypt(tokA) == 200 }) {
 		t.Fatal("token a not accepted after the file changed back")
 	}
 	if b := p.encrypt(tokB); b != 401 {

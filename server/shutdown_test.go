@@ -20,39 +20,25 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // The shutdown tests run the real binary: cipherd serve with a YAML
 // configuration, stopped by SIGTERM in the middle of a streaming upload.
 
-// buildCipherd builds cmd/cipherd into a temporary directory.
+func TestMain(m *testing.M) { proctest.Main(m) }
+
+// buildCipherd returns cmd/cipherd built from this module, skipping the
+// test under -short or without a go command.
 func buildCipherd(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	// go test puts its own GOROOT/bin first on the PATH of the tests it runs.
-	goBin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build cipherd with")
 	}
-	bin := filepath.Join(t.TempDir(), "cipherd")
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/cipherd")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return proctest.Cipherd(t)
 }
 
 // cipherdProcess is a running cipherd serve.
@@ -70,7 +56,7 @@ const shutdownToken = "shutdown-test-token"
 func startCipherd(t *testing.T, bin, extraConfig string) *cipherdProcess {
 	t.Helper()
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	p := &cipherdProcess{url: "http://" + addr, dataDir: filepath.Join(dir, "data"), logs: filepath.Join(dir, "cipherd.log"), exited: make(chan struct{})}
 	cfg := fmt.Sprintf("version: 1\naddr: %s\ndata_dir: %s\nskip_benchmark: true\n%s", addr, p.dataDir, extraConfig)
 	cfgFile := filepath.Join(dir, "cipherd.yaml")
@@ -109,7 +95,7 @@ func startCipherd(t *testing.T, bin, extraConfig string) *cipherdProcess {
 			t.Logf("cipherd output:\n%s", b)
 		}
 	})
-	if !badPoll(60*time.Second, func() bool { return p.status("/readyz") == 200 }) {
+	if !proctest.Poll(60*time.Second, func() bool { return p.status("/readyz") == 200 }) {
 		t.Fatal("cipherd did not become ready")
 	}
 	return p
@@ -241,7 +227,7 @@ func TestShutdownDrainsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Readiness goes off at once, while the listener still serves.
-	if !badPoll(drain/2, func() bool { return p.status("/readyz") == 503 }) {
+	if !proctest.Poll(drain/2, func() bool { return p.status("/readyz") == 503 }) {
 		t.Fatalf("/readyz not 503 within %v of SIGTERM", drain/2)
 	}
 	notReady := time.Since(t0)
