@@ -6,13 +6,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,42 +26,19 @@ func startServe(t *testing.T) string {
 	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(proctest.Cipherd(t), "serve", "-addr", addr, "-data-dir", t.TempDir(), "-skip-benchmark", "-log-level", "warn")
 	cmd.Env = append(os.Environ(), "CIPHERD_ADMIN_TOKEN="+cliToken)
-	var logs bytes.Buffer
+	var logs proctest.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	p := proctest.Start(t, cmd)
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("cipherd serve exited with %v on SIGTERM\n%s", err, logs.String())
-			}
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("cipherd serve did not stop on SIGTERM")
+		if err := p.Stop(t, 15*time.Second); err != nil {
+			t.Errorf("cipherd serve exited with %v on SIGTERM\n%s", err, logs.String())
 		}
 	})
 	url := "http://" + addr
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		select {
-		case err := <-exited:
-			t.Fatalf("cipherd serve exited: %v\n%s", err, logs.String())
-		default:
-		}
-		if resp, err := http.Get(url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
-		}
+	if err := p.WaitReady(30*time.Second, func() bool { return proctest.HTTPStatus(url+"/readyz") == 200 }); err != nil {
+		t.Fatalf("cipherd serve: %v\n%s", err, logs.String())
 	}
-	t.Fatalf("cipherd serve not ready after 30s\n%s", logs.String())
-	return ""
+	return url
 }
 
 // pipeline runs `cipherd encrypt args | cipherd decrypt args` on in.
