@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -12,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -411,28 +408,16 @@ func TestDockerfileRun(t *testing.T) {
 	}
 	cmd := exec.Command(proctest.Cipherd(t), img.cmd...)
 	cmd.Env, cmd.Dir = env, wd
-	var logs bytes.Buffer
+	var logs proctest.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	p := proctest.Start(t, cmd)
 	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("cipherd serve: %v on SIGTERM\n%s", err, logs.String())
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("cipherd serve did not stop on SIGTERM")
+		if err := p.Stop(t, 20*time.Second); err != nil {
+			t.Errorf("cipherd serve: %v on SIGTERM\n%s", err, logs.String())
 		}
 	}
 	defer func() {
-		if cmd.ProcessState == nil {
+		if p.Running() {
 			stop()
 		}
 	}()
@@ -449,22 +434,9 @@ func TestDockerfileRun(t *testing.T) {
 		}
 		return 0
 	}
-	deadline := time.Now().Add(img.hcTimeout * 12) // well inside --start-period
-	for {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("cipherd exited: %v\n%s", err, logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready in time\n%s", logs.String())
-		}
+	// Well inside --start-period.
+	if err := p.WaitReady(img.hcTimeout*12, func() bool { return proctest.HTTPStatus("http://"+addr+"/readyz") == 200 }); err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
 	}
 	if code := health(); code != 0 {
 		t.Fatalf("HEALTHCHECK %q against a serving cipherd: exit %d\n%s", img.healthcheck, code, logs.String())
