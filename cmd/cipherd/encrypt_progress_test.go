@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 func TestProgressLine(t *testing.T) {
@@ -31,28 +31,10 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer the meter's goroutine and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The meter counts what the stream reads and redraws one line: with a
 // known size it shows the share and the time left, and ends in a summary.
 func TestProgressMeter(t *testing.T) {
-	var w lockedBuffer
+	var w proctest.Buffer // the meter writes from a goroutine of its own
 	p := startProgress(&w, "cipherd encrypt", 4<<10)
 	r := p.reader(slow(make([]byte, 4<<10)))
 	if n, err := io.Copy(io.Discard, r); n != 4<<10 || err != nil {
@@ -74,7 +56,7 @@ func TestProgressMeter(t *testing.T) {
 	}
 
 	// A stream quicker than one redraw prints nothing at all.
-	var quiet lockedBuffer
+	var quiet proctest.Buffer
 	p = startProgress(&quiet, "cipherd encrypt", -1)
 	io.Copy(io.Discard, p.reader(strings.NewReader("quick")))
 	p.end(true)

@@ -37,7 +37,7 @@ const rkAdmin = "rootkey-test-admin-token"
 type rkServer struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *bytes.Buffer
+	stderr *proctest.Buffer
 	done   chan error
 }
 
@@ -46,10 +46,10 @@ type rkServer struct {
 func rkStart(t *testing.T, dataDir string, env ...string) (*rkServer, error) {
 	t.Helper()
 	addr := proctest.FreeAddr(t)
-	s := &rkServer{url: "http://" + addr, stderr: new(bytes.Buffer), done: make(chan error, 1)}
+	s := &rkServer{url: "http://" + addr, stderr: new(proctest.Buffer), done: make(chan error, 1)}
 	s.cmd = exec.Command(proctest.Cipherd(t), "serve", "-addr", addr, "-data-dir", dataDir, "-skip-benchmark")
 	s.cmd.Env = append(os.Environ(), append([]string{"CIPHERD_ADMIN_TOKEN=" + rkAdmin}, env...)...)
-	s.cmd.Stderr = &lockedWriter{w: s.stderr}
+	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +72,6 @@ func rkStart(t *testing.T, dataDir string, env ...string) (*rkServer, error) {
 }
 
 func (s *rkServer) output() string {
-	if lw, ok := s.cmd.Stderr.(*lockedWriter); ok {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-	}
 	return s.stderr.String()
 }
 
@@ -92,17 +88,6 @@ func (s *rkServer) stop(t *testing.T) {
 		<-s.done
 		t.Error("cipherd serve did not stop within 30s of SIGTERM")
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func rkClient(t *testing.T, url string) *client.Client {
