@@ -103,14 +103,7 @@ func startCipherd(t *testing.T, bin, extraConfig string) *cipherdProcess {
 
 // status GETs path on a fresh connection; 0 when the request fails.
 func (p *cipherdProcess) status(path string) int {
-	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get(p.url + path)
-	if err != nil {
-		return 0
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	return proctest.HTTPStatus(p.url + path)
 }
 
 // upload is a streaming encryption in progress, fed through a pipe.
