@@ -227,7 +227,7 @@ for target in encrypt decrypt rewrap baseline; do
 done
 sc=$(echo "${rps[sencrypt]}" | median); sb=$(echo "${rps[sbaseline]}" | median)
 note="curl -T of $STREAM_MB MiB on loopback$where, median of $ROUNDS interleaved rounds; scripts/loadbench.sh"
-chart service-stream "Streams over HTTP: cipherd against net/http copying the body back and a bare fiber handler" "MiB/s (higher is better)" \
+chart service-stream "Streams over HTTP: cipherd, a net/http echo, a bare fiber handler" "MiB/s (higher is better)" \
   "$(printf '%s MiB\tnet/http echo (ceiling)\t%s' "$STREAM_MB" "$se")" \
   "$(printf '%s MiB\tcipherd encrypt\t%s' "$STREAM_MB" "$sc")" \
   "$(printf '%s MiB\tcipherd decrypt\t%s' "$STREAM_MB" "$(echo "${rps[sdecrypt]}" | median)")" \
