@@ -303,17 +303,23 @@ func waitUnhealthy(t *testing.T, i int, st *Store) {
 // order.
 func awaitNotifications(t *testing.T, from, to replica) {
 	t.Helper()
+	createAndAwait(t, from, to, "barrier")
+}
+
+// createAndAwait creates the key name on from and waits until to has it.
+func createAndAwait(t *testing.T, from, to replica, name string) {
+	t.Helper()
 	ctx := context.Background()
-	if _, err := from.svc.CreateKey(ctx, "barrier", cryptosvc.KeyConfig{}); err != nil {
+	if _, err := from.svc.CreateKey(ctx, name, cryptosvc.KeyConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := to.store.Get(ctx, "barrier"); err == nil {
+		if _, err := to.store.Get(ctx, name); err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the barrier key was not notified to the other replica within 10 s")
+			t.Fatalf("the key %s was not notified to the other replica within 10 s", name)
 		}
 		time.Sleep(time.Millisecond)
 	}

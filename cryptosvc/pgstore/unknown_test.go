@@ -174,19 +174,7 @@ func TestAbsentNameRemembered(t *testing.T) {
 	if remembered("mine") {
 		t.Error("a key created here is still remembered absent")
 	}
-	if _, err := rs[0].svc.CreateKey(ctx, "theirs", cryptosvc.KeyConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := b.store.Get(ctx, "theirs"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the creation was not notified within 10 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	createAndAwait(t, rs[0], b, "theirs")
 	if remembered("theirs") {
 		t.Error("a key notified from elsewhere is still remembered absent")
 	}
