@@ -15,11 +15,14 @@ import (
 // refused item.
 func checkDecodeDataRequest(t *testing.T, b []byte) {
 	t.Helper()
+	// An item limit no body of b's length can reach: TestDecodeBatchStopsAtItemLimit
+	// checks the limit, this the decoding.
+	items := len(b) + 1
 	for _, field := range []string{"plaintext", "ciphertext"} {
-		got, err := decodeDataRequest(b, field, nil, 1000)
+		got, err := decodeDataRequest(b, field, nil, items)
 		// Scratch space of every size that matters changes nothing.
 		for _, n := range []int{1, 7, len(b), 2 * len(b)} {
-			g2, err2 := decodeDataRequest(b, field, make([]byte, n), 1000)
+			g2, err2 := decodeDataRequest(b, field, make([]byte, n), items)
 			if (err == nil) != (err2 == nil) || err == nil && !sameRequest(got, g2) {
 				t.Fatalf("%q: %d bytes of scratch change the result", b, n)
 			}
