@@ -250,7 +250,9 @@ func (s *Service) openTarget(ctx context.Context, name string, h *Header) (*kern
 	k, err := s.store.Get(ctx, h.KeyName)
 	if err == nil && k.Version(h.KeyVersion) == nil || errors.Is(err, ErrKeyNotFound) {
 		// A version (or a key) another replica made moments ago may not
-		// have reached this one's memory yet: read it through.
+		// have reached this one's memory yet: read it through. Rare once
+		// the replicas agree, so each read says what memory held.
+		s.logReadThrough(h, k)
 		k, err = s.store.Refresh(ctx, h.KeyName)
 	}
 	if err != nil {
@@ -268,6 +270,25 @@ func (s *Service) openTarget(ctx context.Context, name string, h *Header) (*kern
 		return nil, nil, err
 	}
 	return im, s.versionKeys(k.Name, v), nil
+}
+
+// logReadThrough logs that opening h's key version reads the keystore,
+// with what memory held of the key (k, nil when none).
+func (s *Service) logReadThrough(h *Header, k *StoredKey) {
+	ce := s.log.Check(zap.InfoLevel, "key version not in memory: reading the keystore")
+	if ce == nil {
+		return
+	}
+	var latest uint32
+	var rev uint64
+	if k != nil {
+		if v := k.Latest(); v != nil {
+			latest = v.Version
+		}
+		rev = k.Revision
+	}
+	ce.Write(zap.String("key", h.KeyName), zap.Uint32("key_version", h.KeyVersion),
+		zap.Uint32("memory_latest", latest), zap.Uint64("memory_revision", rev))
 }
 
 func infoOf(h *Header) Info {
