@@ -247,13 +247,19 @@ func (s *Store) Refresh(ctx context.Context, name string) (*cryptosvc.StoredKey,
 		return s.refreshUnknown(ctx, name)
 	}
 	f := s.joinFlight(name)
+	return s.getAfter(ctx, name, f.done, &f.err)
+}
+
+// getAfter waits for a read of name to end (done closed, its error in
+// *err), then returns what memory holds of name.
+func (s *Store) getAfter(ctx context.Context, name string, done <-chan struct{}, err *error) (*cryptosvc.StoredKey, error) {
 	select {
-	case <-f.done:
+	case <-done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if f.err != nil {
-		return nil, f.err
+	if *err != nil {
+		return nil, *err
 	}
 	return s.Get(ctx, name)
 }

@@ -84,15 +84,7 @@ func (s *Store) refreshUnknown(ctx context.Context, name string) (*cryptosvc.Sto
 		go s.runUnknown()
 	}
 	s.flightMu.Unlock()
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if b.err != nil {
-		return nil, b.err
-	}
-	return s.Get(ctx, name)
+	return s.getAfter(ctx, name, b.done, &b.err)
 }
 
 // runUnknown runs the waiting batches, one at a time and paced, until none
