@@ -137,13 +137,19 @@ type responseStream struct {
 	gather  bool   // the upload has a Content-Length: WriteTo writes in large pieces
 }
 
+// uploadLen is the request body's Content-Length, or -1 when it has none
+// (chunked).
+func uploadLen(c *fiber.Ctx) int64 {
+	return max(int64(c.Request().Header.ContentLength()), -1)
+}
+
 // startStream answers with r as the response body: of size bytes, or of a
 // length unknown (-1), then chunked, with the status trailer when trailer
 // is set.
 func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, size int64, trailer bool, release func()) error {
 	trailer = trailer && size < 0
 	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now(), release: release,
-		gather: c.Request().Header.ContentLength() >= 0}
+		gather: uploadLen(c) >= 0}
 	if trailer {
 		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {
 			return err
@@ -287,8 +293,8 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 		return err
 	}
 	size := int64(-1)
-	if cl := c.Request().Header.ContentLength(); cl >= 0 {
-		size = er.SealedLen(int64(cl))
+	if n := uploadLen(c); n >= 0 {
+		size = er.SealedLen(n)
 	}
 	return s.startStream(c, OpEncrypt, key, er.Info(), er, size, false, release)
 }
@@ -330,10 +336,8 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		return nil
 	}
 	size := int64(-1)
-	if cl := c.Request().Header.ContentLength(); cl >= 0 {
-		if n, ok := dr.PlaintextLen(int64(cl)); ok {
-			size = n
-		}
+	if n, ok := dr.PlaintextLen(uploadLen(c)); ok {
+		size = n
 	}
 	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, size, true, release)
 }
@@ -435,8 +439,8 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 		return s.startStream(c, OpRewrap, key, info, bytes.NewReader(out), int64(len(out)), false, release)
 	}
 	size := int64(-1)
-	if cl := c.Request().Header.ContentLength(); cl >= 0 {
-		size = int64(len(out)) + int64(cl) - int64(len(hdr))
+	if n := uploadLen(c); n >= 0 {
+		size = int64(len(out)) + n - int64(len(hdr))
 	}
 	return s.startStream(c, OpRewrap, key, info, io.MultiReader(bytes.NewReader(out), body), size, false, release)
 }
