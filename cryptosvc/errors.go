@@ -17,6 +17,12 @@ var (
 	// ErrUnsupported: a format version or AEAD this build does not know, or
 	// an operation the key's configuration does not allow.
 	ErrUnsupported = errors.New("cryptosvc: unsupported")
+	// ErrRangeNotSatisfiable: a range decrypt's range starts at or past the
+	// end of the plaintext.
+	ErrRangeNotSatisfiable = errors.New("cryptosvc: range starts past the end of the plaintext")
+	// ErrRangeMismatch: a range decrypt's input holds chunks past those
+	// that cover the range.
+	ErrRangeMismatch = errors.New("cryptosvc: more chunks than the range covers")
 	// ErrTooLarge: the message exceeds the format's 2^38 chunks, or a limit
 	// the caller set.
 	ErrTooLarge = errors.New("cryptosvc: message too large")
