@@ -17,35 +17,37 @@ type Code string
 
 // Error codes and the HTTP status each is sent with.
 const (
-	CodeBadRequest         Code = "bad_request"           // 400: malformed JSON, bad base64, wrong types, bad parameters
-	CodeInvalidKeyName     Code = "invalid_key_name"      // 400
-	CodeInvalidConfig      Code = "invalid_config"        // 400
-	CodeInvalidParameter   Code = "invalid_parameter"     // 400: a query parameter or value the route does not take, or one given twice
-	CodeMalformed          Code = "malformed_ciphertext"  // 400: not a cipherd ciphertext, or a bad header
-	CodeTruncated          Code = "truncated_ciphertext"  // 400
-	CodeUnsupported        Code = "unsupported"           // 400: unknown format version or AEAD, AEAD off on this host
-	CodeDecryptFailed      Code = "decryption_failed"     // 400: authentication failed (wrong key, context or bytes)
-	CodeKeyMismatch        Code = "key_mismatch"          // 400: ciphertext under another key
-	CodeAmbiguousAuth      Code = "ambiguous_credentials" // 400: two credentials: Authorization or a forwarded certificate twice, or both
-	CodeUnauthenticated    Code = "unauthenticated"       // 401
-	CodeForbidden          Code = "forbidden"             // 403
-	CodeKeyNotFound        Code = "key_not_found"         // 404
-	CodeRouteNotFound      Code = "not_found"             // 404
-	CodeMethodNotAllowed   Code = "method_not_allowed"    // 405
-	CodeKeyExists          Code = "key_exists"            // 409
-	CodeBusy               Code = "busy"                  // 409: a speed run is already in progress
-	CodeDeletionNotAllowed Code = "deletion_not_allowed"  // 409
-	CodeReadOnly           Code = "keystore_read_only"    // 409
-	CodeConflict           Code = "conflict"              // 409: the key kept changing under this write; retry
-	CodeVersionRetired     Code = "key_version_retired"   // 410
-	CodeTooLarge           Code = "too_large"             // 413: body, item or batch over its limit
-	CodeUnsupportedMedia   Code = "unsupported_media"     // 415
-	CodeHeadersTooLarge    Code = "headers_too_large"     // 431: the request line and headers over the read buffer
-	CodeRateLimited        Code = "rate_limited"          // 429 with Retry-After
-	CodeTooManyStreams     Code = "too_many_streams"      // 429 with Retry-After: the identity has max_streams_per_identity streams in flight
-	CodeInternal           Code = "internal"              // 500: details are logged, never sent
-	CodeNotReady           Code = "not_ready"             // 503
-	CodeVerifyBusy         Code = "verify_full_busy"      // 503 with Retry-After: ?verify=full buffers fill verify_full_budget
+	CodeBadRequest          Code = "bad_request"           // 400: malformed JSON, bad base64, wrong types, bad parameters
+	CodeInvalidKeyName      Code = "invalid_key_name"      // 400
+	CodeInvalidConfig       Code = "invalid_config"        // 400
+	CodeInvalidParameter    Code = "invalid_parameter"     // 400: a query parameter or value the route does not take, or one given twice
+	CodeMalformed           Code = "malformed_ciphertext"  // 400: not a cipherd ciphertext, or a bad header
+	CodeTruncated           Code = "truncated_ciphertext"  // 400
+	CodeUnsupported         Code = "unsupported"           // 400: unknown format version or AEAD, AEAD off on this host
+	CodeDecryptFailed       Code = "decryption_failed"     // 400: authentication failed (wrong key, context or bytes)
+	CodeKeyMismatch         Code = "key_mismatch"          // 400: ciphertext under another key
+	CodeAmbiguousAuth       Code = "ambiguous_credentials" // 400: two credentials: Authorization or a forwarded certificate twice, or both
+	CodeRangeMismatch       Code = "range_mismatch"        // 400: a range decrypt's body holds chunks past those that cover the range
+	CodeUnauthenticated     Code = "unauthenticated"       // 401
+	CodeForbidden           Code = "forbidden"             // 403
+	CodeKeyNotFound         Code = "key_not_found"         // 404
+	CodeRouteNotFound       Code = "not_found"             // 404
+	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
+	CodeKeyExists           Code = "key_exists"            // 409
+	CodeBusy                Code = "busy"                  // 409: a speed run is already in progress
+	CodeDeletionNotAllowed  Code = "deletion_not_allowed"  // 409
+	CodeReadOnly            Code = "keystore_read_only"    // 409
+	CodeConflict            Code = "conflict"              // 409: the key kept changing under this write; retry
+	CodeVersionRetired      Code = "key_version_retired"   // 410
+	CodeTooLarge            Code = "too_large"             // 413: body, item or batch over its limit
+	CodeUnsupportedMedia    Code = "unsupported_media"     // 415
+	CodeRangeNotSatisfiable Code = "range_not_satisfiable" // 416: a range decrypt's range starts at or past the plaintext's end
+	CodeHeadersTooLarge     Code = "headers_too_large"     // 431: the request line and headers over the read buffer
+	CodeRateLimited         Code = "rate_limited"          // 429 with Retry-After
+	CodeTooManyStreams      Code = "too_many_streams"      // 429 with Retry-After: the identity has max_streams_per_identity streams in flight
+	CodeInternal            Code = "internal"              // 500: details are logged, never sent
+	CodeNotReady            Code = "not_ready"             // 503
+	CodeVerifyBusy          Code = "verify_full_busy"      // 503 with Retry-After: ?verify=full buffers fill verify_full_budget
 	// CodeKeystoreUnavailable: the shared keystore's database cannot be
 	// reached. Key administration waits for it; encryption and decryption
 	// with the keys the replica holds go on. Retry later.
@@ -74,6 +76,8 @@ func (c Code) Status() int {
 		return 413
 	case CodeUnsupportedMedia:
 		return 415
+	case CodeRangeNotSatisfiable:
+		return 416
 	case CodeHeadersTooLarge:
 		return 431
 	case CodeRateLimited, CodeTooManyStreams:

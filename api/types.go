@@ -170,8 +170,11 @@ type Route struct {
 
 // QueryParam is a query parameter a route takes.
 type QueryParam struct {
-	Name        string   `json:"name"`
-	Values      []string `json:"values"`
+	Name string `json:"name"`
+	// Values lists the values the parameter takes; a parameter that takes
+	// a form of value (a byte range) has Pattern instead.
+	Values      []string `json:"values,omitempty"`
+	Pattern     string   `json:"pattern,omitempty"`
 	Description string   `json:"description"`
 }
 

@@ -28,13 +28,15 @@ const speedRunTimeout = 5 * time.Minute
 func (s *Server) routes() []route {
 	j, to, items, cost := int64(s.cfg.MaxJSONBody), s.cfg.RequestTimeout, s.cfg.MaxBatchItems, costRead
 	const small = 64 << 10 // the JSON body of the other routes
-	verify := []queryParam{{name: "verify", values: []string{"full"},
-		doc: "Streaming decrypt: `full` buffers the plaintext (up to max_verify_full) and answers only after every chunk authenticated."}}
+	decrypt := []queryParam{{name: "verify", values: []string{"full"},
+		doc: "Streaming decrypt: `full` buffers the plaintext (up to max_verify_full) and answers only after every chunk authenticated."},
+		{name: "range", valid: validRange, pattern: "A-B|A-", regex: "^[0-9]+-[0-9]*$", example: "1048576-2097151",
+			doc: "Streaming decrypt of a range: bytes A to B (inclusive) of the plaintext, or A to the end. The body is the stream's header, salt and commitment followed by only the chunks that cover the range, from chunk floor(A/16384); see docs/FORMAT.md, Ranges."}}
 	format := []queryParam{{name: "format", values: []string{formatJSON, formatText, formatMR, formatHTML},
 		doc: "The response format; without it, HTML for a browser (Accept: text/html), else JSON."}}
 	return []route{
 		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleEncrypt},
-		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, stream: true, items: items, verifyFull: s.cfg.MaxVerifyFull, query: verify, timeout: to, cost: cost, handler: s.handleDecrypt},
+		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, stream: true, items: items, verifyFull: s.cfg.MaxVerifyFull, query: decrypt, timeout: to, cost: cost, handler: s.handleDecrypt},
 		{method: "POST", path: api.RouteRewrap, op: OpRewrap, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleRewrap},
 		{method: "POST", path: api.RouteDataKey, op: OpDataKey, orOp: OpDataKeyPlaintext, maxBody: small, timeout: to, cost: cost, handler: s.handleDataKey},
 		{method: "GET", path: api.RouteKeys, op: OpKeysRead, lists: true, timeout: to, cost: cost, handler: s.handleListKeys},

@@ -388,7 +388,7 @@ func TestE2ECurl(t *testing.T) {
 				want.VerifyFullBudget = ts.cfg.VerifyFullBudget
 			}
 			for _, q := range r.query {
-				want.Query = append(want.Query, api.QueryParam{Name: q.name, Values: q.values, Description: q.doc})
+				want.Query = append(want.Query, api.QueryParam{Name: q.name, Values: q.values, Pattern: q.pattern, Description: q.doc})
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("%s %s: listed %+v, want %+v", r.method, r.path, got, want)

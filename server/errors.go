@@ -32,6 +32,10 @@ func toAPIError(err error) *api.Error {
 		return apiError(api.CodeMalformed, "not a valid cipherd ciphertext")
 	case errors.Is(err, cryptosvc.ErrUnsupported):
 		return apiError(api.CodeUnsupported, "unsupported format version, AEAD or operation")
+	case errors.Is(err, cryptosvc.ErrRangeNotSatisfiable):
+		return apiError(api.CodeRangeNotSatisfiable, "the range starts at or past the end of the plaintext")
+	case errors.Is(err, cryptosvc.ErrRangeMismatch):
+		return apiError(api.CodeRangeMismatch, "the body holds chunks past those that cover the range")
 	case errors.Is(err, cryptosvc.ErrTooLarge):
 		return apiError(api.CodeTooLarge, "message too large")
 	case errors.Is(err, cryptosvc.ErrKeyNotFound):

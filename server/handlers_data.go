@@ -239,6 +239,9 @@ func (s *Server) handleDecrypt(c *fiber.Ctx, q *call) error {
 	if isStream(c) {
 		return s.withStream(c, func(release func()) error { return s.streamDecrypt(c, q, release) })
 	}
+	if _, ranged := queryRange(c); ranged {
+		return apiError(api.CodeBadRequest, "?range decrypts part of a stream: send the stream's start and chunks as application/octet-stream")
+	}
 	req, err := readDataRequest(c, q, "ciphertext")
 	if err != nil {
 		return err

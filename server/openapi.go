@@ -38,7 +38,7 @@ func (s *Server) apiRoute(r *route) api.Route {
 		ar.VerifyFullBudget = s.cfg.VerifyFullBudget
 	}
 	for _, q := range r.query {
-		ar.Query = append(ar.Query, api.QueryParam{Name: q.name, Values: q.values, Description: q.doc})
+		ar.Query = append(ar.Query, api.QueryParam{Name: q.name, Values: q.values, Pattern: q.pattern, Description: q.doc})
 	}
 	return ar
 }
@@ -114,12 +114,16 @@ func (s *Server) openAPI() ([]byte, error) {
 		}
 		params, _ := op["parameters"].([]any)
 		for _, q := range r.query {
+			schema := map[string]any{"type": "string", "enum": q.values}
+			if q.pattern != "" {
+				schema = map[string]any{"type": "string", "pattern": q.regex, "examples": []string{q.example}}
+			}
 			params = append(params, map[string]any{
 				"name":        q.name,
 				"in":          "query",
 				"required":    false,
 				"description": q.doc,
-				"schema":      map[string]any{"type": "string", "enum": q.values},
+				"schema":      schema,
 			})
 		}
 		if params != nil {

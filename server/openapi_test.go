@@ -413,7 +413,8 @@ func TestOpenAPIServed(t *testing.T) {
 		if r.Method == "POST" && r.Path == api.RouteDecrypt {
 			if r.MaxBody != 1<<20 || r.Timeout != "9s" || r.MaxItems != 7 || r.MaxVerifyFull != 3<<20 || r.StreamIdleTimeout != "11s" ||
 				r.VerifyFullBudget != 5<<20 || r.MaxStreamsPerIdentity != 3 ||
-				len(r.Query) != 1 || r.Query[0].Name != "verify" || !slices.Equal(r.Query[0].Values, []string{"full"}) {
+				len(r.Query) != 2 || r.Query[0].Name != "verify" || !slices.Equal(r.Query[0].Values, []string{"full"}) ||
+				r.Query[1].Name != "range" || r.Query[1].Pattern != "A-B|A-" || r.Query[1].Values != nil {
 				t.Errorf("/v1/api decrypt: %+v", r)
 			}
 		}

@@ -89,7 +89,22 @@ type call struct {
 type queryParam struct {
 	name   string
 	values []string
-	doc    string // for /v1/api and the OpenAPI document
+	// valid, when set, takes the place of values for a parameter whose
+	// values are not a list (a byte range); pattern says what it accepts,
+	// to people, and regex to the OpenAPI document.
+	valid   func(string) bool
+	pattern string
+	regex   string
+	example string // a value valid takes
+	doc     string // for /v1/api and the OpenAPI document
+}
+
+// accepts reports whether v is one of the parameter's values.
+func (q *queryParam) accepts(v string) bool {
+	if q.valid != nil {
+		return q.valid(v)
+	}
+	return slices.Contains(q.values, v)
 }
 
 // prepare fills in what the table and serve derive from the row.
@@ -105,6 +120,10 @@ func (r *route) prepare() {
 	for i, q := range r.query {
 		if i > 0 {
 			b.WriteString(",")
+		}
+		if q.pattern != "" {
+			fmt.Fprintf(&b, " %s=%s", q.name, q.pattern)
+			continue
 		}
 		fmt.Fprintf(&b, " %s=%s", q.name, strings.Join(q.values, "|"))
 	}
@@ -160,7 +179,7 @@ func (r *route) checkQuery(c *fiber.Ctx) error {
 	var seen uint64 // bit i: r.query[i] was given
 	for k, v := range c.Context().QueryArgs().All() {
 		i := slices.IndexFunc(r.query, func(q queryParam) bool { return q.name == string(k) })
-		if i < 0 || seen&(1<<i) != 0 || !slices.Contains(r.query[i].values, string(v)) {
+		if i < 0 || seen&(1<<i) != 0 || !r.query[i].accepts(string(v)) {
 			return apiError(api.CodeInvalidParameter, r.queryHelp)
 		}
 		seen |= 1 << i

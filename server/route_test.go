@@ -328,8 +328,15 @@ func TestRouteQueryParameters(t *testing.T) {
 		r := &ts.tab.rows[i]
 		bad := []string{"?bogus=1", "?bogus", "?verify=full&format=json&bogus=1"}
 		for _, q := range r.query {
-			bad = append(bad, "?"+q.name+"=nope", "?"+q.name, "?"+q.name+"=", "?"+q.name+"="+strings.ToUpper(q.values[0]),
-				"?"+q.name+"="+q.values[0]+"&"+q.name+"="+q.values[0])
+			good := q.example
+			if q.valid == nil {
+				good = q.values[0]
+				bad = append(bad, "?"+q.name+"="+strings.ToUpper(good))
+			}
+			bad = append(bad, "?"+q.name+"=nope", "?"+q.name, "?"+q.name+"=", "?"+q.name+"="+good+"&"+q.name+"="+good)
+		}
+		if r.path == api.RouteDecrypt {
+			bad = append(bad, "?range=5", "?range=-5", "?range=9-5", "?range=+1-5", "?range=1-+5", "?range=0x1-", "?range=1-2-3", "?range=%201-2", "?range=99999999999999999999-")
 		}
 		for _, query := range bad {
 			for _, tok := range []string{ts.Token, ""} {
@@ -343,7 +350,10 @@ func TestRouteQueryParameters(t *testing.T) {
 			}
 		}
 		for _, q := range r.query {
-			for _, v := range q.values {
+			for _, v := range append(q.values, q.example) {
+				if v == "" {
+					continue
+				}
 				if code, body := rowRequest(t, plainClient, ts.URL, r, "?"+q.name+"="+v, ts.Token, nil); code == 400 && codeOf(body) == api.CodeInvalidParameter {
 					t.Errorf("%s %s?%s=%s: %d %s; the row lists it", r.method, r.path, q.name, v, code, body)
 				}

@@ -135,6 +135,7 @@ type responseStream struct {
 	done    atomic.Bool
 	release func() // frees the caller's stream place
 	gather  bool   // the upload has a Content-Length: WriteTo writes in large pieces
+	size    int64  // the announced Content-Length; -1 when chunked
 }
 
 // uploadLen is the request body's Content-Length, or -1 when it has none
@@ -149,7 +150,7 @@ func uploadLen(c *fiber.Ctx) int64 {
 func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, size int64, trailer bool, release func()) error {
 	trailer = trailer && size < 0
 	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now(), release: release,
-		gather: uploadLen(c) >= 0}
+		gather: uploadLen(c) >= 0, size: size}
 	if trailer {
 		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {
 			return err
@@ -217,6 +218,17 @@ func (rs *responseStream) WriteTo(w io.Writer) (int64, error) {
 		} else {
 			n, err = rs.read(buf[:])
 		}
+		if err == nil && rs.size >= 0 && rs.n >= rs.size {
+			// The announced length is read: the last piece goes only once
+			// the source has ended well, so that no client gets all of the
+			// announced bytes of a stream that failed at its end (a final
+			// chunk that does not authenticate, after full chunks that
+			// did).
+			err = rs.ended()
+		}
+		if err != nil && err != io.EOF {
+			return total, err
+		}
 		if n > 0 {
 			rs.fctx.Conn().SetWriteDeadline(time.Now().Add(rs.s.cfg.StreamIdleTimeout))
 			k, werr := w.Write(buf[:n])
@@ -229,10 +241,25 @@ func (rs *responseStream) WriteTo(w io.Writer) (int64, error) {
 		if err == io.EOF {
 			return total, nil
 		}
+	}
+}
+
+// ended reads the source once more when the announced length is all read,
+// and returns io.EOF when it ends there, or why not.
+func (rs *responseStream) ended() error {
+	var one [1]byte
+	for range 100 {
+		n, err := rs.read(one[:])
+		if n > 0 {
+			err = fmt.Errorf("server: the response stream runs past its %d bytes", rs.size)
+			rs.finish(err)
+			return err
+		}
 		if err != nil {
-			return total, err
+			return err
 		}
 	}
+	return io.ErrNoProgress
 }
 
 // readFull reads into p until it is full or rs ends, as io.ReadFull does,
@@ -305,6 +332,7 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 	if err != nil {
 		return err
 	}
+	rg, ranged := queryRange(c)
 	var vb *verifyBuffer
 	if c.Query("verify") == "full" {
 		if vb, err = s.reserveVerify(c, q.row.verifyFull, release); err != nil {
@@ -317,7 +345,22 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		}()
 	}
 	body := s.requestBody(c)
-	dr, err := s.svc.DecryptReader(c.UserContext(), key, body, ctx)
+	var pr plainReader
+	size := int64(-1)
+	if ranged {
+		var rr *cryptosvc.RangeReader
+		if rr, err = s.svc.DecryptRange(c.UserContext(), key, body, uploadLen(c), rg, ctx); err == nil {
+			pr, size = rr, rr.Len()
+		}
+	} else {
+		var dr *cryptosvc.DecryptReader
+		if dr, err = s.svc.DecryptReader(c.UserContext(), key, body, ctx); err == nil {
+			pr = dr
+			if n, ok := dr.PlaintextLen(uploadLen(c)); ok {
+				size = n
+			}
+		}
+	}
 	if err != nil {
 		if body.err != nil {
 			err = bodyReadError(c, body.err)
@@ -329,17 +372,36 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		return err
 	}
 	if vb != nil {
-		if err := s.verifyFull(c, q, dr, body, vb); err != nil {
+		if err := s.verifyFull(c, q, pr, body, vb); err != nil {
 			return err
 		}
 		vb = nil // the response's body now: closed when it is written
 		return nil
 	}
-	size := int64(-1)
-	if n, ok := dr.PlaintextLen(uploadLen(c)); ok {
-		size = n
+	return s.startStream(c, OpDecrypt, key, pr.Info(), pr, size, true, release)
+}
+
+// plainReader is the plaintext of a streamed decrypt: a whole stream's or
+// a range's.
+type plainReader interface {
+	io.Reader
+	Info() cryptosvc.Info
+}
+
+// validRange reports whether v is a ?range the route takes.
+func validRange(v string) bool {
+	_, err := cryptosvc.ParseRange(v)
+	return err == nil
+}
+
+// queryRange returns the request's ?range, which checkQuery has checked.
+func queryRange(c *fiber.Ctx) (cryptosvc.Range, bool) {
+	v := c.Context().QueryArgs().Peek("range")
+	if v == nil {
+		return cryptosvc.Range{}, false
 	}
-	return s.startStream(c, OpDecrypt, key, dr.Info(), dr, size, true, release)
+	rg, err := cryptosvc.ParseRange(string(v))
+	return rg, err == nil
 }
 
 // reserveVerify takes a ?verify=full request's share of the budget, before
@@ -378,7 +440,7 @@ func errVerifyTooLarge(limit int64) error {
 
 // verifyFull reads the whole plaintext into vb and answers only once every
 // chunk authenticated, with vb as the response's body.
-func (s *Server) verifyFull(c *fiber.Ctx, q *call, dr *cryptosvc.DecryptReader, body *idleReader, vb *verifyBuffer) error {
+func (s *Server) verifyFull(c *fiber.Ctx, q *call, dr plainReader, body *idleReader, vb *verifyBuffer) error {
 	key := q.key
 	fits, err := vb.fill(dr)
 	switch {

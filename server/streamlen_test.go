@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // streamPost posts body to path as a stream: with its length when sized,
@@ -30,9 +31,18 @@ func streamPost(t *testing.T, ts *testServer, path string, body []byte, sized bo
 	}
 	req.Header.Set("Content-Type", api.ContentTypeStream)
 	req.Header.Set("Authorization", "Bearer "+ts.Token)
+	resp, b, err := send(req)
+	if resp == nil {
+		t.Fatal(err)
+	}
+	return resp, b, err
+}
+
+// send does req and reads the answer; resp is nil when no answer came.
+func send(req *http.Request) (*http.Response, []byte, error) {
 	resp, err := plainClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -97,5 +107,40 @@ func TestStreamExactLength(t *testing.T) {
 	var ee *exec.ExitError
 	if !strings.Contains(string(out), "Content-Length: "+strconv.Itoa(len(pt))) || !errors.As(err, &ee) || ee.ExitCode() != 18 {
 		t.Fatalf("curl of a forged stream: %v\n%s", err, out)
+	}
+}
+
+// TestStreamForgedEndCut: a stream whose full chunks authenticate and
+// whose final chunk does not (an attacker who cut a stream at a chunk
+// boundary and forged an empty final chunk) never reaches a client as a
+// complete answer, whatever the size: the last piece of an answer with a
+// Content-Length waits for the final chunk. Also for a range to the end.
+func TestStreamForgedEndCut(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	for _, n := range []int{16 << 10, 256 << 10, 512 << 10, 1 << 20, 1<<20 + 3*16<<10} {
+		pt := make([]byte, n)
+		rand.Read(pt)
+		_, ct, err := streamPost(t, ts, "/v1/encrypt/default", pt, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rand.Read(ct[len(ct)-16:]) // the final chunk: its tag alone
+		rg := cryptosvc.Range{Off: int64(n / 2), Len: -1}
+		for _, path := range []string{"/v1/decrypt/default", "/v1/decrypt/default?range=" + rg.String()} {
+			body, want := ct, pt
+			if path != "/v1/decrypt/default" {
+				body, want = rangeBody(t, ct, rg), pt[n/2:]
+			}
+			req, _ := http.NewRequest("POST", ts.URL+path, bytes.NewReader(body))
+			req.Header.Set("Content-Type", api.ContentTypeStream)
+			req.Header.Set("Authorization", "Bearer "+ts.Token)
+			resp, got, err := send(req)
+			if resp == nil {
+				continue // cut before the headers: nothing was taken for plaintext
+			}
+			if resp.StatusCode != 200 || err == nil || int64(len(got)) >= resp.ContentLength || !bytes.HasPrefix(want, got) {
+				t.Errorf("%d bytes, %s: %d, %d of %d bytes, prefix %v, %v; want the answer cut", n, path, resp.StatusCode, len(got), resp.ContentLength, bytes.HasPrefix(want, got), err)
+			}
+		}
 	}
 }
