@@ -40,7 +40,7 @@ type StreamInfo struct {
 // ciphertext. After an error the transport may still be finishing a read
 // from src that was in progress.
 func (c *Client) EncryptStream(ctx context.Context, key string, dst io.Writer, src io.Reader, context []byte) (StreamInfo, error) {
-	return c.stream(ctx, api.RouteEncrypt, key, dst, src, context, false)
+	return c.stream(ctx, api.RouteEncrypt, key, "", dst, src, context, false)
 }
 
 // DecryptStream opens a sealed stream read from src and writes the plaintext
@@ -56,16 +56,18 @@ func (c *Client) EncryptStream(ctx context.Context, key string, dst io.Writer, s
 // ErrIncompleteStream; a service that cannot be reached at all is the
 // transport's error.
 func (c *Client) DecryptStream(ctx context.Context, key string, dst io.Writer, src io.Reader, context []byte) (StreamInfo, error) {
-	return c.stream(ctx, api.RouteDecrypt, key, dst, src, context, true)
+	return c.stream(ctx, api.RouteDecrypt, key, "", dst, src, context, true)
 }
 
 // RewrapStream rewrites a sealed stream's header for the latest version of
 // key and passes the body through unchanged.
 func (c *Client) RewrapStream(ctx context.Context, key string, dst io.Writer, src io.Reader, context []byte) (StreamInfo, error) {
-	return c.stream(ctx, api.RouteRewrap, key, dst, src, context, false)
+	return c.stream(ctx, api.RouteRewrap, key, "", dst, src, context, false)
 }
 
-func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, src io.Reader, aad []byte, trailer bool) (StreamInfo, error) {
+// stream posts src to the route for key, with the query string query when
+// it is not empty, and writes the answer to dst.
+func (c *Client) stream(ctx context.Context, route, key, query string, dst io.Writer, src io.Reader, aad []byte, trailer bool) (StreamInfo, error) {
 	var info StreamInfo
 	if err := checkKey(key); err != nil {
 		return info, err
@@ -74,7 +76,11 @@ func (c *Client) stream(ctx context.Context, route, key string, dst io.Writer, s
 	defer cancel() // an early return stops the upload
 	in := &sourceReader{r: src}
 	ctx = in.watch.trace(ctx)
-	req, err := c.newRequest(ctx, http.MethodPost, c.url(route, key), in, api.ContentTypeStream)
+	u := c.url(route, key)
+	if query != "" {
+		u += "?" + query
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, u, in, api.ContentTypeStream)
 	if err != nil {
 		return info, err
 	}
