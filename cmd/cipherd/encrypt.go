@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/client"
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // stdin is what encrypt and decrypt read (a variable for tests in-process).
@@ -80,7 +81,11 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	fs := flag.NewFlagSet(op, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--context B64] [--server URL]\n\n", op)
+		if op == "decrypt" {
+			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--range A-B] [--context B64] [--server URL]\n\n", op)
+		} else {
+			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--context B64] [--server URL]\n\n", op)
+		}
 		if op == "encrypt" {
 			fmt.Fprintln(stderr, "Seals IN (default standard input) under the key, streaming through a cipherd")
 			fmt.Fprintln(stderr, "server, to OUT (default standard output).")
@@ -88,6 +93,11 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 			fmt.Fprintln(stderr, "Opens a sealed stream from IN (default standard input) to OUT (default")
 			fmt.Fprintln(stderr, "standard output). On failure it exits 1; a file named by -o is then left as")
 			fmt.Fprintln(stderr, "it was, but what went to standard output must be discarded.")
+			fmt.Fprintln(stderr)
+			fmt.Fprintln(stderr, "--range A-B opens bytes A to B (inclusive) of the plaintext, A- from A to the")
+			fmt.Fprintln(stderr, "end, as curl -r names them, of a sealed file given by -i: only its header and")
+			fmt.Fprintln(stderr, "the chunks that cover the range go to the server. A range past the end ends")
+			fmt.Fprintln(stderr, "there; one that starts past it fails (range_not_satisfiable).")
 		}
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "-o FILE is written to a temporary file beside it and renamed over it only")
@@ -106,6 +116,10 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	outPath := fs.String("o", "-", "output `file`, replaced only on success; - for standard output")
 	syncOut := fs.Bool("sync", false, "with -o FILE, write the output to stable storage (fsync) before it replaces FILE, at the disk's speed")
 	progressMode := fs.String("progress", "auto", "progress on standard error: auto (when it is a terminal), always or never")
+	var rangeArg *string
+	if op == "decrypt" {
+		rangeArg = fs.String("range", "", "decrypt only bytes `A-B` of the plaintext (inclusive; A- to the end) of the sealed file -i")
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -115,6 +129,15 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	if fs.NArg() > 0 || *key == "" || *inPath == "" || *outPath == "" {
 		fs.Usage()
 		return 2
+	}
+	var rg cryptosvc.Range
+	ranged := rangeArg != nil && *rangeArg != ""
+	if ranged {
+		var err error
+		if rg, err = cryptosvc.ParseRange(*rangeArg); err != nil {
+			fmt.Fprintf(stderr, "cipherd %s: --range is A-B (bytes A to B, inclusive) or A- (A to the end), in decimal\n", op)
+			return 2
+		}
 	}
 	var aad []byte
 	if *ctxB64 != "" {
@@ -144,7 +167,14 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
 		return 2
 	}
-	in, size, err := input(*inPath)
+	var in io.ReadCloser
+	var sealed *io.SectionReader
+	size := int64(-1)
+	if ranged {
+		sealed, in, err = rangeSource(*inPath)
+	} else {
+		in, size, err = input(*inPath)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
 		return 1
@@ -155,21 +185,30 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
 		return 1
 	}
-	stream := c.EncryptStream
-	if op == "decrypt" {
-		stream = c.DecryptStream
-	}
 	var meter *progress
-	if showProgress {
-		meter = startProgress(stderr, "cipherd "+op, size)
+	if ranged {
+		err = decryptRange(ctx, c, *key, sealed, rg, aad, func(total int64) io.Writer {
+			if showProgress {
+				meter = startProgress(stderr, "cipherd "+op, total)
+			}
+			return meter.writer(out)
+		})
+	} else {
+		stream := c.EncryptStream
+		if op == "decrypt" {
+			stream = c.DecryptStream
+		}
+		if showProgress {
+			meter = startProgress(stderr, "cipherd "+op, size)
+		}
+		src := meter.reader(in)
+		if size >= 0 {
+			// The client sends a source that knows its length with it, and
+			// the service answers with the exact length, in large pieces.
+			src = &knownLen{r: src, left: size}
+		}
+		_, err = stream(ctx, *key, out, src, aad)
 	}
-	src := meter.reader(in)
-	if size >= 0 {
-		// The client sends a source that knows its length with it, and
-		// the service answers with the exact length, in large pieces.
-		src = &knownLen{r: src, left: size}
-	}
-	_, err = stream(ctx, *key, out, src, aad)
 	if err == nil {
 		err = out.commit()
 	} else {

@@ -73,6 +73,25 @@ func (p *progress) reader(r io.Reader) io.Reader {
 	return &countingReader{r: r, n: &p.n}
 }
 
+// writer counts what is written to w.
+func (p *progress) writer(w io.Writer) io.Writer {
+	if p == nil {
+		return w
+	}
+	return &countingWriter{w: w, n: &p.n}
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
 // end stops redrawing. On success the last line becomes a summary; on
 // failure it is erased, so that the error message stands alone. Nothing is
 // left when no line was drawn.
