@@ -397,10 +397,9 @@ func TestRootKeyRotateUnderLoad(t *testing.T) {
 	rkAssertStoreClean(t, dataDir, secrets...)
 }
 
-// TestRootKeyRotateKilled SIGKILLs `cipherd rootkey rotate` at 10–99 % of
-// the time a whole run takes (timed by a first, uninterrupted static →
-// PKCS#11 rotation), over rounds that move a stopped 100-key store between
-// two PKCS#11 keys, and checks after every kill
+// TestRootKeyRotateKilled SIGKILLs `cipherd rootkey rotate` after it has
+// rewritten a number of the store's key files, over rounds that move a
+// stopped 100-key store between two PKCS#11 keys, and checks after every kill
 // that the store opens with the old root key or the new one and holds every
 // key; a rotation cut short is finished by the next round's run of the same
 // command.
@@ -464,31 +463,10 @@ func TestRootKeyRotateKilled(t *testing.T) {
 		return nil
 	}
 
-	// The first rotation, static -> PKCS#11, runs to the end and times its
-	// re-seal, from the line that announces it to the exit; the kills land
-	// at fractions of that time after the same line. (The whole command,
-	// start-up and token logins included, runs longer than the re-seal:
-	// kills timed from it landed after the end too often.)
-	first := exec.Command(proctest.Cipherd(t), "rootkey", "rotate", "-data-dir", dataDir, "-from", "file:"+rootFile, "-to", uris[0])
-	firstErr, err := first.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	// The first rotation, static -> PKCS#11, runs to the end.
+	if out, e, code := cipherd(t, nil, "rootkey", "rotate", "-data-dir", dataDir, "-from", "file:"+rootFile, "-to", uris[0]); code != 0 {
+		t.Fatalf("rotate static -> PKCS#11: exit %d: %s%s", code, out, e)
 	}
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var resealed time.Time
-	var firstOut bytes.Buffer
-	for sc := bufio.NewScanner(firstErr); sc.Scan(); {
-		firstOut.Write(append(sc.Bytes(), '\n'))
-		if sc.Text() == resealingLine {
-			resealed = time.Now()
-		}
-	}
-	if err := first.Wait(); err != nil || resealed.IsZero() {
-		t.Fatalf("rotate static -> PKCS#11: %v\n%s", err, firstOut.Bytes())
-	}
-	whole := time.Since(resealed)
 	if err := opens(uris[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -509,22 +487,24 @@ func TestRootKeyRotateKilled(t *testing.T) {
 		// The kill lands in the store's re-seal, after the command has
 		// logged in to the token: SoftHSM2 rewrites its token file
 		// (token.object) at every login, and a SIGKILL during that write
-		// damages the token itself, which no keystore can make safe.
-		// From a tenth of the re-seal to one and a half times it: most
-		// kills land inside, some after the end, so that rotations also
-		// finish.
-		delay := whole * time.Duration(10+(round*13)%140) / 100
-		var timer *time.Timer
+		// damages the token itself, which no keystore can make safe. It
+		// lands after a number of key files were rewritten, counted from
+		// the directory rather than timed, so that where it lands does
+		// not depend on the machine's load; a number past the store's
+		// keys lets the rotation finish.
+		after := 1 + (round*13)%120
+		var watch chan struct{}
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			errOut.Write(append(sc.Bytes(), '\n'))
-			if timer == nil && sc.Text() == resealingLine {
-				timer = time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+			if watch == nil && sc.Text() == resealingLine {
+				watch = make(chan struct{})
+				go killAfterRewrites(cmd.Process, filepath.Join(dir, "keys"), time.Now(), after, watch)
 			}
 		}
 		err = cmd.Wait()
-		if timer != nil {
-			timer.Stop()
+		if watch != nil {
+			close(watch)
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
@@ -534,7 +514,7 @@ func TestRootKeyRotateKilled(t *testing.T) {
 		}
 		errOld, errNew := opens(cur), opens(target)
 		if errOld != nil && errNew != nil {
-			t.Fatalf("round %d (killed after %v): the store opens with neither root key: old %v; new %v", round, delay, errOld, errNew)
+			t.Fatalf("round %d (killed after %d rewritten keys): the store opens with neither root key: old %v; new %v", round, after, errOld, errNew)
 		}
 		if errNew != nil && !errors.Is(errNew, cryptosvc.ErrRootKey) {
 			t.Fatalf("round %d: the new root key fails otherwise than refused: %v", round, errNew)
@@ -552,7 +532,6 @@ func TestRootKeyRotateKilled(t *testing.T) {
 			cur, target = target, next
 		}
 	}
-	t.Logf("the re-seal of %d keys: %v", nkeys, whole)
 	t.Logf("%d rounds: %d killed, %d rotations finished, %d kills left a rotation half done", rounds, killed, finished, pendingSeen)
 	if killed < rounds/3 || pendingSeen == 0 {
 		t.Fatalf("the kills did not land inside rotations often enough (killed %d, half done %d)", killed, pendingSeen)
@@ -563,5 +542,32 @@ func TestRootKeyRotateKilled(t *testing.T) {
 	}
 	if err := opens(target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// killAfterRewrites kills p once n files of dir have been written since
+// since, polling every half millisecond until stop is closed. The rotation
+// replaces each key file by a rename, so a file modified after since is one
+// it re-sealed.
+func killAfterRewrites(p *os.Process, dir string, since time.Time, n int, stop <-chan struct{}) {
+	tick := time.NewTicker(500 * time.Microsecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		entries, _ := os.ReadDir(dir)
+		done := 0
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && fi.ModTime().After(since) {
+				done++
+			}
+		}
+		if done >= n {
+			p.Signal(syscall.SIGKILL)
+			return
+		}
 	}
 }
