@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -49,6 +50,33 @@ func (c *earlyConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return n, err
+}
+
+// ReadFrom copies r to the connection in pieces of ioBufferSize through
+// Write. The transport hands an upload of known length to its connection's
+// ReadFrom once its buffer has gone out; without this method io.Copy would
+// read and write it 32 KiB at a time, a read and a write system call per
+// 32 KiB (BenchmarkClientStream, strace -c of cipherd encrypt).
+func (c *earlyConn) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBufs.Get().(*[ioBufferSize]byte)
+	defer copyBufs.Put(buf)
+	var total int64
+	for {
+		n, err := r.Read(buf[:])
+		if n > 0 {
+			k, werr := c.Write(buf[:n])
+			total += int64(k)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }
 
 // refused returns the write error the peer caused, if any.

@@ -247,4 +247,43 @@ for target in echo encrypt; do
   printf '%-8s 4 streams: %.0f MiB/s in all\n' $target "$(awk -v m="$STREAM_MB" -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print 4 * m / (b - a)}')"
 done
 echo "cipherd peak RSS (VmHWM): $(awk '/VmHWM/ {print $2, $3}' /proc/$cpid/status)"
+
+declare -A mem ratio
+# The clients against curl: the same upload to the same server, cipherd's
+# CLI (the Go client, reading the file, progress drawn on standard error)
+# and curl -T, answers to /dev/null, on the clients' CPUs, in turn.
+echo "== clients: cipherd encrypt/decrypt -progress always against curl -T, $STREAM_MB MiB, $ROUNDS interleaved rounds: MiB/s, client peak RSS"
+# client NAME OP FILE: one round; prints MiB/s and the client's peak RSS in kB.
+client() {
+  local name=$1 op=$2 file=$3 t
+  if [ "$name" = curl ]; then
+    t=$({ /usr/bin/time -f '%e %M' "${cli[@]}" curl -sS --fail -X POST -H "Authorization: Bearer $TOKEN" \
+      -H 'Content-Type: application/octet-stream' -T "$file" -o /dev/null "http://127.0.0.1:18480/v1/$op/default"; } 2>&1)
+  else
+    t=$({ CIPHERD_URL=http://127.0.0.1:18480 CIPHERD_TOKEN=$TOKEN /usr/bin/time -f '%e %M' "${cli[@]}" "$work/cipherd" "$op" \
+      --key default -progress always -i "$file" -o /dev/null 2>/dev/null; } 2>&1 | tail -1)
+  fi
+  awk -v m="$STREAM_MB" -v t="$t" 'BEGIN {split(t, a, " "); printf "%.0f %s\n", m / a[1], a[2]}'
+}
+for r in $(seq "$ROUNDS"); do
+  for op in encrypt decrypt; do
+    file=$work/big
+    [ $op = decrypt ] && file=$work/big.sealed
+    for name in curl cipherd; do
+      read -r mibs rss < <(client $name $op "$file")
+      printf '%-7s %-7s round %d: %6s MiB/s  peak RSS %s kB\n' $name $op "$r" "$mibs" "$rss"
+      rps[c$name$op]+="$mibs "
+      mem[c$name$op]+="$rss "
+      ratio[c$op]+="$(awk -v a="$mibs" -v b="${last:-0}" 'BEGIN {if (b > 0) print a / b}') "
+      last=$mibs
+    done
+    last=
+  done
+done
+for op in encrypt decrypt; do
+  printf 'median %-7s cipherd %s MiB/s (%s), curl %s MiB/s (%s); cipherd ÷ curl by round: %s; peak RSS cipherd %s kB, curl %s kB\n' $op \
+    "$(echo "${rps[ccipherd$op]}" | median)" "$(echo "${rps[ccipherd$op]}" | range)" \
+    "$(echo "${rps[ccurl$op]}" | median)" "$(echo "${rps[ccurl$op]}" | range)" "${ratio[c$op]}" \
+    "$(echo "${mem[ccipherd$op]}" | median)" "$(echo "${mem[ccurl$op]}" | median)"
+done
 exit 0

@@ -22,7 +22,7 @@ const cliToken = "cli-test-token"
 
 // startServe runs `cipherd serve` on a free port with a temporary data
 // directory until the test ends, and returns its URL once /readyz is 200.
-func startServe(t *testing.T) string {
+func startServe(t testing.TB) string {
 	t.Helper()
 	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(proctest.Cipherd(t), "serve", "-addr", addr, "-data-dir", t.TempDir(), "-skip-benchmark", "-log-level", "warn")
@@ -161,7 +161,7 @@ func TestCLIHealth(t *testing.T) {
 
 // crypt runs `cipherd encrypt|decrypt args` with stdin and returns its
 // stdout, stderr and exit code.
-func crypt(t *testing.T, env []string, stdin io.Reader, args ...string) (string, string, int) {
+func crypt(t testing.TB, env []string, stdin io.Reader, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(proctest.Cipherd(t), args...)
 	cmd.Env = append(os.Environ(), env...)
