@@ -144,12 +144,6 @@ func (s *Service) DecryptRange(ctx context.Context, name string, r io.Reader, si
 		return nil, err
 	}
 	start := int64(len(hdr) + chunkedPrefix)
-	n := int64(-1)
-	if size >= 0 {
-		if n, err = rangeLen(size-start, rg); err != nil {
-			return nil, err
-		}
-	}
 	keys, err := s.openStart(ctx, name, &h, context, func(p []byte) error {
 		_, err := io.ReadFull(r, p)
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -160,7 +154,21 @@ func (s *Service) DecryptRange(ctx context.Context, name string, r io.Reader, si
 	if err != nil {
 		return nil, err
 	}
-	d := newDecryptReader(r, keys, infoOf(&h), start)
+	return newRangeReader(r, keys, infoOf(&h), start, size, rg)
+}
+
+// newRangeReader reads the range rg from r, which holds the chunks that
+// cover it, keyed by keys; start is the length of the stream's start, which
+// r no longer holds, and size that of the whole input, or -1.
+func newRangeReader(r io.Reader, keys *chunkedKeys, info Info, start, size int64, rg Range) (*RangeReader, error) {
+	n := int64(-1)
+	if size >= 0 {
+		var err error
+		if n, err = rangeLen(size-start, rg); err != nil {
+			return nil, err
+		}
+	}
+	d := newDecryptReader(r, keys, info, start)
 	d.chunk = uint64(rg.Off / ChunkSize)
 	rr := &RangeReader{d: d, left: rg.Len, n: n}
 	skip := int(rg.Off % ChunkSize)
