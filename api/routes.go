@@ -7,6 +7,10 @@ const (
 	RouteRewrap  = "/v1/rewrap/:key"
 	RouteDataKey = "/v1/datakey/:key"
 
+	// Local sealing and opening (client.LocalSealer, client.OpenLocal).
+	RouteSealKey    = "/v1/sealkey/:key"
+	RouteMessageKey = "/v1/messagekey/:key"
+
 	RouteKeys      = "/v1/keys"
 	RouteKey       = "/v1/keys/:key"
 	RouteKeyRotate = "/v1/keys/:key/rotate"

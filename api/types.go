@@ -77,6 +77,46 @@ type DataKeyResponse struct {
 	AEAD       string `json:"aead"`
 }
 
+// SealingKeyResponse is the answer of POST /v1/sealkey/{key}: a fresh data
+// key and the envelope-mode header that carries it wrapped, for a client
+// to seal messages with itself (docs/API.md, Local sealing), within Limits.
+type SealingKeyResponse struct {
+	Header     []byte      `json:"header"`
+	DataKey    []byte      `json:"data_key"`
+	KeyVersion uint32      `json:"key_version"`
+	AEAD       string      `json:"aead"`
+	Limits     LocalLimits `json:"limits"`
+}
+
+// LocalLimits bound the use of one sealing key, as the service's operator
+// set them: a client seals with it for at most MaxAge, MaxMessages
+// messages and MaxBytes of plaintext, whichever comes first.
+type LocalLimits struct {
+	MaxAge      string `json:"max_age"` // a Go duration, such as "5m0s"
+	MaxMessages int64  `json:"max_messages"`
+	MaxBytes    int64  `json:"max_bytes"`
+}
+
+// MessageKeyRequest is the body of POST /v1/messagekey/{key}, or one item
+// of a batch ({"items": [...]}).
+type MessageKeyRequest struct {
+	// Start is the message's header, salt and commitment.
+	Start     []byte `json:"start"`
+	Context   []byte `json:"context,omitempty"`
+	Reference string `json:"reference,omitempty"`
+}
+
+// MessageKeyResult is the key of one message's body: its AEAD key and
+// base nonce, which open that message's chunks and no other's.
+type MessageKeyResult struct {
+	Key        []byte `json:"key,omitempty"`
+	Nonce      []byte `json:"nonce,omitempty"`
+	KeyVersion uint32 `json:"key_version,omitempty"`
+	AEAD       string `json:"aead,omitempty"`
+	Reference  string `json:"reference,omitempty"`
+	Error      *Error `json:"error,omitempty"`
+}
+
 // KeyConfig is a key's configurable metadata.
 type KeyConfig struct {
 	MinDecryptionVersion uint32   `json:"min_decryption_version,omitempty"`

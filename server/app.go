@@ -38,6 +38,8 @@ func (s *Server) routes() []route {
 		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleEncrypt},
 		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, stream: true, items: items, verifyFull: s.cfg.MaxVerifyFull, query: decrypt, timeout: to, cost: cost, handler: s.handleDecrypt},
 		{method: "POST", path: api.RouteRewrap, op: OpRewrap, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleRewrap},
+		{method: "POST", path: api.RouteSealKey, op: OpEncryptLocal, maxBody: small, timeout: to, cost: cost, handler: s.handleSealKey},
+		{method: "POST", path: api.RouteMessageKey, op: OpDecryptLocal, maxBody: j, items: items, timeout: to, cost: cost, handler: s.handleMessageKey},
 		{method: "POST", path: api.RouteDataKey, op: OpDataKey, orOp: OpDataKeyPlaintext, maxBody: small, timeout: to, cost: cost, handler: s.handleDataKey},
 		{method: "GET", path: api.RouteKeys, op: OpKeysRead, lists: true, timeout: to, cost: cost, handler: s.handleListKeys},
 		{method: "GET", path: api.RouteKey, op: OpKeysRead, timeout: to, cost: cost, handler: s.handleDescribeKey},

@@ -136,6 +136,14 @@ type Config struct {
 	// cover is refused 503 verify_full_busy with Retry-After. At least
 	// MaxVerifyFull. Default 4 × MaxVerifyFull (256 MiB).
 	VerifyFullBudget int64 `yaml:"verify_full_budget"`
+	// LocalSealMaxAge, LocalSealMaxMessages and LocalSealMaxBytes bound
+	// the use of one sealing key (POST /v1/sealkey) by a client that seals
+	// locally: how long it may seal with it, how many messages and how many
+	// bytes of plaintext. They bound what one data key leaked from a client
+	// exposes. Defaults 5m, 2^20 messages and 4 GiB.
+	LocalSealMaxAge      time.Duration `yaml:"local_seal_max_age"`
+	LocalSealMaxMessages int64         `yaml:"local_seal_max_messages"`
+	LocalSealMaxBytes    int64         `yaml:"local_seal_max_bytes"`
 	// MaxStreamsPerIdentity bounds the streaming requests (octet-stream
 	// bodies, ?verify=full included) one identity has in flight, so that one
 	// caller cannot hold every connection; more are refused 429
@@ -232,6 +240,15 @@ func (cfg Config) Defaults() Config {
 	}
 	if cfg.VerifyFullBudget <= 0 {
 		cfg.VerifyFullBudget = 4 * cfg.MaxVerifyFull
+	}
+	if cfg.LocalSealMaxAge <= 0 {
+		cfg.LocalSealMaxAge = 5 * time.Minute
+	}
+	if cfg.LocalSealMaxMessages <= 0 {
+		cfg.LocalSealMaxMessages = 1 << 20
+	}
+	if cfg.LocalSealMaxBytes <= 0 {
+		cfg.LocalSealMaxBytes = 4 << 30
 	}
 	if cfg.MaxStreamsPerIdentity == 0 {
 		cfg.MaxStreamsPerIdentity = 64

@@ -198,7 +198,7 @@ func respondItems[R any](s *Server, c *fiber.Ctx, op Op, key string, req *dataRe
 		return respondBatch(s, c, op, key, req.items, do, failed)
 	}
 	res, info, n, err := do(req.single)
-	if err != errCiphertextRequired { // refused before any cryptography: not audited
+	if err != errCiphertextRequired && err != errStartRequired { // refused before any cryptography: not audited
 		s.audit(c, op, key, info, n, err)
 	}
 	if err != nil {

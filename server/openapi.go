@@ -131,7 +131,7 @@ func (s *Server) openAPI() ([]byte, error) {
 		}
 	}
 	schemas, _ := doc["components"].(map[string]any)["schemas"].(map[string]any)
-	for _, name := range []string{"EncryptRequest", "DecryptRequest"} {
+	for _, name := range []string{"EncryptRequest", "DecryptRequest", "MessageKeyRequest"} {
 		props, _ := schemas[name].(map[string]any)["properties"].(map[string]any)
 		items, _ := props["items"].(map[string]any)
 		if items == nil {

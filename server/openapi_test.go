@@ -448,6 +448,9 @@ func TestOpenAPIDocsAPI(t *testing.T) {
 			for _, v := range q.values {
 				query = append(query, "`?"+q.name+"="+v+"`")
 			}
+			if q.pattern != "" {
+				query = append(query, "`?"+q.name+"="+strings.Split(q.pattern, "|")[0]+"`")
+			}
 		}
 		if want := strings.Join(query, ", "); want == "" && cells[3] != "—" || want != "" && cells[3] != want {
 			t.Errorf("%s: query %q, the row takes %q", where, cells[3], want)

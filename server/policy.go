@@ -22,9 +22,11 @@ const (
 	OpKeysRead         Op = "keys-read"
 	OpKeysAdmin        Op = "keys-admin"
 	OpSpeedRun         Op = "speed-run"
+	OpEncryptLocal     Op = "encrypt-local" // sealing keys, for local sealing
+	OpDecryptLocal     Op = "decrypt-local" // message keys, for local opening
 )
 
-var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun}
+var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun, OpEncryptLocal, OpDecryptLocal}
 
 // identity is an authenticated caller.
 type identity struct {
