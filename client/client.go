@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/cipherd/cipherd/api"
 )
@@ -20,6 +21,8 @@ type Client struct {
 	token string
 	hc    *http.Client
 	tls   *tls.Config
+	// mkCache keeps message keys of local opening (WithMessageKeyCache).
+	mkCache *messageKeyCache
 }
 
 // Option configures a Client.
@@ -54,7 +57,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = ""
-	c := &Client{base: u}
+	c := &Client{base: u, mkCache: newMessageKeyCache(5*time.Minute, 1024)}
 	for _, o := range opts {
 		o(c)
 	}
