@@ -82,9 +82,9 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		if op == "decrypt" {
-			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--range A-B] [--context B64] [--server URL]\n\n", op)
+			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--range A-B] [--local] [--context B64] [--server URL]\n\n", op)
 		} else {
-			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--context B64] [--server URL]\n\n", op)
+			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--local] [--context B64] [--server URL]\n\n", op)
 		}
 		if op == "encrypt" {
 			fmt.Fprintln(stderr, "Seals IN (default standard input) under the key, streaming through a cipherd")
@@ -99,6 +99,11 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 			fmt.Fprintln(stderr, "the chunks that cover the range go to the server. A range past the end ends")
 			fmt.Fprintln(stderr, "there; one that starts past it fails (range_not_satisfiable).")
 		}
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "--local seals or opens on this machine: the server hands out a sealing key")
+		fmt.Fprintln(stderr, "(encrypt) or the key of the one message (decrypt), and the data never goes")
+		fmt.Fprintln(stderr, "to it. The output is the same sealed format either way: what --local seals")
+		fmt.Fprintln(stderr, "decrypts through the server, and the reverse.")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "-o FILE is written to a temporary file beside it and renamed over it only")
 		fmt.Fprintln(stderr, "once the whole stream succeeded; a new file gets mode 0600, a replaced one")
@@ -116,6 +121,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	outPath := fs.String("o", "-", "output `file`, replaced only on success; - for standard output")
 	syncOut := fs.Bool("sync", false, "with -o FILE, write the output to stable storage (fsync) before it replaces FILE, at the disk's speed")
 	progressMode := fs.String("progress", "auto", "progress on standard error: auto (when it is a terminal), always or never")
+	local := fs.Bool("local", false, "seal or open on this machine, with key material from the server: the data never goes to it")
 	var rangeArg *string
 	if op == "decrypt" {
 		rangeArg = fs.String("range", "", "decrypt only bytes `A-B` of the plaintext (inclusive; A- to the end) of the sealed file -i")
@@ -187,7 +193,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	}
 	var meter *progress
 	if ranged {
-		err = decryptRange(ctx, c, *key, sealed, rg, aad, func(total int64) io.Writer {
+		err = decryptRange(ctx, c, *key, sealed, rg, aad, *local, func(total int64) io.Writer {
 			if showProgress {
 				meter = startProgress(stderr, "cipherd "+op, total)
 			}
@@ -195,8 +201,20 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		})
 	} else {
 		stream := c.EncryptStream
-		if op == "decrypt" {
+		switch {
+		case op == "decrypt" && *local:
+			stream = c.DecryptStreamLocal
+		case op == "decrypt":
 			stream = c.DecryptStream
+		case *local:
+			l, err := c.NewLocalSealer(*key, client.LocalLimits{})
+			if err != nil {
+				fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+				return 2
+			}
+			stream = func(ctx context.Context, _ string, dst io.Writer, src io.Reader, aad []byte) (client.StreamInfo, error) {
+				return l.EncryptStream(ctx, dst, src, aad)
+			}
 		}
 		if showProgress {
 			meter = startProgress(stderr, "cipherd "+op, size)

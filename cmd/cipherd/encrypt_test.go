@@ -414,3 +414,56 @@ func TestCLIDecryptRange(t *testing.T) {
 		t.Errorf("encrypt --range: exit %d, want 2: %s", code, e)
 	}
 }
+
+// TestCLILocal: encrypt --local and decrypt --local, files and pipes, each
+// way against the server's own encrypt and decrypt, and by range.
+func TestCLILocal(t *testing.T) {
+	url := startServe(t)
+	env := []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=" + cliToken}
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	pt := make([]byte, 2<<20+333)
+	rand.Read(pt)
+	if err := os.WriteFile(plain, pt, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := base64.StdEncoding.EncodeToString([]byte("cli local"))
+	for _, enc := range [][]string{{"--local"}, nil} {
+		for _, dec := range [][]string{{"--local"}, nil} {
+			sealed := filepath.Join(dir, "sealed")
+			args := append([]string{"encrypt", "--key", "default", "--context", ctx, "-i", plain, "-o", sealed}, enc...)
+			if _, e, code := crypt(t, env, nil, args...); code != 0 {
+				t.Fatalf("encrypt %v: exit %d: %s", enc, code, e)
+			}
+			args = append([]string{"decrypt", "--key", "default", "--context", ctx, "-i", sealed}, dec...)
+			out, e, code := crypt(t, env, nil, args...)
+			if code != 0 || out != string(pt) {
+				t.Fatalf("encrypt %v, decrypt %v: exit %d, %d bytes: %s", enc, dec, code, len(out), e)
+			}
+			// Pipes: standard input to standard output.
+			f, _ := os.Open(sealed)
+			out, e, code = crypt(t, env, io.MultiReader(f), append([]string{"decrypt", "--key", "default", "--context", ctx}, dec...)...)
+			f.Close()
+			if code != 0 || out != string(pt) {
+				t.Fatalf("encrypt %v, decrypt %v from a pipe: exit %d, %d bytes: %s", enc, dec, code, len(out), e)
+			}
+			args = append([]string{"decrypt", "--key", "default", "--context", ctx, "--range", "1000000-1999999", "-i", sealed}, dec...)
+			if out, e, code := crypt(t, env, nil, args...); code != 0 || out != string(pt[1000000:2000000]) {
+				t.Fatalf("encrypt %v, decrypt %v --range: exit %d, %d bytes: %s", enc, dec, code, len(out), e)
+			}
+		}
+	}
+	// encrypt --local from a pipe to a pipe.
+	sealedOut, e, code := crypt(t, env, io.MultiReader(bytes.NewReader(pt)), "encrypt", "--key", "default", "--local")
+	if code != 0 {
+		t.Fatalf("encrypt --local from a pipe: exit %d: %s", code, e)
+	}
+	if out, e, code := crypt(t, env, strings.NewReader(sealedOut), "decrypt", "--key", "default"); code != 0 || out != string(pt) {
+		t.Fatalf("encrypt --local from a pipe, decrypt on the server: exit %d, %d bytes: %s", code, len(out), e)
+	}
+	// A wrong context fails locally as it does on the server.
+	sealed := filepath.Join(dir, "sealed")
+	if _, e, code := crypt(t, env, nil, "decrypt", "--key", "default", "--local", "-i", sealed); code != 1 || !strings.Contains(e, "decryption_failed") {
+		t.Errorf("decrypt --local with another context: exit %d: %s", code, e)
+	}
+}

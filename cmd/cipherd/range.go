@@ -44,13 +44,17 @@ func rangeSource(path string) (*io.SectionReader, io.ReadCloser, error) {
 
 // decryptRange opens the range rg of the sealed stream in src and writes it
 // to the writer sink returns, which it calls first with the range's length.
-func decryptRange(ctx context.Context, c *client.Client, key string, src *io.SectionReader, rg cryptosvc.Range, aad []byte, sink func(total int64) io.Writer) error {
+func decryptRange(ctx context.Context, c *client.Client, key string, src *io.SectionReader, rg cryptosvc.Range, aad []byte, local bool, sink func(total int64) io.Writer) error {
 	total := int64(-1)
 	if start, err := cryptosvc.StreamStart(src, src.Size()); err == nil {
 		if _, _, n, err := cryptosvc.RangeSpan(start, src.Size(), rg); err == nil {
 			total = n
 		}
 	}
-	_, err := c.DecryptRange(ctx, key, sink(total), src, src.Size(), rg.Off, rg.Len, aad)
+	decrypt := c.DecryptRange
+	if local {
+		decrypt = c.DecryptRangeLocal
+	}
+	_, err := decrypt(ctx, key, sink(total), src, src.Size(), rg.Off, rg.Len, aad)
 	return err
 }
