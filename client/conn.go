@@ -58,13 +58,21 @@ func (c *earlyConn) Write(p []byte) (int, error) {
 // read and write it 32 KiB at a time, a read and a write system call per
 // 32 KiB (BenchmarkClientStream, strace -c of cipherd encrypt).
 func (c *earlyConn) ReadFrom(r io.Reader) (int64, error) {
+	return copyPieces(c.Write, r.Read)
+}
+
+// copyPieces copies from read to write in pieces of ioBufferSize, with a
+// pooled buffer, until read returns io.EOF. It takes the two methods
+// rather than an io.Writer and an io.Reader so that io.Copy's use of
+// ReadFrom and WriteTo, which call it, cannot send it back to them.
+func copyPieces(write, read func([]byte) (int, error)) (int64, error) {
 	buf := copyBufs.Get().(*[ioBufferSize]byte)
 	defer copyBufs.Put(buf)
 	var total int64
 	for {
-		n, err := r.Read(buf[:])
+		n, err := read(buf[:])
 		if n > 0 {
-			k, werr := c.Write(buf[:n])
+			k, werr := write(buf[:n])
 			total += int64(k)
 			if werr != nil {
 				return total, werr

@@ -192,25 +192,7 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 // and a system call, of every 32 KiB. (An upload of known length goes
 // through earlyConn.ReadFrom.)
 func (s *sourceReader) WriteTo(w io.Writer) (int64, error) {
-	buf := copyBufs.Get().(*[ioBufferSize]byte)
-	defer copyBufs.Put(buf)
-	var total int64
-	for {
-		n, err := s.Read(buf[:])
-		if n > 0 {
-			k, werr := w.Write(buf[:n])
-			total += int64(k)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
+	return copyPieces(w.Write, s.Read)
 }
 
 func (s *sourceReader) failed() error {
