@@ -144,13 +144,7 @@ func (s *Service) DecryptRange(ctx context.Context, name string, r io.Reader, si
 		return nil, err
 	}
 	start := int64(len(hdr) + chunkedPrefix)
-	keys, err := s.openStart(ctx, name, &h, context, func(p []byte) error {
-		_, err := io.ReadFull(r, p)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return ErrTruncated
-		}
-		return err
-	})
+	keys, err := s.openStart(ctx, name, &h, context, readFullFrom(r))
 	if err != nil {
 		return nil, err
 	}

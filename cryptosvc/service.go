@@ -386,13 +386,7 @@ func (s *Service) DecryptReader(ctx context.Context, name string, r io.Reader, c
 	if err != nil {
 		return nil, err
 	}
-	keys, err := s.openStart(ctx, name, &h, context, func(p []byte) error {
-		_, err := io.ReadFull(r, p)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return ErrTruncated
-		}
-		return err
-	})
+	keys, err := s.openStart(ctx, name, &h, context, readFullFrom(r))
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +413,18 @@ func (s *Service) DecryptReaderAt(ctx context.Context, name string, r io.ReaderA
 		return nil, err
 	}
 	return newReaderAt(r, int64(len(hdr)+chunkedPrefix), size, keys, infoOf(&h))
+}
+
+// readFullFrom returns a reader of exactly len(p) bytes from r, for
+// openStart, that reports an input ending early as ErrTruncated.
+func readFullFrom(r io.Reader) func([]byte) error {
+	return func(p []byte) error {
+		_, err := io.ReadFull(r, p)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return ErrTruncated
+		}
+		return err
+	}
 }
 
 // openStart resolves the key version a header names, reads the body's salt
