@@ -214,7 +214,26 @@ func (s *Service) sealAEAD(k *StoredKey) (kernels.Cipher, error) {
 func (s *Service) key(ctx context.Context, name string) (*StoredKey, error) {
 	k, err := s.store.Get(ctx, name)
 	if errors.Is(err, ErrKeyNotFound) {
-		return s.store.Refresh(ctx, name)
+		return s.readThrough(ctx, name, func(*StoredKey) bool { return true })
+	}
+	return k, err
+}
+
+// readThrough reads the key named name through the store's memory
+// (Keystore.Refresh) for a caller that needs has(k) of it. A read that
+// fails, the database gone as it started, does not undo what memory
+// gained while the caller waited for it: a read already running when the
+// caller missed (a shared store makes a caller that arrives during one
+// wait for the next, which may be the one that fails), a notification, a
+// write. If memory has what the caller needs by then, that serves, as
+// every key in memory does while the database is down
+// (pgstore.TestFailedReadKeepsServingWhatMemoryGained).
+func (s *Service) readThrough(ctx context.Context, name string, has func(*StoredKey) bool) (*StoredKey, error) {
+	k, err := s.store.Refresh(ctx, name)
+	if err != nil {
+		if m, merr := s.store.Get(ctx, name); merr == nil && has(m) {
+			return m, nil
+		}
 	}
 	return k, err
 }
@@ -253,7 +272,7 @@ func (s *Service) openTarget(ctx context.Context, name string, h *Header) (*kern
 		// have reached this one's memory yet: read it through. Rare once
 		// the replicas agree, so each read says what memory held.
 		s.logReadThrough(h, k)
-		k, err = s.store.Refresh(ctx, h.KeyName)
+		k, err = s.readThrough(ctx, h.KeyName, func(k *StoredKey) bool { return k.Version(h.KeyVersion) != nil })
 	}
 	if err != nil {
 		return nil, nil, err

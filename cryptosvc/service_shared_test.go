@@ -3,6 +3,7 @@ package cryptosvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -173,5 +174,79 @@ func TestKeyCreatedElsewhereReadThrough(t *testing.T) {
 	}
 	if _, _, err := other.Seal(ctx, "nosuch", nil, nil); !errors.Is(err, ErrKeyNotFound) {
 		t.Errorf("seal under a key nobody made = %v, want ErrKeyNotFound", err)
+	}
+}
+
+// failedReadStore is a replica's memory whose read through fails, the
+// database gone as it started, while memory gains the key from elsewhere
+// (with gains): a read that was already running when the caller missed, a
+// notification. Until then Get returns stale (nil: no key).
+type failedReadStore struct {
+	Keystore // what memory holds once it gained the key
+	stale    *StoredKey
+	gains    bool
+
+	mu     sync.Mutex
+	gained bool
+}
+
+func (f *failedReadStore) Get(ctx context.Context, name string) (*StoredKey, error) {
+	f.mu.Lock()
+	gained := f.gained
+	f.mu.Unlock()
+	switch {
+	case gained:
+		return f.Keystore.Get(ctx, name)
+	case f.stale == nil:
+		return nil, ErrKeyNotFound
+	}
+	return f.stale, nil
+}
+
+func (f *failedReadStore) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+	f.mu.Lock()
+	f.gained = f.gains
+	f.mu.Unlock()
+	return nil, fmt.Errorf("%w: the database went down", ErrUnavailable)
+}
+
+// A read through that fails does not fail the request if memory has, by
+// then, the version (or the key) the request needs; if it has not, the
+// request fails with ErrUnavailable, never as if the version did not exist.
+func TestReadThroughFailedAfterMemoryGained(t *testing.T) {
+	ctx := context.Background()
+	shared := NewMemStore()
+	first, _ := New(Config{Keystore: shared})
+	if _, err := first.CreateKey(ctx, "k", KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := shared.Get(ctx, "k")
+	if _, err := first.RotateKey(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	ct, info, err := first.Seal(ctx, "k", []byte("under 2"), nil)
+	if err != nil || info.Version != 2 {
+		t.Fatalf("seal: version %d, %v", info.Version, err)
+	}
+	check := func(what string, gains bool, err error) {
+		t.Helper()
+		switch {
+		case gains && err != nil:
+			t.Errorf("%s, memory gained the key as the read failed: %v", what, err)
+		case !gains && !errors.Is(err, ErrUnavailable):
+			t.Errorf("%s, memory still without the key as the read failed = %v, want ErrUnavailable", what, err)
+		}
+	}
+	for _, gains := range []bool{true, false} {
+		s, _ := New(Config{Keystore: &failedReadStore{Keystore: shared, stale: v1, gains: gains}})
+		pt, _, err := s.Open(ctx, "k", ct, nil)
+		if err == nil && string(pt) != "under 2" {
+			t.Errorf("opened to %q", pt)
+		}
+		check("open under a version memory lacked", gains, err)
+
+		s, _ = New(Config{Keystore: &failedReadStore{Keystore: shared, gains: gains}})
+		_, _, err = s.Seal(ctx, "k", []byte("x"), nil)
+		check("seal under a key memory lacked", gains, err)
 	}
 }
