@@ -135,11 +135,21 @@ func (l *LocalSealer) fetch(ctx context.Context) (*sealingKey, error) {
 // Seal seals plaintext, bound to context (may be nil), into a one-shot
 // message in the sealed format: what Encrypt returns, sealed here.
 func (l *LocalSealer) Seal(ctx context.Context, plaintext, context []byte) ([]byte, error) {
+	return l.AppendSeal(ctx, nil, plaintext, context)
+}
+
+// AppendSeal is Seal appending the message to dst, as cipher.AEAD.Seal
+// does: a caller that reuses dst seals with no allocation
+// (BenchmarkLocalSealer).
+func (l *LocalSealer) AppendSeal(ctx context.Context, dst, plaintext, context []byte) ([]byte, error) {
 	sl, err := l.take(ctx, int64(len(plaintext)))
 	if err != nil {
 		return nil, err
 	}
-	return sl.Seal(make([]byte, 0, sl.SealedLen(int64(len(plaintext)))), plaintext, context)
+	if dst == nil {
+		dst = make([]byte, 0, sl.SealedLen(int64(len(plaintext))))
+	}
+	return sl.Seal(dst, plaintext, context)
 }
 
 // EncryptStream seals everything src yields into a sealed stream written

@@ -27,12 +27,27 @@ func BenchmarkLocalSealer(b *testing.B) {
 	}
 	pt := make([]byte, 1024)
 	aad := []byte("tenant 42")
-	b.SetBytes(int64(len(pt)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := l.Seal(ctx, pt, aad); err != nil {
-			b.Fatal(err)
+	for _, append := range []bool{false, true} {
+		name := "Seal"
+		if append {
+			name = "AppendSeal"
 		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(pt)))
+			b.ReportAllocs()
+			var dst []byte
+			for b.Loop() {
+				var err error
+				if append {
+					dst, err = l.AppendSeal(ctx, dst[:0], pt, aad)
+				} else {
+					_, err = l.Seal(ctx, pt, aad)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -63,6 +63,13 @@ func TestLocalSealAndOpen(t *testing.T) {
 	if pt, err := c.OpenLocal(ctx, "default", ct, aad); err != nil || !bytes.Equal(pt, msg) {
 		t.Fatalf("a local seal opened locally: %v", err)
 	}
+	appended, err := l.AppendSeal(ctx, []byte("prefix"), msg, aad)
+	if err != nil || !bytes.HasPrefix(appended, []byte("prefix")) {
+		t.Fatalf("AppendSeal: %v", err)
+	}
+	if pt, err := c.Decrypt(ctx, "default", appended[len("prefix"):], aad); err != nil || !bytes.Equal(pt, msg) {
+		t.Fatalf("AppendSeal's message through the service: %v", err)
+	}
 	enc, err := c.Encrypt(ctx, "default", msg, aad)
 	if err != nil {
 		t.Fatal(err)
