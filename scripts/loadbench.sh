@@ -255,15 +255,15 @@ declare -A mem ratio
 echo "== clients: cipherd encrypt/decrypt -progress always against curl -T, $STREAM_MB MiB, $ROUNDS interleaved rounds: MiB/s, client peak RSS"
 # client NAME OP FILE: one round; prints MiB/s and the client's peak RSS in kB.
 client() {
-  local name=$1 op=$2 file=$3 t
+  local name=$1 op=$2 file=$3
   if [ "$name" = curl ]; then
-    t=$({ /usr/bin/time -f '%e %M' "${cli[@]}" curl -sS --fail -X POST -H "Authorization: Bearer $TOKEN" \
-      -H 'Content-Type: application/octet-stream' -T "$file" -o /dev/null "http://127.0.0.1:18480/v1/$op/default"; } 2>&1)
+    /usr/bin/time -o "$work/time" -f '%e %M' "${cli[@]}" curl -sS --fail -X POST -H "Authorization: Bearer $TOKEN" \
+      -H 'Content-Type: application/octet-stream' -T "$file" -o /dev/null "http://127.0.0.1:18480/v1/$op/default"
   else
-    t=$({ CIPHERD_URL=http://127.0.0.1:18480 CIPHERD_TOKEN=$TOKEN /usr/bin/time -f '%e %M' "${cli[@]}" "$work/cipherd" "$op" \
-      --key default -progress always -i "$file" -o /dev/null 2>/dev/null; } 2>&1 | tail -1)
+    CIPHERD_URL=http://127.0.0.1:18480 CIPHERD_TOKEN=$TOKEN /usr/bin/time -o "$work/time" -f '%e %M' "${cli[@]}" \
+      "$work/cipherd" "$op" --key default -progress always -i "$file" -o /dev/null 2>/dev/null
   fi
-  awk -v m="$STREAM_MB" -v t="$t" 'BEGIN {split(t, a, " "); printf "%.0f %s\n", m / a[1], a[2]}'
+  awk -v m="$STREAM_MB" '{printf "%.0f %s\n", m / $1, $2}' "$work/time"
 }
 for r in $(seq "$ROUNDS"); do
   for op in encrypt decrypt; do
