@@ -111,3 +111,41 @@ func ExampleClient_DecryptBatch() {
 	// row-1 a
 	// row-2 decryption_failed
 }
+
+// Sealing here, opening here or on the service: the service hands out a
+// sealing key (one call per 2^20 messages, 4 GiB or 5 minutes by default)
+// and the key of one message to open it; the data never goes to it.
+func ExampleLocalSealer() {
+	url, stop := exampleServer()
+	defer stop()
+	ctx := context.Background()
+	c, err := client.New(url, client.WithToken("example-token"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	sealer, err := c.NewLocalSealer("default", client.LocalLimits{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var buf []byte
+	for i := range 3 {
+		// The same sealed format as Encrypt's: the service opens it too.
+		buf, err = sealer.AppendSeal(ctx, buf[:0], fmt.Appendf(nil, "event %d", i), []byte("stream 7"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		local, err := c.OpenLocal(ctx, "default", buf, []byte("stream 7"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		remote, err := c.Decrypt(ctx, "default", buf, []byte("stream 7"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s / %s\n", local, remote)
+	}
+	// Output:
+	// event 0 / event 0
+	// event 1 / event 1
+	// event 2 / event 2
+}
