@@ -48,21 +48,7 @@ func TestFailedReadKeepsServingWhatMemoryGained(t *testing.T) {
 	awaitNotifications(t, replicas(t, dsn, &root, 1, nil)[0], replica{st, svc})
 	// Version 2, written without its notification and sealed under
 	// elsewhere: only a read on miss brings it into this store's memory.
-	k := keystoretest.MustGet(t, st, "k").Clone()
-	keystoretest.AddVersion(t, k, keystoretest.Secret(t))
-	writeSilently(t, st, dsn, k)
-	mem := cryptosvc.NewMemStore()
-	if err := mem.Create(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	other, err := cryptosvc.New(cryptosvc.Config{Keystore: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, info, err := other.Seal(ctx, "k", []byte("made elsewhere"), nil)
-	if err != nil || info.Version != 2 {
-		t.Fatalf("seal elsewhere: version %d, %v", info.Version, err)
-	}
+	ct := sealElsewhere(t, st, dsn)
 
 	holder, queued := connect(t, dsn), connect(t, dsn)
 	held, err := holder.Begin(ctx)

@@ -199,21 +199,7 @@ func TestPoolResetWhenListenerLost(t *testing.T) {
 
 	// Version 2, written by another client without notification: only a
 	// read on miss finds it.
-	k := keystoretest.MustGet(t, st, "k").Clone()
-	keystoretest.AddVersion(t, k, keystoretest.Secret(t))
-	writeSilently(t, st, dsn, k)
-	mem := cryptosvc.NewMemStore()
-	if err := mem.Create(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	other, err := cryptosvc.New(cryptosvc.Config{Keystore: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, info, err := other.Seal(ctx, "k", []byte("made elsewhere"), nil)
-	if err != nil || info.Version != 2 {
-		t.Fatalf("seal elsewhere: version %d, %v", info.Version, err)
-	}
+	ct := sealElsewhere(t, st, dsn)
 	pt, _, err := r.svc.Open(ctx, "k", ct, nil)
 	if err != nil || string(pt) != "made elsewhere" {
 		t.Fatalf("open %v after the kill: %q, %v", time.Since(killed).Round(time.Millisecond), pt, err)
@@ -519,4 +505,28 @@ func TestScenarioRotationPeriod(t *testing.T) {
 		}
 		return
 	}())
+}
+
+// sealElsewhere writes version 2 of key "k" to the database without its
+// notification, so that only a read on miss brings it into st's memory, and
+// returns a message sealed under it by a service that is not st's.
+func sealElsewhere(t *testing.T, st *Store, dsn string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	k := keystoretest.MustGet(t, st, "k").Clone()
+	keystoretest.AddVersion(t, k, keystoretest.Secret(t))
+	writeSilently(t, st, dsn, k)
+	mem := cryptosvc.NewMemStore()
+	if err := mem.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	other, err := cryptosvc.New(cryptosvc.Config{Keystore: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, info, err := other.Seal(ctx, "k", []byte("made elsewhere"), nil)
+	if err != nil || info.Version != 2 {
+		t.Fatalf("seal elsewhere: version %d, %v", info.Version, err)
+	}
+	return ct
 }
