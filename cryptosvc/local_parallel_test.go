@@ -1,0 +1,100 @@
+package cryptosvc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"testing/iotest"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+// SealStream makes, byte for byte, the message EncryptWriter makes with the
+// same salt, whatever the length against the block and chunk sizes and the
+// number of workers, and the service opens it.
+func TestSealStreamSameAsEncryptWriter(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s := newTestService(t, c)
+		sk, err := s.NewSealingKey(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := NewLocalSealer(sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		salt := bytes.Repeat([]byte{7}, saltSize)
+		rng := rand.New(rand.NewPCG(9, uint64(c)))
+		const block = parallelBlock * ChunkSize
+		for _, n := range []int{0, 1, ChunkSize - 1, ChunkSize, ChunkSize + 1, block - 1, block, block + 1, 2 * block, 3*block + 5*ChunkSize + 77} {
+			pt := make([]byte, n)
+			for i := range pt {
+				pt[i] = byte(rng.Uint32())
+			}
+			var want bytes.Buffer
+			l.rand = bytes.NewReader(salt)
+			w, err := l.EncryptWriter(&want, []byte("ctx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(pt)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, workers := range []int{1, 2, 3} {
+				var got bytes.Buffer
+				l.rand = bytes.NewReader(salt)
+				// One byte at a time for small inputs, so that blocks
+				// are gathered from many short reads.
+				var src io.Reader = bytes.NewReader(pt)
+				if n < 3*ChunkSize {
+					src = iotest.OneByteReader(src)
+				}
+				m, err := l.SealStream(&got, src, []byte("ctx"), workers)
+				if err != nil || m != int64(n) || !bytes.Equal(got.Bytes(), want.Bytes()) {
+					t.Fatalf("%s, %d bytes, %d workers: %v, %d read, equal %v", c, n, workers, err, m, bytes.Equal(got.Bytes(), want.Bytes()))
+				}
+			}
+			if got, _, err := s.Open(ctx, "k", want.Bytes(), []byte("ctx")); err != nil || !bytes.Equal(got, pt) {
+				t.Fatalf("%s, %d bytes: Open: %v", c, n, err)
+			}
+		}
+	}
+}
+
+type failAfter struct {
+	w io.Writer
+	n int
+}
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, errors.New("disk full")
+	}
+	f.n--
+	return f.w.Write(p)
+}
+
+// A failed read or write ends SealStream with an error, never a message
+// that passes for complete.
+func TestSealStreamFailures(t *testing.T) {
+	s := newTestService(t, kernels.AES256GCM)
+	sk, _ := s.NewSealingKey(context.Background(), "k")
+	l, _ := NewLocalSealer(sk)
+	pt := make([]byte, 10*parallelBlock*ChunkSize)
+	broken := io.MultiReader(bytes.NewReader(pt[:3*parallelBlock*ChunkSize+5]), iotest.ErrReader(errors.New("read failed")))
+	var out bytes.Buffer
+	if _, err := l.SealStream(&out, broken, nil, 2); err == nil || err.Error() != "read failed" {
+		t.Errorf("a failed read: %v", err)
+	}
+	if _, _, err := s.Open(context.Background(), "k", out.Bytes(), nil); err == nil {
+		t.Error("the output of a failed read opens")
+	}
+	if _, err := l.SealStream(&failAfter{w: io.Discard, n: 3}, bytes.NewReader(pt), nil, 2); err == nil {
+		t.Error("a failed write: no error")
+	}
+}
