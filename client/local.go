@@ -283,16 +283,11 @@ func (c *Client) DecryptRangeLocal(ctx context.Context, key string, dst io.Write
 	if n == 0 {
 		return StreamInfo{}, nil
 	}
-	body, rg, err := RangeBody(src, size, off, n)
+	req, err := newRangeRequest(src, size, off, n)
 	if err != nil {
 		return StreamInfo{}, err
 	}
-	r, _ := cryptosvc.ParseRange(rg)
-	start, err := cryptosvc.StreamStart(src, size)
-	if err != nil {
-		return StreamInfo{}, localError(err)
-	}
-	head := make([]byte, start)
+	head := make([]byte, req.start)
 	if _, err := src.ReadAt(head, 0); err != nil {
 		return StreamInfo{}, fmt.Errorf("cipherd client: reading the input: %w", err)
 	}
@@ -300,7 +295,7 @@ func (c *Client) DecryptRangeLocal(ctx context.Context, key string, dst io.Write
 	if err != nil {
 		return StreamInfo{}, err
 	}
-	rr, err := o.DecryptRange(body, int64(body.(*spanReader).Len()), r)
+	rr, err := o.DecryptRange(req.body, req.body.left, req.rg)
 	if err != nil {
 		return StreamInfo{}, localError(err)
 	}

@@ -30,11 +30,11 @@ func (c *Client) DecryptRange(ctx context.Context, key string, dst io.Writer, sr
 	if n == 0 {
 		return StreamInfo{}, nil
 	}
-	body, rg, err := RangeBody(src, size, off, n)
+	req, err := newRangeRequest(src, size, off, n)
 	if err != nil {
 		return StreamInfo{}, err
 	}
-	return c.stream(ctx, api.RouteDecrypt, key, "range="+rg, dst, body, context, true)
+	return c.stream(ctx, api.RouteDecrypt, key, "range="+req.rg.String(), dst, req.body, context, true)
 }
 
 // RangeBody returns the request body of a range decrypt of n bytes from
@@ -42,19 +42,36 @@ func (c *Client) DecryptRange(ctx context.Context, key string, dst io.Writer, sr
 // the value of its ?range parameter: for a caller who sends the request
 // another way (docs/API.md, Ranges). The body has a Len method.
 func RangeBody(src io.ReaderAt, size, off, n int64) (body io.Reader, rg string, err error) {
-	r := cryptosvc.Range{Off: off, Len: max(n, -1)}
+	req, err := newRangeRequest(src, size, off, n)
+	if err != nil {
+		return nil, "", err
+	}
+	return req.body, req.rg.String(), nil
+}
+
+// rangeRequest is what a range decrypt sends: the stream's start (its
+// first start bytes) and the chunks that cover rg, in body.
+type rangeRequest struct {
+	start int64
+	rg    cryptosvc.Range
+	body  *spanReader
+}
+
+func newRangeRequest(src io.ReaderAt, size, off, n int64) (*rangeRequest, error) {
+	rg := cryptosvc.Range{Off: off, Len: max(n, -1)}
 	if off < 0 || n == 0 {
-		return nil, "", errors.New("cipherd client: a range starts at 0 or later and holds at least one byte")
+		return nil, errors.New("cipherd client: a range starts at 0 or later and holds at least one byte")
 	}
 	start, err := cryptosvc.StreamStart(src, size)
 	if err != nil {
-		return nil, "", rangeSourceError(err)
+		return nil, rangeSourceError(err)
 	}
-	from, to, _, err := cryptosvc.RangeSpan(start, size, r)
+	from, to, _, err := cryptosvc.RangeSpan(start, size, rg)
 	if err != nil {
-		return nil, "", rangeSourceError(err)
+		return nil, rangeSourceError(err)
 	}
-	return &spanReader{r: io.MultiReader(io.NewSectionReader(src, 0, start), io.NewSectionReader(src, from, to-from)), left: start + to - from}, r.String(), nil
+	body := &spanReader{r: io.MultiReader(io.NewSectionReader(src, 0, start), io.NewSectionReader(src, from, to-from)), left: start + to - from}
+	return &rangeRequest{start: start, rg: rg, body: body}, nil
 }
 
 // rangeSourceError is the error of a sealed stream the client could not
