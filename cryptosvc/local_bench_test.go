@@ -2,7 +2,6 @@ package cryptosvc
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"testing"
 
@@ -10,15 +9,7 @@ import (
 )
 
 func benchSealer(b *testing.B, c kernels.Cipher) *LocalSealer {
-	s := newTestService(b, c)
-	sk, err := s.NewSealingKey(context.Background(), "k")
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := NewLocalSealer(sk)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, _, l := newTestSealer(b, c)
 	return l
 }
 

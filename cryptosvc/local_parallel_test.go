@@ -18,15 +18,7 @@ import (
 func TestSealStreamSameAsEncryptWriter(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range SealAEADs {
-		s := newTestService(t, c)
-		sk, err := s.NewSealingKey(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := NewLocalSealer(sk)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, _, l := newTestSealer(t, c)
 		salt := bytes.Repeat([]byte{7}, saltSize)
 		rng := rand.New(rand.NewPCG(9, uint64(c)))
 		const block = parallelBlock * ChunkSize
@@ -82,9 +74,7 @@ func (f *failAfter) Write(p []byte) (int, error) {
 // A failed read or write ends SealStream with an error, never a message
 // that passes for complete.
 func TestSealStreamFailures(t *testing.T) {
-	s := newTestService(t, kernels.AES256GCM)
-	sk, _ := s.NewSealingKey(context.Background(), "k")
-	l, _ := NewLocalSealer(sk)
+	s, _, l := newTestSealer(t, kernels.AES256GCM)
 	pt := make([]byte, 10*parallelBlock*ChunkSize)
 	broken := io.MultiReader(bytes.NewReader(pt[:3*parallelBlock*ChunkSize+5]), iotest.ErrReader(errors.New("read failed")))
 	var out bytes.Buffer

@@ -11,22 +11,30 @@ import (
 	"github.com/cipherd/cipherd/kernels"
 )
 
+// newTestSealer returns a service with key "k", a sealing key under it,
+// and a local sealer of that sealing key.
+func newTestSealer(t testing.TB, c kernels.Cipher) (*Service, SealingKey, *LocalSealer) {
+	t.Helper()
+	s := newTestService(t, c)
+	sk, err := s.NewSealingKey(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLocalSealer(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, sk, l
+}
+
 // Messages sealed locally are the service's own: they open as one-shot
 // messages and as streams, rewrap by their header, and open again after.
 func TestLocalSealOpensOnService(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range SealAEADs {
-		s := newTestService(t, c)
-		sk, err := s.NewSealingKey(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, sk, l := newTestSealer(t, c)
 		if sk.Info.AEAD != c || sk.Info.Mode != ModeEnvelope || len(sk.DataKey) != c.KeySize() {
 			t.Fatalf("%s: sealing key %+v", c, sk.Info)
-		}
-		l, err := NewLocalSealer(sk)
-		if err != nil {
-			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(1, uint64(c)))
 		for _, n := range []int{0, 1, ChunkSize, 3*ChunkSize + 5} {
@@ -78,15 +86,7 @@ func TestLocalSealOpensOnService(t *testing.T) {
 // the same version. It is none of the keys it was derived from.
 func TestMessageKeyOpensOneMessage(t *testing.T) {
 	ctx := context.Background()
-	s := newTestService(t, kernels.AES256GCM)
-	sk, err := s.NewSealingKey(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := NewLocalSealer(sk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sk, l := newTestSealer(t, kernels.AES256GCM)
 	pt := bytes.Repeat([]byte("local opening "), 5000)
 	ct1, _ := l.Seal(nil, pt, []byte("a"))
 	ct2, _ := l.Seal(nil, pt, []byte("a")) // same data key, same context, another salt
