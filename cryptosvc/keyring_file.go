@@ -165,7 +165,7 @@ func (r *Keyring) Update(context.Context, *StoredKey) error { return ErrReadOnly
 func (r *Keyring) Delete(context.Context, string, uint64) error { return ErrReadOnly }
 
 // Refresh returns what Get returns: the file is the only source.
-func (r *Keyring) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+func (r *Keyring) Refresh(ctx context.Context, name string, _ func(*StoredKey) bool) (*StoredKey, error) {
 	return r.Get(ctx, name)
 }
 

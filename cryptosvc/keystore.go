@@ -32,7 +32,13 @@ type Keystore interface {
 	// when a ciphertext names a version, or a request a key, that Get does
 	// not have yet. Stores that no other process writes return what Get
 	// returns; shared ones bound what misses of unknown names cost.
-	Refresh(ctx context.Context, name string) (*StoredKey, error)
+	//
+	// enough, when not nil, says what the caller missed: if memory holds
+	// a key of that name for which enough returns true, Refresh returns
+	// it without a read. Memory may have gained it between the caller's
+	// Get and this call (a read another caller started, a notification),
+	// and a read for it would be one more query per concurrent caller.
+	Refresh(ctx context.Context, name string, enough func(*StoredKey) bool) (*StoredKey, error)
 	// Create stores a new key, or fails with ErrKeyExists. k.Revision is
 	// ignored: the store assigns the first revision.
 	Create(ctx context.Context, k *StoredKey) error

@@ -27,7 +27,7 @@ type keySet struct {
 }
 
 // Refresh returns what Get returns: no other process writes this store.
-func (s *keySet) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+func (s *keySet) Refresh(ctx context.Context, name string, _ func(*StoredKey) bool) (*StoredKey, error) {
 	return s.Get(ctx, name)
 }
 

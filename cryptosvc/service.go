@@ -229,7 +229,7 @@ func (s *Service) key(ctx context.Context, name string) (*StoredKey, error) {
 // every key in memory does while the database is down
 // (pgstore.TestFailedReadKeepsServingWhatMemoryGained).
 func (s *Service) readThrough(ctx context.Context, name string, has func(*StoredKey) bool) (*StoredKey, error) {
-	k, err := s.store.Refresh(ctx, name)
+	k, err := s.store.Refresh(ctx, name, has)
 	if err != nil {
 		if m, merr := s.store.Get(ctx, name); merr == nil && has(m) {
 			return m, nil

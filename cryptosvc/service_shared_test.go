@@ -132,8 +132,8 @@ func (l *laggingStore) Get(ctx context.Context, name string) (*StoredKey, error)
 	return l.Keystore.Get(ctx, name)
 }
 
-func (l *laggingStore) Refresh(ctx context.Context, name string) (*StoredKey, error) {
-	k, err := l.Keystore.Refresh(ctx, name)
+func (l *laggingStore) Refresh(ctx context.Context, name string, enough func(*StoredKey) bool) (*StoredKey, error) {
+	k, err := l.Keystore.Refresh(ctx, name, enough)
 	if err == nil {
 		l.mu.Lock()
 		l.heard[name] = true
@@ -203,7 +203,7 @@ func (f *failedReadStore) Get(ctx context.Context, name string) (*StoredKey, err
 	return f.stale, nil
 }
 
-func (f *failedReadStore) Refresh(ctx context.Context, name string) (*StoredKey, error) {
+func (f *failedReadStore) Refresh(ctx context.Context, name string, _ func(*StoredKey) bool) (*StoredKey, error) {
 	f.mu.Lock()
 	f.gained = f.gains
 	f.mu.Unlock()

@@ -227,7 +227,7 @@ func (s closingStore) Close() error {
 
 // migrateKey puts k into dst and says what it did.
 func migrateKey(ctx context.Context, dst cryptosvc.Keystore, k *cryptosvc.StoredKey) (string, error) {
-	cur, err := dst.Refresh(ctx, k.Name)
+	cur, err := dst.Refresh(ctx, k.Name, nil)
 	if errors.Is(err, cryptosvc.ErrKeyNotFound) {
 		if err := dst.Create(ctx, k); err != nil {
 			return "", err

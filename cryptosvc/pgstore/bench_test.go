@@ -63,7 +63,7 @@ func BenchmarkReadOnMiss(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := st.Refresh(ctx, "k"); err != nil {
+		if _, err := st.Refresh(ctx, "k", nil); err != nil {
 			b.Fatal(err)
 		}
 	}

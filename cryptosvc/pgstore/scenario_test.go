@@ -49,7 +49,7 @@ func TestScenarioParallelRotations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rs[1:] {
-		if _, err := r.store.Refresh(ctx, "k"); err != nil {
+		if _, err := r.store.Refresh(ctx, "k", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func TestScenarioParallelRotations(t *testing.T) {
 		}
 	}
 	for i, r := range rs {
-		k, err := r.store.Refresh(ctx, "k")
+		k, err := r.store.Refresh(ctx, "k", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestScenarioReadOnMiss(t *testing.T) {
 	if _, err := rs[0].svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rs[1].store.Refresh(ctx, "k"); err != nil {
+	if _, err := rs[1].store.Refresh(ctx, "k", nil); err != nil {
 		t.Fatal(err)
 	}
 	// The creation's notification may still be on its way to the second
@@ -143,7 +143,7 @@ func TestScenarioReadOnMiss(t *testing.T) {
 	k := keystoretest.MustGet(t, rs[0].store, "k").Clone()
 	keystoretest.AddVersion(t, k, keystoretest.Secret(t))
 	writeSilently(t, rs[0].store, dsn, k)
-	if _, err := rs[0].store.Refresh(ctx, "k"); err != nil {
+	if _, err := rs[0].store.Refresh(ctx, "k", nil); err != nil {
 		t.Fatal(err)
 	}
 	ct, info, err := rs[0].svc.Seal(ctx, "k", []byte("made elsewhere"), []byte("ctx"))
@@ -242,7 +242,7 @@ func TestReadOnMissAfterPooledConnectionDies(t *testing.T) {
 	k := keystoretest.MustGet(t, st, "k").Clone()
 	keystoretest.AddVersion(t, k, keystoretest.Secret(t))
 	writeSilently(t, st, dsn, k)
-	got, err := st.Refresh(ctx, "k")
+	got, err := st.Refresh(ctx, "k", nil)
 	if err != nil {
 		t.Fatalf("read on miss after %d pooled connections died: %v", len(pids), err)
 	}
@@ -263,7 +263,7 @@ func pooledReplica(t *testing.T, srv *pgtest.Server) (replica, string) {
 	if _, err := r.svc.CreateKey(ctx, "k", cryptosvc.KeyConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.Refresh(ctx, "k"); err != nil {
+	if _, err := r.store.Refresh(ctx, "k", nil); err != nil {
 		t.Fatal(err)
 	}
 	return r, dsn
@@ -360,7 +360,7 @@ func TestScenarioDatabaseKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rs[1:] {
-		if _, err := r.store.Refresh(ctx, "k"); err != nil {
+		if _, err := r.store.Refresh(ctx, "k", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -484,7 +484,7 @@ func TestScenarioRotationPeriod(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	k, err := rs[0].store.Refresh(ctx, "k")
+	k, err := rs[0].store.Refresh(ctx, "k", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -231,8 +231,9 @@ func (s *Store) Health() error {
 // returns it. Concurrent calls for one name share one query. Names that
 // memory holds no live key of are read in paced batches and a name found
 // absent is not read again for a second (unknown.go), so that any number
-// of unknown names costs the database a few queries a second.
-func (s *Store) Refresh(ctx context.Context, name string) (*cryptosvc.StoredKey, error) {
+// of unknown names costs the database a few queries a second. A key in
+// memory that satisfies enough is returned without a query.
+func (s *Store) Refresh(ctx context.Context, name string, enough func(*cryptosvc.StoredKey) bool) (*cryptosvc.StoredKey, error) {
 	snap := s.snap.Load()
 	if snap == nil {
 		return nil, cryptosvc.ErrClosed
@@ -243,8 +244,10 @@ func (s *Store) Refresh(ctx context.Context, name string) (*cryptosvc.StoredKey,
 	// Not refused while Health reports an error: the pool may reach a
 	// database that has just come back before the listener has, and a
 	// version made there must open at once.
-	if snap.keys[name].key == nil {
-		return s.refreshUnknown(ctx, name)
+	if k := snap.keys[name].key; k == nil {
+		return s.refreshUnknown(ctx, name, enough)
+	} else if enough != nil && enough(k) {
+		return k, nil
 	}
 	f := s.joinFlight(name)
 	return s.getAfter(ctx, name, f.done, &f.err)

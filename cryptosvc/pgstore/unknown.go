@@ -60,10 +60,28 @@ func newUnknownReads() unknownReads {
 	}
 }
 
-// refreshUnknown reads name, which memory holds no live key of, through
-// the next batch, and returns what memory then holds.
-func (s *Store) refreshUnknown(ctx context.Context, name string) (*cryptosvc.StoredKey, error) {
+// refreshUnknown reads name, which memory held no live key of when the
+// caller looked, through the next batch, and returns what memory then
+// holds.
+func (s *Store) refreshUnknown(ctx context.Context, name string, enough func(*cryptosvc.StoredKey) bool) (*cryptosvc.StoredKey, error) {
 	s.flightMu.Lock()
+	// A batch stores its snapshot before it takes flightMu, so under it
+	// memory either holds what the running batch found or that batch has
+	// not ended: a caller that looked as it ended is served by it, not by
+	// one more read (TestUnknownNameCoalesced).
+	snap := s.snap.Load()
+	if snap == nil {
+		s.flightMu.Unlock()
+		return nil, cryptosvc.ErrClosed
+	}
+	if k := snap.keys[name].key; k != nil {
+		s.flightMu.Unlock()
+		if enough != nil && enough(k) {
+			return k, nil
+		}
+		f := s.joinFlight(name)
+		return s.getAfter(ctx, name, f.done, &f.err)
+	}
 	u := &s.unknown
 	if until, ok := u.absent[name]; ok && s.now().Before(until) {
 		s.flightMu.Unlock()

@@ -76,7 +76,7 @@ func TestUnknownNameCoalesced(t *testing.T) {
 			if _, _, err := b.svc.Seal(ctx, "quiet", []byte("x"), nil); err != nil {
 				t.Errorf("seal: %v", err)
 			}
-			if _, err := b.store.Refresh(ctx, "nobody"); !errors.Is(err, cryptosvc.ErrKeyNotFound) {
+			if _, err := b.store.Refresh(ctx, "nobody", nil); !errors.Is(err, cryptosvc.ErrKeyNotFound) {
 				t.Errorf("Refresh of a name nobody made = %v, want ErrKeyNotFound", err)
 			}
 		})
@@ -101,7 +101,7 @@ func TestUnknownNamesFlood(t *testing.T) {
 		for i := range 1000 {
 			wg.Go(func() {
 				name := fmt.Sprintf("ghost-%d-%d", wave, i)
-				if _, err := st.Refresh(ctx, name); !errors.Is(err, cryptosvc.ErrKeyNotFound) {
+				if _, err := st.Refresh(ctx, name, nil); !errors.Is(err, cryptosvc.ErrKeyNotFound) {
 					t.Errorf("Refresh(%s) = %v, want ErrKeyNotFound", name, err)
 				}
 			})
@@ -139,7 +139,7 @@ func TestAbsentNameRemembered(t *testing.T) {
 	advance := func(d time.Duration) { clock.Lock(); now = now.Add(d); clock.Unlock() }
 	refresh := func(name string) (int64, error) {
 		before := b.store.reads.Load()
-		_, err := b.store.Refresh(ctx, name)
+		_, err := b.store.Refresh(ctx, name, nil)
 		return b.store.reads.Load() - before, err
 	}
 

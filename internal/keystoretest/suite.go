@@ -43,7 +43,7 @@ func testRead(t *testing.T, kind Kind) {
 		if got.Revision == 0 {
 			t.Errorf("key %s: revision 0", want.Name)
 		}
-		got, err = s.Refresh(ctx, want.Name)
+		got, err = s.Refresh(ctx, want.Name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func testRead(t *testing.T, kind Kind) {
 		if _, err := s.Get(ctx, name); !notFound(err) {
 			t.Errorf("Get(%q) = %v, want ErrKeyNotFound", name, err)
 		}
-		if _, err := s.Refresh(ctx, name); !notFound(err) {
+		if _, err := s.Refresh(ctx, name, nil); !notFound(err) {
 			t.Errorf("Refresh(%q) = %v, want ErrKeyNotFound", name, err)
 		}
 	}
@@ -428,7 +428,7 @@ func testConcurrentRotations(t *testing.T, kind Kind, stores []cryptosvc.Keystor
 			t.Fatal(err)
 		}
 		for _, s := range stores[1:] {
-			if _, err := s.Refresh(ctx, "hot"); err != nil {
+			if _, err := s.Refresh(ctx, "hot", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -477,7 +477,7 @@ func testConcurrentRotations(t *testing.T, kind Kind, stores []cryptosvc.Keystor
 		t.Fatal(err)
 	}
 	for _, s := range stores {
-		k, err := s.Refresh(ctx, "hot")
+		k, err := s.Refresh(ctx, "hot", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -596,7 +596,7 @@ func testShared(t *testing.T, kind Kind) {
 	if err := b.Create(ctx, Key(t, "fromb", 2)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Refresh(ctx, "fromb"); err != nil {
+	if _, err := a.Refresh(ctx, "fromb", nil); err != nil {
 		t.Fatalf("a's Refresh of b's new key: %v", err)
 	}
 	testConcurrentRotations(t, kind, []cryptosvc.Keystore{a, b})
