@@ -52,8 +52,8 @@ func (c *earlyConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// ReadFrom copies r to the connection in pieces of ioBufferSize through
-// Write. The transport hands an upload of known length to its connection's
+// ReadFrom copies r to the connection through Write as copyPieces does.
+// The transport hands an upload of known length to its connection's
 // ReadFrom once its buffer has gone out; without this method io.Copy would
 // read and write it 32 KiB at a time, a read and a write system call per
 // 32 KiB (BenchmarkClientStream, strace -c of cipherd encrypt).
@@ -61,22 +61,31 @@ func (c *earlyConn) ReadFrom(r io.Reader) (int64, error) {
 	return copyPieces(c.Write, r.Read)
 }
 
-// copyPieces copies from read to write in pieces of ioBufferSize, with a
-// pooled buffer, until read returns io.EOF. It takes the two methods
-// rather than an io.Writer and an io.Reader so that io.Copy's use of
-// ReadFrom and WriteTo, which call it, cannot send it back to them.
+// sendPiece is the most an upload hands the socket per write. The service
+// reads uploads sent in 64 KiB writes with less CPU than the same bytes
+// sent in 256 KiB writes (its kernel time per GiB), so a client on a core
+// of its own keeps up with curl -T, which writes 64 KiB at a time: the
+// clients' rounds of scripts/loadbench.sh, BENCHMARKS.md.
+const sendPiece = 64 << 10
+
+// copyPieces copies from read to write until read returns io.EOF, reading
+// ioBufferSize at a time into a pooled buffer and writing it in pieces of
+// sendPiece. It takes the two methods rather than an io.Writer and an
+// io.Reader so that io.Copy's use of ReadFrom and WriteTo, which call it,
+// cannot send it back to them.
 func copyPieces(write, read func([]byte) (int, error)) (int64, error) {
 	buf := copyBufs.Get().(*[ioBufferSize]byte)
 	defer copyBufs.Put(buf)
 	var total int64
 	for {
 		n, err := read(buf[:])
-		if n > 0 {
-			k, werr := write(buf[:n])
+		for p := buf[:n]; len(p) > 0; {
+			k, werr := write(p[:min(len(p), sendPiece)])
 			total += int64(k)
 			if werr != nil {
 				return total, werr
 			}
+			p = p[k:]
 		}
 		if err == io.EOF {
 			return total, nil

@@ -187,10 +187,10 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// WriteTo copies the source to w in pieces of ioBufferSize: the transport
-// copies a chunked upload with io.Copy, which would otherwise make a chunk,
-// and a system call, of every 32 KiB. (An upload of known length goes
-// through earlyConn.ReadFrom.)
+// WriteTo copies the source to w as copyPieces does: the transport copies
+// a chunked upload with io.Copy, which would otherwise make a chunk, and a
+// system call, of every 32 KiB. (An upload of known length goes through
+// earlyConn.ReadFrom.)
 func (s *sourceReader) WriteTo(w io.Writer) (int64, error) {
 	return copyPieces(w.Write, s.Read)
 }
