@@ -1,0 +1,213 @@
+// Package auditlog writes audit records, one JSON object per line, to a file
+// (or standard error) and returns only once a record is on stable storage.
+//
+// Records are committed in groups: a caller appends its line to the pending
+// group and waits; one goroutine writes the group with one write and makes
+// it durable with one fdatasync, then releases every caller of the group.
+// While a sync runs, the next group fills, so one sync serves every request
+// that waits on it however many there are (BenchmarkAppendParallel).
+//
+// A failed write or sync fails every caller of its group, and what the
+// failed write left of the group is cut off the file, so the file holds
+// whole lines only. The caller decides what a failure means (cipherd serve
+// refuses the request).
+package auditlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("auditlog: closed")
+
+// Stderr is the path that names standard error rather than a file.
+const Stderr = "stderr"
+
+// Log is an audit log. It is safe for concurrent use.
+type Log struct {
+	path string
+
+	mu      sync.Mutex
+	pending []byte // lines of the group that fills
+	group   *group // the group that fills
+	spare   []byte // the buffer of the group last written, for reuse
+	closed  bool
+	kick    chan struct{}
+	stopped chan struct{}
+
+	groups atomic.Int64 // groups written
+
+	fmu  sync.Mutex // held while the file is written, synced or swapped
+	f    *os.File
+	off  int64 // end of the last whole line written
+	sync bool  // f is a regular file: fdatasync it
+}
+
+type group struct {
+	done chan struct{}
+	err  error
+}
+
+// Open opens the log at path for appending, creating it (mode 0600) if it
+// does not exist, or standard error if path is Stderr.
+func Open(path string) (*Log, error) {
+	l := &Log{path: path, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	l.group = &group{done: make(chan struct{})}
+	go l.commit()
+	return l, nil
+}
+
+// open opens l.path, under fmu or before the committer starts.
+func (l *Log) open() error {
+	if l.path == Stderr {
+		l.f, l.off, l.sync = os.Stderr, 0, false
+		return nil
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("auditlog: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("auditlog: %w", err)
+	}
+	l.f, l.off, l.sync = f, fi.Size(), fi.Mode().IsRegular()
+	return nil
+}
+
+// Path returns the path the log was opened with.
+func (l *Log) Path() string { return l.path }
+
+// Append adds line (one record, without its newline) to the log and
+// returns once it is written and, in a file, synced. An error means the
+// record may not be in the log.
+func (l *Log) Append(line []byte) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.pending = append(l.pending, line...)
+	l.pending = append(l.pending, '\n')
+	g := l.group
+	select { // under mu, so that Close cannot close kick meanwhile
+	case l.kick <- struct{}{}:
+	default:
+	}
+	l.mu.Unlock()
+	<-g.done
+	return g.err
+}
+
+// commit writes the groups until Close.
+func (l *Log) commit() {
+	defer close(l.stopped)
+	for range l.kick {
+		for {
+			l.mu.Lock()
+			buf, g := l.pending, l.group
+			if len(buf) == 0 {
+				l.mu.Unlock()
+				break
+			}
+			l.pending, l.spare = l.spare[:0], nil
+			l.group = &group{done: make(chan struct{})}
+			l.mu.Unlock()
+
+			g.err = l.write(buf)
+			close(g.done)
+
+			l.mu.Lock()
+			if l.spare == nil && cap(buf) <= maxSpare {
+				l.spare = buf[:0]
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// maxSpare bounds the buffer kept for the next group.
+const maxSpare = 1 << 20
+
+// write writes one group and syncs it. A write that fails part way is cut
+// off, so that the next group starts on a line of its own.
+func (l *Log) write(buf []byte) error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if l.f == nil {
+		return fmt.Errorf("auditlog: %s is not open", l.path)
+	}
+	n, err := l.f.Write(buf)
+	if err == nil && l.sync {
+		err = fdatasync(l.f)
+	}
+	if err != nil {
+		if l.sync && n > 0 {
+			// O_APPEND writes at the end: cut what this group added.
+			l.f.Truncate(l.off)
+		}
+		return fmt.Errorf("auditlog: %w", err)
+	}
+	l.off += int64(n)
+	l.groups.Add(1)
+	return nil
+}
+
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// Reopen closes the file and opens the path again, as log rotation
+// expects after it renamed the file (logrotate's postrotate, SIGHUP).
+// Records wait meanwhile; none is lost. If the path cannot be opened, the
+// log has no file until a Reopen succeeds, and appends fail.
+func (l *Log) Reopen() error {
+	if l.path == Stderr {
+		return nil
+	}
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	return l.open()
+}
+
+// Close waits for the records appended so far, then closes the file.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.kick)
+	l.mu.Unlock()
+	<-l.stopped
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if l.f == nil || l.f == os.Stderr {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+var _ io.Closer = (*Log)(nil)

@@ -1,0 +1,239 @@
+package auditlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		t.Fatalf("%s does not end with a whole line: %q", path, b[max(0, len(b)-40):])
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// Every record appended concurrently is in the file once, on a line of its
+// own, when Append returns.
+func TestAppendConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const writers, each = 16, 200
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				rec := fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				if err := l.Append([]byte(rec)); err != nil {
+					t.Errorf("append: %v", err)
+					return
+				}
+				// Durable before Append returned: on the file already.
+				if i == each-1 && !bytes.Contains(must(os.ReadFile(path)), []byte(rec+"\n")) {
+					t.Errorf("record %s not in the file when Append returned", rec)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got := lines(t, path)
+	sort.Strings(got)
+	if len(got) != writers*each {
+		t.Fatalf("%d lines, want %d", len(got), writers*each)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] == got[i-1] {
+			t.Fatalf("line %s twice", got[i])
+		}
+	}
+	t.Logf("%d records in %d groups", writers*each, l.groups.Load())
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Records appended while a group is being written share the next group:
+// one write and one sync for all of them.
+func TestGroupCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.fmu.Lock() // the first group's write waits here
+	l.mu.Lock()
+	first := l.group
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Append([]byte(`{"first":true}`)) })
+	waitFor(t, func() bool { // the committer took the first group
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.group != first
+	})
+	const n = 50
+	for i := range n {
+		wg.Go(func() { l.Append(fmt.Appendf(nil, `{"i":%d}`, i)) })
+	}
+	waitFor(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return bytes.Count(l.pending, []byte("\n")) == n
+	})
+	l.fmu.Unlock()
+	wg.Wait()
+	if g := l.groups.Load(); g != 2 {
+		t.Errorf("%d records made %d groups, want 2", n+1, g)
+	}
+	if got := lines(t, path); len(got) != n+1 {
+		t.Errorf("%d lines, want %d", len(got), n+1)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10 s")
+		}
+	}
+}
+
+// A device that is full fails every append, and the log goes on once
+// writes succeed again.
+func TestAppendFullDevice(t *testing.T) {
+	l, err := Open("/dev/full")
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer l.Close()
+	if err := l.Append([]byte(`{}`)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append to /dev/full = %v, want ENOSPC", err)
+	}
+}
+
+// Reopen after a rename, as logrotate does it: records before it stay in
+// the renamed file, later ones go to a new file at the path. A path that
+// cannot be opened fails appends until a Reopen succeeds.
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Append([]byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]byte(`{"n":2}`)); err != nil { // still the renamed file
+		t.Fatal(err)
+	}
+	if err := l.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]byte(`{"n":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(lines(t, path+".1"), " "); got != `{"n":1} {"n":2}` {
+		t.Errorf("rotated file: %s", got)
+	}
+	if got := strings.Join(lines(t, path), " "); got != `{"n":3}` {
+		t.Errorf("new file: %s", got)
+	}
+
+	sub := filepath.Join(dir, "gone")
+	os.Mkdir(sub, 0o700)
+	l2, err := Open(filepath.Join(sub, "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	os.RemoveAll(sub)
+	if err := l2.Reopen(); err == nil {
+		t.Fatal("Reopen in a removed directory succeeded")
+	}
+	if err := l2.Append([]byte(`{}`)); err == nil {
+		t.Fatal("Append without a file succeeded")
+	}
+	os.Mkdir(sub, 0o700)
+	if err := l2.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Append([]byte(`{"back":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines(t, filepath.Join(sub, "audit.log")); len(got) != 1 || got[0] != `{"back":true}` {
+		t.Errorf("after the directory came back: %q", got)
+	}
+}
+
+// Close waits for the records appended before it; later appends fail.
+func TestClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { l.Append(fmt.Appendf(nil, `{"i":%d}`, i)) })
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]byte(`{}`)); !errors.Is(err, ErrClosed) {
+		t.Errorf("append after Close = %v, want ErrClosed", err)
+	}
+	if got := lines(t, path); len(got) != 20 {
+		t.Errorf("%d lines, want 20", len(got))
+	}
+}
+
+// BenchmarkAppendParallel appends 200-byte records from many goroutines to
+// a file on the test's temporary directory, each waiting for its sync: the
+// cost of a durable record per request, and how many a sync serves.
+func BenchmarkAppendParallel(b *testing.B) {
+	l, err := Open(filepath.Join(b.TempDir(), "audit.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rec := bytes.Repeat([]byte("x"), 200)
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := l.Append(rec); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/float64(max(1, l.groups.Load())), "records/sync")
+}
