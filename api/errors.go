@@ -53,6 +53,10 @@ const (
 	// with the keys the replica holds go on. Retry later.
 	CodeKeystoreUnavailable Code = "keystore_unavailable" // 503
 	CodeTimeout             Code = "timeout"              // 408
+	// CodeAuditUnavailable: the audit trail cannot record the operation
+	// (a full disk, a read-only file), so the service refuses it rather
+	// than answer without a record. Retry later.
+	CodeAuditUnavailable Code = "audit_unavailable" // 503
 )
 
 // Status returns the HTTP status a code is sent with.
@@ -84,7 +88,7 @@ func (c Code) Status() int {
 		return 429
 	case CodeInternal:
 		return 500
-	case CodeNotReady, CodeVerifyBusy, CodeKeystoreUnavailable:
+	case CodeNotReady, CodeVerifyBusy, CodeKeystoreUnavailable, CodeAuditUnavailable:
 		return 503
 	}
 	return 400

@@ -171,7 +171,16 @@ func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n i
 		a.level = zap.WarnLevel
 		a.outcome = string(toAPIError(err).Code)
 	}
-	if st := state(c); st != nil && !st.batch && st.audit.op == "" {
+	st := state(c)
+	if st == nil { // not through front: nothing writes it later
+		rec := appendAuditRecord(nil, c, requestID(c), callerName(c), &a)
+		if err := s.auditFailed(s.audits.Append(rec)); err != nil {
+			s.log.Error("audit record not written", zap.Error(err))
+		}
+	} else {
+		st.audits = appendAuditRecord(st.audits, c, st.id, callerName(c), &a)
+	}
+	if st != nil && !st.batch && st.audit.op == "" {
 		st.audit = a
 		return
 	}

@@ -97,8 +97,11 @@ func (s *Server) writeBatchAudit(c *fiber.Ctx, a *batchAudit, aead string) {
 	if a.failed > 0 {
 		level = zap.WarnLevel
 	}
+	a.id, a.identity = requestID(c), callerName(c)
+	if st := state(c); st != nil {
+		st.audits = appendBatchRecord(st.audits, c, a)
+	}
 	if ce := s.log.Check(level, "audit"); ce != nil {
-		a.id, a.identity = requestID(c), callerName(c)
 		ce.Write(zap.Inline(a))
 	}
 }

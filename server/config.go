@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +177,17 @@ type Config struct {
 	// -1 means no limit.
 	MaxConnections int `yaml:"max_connections"`
 
+	// AuditLog is where the audit trail goes: a file path, appended to
+	// (created 0600), or "stderr". Every record is written, and in a file
+	// synced, before the request's answer is sent. Default
+	// DataDir/audit.log. CIPHERD_AUDIT_LOG.
+	AuditLog string `yaml:"audit_log"`
+	// AuditFailOpen answers requests whose audit record could not be
+	// written, counting them (cipherd_audit_failures_total) and logging
+	// each at error level. Default false: such requests fail with 503
+	// audit_unavailable. CIPHERD_AUDIT_FAIL_OPEN.
+	AuditFailOpen bool `yaml:"audit_fail_open"`
+
 	// Logger receives access, audit and lifecycle logs. Nil means a zap
 	// production (JSON) logger. Not settable from the file.
 	Logger *zap.Logger `yaml:"-"`
@@ -224,6 +236,7 @@ func (cfg Config) Defaults() Config {
 	def(&cfg.DataDir, "cipherd-data")
 	def(&cfg.DefaultKey, "default")
 	def(&cfg.LogLevel, "info")
+	def(&cfg.AuditLog, filepath.Join(cfg.DataDir, "audit.log"))
 	// AEAD names in one spelling, the one keys store and /speed shows.
 	if cfg.AEAD != "" {
 		cfg.AEAD = cryptosvc.CanonicalAEAD(cfg.AEAD)
@@ -307,6 +320,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_TLS_CLIENT_CA", &cfg.TLSClientCA)
 	str("CIPHERD_AEAD", &cfg.AEAD)
 	str("CIPHERD_LOG_LEVEL", &cfg.LogLevel)
+	str("CIPHERD_AUDIT_LOG", &cfg.AuditLog)
 	list("CIPHERD_ALLOWED_AEADS", &cfg.AllowedAEADs)
 	list("CIPHERD_TRUSTED_PROXIES", &cfg.TrustedProxies)
 	var errs []error
@@ -323,6 +337,13 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 			errs = append(errs, fmt.Errorf("CIPHERD_MIN_ROTATION_PERIOD: %q is not a positive duration such as \"1h\"", v))
 		}
 		cfg.MinRotationPeriod = d
+	}
+	if v := getenv("CIPHERD_AUDIT_FAIL_OPEN"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CIPHERD_AUDIT_FAIL_OPEN: %q is not a boolean", v))
+		}
+		cfg.AuditFailOpen = b
 	}
 	if v := getenv("CIPHERD_SKIP_BENCHMARK"); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -49,6 +49,11 @@ func (s *Server) front(c *fiber.Ctx, app *fiber.App, tab *routeTable) error {
 	default:
 		err = apiError(api.CodeRouteNotFound, "no such route")
 	}
+	// The records go to the audit trail before the answer: a request it
+	// cannot record fails rather than go unrecorded.
+	if aerr := s.commitAudit(st); aerr != nil {
+		err = aerr
+	}
 	if err != nil {
 		if herr := s.errorHandler(c, err); herr != nil {
 			c.Status(fiber.StatusInternalServerError)

@@ -116,6 +116,7 @@ func (m *seriesMap[K, V]) all() []*V {
 type metrics struct {
 	authFailures    atomic.Int64
 	decryptFailures atomic.Int64
+	auditFailures   atomic.Int64
 	activeStreams   atomic.Int64
 	http            seriesMap[httpKey, httpSeries]
 	bytesByAEAD     seriesMap[bytesKey, bytesSeries]

@@ -75,6 +75,8 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("cipherd_auth_failures_total", float64(m.authFailures.Load()))
 	w.family("cipherd_decrypt_failures_total", "counter", "Ciphertexts that failed authentication (wrong key, context or bytes).")
 	w.sample("cipherd_decrypt_failures_total", float64(m.decryptFailures.Load()))
+	w.family("cipherd_audit_failures_total", "counter", "Audit records the audit trail failed to write; with audit_fail_open the operations were answered anyway.")
+	w.sample("cipherd_audit_failures_total", float64(m.auditFailures.Load()))
 	w.family("cipherd_active_streams", "gauge", "Streamed responses being written.")
 	w.sample("cipherd_active_streams", float64(m.activeStreams.Load()))
 	w.family("cipherd_open_connections", "gauge", "Client connections open, idle ones included.")

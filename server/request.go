@@ -28,6 +28,7 @@ const (
 type reqState struct {
 	id      string
 	batch   bool         // the handler audits several items: each gets its own line
+	audits  []byte       // the audit trail's records of the request, written when its handler returns
 	audit   auditRecord  // the request's operation, to be logged on its access line; zero if none
 	line    accessLine   // the access line, written when the request ends
 	fields  [1]zap.Field // the line as the one field of its entry

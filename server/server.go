@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/internal/auditlog"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
 )
@@ -36,8 +37,11 @@ type Server struct {
 	authp atomic.Pointer[authState] // the credentials in service (auth); Reload replaces them
 	met   *metrics
 	speed *speedState
-	tls   *tlsState   // nil without TLS
-	tab   *routeTable // the route table the app serves (newApp)
+	tls   *tlsState // nil without TLS
+	// audits is the audit trail: a request's records are written to it
+	// before its answer (audit.go).
+	audits *auditlog.Log
+	tab    *routeTable // the route table the app serves (newApp)
 
 	openAPIMu  sync.Mutex
 	openAPIDoc []byte       // the served OpenAPI document, made on first use
@@ -131,6 +135,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s.met = newMetrics()
+	if s.audits, err = auditlog.Open(cfg.AuditLog); err != nil {
+		return nil, fmt.Errorf("server: audit_log: %w", err)
+	}
 	s.speed = newSpeedState(s)
 	s.app = s.newApp()
 
@@ -288,6 +295,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.bgDone.Wait()
 		if s.tls != nil {
 			s.tls.close()
+		}
+		if cerr := s.audits.Close(); cerr != nil {
+			s.log.Error("closing the audit trail", zap.Error(cerr))
 		}
 		s.log.Info("stopped", zap.Error(err))
 	})

@@ -136,6 +136,7 @@ type responseStream struct {
 	release func() // frees the caller's stream place
 	gather  bool   // the upload has a Content-Length: WriteTo writes in large pieces
 	size    int64  // the announced Content-Length; -1 when chunked
+	remote  string // the client's address, for the audit record
 }
 
 // uploadLen is the request body's Content-Length, or -1 when it has none
@@ -149,8 +150,9 @@ func uploadLen(c *fiber.Ctx) int64 {
 // is set.
 func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, size int64, trailer bool, release func()) error {
 	trailer = trailer && size < 0
+	var ip [64]byte
 	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now(), release: release,
-		gather: uploadLen(c) >= 0, size: size}
+		gather: uploadLen(c) >= 0, size: size, remote: string(appendIP(ip[:0], c.Context().RemoteIP()))}
 	if trailer {
 		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {
 			return err
@@ -175,10 +177,15 @@ func (rs *responseStream) read(p []byte) (int, error) {
 	rs.n += int64(n)
 	switch {
 	case err == io.EOF:
+		// The stream's record is written before what is left of the
+		// answer goes out; one that cannot be written cuts the answer
+		// short.
+		if aerr := rs.finish(nil); aerr != nil {
+			return 0, aerr
+		}
 		if rs.trailer {
 			rs.fctx.Response.Header.Set(api.TrailerStatus, "ok")
 		}
-		rs.finish(nil)
 	case err != nil:
 		rs.finish(err)
 	}
@@ -282,9 +289,12 @@ func (rs *responseStream) Close() error {
 	return nil
 }
 
-func (rs *responseStream) finish(err error) {
+// finish ends the stream with err (nil: the source ended well): it counts
+// it and writes its audit record, and returns the error that record's
+// write is to the request (see auditFailed).
+func (rs *responseStream) finish(err error) error {
 	if rs.done.Swap(true) {
-		return
+		return nil
 	}
 	rs.release()
 	s := rs.s
@@ -307,6 +317,14 @@ func (rs *responseStream) finish(err error) {
 			zap.Int64("bytes", rs.n), zap.Bool("stream", true), zap.String("outcome", outcome),
 			zap.Duration("duration", time.Since(rs.start)))
 	}
+	l := startAudit(nil, nil, rs.reqID, rs.caller)
+	l.str("remote_ip", rs.remote)
+	l.str("op", string(rs.op))
+	l.str("key", rs.key)
+	l.num("key_version", int64(rs.info.Version))
+	l.num("bytes", rs.n)
+	l.b = append(l.b, `,"stream":true`...)
+	return s.auditFailed(s.audits.Append(l.end(outcome)))
 }
 
 func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {

@@ -95,6 +95,8 @@ var serveSettings = []setting{
 	{key: "drain_delay", zero: "0s", help: "serve with readiness off for this long before closing the listener, so load balancers notice first"},
 	{key: "io_buffer_size", help: "read and write buffer per connection, in bytes"},
 	{key: "max_connections", help: "connections held open at once (-1: no limit); at the limit no more are accepted until one closes"},
+	{key: "audit_log", env: "CIPHERD_AUDIT_LOG", help: "the audit trail: a file path (appended to, each record synced before its answer; reopened on SIGHUP) or stderr"},
+	{key: "audit_fail_open", env: "CIPHERD_AUDIT_FAIL_OPEN", zero: "false", help: "answer requests whose audit record cannot be written (counted in cipherd_audit_failures_total, logged at error) instead of refusing them with 503 audit_unavailable"},
 	{key: "log_level", env: "CIPHERD_LOG_LEVEL", flag: "log-level", help: "level of the JSON logs on standard error: debug, info, warn or error; reloads"},
 	{flag: "config", env: "CIPHERD_CONFIG", zero: "none", help: "the YAML configuration file; unknown keys are refused"},
 }

@@ -29,12 +29,13 @@ const configPoll = 5 * time.Second
 // configuration that does not load, or that the server refuses, changes
 // nothing; the log says why.
 type reloader struct {
-	file  string                                // the configuration file; "" for none
-	load  func() (server.Config, error)         // the file, the environment and the flags, as at start-up
-	apply func(server.Config) ([]string, error) // (*server.Server).Reload
-	level zap.AtomicLevel
-	log   *zap.Logger
-	sum   [sha256.Size]byte // of the file last loaded (or tried)
+	file   string                                // the configuration file; "" for none
+	load   func() (server.Config, error)         // the file, the environment and the flags, as at start-up
+	apply  func(server.Config) ([]string, error) // (*server.Server).Reload
+	reopen func() error                          // (*server.Server).ReopenAuditLog; nil for none
+	level  zap.AtomicLevel
+	log    *zap.Logger
+	sum    [sha256.Size]byte // of the file last loaded (or tried)
 }
 
 // notifyReload starts catching SIGHUP, which would otherwise end the
@@ -56,6 +57,15 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			// The audit trail's file is reopened first, as log rotation
+			// (logrotate's postrotate) expects of SIGHUP.
+			if r.reopen != nil {
+				if err := r.reopen(); err != nil {
+					r.log.Error("reopening the audit trail failed: audited requests fail until a SIGHUP reopens it", zap.Error(err))
+				} else {
+					r.log.Info("audit trail reopened")
+				}
+			}
 			r.reload("SIGHUP")
 		case <-t.C:
 			if r.file == "" {

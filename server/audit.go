@@ -1,0 +1,140 @@
+package server
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"go.uber.org/zap"
+
+	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/internal/zaplog"
+)
+
+// The audit trail (Config.AuditLog) holds one JSON record per audited
+// operation, apart from the access log: a single operation, a batch, a
+// stream, a key change. A request's records are collected while its
+// handler runs and written together when it returns, before the answer
+// goes out (front); a stream's record is written when its source ends,
+// before its last piece goes out (responseStream.finish). internal/auditlog
+// syncs them in groups, so one sync serves every request that waits.
+//
+// A record that cannot be written fails its request with 503
+// audit_unavailable, or with Config.AuditFailOpen is counted and logged at
+// error level while the request is answered.
+
+// auditRec builds one record. Values are never data, keys, nonces or
+// context.
+type auditRec struct{ b []byte }
+
+func (l *auditRec) str(key, v string) {
+	l.b = append(l.b, ',', '"')
+	l.b = append(l.b, key...)
+	l.b = append(l.b, '"', ':')
+	if zaplog.PlainJSON(v) {
+		l.b = append(l.b, '"')
+		l.b = append(l.b, v...)
+		l.b = append(l.b, '"')
+		return
+	}
+	q, _ := json.Marshal(v) // a string always marshals
+	l.b = append(l.b, q...)
+}
+
+func (l *auditRec) num(key string, v int64) {
+	l.b = append(l.b, ',', '"')
+	l.b = append(l.b, key...)
+	l.b = append(l.b, '"', ':')
+	l.b = strconv.AppendInt(l.b, v, 10)
+}
+
+// startAudit appends the start of a record to b (a newline first when b
+// holds records already): the time, the request and the caller.
+func startAudit(b []byte, c *fiber.Ctx, id, identity string) auditRec {
+	if len(b) > 0 {
+		b = append(b, '\n')
+	}
+	b = append(b, `{"time":"`...)
+	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	l := auditRec{b: b}
+	l.str("request_id", id)
+	l.str("identity", identity)
+	if c != nil {
+		var ip [64]byte
+		l.str("remote_ip", string(appendIP(ip[:0], c.Context().RemoteIP())))
+	}
+	return l
+}
+
+// end appends the outcome, "ok" or "error" with the error's code, and
+// closes the record.
+func (l *auditRec) end(code string) []byte {
+	if code == "" || code == "ok" {
+		l.str("outcome", "ok")
+	} else {
+		l.str("outcome", "error")
+		l.str("code", code)
+	}
+	l.b = append(l.b, '}')
+	return l.b
+}
+
+// appendAuditRecord appends the record of one operation.
+func appendAuditRecord(b []byte, c *fiber.Ctx, id, identity string, a *auditRecord) []byte {
+	l := startAudit(b, c, id, identity)
+	l.str("op", string(a.op))
+	l.str("key", a.key)
+	l.num("key_version", int64(a.version))
+	l.num("bytes", int64(a.bytes))
+	return l.end(a.outcome)
+}
+
+// appendBatchRecord appends the record of a batch.
+func appendBatchRecord(b []byte, c *fiber.Ctx, a *batchAudit) []byte {
+	l := startAudit(b, c, a.id, a.identity)
+	l.str("op", string(a.op))
+	l.str("key", a.key)
+	l.b = append(l.b, `,"key_versions":[`...)
+	for i, v := range a.versions {
+		if i > 0 {
+			l.b = append(l.b, ',')
+		}
+		l.b = strconv.AppendUint(l.b, uint64(v), 10)
+	}
+	l.b = append(l.b, ']')
+	l.num("items", int64(a.items))
+	l.num("failed", int64(a.failed))
+	l.num("bytes", a.bytes)
+	return l.end(string(a.first))
+}
+
+// commitAudit writes the records the request's handler collected.
+func (s *Server) commitAudit(st *reqState) error {
+	if st == nil || len(st.audits) == 0 {
+		return nil
+	}
+	err := s.audits.Append(st.audits)
+	st.audits = st.audits[:0]
+	return s.auditFailed(err)
+}
+
+// auditFailed turns a failed write of the audit trail into the request's
+// error, or, with AuditFailOpen, into a count and a log line.
+func (s *Server) auditFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	s.met.auditFailures.Add(1)
+	if s.cfg.AuditFailOpen {
+		s.log.Error("audit record lost: answering without it (audit_fail_open)", zap.String("audit_log", s.audits.Path()), zap.Error(err))
+		return nil
+	}
+	s.log.Error("audit record not written: refusing the request", zap.String("audit_log", s.audits.Path()), zap.Error(err))
+	return apiError(api.CodeAuditUnavailable, "the audit trail cannot record this operation; retry later")
+}
+
+// ReopenAuditLog closes the audit trail's file and opens its path again,
+// after log rotation renamed it (cipherd serve does it on SIGHUP).
+func (s *Server) ReopenAuditLog() error { return s.audits.Reopen() }
