@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,15 +16,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cipherd/cipherd/internal/pgtest"
 	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // Every request cipherd serve answered has its audit record on disk, even
 // when the process is killed (SIGKILL) with requests in flight: records are
-// written before their answers, not behind them.
+// written before their answers, not behind them. On the file keystore and
+// on PostgreSQL.
 func TestAuditKilled(t *testing.T) {
+	t.Run("file", func(t *testing.T) { auditKilled(t) })
+	t.Run("postgres", func(t *testing.T) {
+		root := filepath.Join(t.TempDir(), "root.key")
+		if err := os.WriteFile(root, []byte(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		auditKilled(t, "CIPHERD_KEYSTORE="+pgtest.Start(t).Database(t), "CIPHERD_ROOT_KEY_FILE="+root)
+	})
+}
+
+func auditKilled(t *testing.T, env ...string) {
 	dataDir := t.TempDir()
-	s, err := rkStart(t, dataDir)
+	s, err := rkStart(t, dataDir, env...)
 	if err != nil {
 		t.Fatal(err)
 	}
