@@ -166,6 +166,12 @@ func (l *auditLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 // single operation of a request rides on its access line, which then reads
 // "audit" (see record); the items of a batch get a line each.
 func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error) {
+	s.auditMsg(c, op, key, info, n, err, nil, nil)
+}
+
+// auditMsg is audit for an operation on one message: msg (a ciphertext, or
+// its start) and its context, whose HMACs its record carries.
+func (s *Server) auditMsg(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error, context, msg []byte) {
 	a := auditRecord{op: op, key: key, version: info.Version, bytes: n, outcome: "ok", level: zap.InfoLevel}
 	if err != nil {
 		a.level = zap.WarnLevel
@@ -173,12 +179,12 @@ func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n i
 	}
 	st := state(c)
 	if st == nil { // not through front: nothing writes it later
-		rec := appendAuditRecord(nil, c, requestID(c), callerName(c), &a)
+		rec := s.appendAuditRecord(nil, c, requestID(c), callerName(c), &a, context, msg)
 		if err := s.auditFailed(s.audits.Append(rec)); err != nil {
 			s.log.Error("audit record not written", zap.Error(err))
 		}
 	} else {
-		st.audits = appendAuditRecord(st.audits, c, st.id, callerName(c), &a)
+		st.audits = s.appendAuditRecord(st.audits, c, st.id, callerName(c), &a, context, msg)
 	}
 	if st != nil && !st.batch && st.audit.op == "" {
 		st.audit = a

@@ -1,14 +1,20 @@
 package server
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"hash"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/internal/zaplog"
 )
 
@@ -81,13 +87,28 @@ func (l *auditRec) end(code string) []byte {
 	return l.b
 }
 
-// appendAuditRecord appends the record of one operation.
-func appendAuditRecord(b []byte, c *fiber.Ctx, id, identity string, a *auditRecord) []byte {
+// appendAuditRecord appends the record of one operation, on msg (nil:
+// none) under context.
+func (s *Server) appendAuditRecord(b []byte, c *fiber.Ctx, id, identity string, a *auditRecord, context, msg []byte) []byte {
 	l := startAudit(b, c, id, identity)
 	l.str("op", string(a.op))
 	l.str("key", a.key)
 	l.num("key_version", int64(a.version))
 	l.num("bytes", int64(a.bytes))
+	if m := s.amac; m != nil {
+		salt := cryptosvc.MessageSalt(msg)
+		if salt != nil || len(context) > 0 {
+			l.num("audit_key", int64(m.gen))
+		}
+		if salt != nil {
+			l.b = m.appendMAC(append(l.b, `,"salt_hmac":"`...), macSalt, salt)
+			l.b = append(l.b, '"')
+		}
+		if len(context) > 0 {
+			l.b = m.appendMAC(append(l.b, `,"context_hmac":"`...), macContext, context)
+			l.b = append(l.b, '"')
+		}
+	}
 	return l.end(a.outcome)
 }
 
@@ -107,6 +128,12 @@ func appendBatchRecord(b []byte, c *fiber.Ctx, a *batchAudit) []byte {
 	l.num("items", int64(a.items))
 	l.num("failed", int64(a.failed))
 	l.num("bytes", a.bytes)
+	if len(a.salts) > 0 {
+		l.num("audit_key", int64(a.macGen))
+		l.b = append(l.b, `,"salt_hmacs":[`...)
+		l.b = append(l.b, a.salts...)
+		l.b = append(l.b, ']')
+	}
 	return l.end(string(a.first))
 }
 
@@ -138,3 +165,52 @@ func (s *Server) auditFailed(err error) error {
 // ReopenAuditLog closes the audit trail's file and opens its path again,
 // after log rotation renamed it (cipherd serve does it on SIGHUP).
 func (s *Server) ReopenAuditLog() error { return s.audits.Reopen() }
+
+// auditMAC computes the HMACs the records carry of a message's salt and of
+// its context, under the audit key (cryptosvc.AuditKeySource). The first
+// 16 bytes of HMAC-SHA-256, in hex, each over a label and the value.
+type auditMAC struct {
+	gen  uint32
+	pool sync.Pool // of hash.Hash (HMAC-SHA-256 under the key)
+}
+
+func newAuditMAC(key []byte, gen uint32) *auditMAC {
+	m := &auditMAC{gen: gen}
+	m.pool.New = func() any { return hmac.New(sha256.New, key) }
+	return m
+}
+
+// appendMAC appends hex(HMAC(label || 0 || v)[:16]) to b.
+func (m *auditMAC) appendMAC(b []byte, label string, v []byte) []byte {
+	h := m.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write([]byte(label))
+	h.Write([]byte{0})
+	h.Write(v)
+	var sum [sha256.Size]byte
+	b = hex.AppendEncode(b, h.Sum(sum[:0])[:16])
+	m.pool.Put(h)
+	return b
+}
+
+// Labels of the values the audit records hash.
+const (
+	macSalt    = "salt"
+	macContext = "context"
+)
+
+// openAuditMAC sets up the records' HMACs when the keystore has an audit
+// key; without one the records carry none.
+func (s *Server) openAuditMAC() {
+	src, ok := s.cfg.Keystore.(cryptosvc.AuditKeySource)
+	if !ok {
+		s.log.Info("audit records carry no HMACs: the keystore derives no audit key")
+		return
+	}
+	key, gen, err := src.AuditKey()
+	if err != nil {
+		s.log.Info("audit records carry no HMACs", zap.Error(err))
+		return
+	}
+	s.amac = newAuditMAC(key, gen)
+}

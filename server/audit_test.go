@@ -2,7 +2,10 @@ package server
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/cryptosvc"
 )
 
 // auditRecords reads the audit trail's records.
@@ -85,6 +89,33 @@ func TestAuditTrailRecords(t *testing.T) {
 			}
 		}
 	}
+	// The HMACs match a record to its ciphertext: the encrypt's and the
+	// failed decrypt's name the same salt, and anyone holding the audit key
+	// computes them from the ciphertext and the context alone.
+	ak, gen, err := ts.cfg.Keystore.(cryptosvc.AuditKeySource).AuditKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := func(label string, v []byte) string {
+		h := hmac.New(sha256.New, ak)
+		h.Write([]byte(label + "\x00"))
+		h.Write(v)
+		return hex.EncodeToString(h.Sum(nil)[:16])
+	}
+	salt := cryptosvc.MessageSalt(enc.Ciphertext)
+	if recs[0]["salt_hmac"] != mac("salt", salt) || recs[1]["salt_hmac"] != recs[0]["salt_hmac"] {
+		t.Errorf("salt_hmac: encrypt %v, decrypt %v, want %s", recs[0]["salt_hmac"], recs[1]["salt_hmac"], mac("salt", salt))
+	}
+	if recs[0]["context_hmac"] != mac("context", []byte(ctxValue)) || recs[1]["context_hmac"] != nil {
+		t.Errorf("context_hmac: encrypt %v (want %s), decrypt without a context %v", recs[0]["context_hmac"], mac("context", []byte(ctxValue)), recs[1]["context_hmac"])
+	}
+	if recs[0]["audit_key"] != float64(gen) {
+		t.Errorf("audit_key %v, want %d", recs[0]["audit_key"], gen)
+	}
+	if hs, _ := recs[2]["salt_hmacs"].([]any); len(hs) != 2 || hs[0] == hs[1] {
+		t.Errorf("a batch of two: salt_hmacs %v", recs[2]["salt_hmacs"])
+	}
+
 	b, _ := os.ReadFile(path)
 	for _, s := range []string{secret, ctxValue, ctxB64} {
 		if bytes.Contains(b, []byte(s)) {

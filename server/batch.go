@@ -33,6 +33,21 @@ type batchAudit struct {
 	failed       int
 	bytes        int64
 	first        api.Code // the first failure's code
+	salts        []byte   // the HMACs of the messages' salts, as JSON array elements
+	macGen       uint32   // the audit key's generation
+}
+
+// addSalt adds the HMAC of msg's salt (a message or its start) under m.
+func (a *batchAudit) addSalt(m *auditMAC, msg []byte) {
+	salt := cryptosvc.MessageSalt(msg)
+	if m == nil || salt == nil {
+		return
+	}
+	if len(a.salts) > 0 {
+		a.salts = append(a.salts, ',')
+	}
+	a.macGen = m.gen
+	a.salts = append(m.appendMAC(append(a.salts, '"'), macSalt, salt), '"')
 }
 
 // add counts one item: n bytes under info, or its failure.
@@ -152,6 +167,7 @@ func (s *Server) encryptBatch(c *fiber.Ctx, key string, items []dataItem) error 
 			continue
 		}
 		a.add(z.Info(), len(it.data), nil)
+		a.addSalt(s.amac, ct)
 		body = append(body, `{"ciphertext":"`...)
 		body = base64.StdEncoding.AppendEncode(body, ct)
 		body = strconv.AppendUint(append(body, `","key_version":`...), uint64(version), 10)
@@ -210,6 +226,7 @@ func respondBatch[R any](s *Server, c *fiber.Ctx, op Op, key string, items []dat
 				ae = toAPIError(err)
 			} else {
 				a.add(info, n, nil)
+				a.addSalt(s.amac, it.data)
 			}
 		}
 		if ae != nil {

@@ -199,7 +199,7 @@ func respondItems[R any](s *Server, c *fiber.Ctx, op Op, key string, req *dataRe
 	}
 	res, info, n, err := do(req.single)
 	if err != errCiphertextRequired && err != errStartRequired { // refused before any cryptography: not audited
-		s.audit(c, op, key, info, n, err)
+		s.auditMsg(c, op, key, info, n, err, req.single.context, req.single.data)
 	}
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func (s *Server) handleEncrypt(c *fiber.Ctx, q *call) error {
 		return errPlaintextRequired
 	}
 	ct, info, err := s.svc.Seal(c.UserContext(), key, it.data, it.context)
-	s.audit(c, OpEncrypt, key, info, len(it.data), err)
+	s.auditMsg(c, OpEncrypt, key, info, len(it.data), err, it.context, ct)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ type Server struct {
 	// audits is the audit trail: a request's records are written to it
 	// before its answer (audit.go).
 	audits *auditlog.Log
+	amac   *auditMAC   // nil: the records carry no HMACs
 	tab    *routeTable // the route table the app serves (newApp)
 
 	openAPIMu  sync.Mutex
@@ -138,6 +139,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.audits, err = auditlog.Open(cfg.AuditLog); err != nil {
 		return nil, fmt.Errorf("server: audit_log: %w", err)
 	}
+	s.openAuditMAC()
 	s.speed = newSpeedState(s)
 	s.app = s.newApp()
 

@@ -511,7 +511,7 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 		in = append(hdr, rest...)
 	}
 	out, info, err := s.svc.Rewrap(c.UserContext(), key, in, ctx)
-	s.audit(c, OpRewrap, key, info, len(in), err)
+	s.auditMsg(c, OpRewrap, key, info, len(in), err, ctx, in)
 	if err != nil {
 		return err
 	}

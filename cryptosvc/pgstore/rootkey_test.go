@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -78,5 +79,26 @@ func TestRotateRootKey(t *testing.T) {
 	empty := srv.Database(t)
 	if _, _, err := RotateRootKey(ctx, empty, from, to); err == nil {
 		t.Fatal("rotated a database that holds no keystore")
+	}
+}
+
+// Replicas of one database derive one audit key, from the storage key they
+// share; another database's differs.
+func TestAuditKeyShared(t *testing.T) {
+	srv := pgtest.Shared(t)
+	root := keystoretest.Secret(t)
+	dsn := srv.Database(t)
+	a, b, c := open(t, dsn, &root), open(t, dsn, &root), open(t, srv.Database(t), &root)
+	ka, ga, err := a.AuditKey()
+	if err != nil || len(ka) != 32 {
+		t.Fatalf("AuditKey: %x, %v", ka, err)
+	}
+	kb, gb, _ := b.AuditKey()
+	kc, _, _ := c.AuditKey()
+	if !bytes.Equal(ka, kb) || ga != gb {
+		t.Error("two replicas of one database derive different audit keys")
+	}
+	if bytes.Equal(ka, kc) {
+		t.Error("two databases derive one audit key")
 	}
 }

@@ -68,3 +68,7 @@ func decodeStorageKey(data []byte) (*storageKeyRecord, error) {
 	}
 	return &rec, nil
 }
+
+// AuditKey returns the audit key derived from the database's storage key
+// (cryptosvc.AuditKeySource): the same on every replica.
+func (s *Store) AuditKey() ([]byte, uint32, error) { return s.sealer.AuditKey() }
