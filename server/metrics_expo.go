@@ -77,6 +77,13 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("cipherd_decrypt_failures_total", float64(m.decryptFailures.Load()))
 	w.family("cipherd_audit_failures_total", "counter", "Audit records the audit trail failed to write; with audit_fail_open the operations were answered anyway.")
 	w.sample("cipherd_audit_failures_total", float64(m.auditFailures.Load()))
+	if s.audits != nil {
+		records, groups := s.audits.Stats()
+		w.family("cipherd_audit_records_total", "counter", "Audit records written to the audit trail.")
+		w.sample("cipherd_audit_records_total", float64(records))
+		w.family("cipherd_audit_syncs_total", "counter", "Writes to the audit trail, each followed by one sync (of a file); records over syncs is how many requests one sync served.")
+		w.sample("cipherd_audit_syncs_total", float64(groups))
+	}
 	w.family("cipherd_active_streams", "gauge", "Streamed responses being written.")
 	w.sample("cipherd_active_streams", float64(m.activeStreams.Load()))
 	w.family("cipherd_open_connections", "gauge", "Client connections open, idle ones included.")
