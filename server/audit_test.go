@@ -162,3 +162,38 @@ func TestAuditUnavailable(t *testing.T) {
 		t.Errorf("cipherd_audit_failures_total = %+v, want 1", f)
 	}
 }
+
+// An audit trail whose file cannot be opened again after rotation (its
+// directory gone) fails audited requests with 503 until a reopen
+// succeeds; nothing is answered without its record.
+func TestAuditReopenFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "audit.log")
+	ts := startTestServer(t, Config{AuditLog: path})
+	if code := ts.postJSON(t, "/v1/encrypt/default", map[string]any{"plaintext": "AAAA"}, nil); code != 200 {
+		t.Fatalf("encrypt: %d", code)
+	}
+	os.RemoveAll(dir)
+	if err := ts.ReopenAuditLog(); err == nil {
+		t.Fatal("reopening in a removed directory succeeded")
+	}
+	var e api.Error
+	if code := ts.postJSON(t, "/v1/encrypt/default", map[string]any{"plaintext": "AAAA"}, &e); code != 503 || e.Code != api.CodeAuditUnavailable {
+		t.Fatalf("encrypt without an audit file: %d %s, want 503 audit_unavailable", code, e.Code)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.ReopenAuditLog(); err != nil {
+		t.Fatal(err)
+	}
+	if code := ts.postJSON(t, "/v1/encrypt/default", map[string]any{"plaintext": "AAAA"}, nil); code != 200 {
+		t.Fatalf("encrypt after the reopen: %d", code)
+	}
+	if n := len(auditRecords(t, path)); n != 1 {
+		t.Errorf("%d records in the reopened file, want 1", n)
+	}
+}
