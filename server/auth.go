@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
@@ -23,7 +24,8 @@ import (
 
 // Callers are identified, in this order, by
 //
-//  1. a bearer token (Authorization: Bearer …), known by its SHA-256;
+//  1. a bearer token (Authorization: Bearer …): a static token, known by
+//     its SHA-256, or else a JWT of a configured issuer (jwt.go);
 //  2. a client certificate that a trusted proxy forwarded in
 //     X-Forwarded-Client-Cert (see forwardedCert);
 //  3. the verified client certificate of the TLS connection.
@@ -37,11 +39,14 @@ import (
 // authState holds the credentials. Nothing in it is a secret: tokens are
 // kept as SHA-256 hashes only.
 type authState struct {
-	tokens    []tokenHash                     // admin first; always scanned whole
-	certs     map[[sha256.Size]byte]*identity // SPKI hashes (public)
-	proxies   []netip.Prefix                  // may forward client certificates
-	limits    *rateLimiter                    // nil: no rate limit
-	generated string                          // admin token generated on this start, shown once
+	tokens  []tokenHash                     // admin first; always scanned whole
+	certs   map[[sha256.Size]byte]*identity // SPKI hashes (public)
+	proxies []netip.Prefix                  // may forward client certificates
+	limits  *rateLimiter                    // nil: no rate limit
+	jwt     *jwtAuth                        // nil: no jwt_issuers
+	// jwtRefresh is how often refreshJWKS fetches the issuers' keys.
+	jwtRefresh time.Duration
+	generated  string // admin token generated on this start, shown once
 }
 
 type tokenHash struct {
@@ -64,7 +69,7 @@ func newAuth(cfg *Config, log *zap.Logger) (*authState, error) {
 		return nil, err
 	}
 	cfg.AdminToken = ""
-	a, err := buildAuth(cfg, admin)
+	a, err := buildAuth(cfg, admin, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -73,15 +78,26 @@ func newAuth(cfg *Config, log *zap.Logger) (*authState, error) {
 }
 
 // buildAuth builds the credentials and policies of cfg around the admin
-// token's hash.
-func buildAuth(cfg *Config, admin [sha256.Size]byte) (*authState, error) {
+// token's hash. prev, when not nil, is the set in service, whose JWT
+// issuers' keys carry over to the issuers whose keys are where they were.
+func buildAuth(cfg *Config, admin [sha256.Size]byte, prev *authState) (*authState, error) {
 	a := &authState{
-		tokens: []tokenHash{{admin, adminIdentity}},
-		certs:  map[[sha256.Size]byte]*identity{},
+		tokens:     []tokenHash{{admin, adminIdentity}},
+		certs:      map[[sha256.Size]byte]*identity{},
+		jwtRefresh: cfg.JWTRefreshInterval,
 	}
 	policies, err := newPolicies(cfg.Policies)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.JWTIssuers) > 0 {
+		var before *jwtAuth
+		if prev != nil {
+			before = prev.jwt
+		}
+		if a.jwt, err = newJWTAuth(cfg, before); err != nil {
+			return nil, err
+		}
 	}
 	names := map[string]bool{adminName: true}
 	for _, ic := range cfg.Identities {
@@ -97,8 +113,16 @@ func buildAuth(cfg *Config, admin [sha256.Size]byte) (*authState, error) {
 			}
 			id.policies = append(id.policies, p)
 		}
-		if ic.TokenSHA256 == "" && ic.CertSHA256 == "" {
-			return nil, fmt.Errorf("server: identity %s has neither token_sha256 nor cert_sha256", ic.Name)
+		if ic.TokenSHA256 == "" && ic.CertSHA256 == "" && ic.JWT == nil {
+			return nil, fmt.Errorf("server: identity %s has none of token_sha256, cert_sha256 and jwt", ic.Name)
+		}
+		if ic.JWT != nil {
+			if a.jwt == nil {
+				return nil, fmt.Errorf("server: identity %s: jwt: no jwt_issuers are configured", ic.Name)
+			}
+			if err := a.jwt.add(id, ic.JWT); err != nil {
+				return nil, err
+			}
 		}
 		if ic.TokenSHA256 != "" {
 			sum, err := parseSHA256(ic.TokenSHA256)
@@ -175,12 +199,26 @@ func parseSHA256(s string) (sum [sha256.Size]byte, err error) {
 	return sum, nil
 }
 
-// identify returns the caller presenting bearer token tok, or nil.
-func (a *authState) identify(tok string) *identity {
+// identifyBearer returns the caller presenting bearer token tok, or nil
+// and why not: a static token, or else a JWT.
+func (s *Server) identifyBearer(tok string) (*identity, string) {
 	if tok == "" {
-		return nil
+		return nil, "empty bearer token"
 	}
-	return a.identifyHash(sha256.Sum256([]byte(tok)))
+	a := s.auth()
+	sum := sha256.Sum256([]byte(tok))
+	if id := a.identifyHash(sum); id != nil {
+		return id, ""
+	}
+	if a.jwt == nil || !looksLikeJWT(tok) {
+		return nil, "unknown bearer token"
+	}
+	id, why := s.identifyJWT(a.jwt, tok, s.now())
+	if id == nil {
+		s.met.jwtFailure(why)
+		return nil, "jwt: " + why.String()
+	}
+	return id, ""
 }
 
 // identifyHash returns the identity whose token hashes to sum, or nil. Every
@@ -269,10 +307,7 @@ func (s *Server) identifyCredential(c *fiber.Ctx, authz string, forwarded bool) 
 		if !strings.EqualFold(scheme, "Bearer") {
 			return nil, "unsupported authorization scheme"
 		}
-		if id := s.auth().identify(strings.TrimSpace(tok)); id != nil {
-			return id, ""
-		}
-		return nil, "unknown bearer token"
+		return s.identifyBearer(strings.TrimSpace(tok))
 	}
 	if forwarded {
 		id, err := s.forwardedIdentity(c)

@@ -340,7 +340,8 @@ func TestAuthConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.identify(adminTok) != adminIdentity || a.identify("token-of-x").name != "x" || a.identify("") != nil || a.identify("token-of-y") != nil {
+	identify := func(tok string) *identity { return a.identifyHash(sha256.Sum256([]byte(tok))) }
+	if identify(adminTok) != adminIdentity || identify("token-of-x").name != "x" || identify("") != nil || identify("token-of-y") != nil {
 		t.Fatal("identify")
 	}
 	for ip, want := range map[string]bool{"10.1.2.3": true, "::ffff:10.1.2.3": true, "::1": true, "11.0.0.1": false, "127.0.0.1": false} {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +84,18 @@ type Config struct {
 	Identities []IdentityConfig `yaml:"identities"`
 	// Policies name sets of allow and deny rules; deny wins.
 	Policies []PolicyConfig `yaml:"policies"`
+	// JWTIssuers are the issuers whose signed JWTs identify callers: a
+	// bearer token of three base64url segments that is no identity's
+	// static token is verified against them, and an identity whose JWT
+	// matches it is the caller. Default none: no JWT is accepted.
+	JWTIssuers []JWTIssuerConfig `yaml:"jwt_issuers"`
+	// JWTClockSkew is the leeway on a JWT's exp, nbf and iat, for clocks
+	// that disagree a little. Default 30s; at most 5m.
+	JWTClockSkew time.Duration `yaml:"jwt_clock_skew"`
+	// JWTRefreshInterval is how often the keys of each issuer in
+	// JWTIssuers are fetched (or read) again, besides when a token names
+	// a key not held. Default 5m; from 1m to 24h.
+	JWTRefreshInterval time.Duration `yaml:"jwt_refresh_interval"`
 	// TrustedProxies are the CIDRs of proxies allowed to forward a client's
 	// certificate in X-Forwarded-Client-Cert: an Envoy-style header with
 	// Cert= (URL-escaped PEM), a bare URL-escaped PEM, or base64 DER. The
@@ -191,6 +205,10 @@ type Config struct {
 	// Logger receives access, audit and lifecycle logs. Nil means a zap
 	// production (JSON) logger. Not settable from the file.
 	Logger *zap.Logger `yaml:"-"`
+	// now, when set, is the clock of JWT validity and of JWKS fetches
+	// for unknown keys; nil means time.Now. Tests set it.
+	now func() time.Time
+
 	// LogLevel is the level of cipherd serve's log: debug, info, warn or
 	// error. Default info. CIPHERD_LOG_LEVEL; the flag -log-level wins
 	// over both. A Logger an embedding program passes keeps its own level.
@@ -207,8 +225,49 @@ type IdentityConfig struct {
 	// CertSHA256 is the hex SHA-256 of its client certificate's public key
 	// (SubjectPublicKeyInfo), for mTLS.
 	CertSHA256 string `yaml:"cert_sha256"`
+	// JWT, when set, makes the identity the caller of the JWTs it
+	// matches: of its issuer, with its claims.
+	JWT *JWTMatchConfig `yaml:"jwt"`
 	// Policies are the names of the policies that apply.
 	Policies []string `yaml:"policies"`
+}
+
+// JWTIssuerConfig is an issuer of JWTs and where its public keys are.
+// The keys come from one of: JWKSFile, JWKSURL, or, when both are empty,
+// the issuer's OpenID Connect discovery document
+// (Issuer/.well-known/openid-configuration, its jwks_uri).
+type JWTIssuerConfig struct {
+	// Issuer is the iss claim of its tokens, compared exactly; an https
+	// URL unless JWKSFile is set. Unique among the issuers.
+	Issuer string `yaml:"issuer"`
+	// Audiences are the aud values it accepts: a token's aud must hold
+	// one of them. Required: a token meant for another service must not
+	// identify its bearer here.
+	Audiences []string `yaml:"audiences"`
+	// JWKSURL is the https URL of the issuer's JSON Web Key Set, fetched
+	// without discovery.
+	JWKSURL string `yaml:"jwks_url"`
+	// JWKSFile is a file holding the issuer's JSON Web Key Set, read at
+	// start, on reload and every JWTRefreshInterval: the case of a
+	// Kubernetes API server's service-account issuer, whose keys
+	// kubectl get --raw /openid/v1/jwks prints.
+	JWKSFile string `yaml:"jwks_file"`
+	// CAFile is a PEM bundle of the CAs that sign the issuer's HTTPS
+	// certificate (discovery and JWKS URL). Empty means the system's.
+	CAFile string `yaml:"ca_file"`
+}
+
+// JWTMatchConfig is the JWTs that identify an identity: those of Issuer
+// whose claims hold every one of Claims.
+type JWTMatchConfig struct {
+	// Issuer is the issuer, one of Config.JWTIssuers.
+	Issuer string `yaml:"issuer"`
+	// Claims map claim names to values, at least one: a claim that is a
+	// string must equal its value exactly, a claim that is a list of
+	// strings must hold it; any other claim (missing, a number, an
+	// object) does not match. For a Kubernetes service account:
+	// sub: system:serviceaccount:NAMESPACE:NAME.
+	Claims map[string]string `yaml:"claims"`
 }
 
 // PolicyConfig is a named set of rules.
@@ -283,6 +342,12 @@ func (cfg Config) Defaults() Config {
 	}
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = 1024
+	}
+	if cfg.JWTClockSkew <= 0 {
+		cfg.JWTClockSkew = 30 * time.Second
+	}
+	if cfg.JWTRefreshInterval <= 0 {
+		cfg.JWTRefreshInterval = 5 * time.Minute
 	}
 	if cfg.RateLimit > 0 && cfg.RateBurst <= 0 {
 		cfg.RateBurst = max(1, int(2*cfg.RateLimit))
@@ -392,6 +457,13 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("trusted proxy %q is not a CIDR", p))
 		}
 	}
+	if cfg.JWTClockSkew > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("jwt_clock_skew %v: at most 5m", cfg.JWTClockSkew))
+	}
+	if cfg.JWTRefreshInterval < time.Minute || cfg.JWTRefreshInterval > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("jwt_refresh_interval %v: from 1m to 24h", cfg.JWTRefreshInterval))
+	}
+	errs = append(errs, validateJWTIssuers(cfg.JWTIssuers)...)
 	if cfg.KeystoreURL != "" {
 		if !strings.HasPrefix(cfg.KeystoreURL, "postgres://") && !strings.HasPrefix(cfg.KeystoreURL, "postgresql://") {
 			errs = append(errs, errors.New("keystore must be a postgres:// or postgresql:// URL"))
@@ -406,4 +478,48 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateJWTIssuers checks the issuers' settings one by one; the
+// identities that name them are checked with the other identities
+// (buildAuth).
+func validateJWTIssuers(issuers []JWTIssuerConfig) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, ic := range issuers {
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("jwt_issuers: issuer %q: "+format, append([]any{ic.Issuer}, args...)...))
+		}
+		switch {
+		case ic.Issuer == "":
+			errs = append(errs, errors.New("jwt_issuers: an issuer has no issuer"))
+			continue
+		case seen[ic.Issuer]:
+			bad("listed twice")
+		}
+		seen[ic.Issuer] = true
+		if len(ic.Audiences) == 0 || slices.Contains(ic.Audiences, "") {
+			bad("audiences: want one or more, none empty")
+		}
+		if ic.JWKSURL != "" && ic.JWKSFile != "" {
+			bad("jwks_url and jwks_file exclude each other")
+		}
+		if ic.JWKSFile != "" {
+			if ic.CAFile != "" {
+				bad("ca_file is for jwks_url or discovery, not jwks_file")
+			}
+			continue
+		}
+		// Keys fetched over the network: a network attacker who could
+		// answer in the issuer's place would choose every caller's
+		// identity.
+		fetched, name := ic.JWKSURL, "jwks_url"
+		if fetched == "" {
+			fetched, name = ic.Issuer, "issuer (for discovery)"
+		}
+		if u, err := url.Parse(fetched); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			bad("%s: want an https URL without query or fragment", name)
+		}
+	}
+	return errs
 }

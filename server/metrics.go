@@ -120,6 +120,11 @@ type metrics struct {
 	activeStreams   atomic.Int64
 	http            seriesMap[httpKey, httpSeries]
 	bytesByAEAD     seriesMap[bytesKey, bytesSeries]
+	// jwtFailures counts the JWTs refused, by reason; jwksFailures the
+	// failed loads of each issuer's keys (by issuer, from the
+	// configuration: bounded).
+	jwtFailures  [numJWTReasons]atomic.Int64
+	jwksFailures seriesMap[string, atomic.Int64]
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -128,6 +133,14 @@ func (m *metrics) authFailure()    { m.authFailures.Add(1) }
 func (m *metrics) decryptFailure() { m.decryptFailures.Add(1) }
 func (m *metrics) streamStart()    { m.activeStreams.Add(1) }
 func (m *metrics) streamEnd()      { m.activeStreams.Add(-1) }
+
+func (m *metrics) jwtFailure(r jwtReason) { m.jwtFailures[r].Add(1) }
+
+// jwksFailure counts a failed load of issuer's keys; issuer is a
+// configured issuer's name.
+func (m *metrics) jwksFailure(issuer string) {
+	m.jwksFailures.get(issuer, func() *atomic.Int64 { return new(atomic.Int64) }).Add(1)
+}
 
 // bytes records n bytes processed by op with aead. op and aead must be
 // constants (operation and cipher names), never request data.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cipherd/cipherd/internal/buildinfo"
@@ -73,6 +74,11 @@ func (s *Server) writeMetrics(w *expo) {
 
 	w.family("cipherd_auth_failures_total", "counter", "Requests refused for a missing or invalid token or client certificate.")
 	w.sample("cipherd_auth_failures_total", float64(m.authFailures.Load()))
+	w.family("cipherd_jwt_failures_total", "counter", "Bearer JWTs refused, by reason: malformed, algorithm (not RS256, PS256, ES256, ES384 or EdDSA), issuer, unknown_key, signature, expired (or no exp), not_yet_valid, audience, no_identity (none or several match).")
+	for r := jwtReason(1); r < numJWTReasons; r++ {
+		w.sample("cipherd_jwt_failures_total", float64(m.jwtFailures[r].Load()), "reason", r.String())
+	}
+	s.writeJWKSMetrics(w)
 	w.family("cipherd_decrypt_failures_total", "counter", "Ciphertexts that failed authentication (wrong key, context or bytes).")
 	w.sample("cipherd_decrypt_failures_total", float64(m.decryptFailures.Load()))
 	w.family("cipherd_audit_failures_total", "counter", "Audit records the audit trail failed to write; with audit_fail_open the operations were answered anyway.")
@@ -118,6 +124,33 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("go_goroutines", float64(runtime.NumGoroutine()))
 	w.family("go_gc_heap_live_bytes", "gauge", "Heap memory occupied by live objects, as of the last garbage collection.")
 	w.sample("go_gc_heap_live_bytes", heapLive())
+}
+
+// writeJWKSMetrics publishes, for each configured JWT issuer, the keys
+// held and the failed loads of its keys.
+func (s *Server) writeJWKSMetrics(w *expo) {
+	a := s.auth()
+	if a == nil || a.jwt == nil {
+		return
+	}
+	j := a.jwt
+	names := make([]string, 0, len(j.issuers))
+	for name := range j.issuers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	w.family("cipherd_jwks_keys", "gauge", "Signing keys held for each JWT issuer; 0 until its keys first load.")
+	for _, name := range names {
+		n := 0
+		if set := j.issuers[name].src.keys.Load(); set != nil {
+			n = set.n
+		}
+		w.sample("cipherd_jwks_keys", float64(n), "issuer", name)
+	}
+	w.family("cipherd_jwks_fetch_failures_total", "counter", "Loads of a JWT issuer's keys (discovery, JWKS URL or file) that failed; the keys held stayed in use.")
+	for _, name := range names {
+		w.sample("cipherd_jwks_fetch_failures_total", float64(s.met.jwksFailures.get(name, func() *atomic.Int64 { return new(atomic.Int64) }).Load()), "issuer", name)
+	}
 }
 
 // heapLive is the runtime's live heap after the last collection: the figure

@@ -20,19 +20,22 @@ import (
 // reloadable are the yaml keys of the settings Reload applies. log_level is
 // applied by the program that owns the logger (cipherd serve).
 var reloadable = map[string]bool{
-	"identities":      true,
-	"policies":        true,
-	"trusted_proxies": true,
-	"rate_limit":      true,
-	"rate_burst":      true,
-	"tls_cert":        true,
-	"tls_key":         true,
-	"tls_client_ca":   true,
-	"log_level":       true,
+	"identities":           true,
+	"policies":             true,
+	"jwt_issuers":          true,
+	"jwt_clock_skew":       true,
+	"jwt_refresh_interval": true,
+	"trusted_proxies":      true,
+	"rate_limit":           true,
+	"rate_burst":           true,
+	"tls_cert":             true,
+	"tls_key":              true,
+	"tls_client_ca":        true,
+	"log_level":            true,
 }
 
 // Reload applies the run-time settings of cfg to the running server:
-// identities, policies, trusted proxies, rate limits, and the TLS
+// identities, policies, JWT issuers, trusted proxies, rate limits, and the TLS
 // certificate, key and client CA files, which it reads again even when
 // their names did not change. It checks everything first and changes
 // nothing when anything fails: the settings in service stay, and the error
@@ -55,7 +58,7 @@ func (s *Server) Reload(cfg Config) (restart []string, err error) {
 	if cfg.AdminToken != "" {
 		admin = sha256.Sum256([]byte(cfg.AdminToken))
 	}
-	a, err := buildAuth(&cfg, admin)
+	a, err := buildAuth(&cfg, admin, old)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +73,9 @@ func (s *Server) Reload(cfg Config) (restart []string, err error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
+	// The issuers' key files are read again; keys that fail to load are
+	// logged and counted, and do not fail the reload, as at start-up.
+	s.startJWKS(a)
 	s.authp.Store(a)
 	s.log.Info("configuration reloaded", zap.Bool("tls", s.tls != nil),
 		zap.Int("identities", len(cfg.Identities)), zap.Int("policies", len(cfg.Policies)),

@@ -62,8 +62,15 @@ type Server struct {
 	// once; empty when the token was configured or generated earlier.
 	AdminTokenGenerated string
 
+	// now is the clock of JWT validity and of the JWKS miss rate
+	// (Config.now; time.Now by default).
+	now func() time.Time
+	// jwksKick wakes refreshJWKS for the fetches startJWKS queued.
+	jwksKick chan struct{}
+
 	reloadMu  sync.Mutex // serializes Reload
 	closeOnce sync.Once
+	bgCtx     context.Context // ends when Shutdown ends the background work
 	bg        context.CancelFunc
 	bgDone    sync.WaitGroup // background, waited for before Shutdown returns and the store may close
 }
@@ -90,7 +97,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		log = l
 	}
-	s := &Server{cfg: cfg, log: log, started: time.Now(), verifyBudget: semaphore.NewWeighted(cfg.VerifyFullBudget), streams: newStreamLimiter(cfg.MaxStreamsPerIdentity)}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), verifyBudget: semaphore.NewWeighted(cfg.VerifyFullBudget), streams: newStreamLimiter(cfg.MaxStreamsPerIdentity),
+		met: newMetrics(), now: cfg.now, jwksKick: make(chan struct{}, 1)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.bgCtx, s.bg = context.WithCancel(context.Background())
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
@@ -128,6 +140,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.startJWKS(auth)
 	s.authp.Store(auth)
 	s.AdminTokenGenerated = auth.generated
 	if cfg.TLSCert != "" {
@@ -135,7 +148,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.met = newMetrics()
 	if s.audits, err = auditlog.Open(cfg.AuditLog); err != nil {
 		return nil, fmt.Errorf("server: audit_log: %w", err)
 	}
@@ -143,9 +155,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.speed = newSpeedState(s)
 	s.app = s.newApp()
 
-	bg, cancel := context.WithCancel(context.Background())
-	s.bg = cancel
-	s.bgDone.Go(func() { s.background(bg) })
+	s.bgDone.Go(func() { s.background(s.bgCtx) })
+	s.bgDone.Go(func() { s.refreshJWKS(s.bgCtx) })
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
