@@ -112,8 +112,9 @@ func (s *jwkSet) holds(k *jwk) bool {
 // of the algorithms jwtAlgorithms allows. Keys are parsed one by one, so
 // that a key of a type go-jose does not know (an issuer may publish keys
 // for other verifiers too) leaves the others usable. A key that old holds
-// unchanged keeps its pointer, so that a fetch that changes nothing is
-// seen as such (sameKeys).
+// unchanged keeps its pointer, so that the tokens it verified stay
+// remembered (jwtCache) and a fetch that changes nothing is seen as such
+// (sameKeys).
 func parseJWKS(b []byte, old *jwkSet) (*jwkSet, error) {
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`

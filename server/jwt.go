@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,7 +27,9 @@ import (
 //
 // Any failure is the same 401 to the client as an unknown static token;
 // the reason goes to the debug log and to cipherd_jwt_failures_total,
-// never the token or its claims.
+// never the token or its claims. A verified token is remembered by its
+// SHA-256 until its exp (jwtCache), so that the signature is verified
+// once per token, not once per request.
 
 // jwtAlgorithms are the signature algorithms a JWT may use: asymmetric
 // ones only. A token with any other alg fails to parse, whatever the
@@ -69,6 +72,7 @@ func (r jwtReason) String() string { return jwtReasonNames[r] }
 type jwtAuth struct {
 	issuers map[string]*trustedIssuer // by iss
 	skew    time.Duration
+	cache   *jwtCache
 }
 
 // trustedIssuer is a configured issuer, its keys, and its identities.
@@ -91,7 +95,7 @@ type claimValue struct{ name, value string }
 // identities that name them. prev is the JWT part in service, whose
 // sources' keys carry over.
 func newJWTAuth(cfg *Config, prev *jwtAuth) (*jwtAuth, error) {
-	j := &jwtAuth{issuers: map[string]*trustedIssuer{}, skew: cfg.JWTClockSkew}
+	j := &jwtAuth{issuers: map[string]*trustedIssuer{}, skew: cfg.JWTClockSkew, cache: newJWTCache(jwtCacheSize)}
 	for i := range cfg.JWTIssuers {
 		ic := &cfg.JWTIssuers[i]
 		var before *jwksSource
@@ -212,8 +216,9 @@ func looksLikeJWT(tok string) bool {
 	return dots == 2
 }
 
-// identifyJWT returns the identity of JWT tok at now, or why it has none.
-func (s *Server) identifyJWT(j *jwtAuth, tok string, now time.Time) (*identity, jwtReason) {
+// identifyJWT verifies JWT tok, whose SHA-256 is sum, at now, and returns
+// its identity, which it remembers; or why it has none.
+func (s *Server) identifyJWT(j *jwtAuth, tok string, sum [sha256.Size]byte, now time.Time) (*identity, jwtReason) {
 	if len(tok) > maxJWTSize {
 		return nil, whyMalformed
 	}
@@ -269,5 +274,6 @@ func (s *Server) identifyJWT(j *jwtAuth, tok string, now time.Time) (*identity, 
 	if id == nil {
 		return nil, whyNoIdentity
 	}
+	j.cache.put(sum, &jwtCached{id: id, src: iss.src, key: k, exp: int64(*claims.Expiry)}, now)
 	return id, jwtVerified
 }

@@ -120,7 +120,7 @@ func TestJWTAlgorithms(t *testing.T) {
 	for _, alg := range algs {
 		tok := iss.sign(t, "key-"+string(alg), iss.claims(clk.Now(), jwtAudience, saPayments))
 		ts.wantEncrypt(t, string(alg), "payments-1", tok, 200)
-		ts.wantEncrypt(t, string(alg)+" again", "payments-1", tok, 200)
+		ts.wantEncrypt(t, string(alg)+" again (cached)", "payments-1", tok, 200)
 	}
 	if d, k := iss.discoveryHits.Load(), iss.jwksHits.Load(); d != 1 || k != 1 {
 		t.Errorf("discovery fetched %d times, JWKS %d times; want 1 and 1", d, k)
@@ -131,7 +131,8 @@ func TestJWTAlgorithms(t *testing.T) {
 }
 
 // TestJWTTimes: exp is required and honoured, nbf and iat are honoured,
-// each within the clock skew (30s by default).
+// each within the clock skew (30s by default); a cached token serves no
+// later than its exp.
 func TestJWTTimes(t *testing.T) {
 	iss := newTestIssuer(t)
 	iss.addKey(t, "k1", jose.ES256, true)
@@ -161,8 +162,8 @@ func TestJWTTimes(t *testing.T) {
 		ts.wantEncrypt(t, c.name, "payments-1", tok(c.edit), c.want)
 	}
 
-	// A token that expires in a minute: served until its exp, then
-	// within the skew, then refused.
+	// A token that expires in a minute, cached: served until its exp,
+	// then verified again, within the skew, then refused.
 	short := tok(func(c *jwt.Claims) { c.Expiry = at(time.Minute) })
 	ts.wantEncrypt(t, "expiring token", "payments-1", short, 200)
 	clk.Advance(75 * time.Second)
@@ -500,7 +501,7 @@ func TestJWTIssuerDown(t *testing.T) {
 	iss.down.Store(true)
 	ts.refreshJWKSNow()
 	_, failedBefore, _ := ts.jwtMetrics(t, iss.URL)
-	claims.ID = "a token not seen before"
+	claims.ID = "a token not seen before (not cached)"
 	ts.wantEncrypt(t, "issuer down on schedule: keys held", "payments-1", iss.sign(t, "k1", claims), 200)
 	clk.Advance(10 * time.Second)
 	iss.addKey(t, "k2", jose.ES256, true)
@@ -516,8 +517,8 @@ func TestJWTIssuerDown(t *testing.T) {
 }
 
 // TestJWTReload: identities and issuers reload with the other
-// credentials; an issuer that stays keeps its keys, with no fetch; tokens
-// get the identities and policies of the new set.
+// credentials; an issuer that stays keeps its keys, with no fetch; cached
+// tokens get the identities and policies of the new set.
 func TestJWTReload(t *testing.T) {
 	iss := newTestIssuer(t)
 	iss.addKey(t, "k1", jose.RS256, true)
