@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 
 // Client talks to one cipherd service. It is safe for concurrent use.
 type Client struct {
-	base  *url.URL // scheme, host and optional path prefix (a mounted app)
-	token string
-	hc    *http.Client
-	tls   *tls.Config
+	base      *url.URL // scheme, host and optional path prefix (a mounted app)
+	token     string
+	tokenFile string // read for each request when set (WithTokenFile)
+	hc        *http.Client
+	tls       *tls.Config
 	// mkCache keeps message keys of local opening (WithMessageKeyCache).
 	mkCache *messageKeyCache
 }
@@ -29,7 +31,19 @@ type Client struct {
 type Option func(*Client)
 
 // WithToken sends token as the bearer token on every request.
-func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+func WithToken(token string) Option { return func(c *Client) { c.token, c.tokenFile = token, "" } }
+
+// WithTokenFile sends the content of the file name, without surrounding
+// white space, as the bearer token, reading the file again for every
+// request: a token that something else renews in place, such as a
+// Kubernetes projected service-account token (a JWT the kubelet replaces
+// before it expires), is sent as it is now. A request fails if the file
+// cannot be read or is empty.
+func WithTokenFile(name string) Option { return func(c *Client) { c.token, c.tokenFile = "", name } }
+
+// maxTokenFile bounds the token file read: a JWT with many claims is a
+// few KiB.
+const maxTokenFile = 64 << 10
 
 // WithHTTPClient uses hc for every request instead of a client of its own.
 // Its timeout, if any, also bounds streams: prefer contexts. The client's
@@ -96,10 +110,37 @@ func (c *Client) newRequest(ctx context.Context, method, u string, body io.Reade
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	tok := c.token
+	if c.tokenFile != "" {
+		if tok, err = readTokenFile(c.tokenFile); err != nil {
+			return nil, err
+		}
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return req, nil
+}
+
+// readTokenFile reads a bearer token from a file.
+func readTokenFile(name string) (string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", fmt.Errorf("cipherd client: token file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("cipherd client: token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxTokenFile:
+		return "", fmt.Errorf("cipherd client: token file %s: more than %d bytes", name, maxTokenFile)
+	case tok == "":
+		return "", fmt.Errorf("cipherd client: token file %s is empty", name)
+	}
+	return tok, nil
 }
 
 // do sends a JSON request (in may be nil) and decodes a 2xx response into out

@@ -9,6 +9,10 @@
 //	res, err := c.Encrypt(ctx, "orders", plaintext, []byte("order 42"))
 //	pt, err := c.Decrypt(ctx, "orders", res.Ciphertext, []byte("order 42"))
 //
+// A workload whose token something else renews in a file (a Kubernetes
+// projected service-account token, a JWT that cipherd verifies against its
+// issuer) uses WithTokenFile, which reads the file for every request.
+//
 // Errors from the service are *Error values with the HTTP status and a stable
 // code (see IsCode and the Err… sentinels), also when the service refuses an
 // upload before reading it (an unknown key, a bad token, a body over the

@@ -24,7 +24,8 @@ const defaultServerURL = "http://127.0.0.1:8080"
 // clientFlags are the flags of every command that talks to a server.
 type clientFlags struct {
 	server, token, ca string
-	withToken         bool // send --token or CIPHERD_TOKEN
+	tokenFile         string
+	withToken         bool // send --token, --token-file, CIPHERD_TOKEN or CIPHERD_TOKEN_FILE
 	insecure          bool // health only: it sends no token
 }
 
@@ -38,17 +39,37 @@ func (f *clientFlags) register(fs *flag.FlagSet, withToken bool) {
 	f.withToken = withToken
 	if withToken {
 		fs.StringVar(&f.token, "token", "", "bearer token (default CIPHERD_TOKEN; prefer the variable: flags show in ps)")
+		fs.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token, read for each request, such as a Kubernetes projected service-account token (default CIPHERD_TOKEN_FILE)")
 	}
+}
+
+// tokenOption returns how to send the bearer token: --token, --token-file,
+// CIPHERD_TOKEN or CIPHERD_TOKEN_FILE, the first set; two of one kind
+// (both flags, or both variables) are an error.
+func (f *clientFlags) tokenOption() (client.Option, error) {
+	tok, file := f.token, f.tokenFile
+	what := "--token and --token-file"
+	if tok == "" && file == "" {
+		tok, file = os.Getenv("CIPHERD_TOKEN"), os.Getenv("CIPHERD_TOKEN_FILE")
+		what = "CIPHERD_TOKEN and CIPHERD_TOKEN_FILE"
+	}
+	switch {
+	case tok != "" && file != "":
+		return nil, fmt.Errorf("%s are both set: give one", what)
+	case file != "":
+		return client.WithTokenFile(file), nil
+	}
+	return client.WithToken(tok), nil
 }
 
 func (f *clientFlags) client() (*client.Client, error) {
 	var opts []client.Option
 	if f.withToken {
-		tok := f.token
-		if tok == "" {
-			tok = os.Getenv("CIPHERD_TOKEN")
+		o, err := f.tokenOption()
+		if err != nil {
+			return nil, err
 		}
-		opts = append(opts, client.WithToken(tok))
+		opts = append(opts, o)
 	}
 	if f.ca != "" {
 		pem, err := os.ReadFile(f.ca)
@@ -107,7 +128,8 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "-o FILE is written to a temporary file beside it and renamed over it only")
 		fmt.Fprintln(stderr, "once the whole stream succeeded; a new file gets mode 0600, a replaced one")
-		fmt.Fprintln(stderr, "keeps its mode. The token is read from CIPHERD_TOKEN unless --token is given.")
+		fmt.Fprintln(stderr, "keeps its mode. The token is read from CIPHERD_TOKEN unless --token is given;")
+		fmt.Fprintln(stderr, "--token-file or CIPHERD_TOKEN_FILE names a file read for each request instead.")
 		fmt.Fprintln(stderr, "Progress (bytes, rate, and the time left when the input's size is known)")
 		fmt.Fprintln(stderr, "goes to standard error when it is a terminal.")
 		fmt.Fprintln(stderr)

@@ -467,3 +467,37 @@ func TestCLILocal(t *testing.T) {
 		t.Errorf("decrypt --local with another context: exit %d: %s", code, e)
 	}
 }
+
+// TestCLITokenFile: the token can come from a file named by --token-file
+// or CIPHERD_TOKEN_FILE (a Kubernetes projected service-account token);
+// two sources of one kind are refused.
+func TestCLITokenFile(t *testing.T) {
+	url := startServe(t)
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(cliToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte("from a token file\n")
+	for name, c := range map[string]struct{ env, args []string }{
+		"CIPHERD_TOKEN_FILE":              {env: []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN_FILE=" + file}},
+		"--token-file":                    {env: []string{"CIPHERD_URL=" + url}, args: []string{"--token-file", file}},
+		"--token-file over CIPHERD_TOKEN": {env: []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=wrong"}, args: []string{"--token-file", file}},
+		"CIPHERD_TOKEN alone":             {env: []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=" + cliToken}},
+	} {
+		args := append([]string{"--key", "default"}, c.args...)
+		out, e1, e2, c1, c2 := pipeline(t, c.env, msg, args, args)
+		if c1 != 0 || c2 != 0 || !bytes.Equal(out, msg) {
+			t.Errorf("%s: exit %d|%d, %q\n%s\n%s", name, c1, c2, out, e1, e2)
+		}
+	}
+	for name, c := range map[string]struct{ env, args []string }{
+		"both variables": {env: []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN=" + cliToken, "CIPHERD_TOKEN_FILE=" + file}},
+		"both flags":     {env: []string{"CIPHERD_URL=" + url}, args: []string{"--token", cliToken, "--token-file", file}},
+		"missing file":   {env: []string{"CIPHERD_URL=" + url, "CIPHERD_TOKEN_FILE=" + file + ".missing"}},
+	} {
+		args := append([]string{"encrypt", "--key", "default"}, c.args...)
+		if _, errOut, code := cipherd(t, c.env, args...); code == 0 || strings.Contains(errOut, cliToken) {
+			t.Errorf("%s: exit %d: %s", name, code, errOut)
+		}
+	}
+}
