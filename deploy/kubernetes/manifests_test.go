@@ -42,6 +42,10 @@ type manifests struct {
 	config  *corev1.ConfigMap
 	account *corev1.ServiceAccount
 	files   []string // the manifest files, kustomization.yaml excepted
+	// operatorConfigMaps are the data of ConfigMaps that the operator
+	// makes and the manifests only mount (workload-identity's
+	// cipherd-jwks), by name.
+	operatorConfigMaps map[string]map[string]string
 }
 
 // strictDecoder decodes the API kinds the manifests may use, as the API

@@ -117,10 +117,12 @@ func (p *pod) mountedFiles(t *testing.T, m *manifests, v corev1.Volume) map[stri
 	switch {
 	case v.Secret != nil:
 		data, items = p.secret, v.Secret.Items
-	case v.ConfigMap != nil:
+	case v.ConfigMap != nil && v.ConfigMap.Name == m.config.Name:
 		data, items = m.config.Data, v.ConfigMap.Items
+	case v.ConfigMap != nil && m.operatorConfigMaps[v.ConfigMap.Name] != nil:
+		data, items = m.operatorConfigMaps[v.ConfigMap.Name], v.ConfigMap.Items
 	default:
-		t.Fatalf("volume %s is neither a Secret nor a ConfigMap", v.Name)
+		t.Fatalf("volume %s is neither a Secret nor a ConfigMap the test knows", v.Name)
 	}
 	files := map[string]string{}
 	if len(items) == 0 {
