@@ -31,26 +31,29 @@ type aioSyncer struct {
 	ev    [1]aioEvent
 }
 
-// aioIOCB is struct iocb on a little-endian machine.
+// aioIOCB is struct iocb on a little-endian machine; the fields an fsync
+// leaves zero are blank.
 type aioIOCB struct {
-	data      uint64
-	key       uint32
-	rwFlags   uint32
-	opcode    uint16
-	reqprio   int16
-	fildes    uint32
-	buf       uint64
-	nbytes    uint64
-	offset    int64
-	reserved2 uint64
-	flags     uint32
-	resfd     uint32
+	_      uint64 // aio_data
+	_      uint32 // aio_key
+	_      uint32 // aio_rw_flags
+	opcode uint16
+	_      int16 // aio_reqprio
+	fildes uint32
+	_      uint64 // aio_buf
+	_      uint64 // aio_nbytes
+	_      int64  // aio_offset
+	_      uint64 // aio_reserved2
+	flags  uint32
+	resfd  uint32
 }
 
 // aioEvent is struct io_event.
 type aioEvent struct {
-	data, obj uint64
-	res, res2 int64
+	_   uint64 // data
+	_   uint64 // obj
+	res int64
+	_   int64 // res2
 }
 
 const (
