@@ -44,6 +44,11 @@ var (
 	// ErrInvalidConfig: a key configuration or Config value is invalid.
 	ErrInvalidConfig = errors.New("cryptosvc: invalid configuration")
 
+	// ErrTokenNotFound: no service token of that id.
+	ErrTokenNotFound = errors.New("cryptosvc: service token not found")
+	// ErrTokenExists: a service token of that id already exists.
+	ErrTokenExists = errors.New("cryptosvc: service token already exists")
+
 	// ErrReadOnly: the keystore cannot be written (a mounted keyring).
 	ErrReadOnly = errors.New("cryptosvc: keystore is read-only")
 	// ErrLocked: another process holds the keystore directory.

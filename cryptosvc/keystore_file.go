@@ -26,6 +26,7 @@ import (
 //	  root.check      a fixed plaintext sealed under the storage key
 //	  root.key        the development root key (DevRootKey only), base64
 //	  rotate.json     the check file of a root-key rotation (rootkey_rotate.go)
+//	  tokens.json     the service tokens, hashed, in clear (tokens_file.go)
 //	  keys/           0700
 //	    <name>.key    one sealed record per key
 //	  .tmp-*, keys/.tmp-*  partial writes, removed at open
@@ -183,6 +184,9 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 		return nil, err
 	}
 	if err := s.ksLoadKeys(); err != nil {
+		return nil, err
+	}
+	if err := s.ksLoadTokens(); err != nil {
 		return nil, err
 	}
 	if !haveCheck {

@@ -23,7 +23,8 @@ type keySet struct {
 	rev    uint64 // the last revision given out
 	closed bool
 
-	watch KeyWatchers
+	watch  KeyWatchers
+	tokens TokenSet // service tokens (TokenStore); the file store writes them first
 }
 
 // Refresh returns what Get returns: no other process writes this store.
