@@ -32,6 +32,9 @@
 //     key, the key name (and version) bound in the additional data; the
 //     storage key is kept wrapped by the root-key provider, so a wrong root
 //     key is refused at Open. The database never holds material in clear.
+//   - Service tokens (cryptosvc.TokenStore). One row each in
+//     cipherd_tokens, hashed; every replica keeps them in memory and learns
+//     of new and revoked ones by notification (tokens.go).
 //   - Versioned schema. Open creates or migrates the schema under an
 //     advisory lock, so that replicas starting together migrate once; a
 //     schema newer than this build is refused.

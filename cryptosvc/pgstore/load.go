@@ -114,6 +114,12 @@ func (s *Store) scanKeys(rows pgx.Rows) (map[string]entry, error) {
 // logs the error.
 func (s *Store) catchUp(ctx context.Context, strict bool) error {
 	all, err := s.loadAll(ctx)
+	if err == nil {
+		var ts []*cryptosvc.ServiceToken
+		if ts, err = s.loadTokens(ctx, ""); err == nil {
+			s.tokens.Replace(ts)
+		}
+	}
 	if err != nil {
 		if !strict && !errors.Is(err, cryptosvc.ErrUnavailable) {
 			s.log.Error("keystore: a record in the database does not open; keeping the keys in memory", zap.Error(err))
@@ -130,9 +136,11 @@ func (s *Store) subscribe(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
-		conn.Close(context.Background())
-		return nil, err
+	for _, ch := range []string{channel, tokenChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			conn.Close(context.Background())
+			return nil, err
+		}
 	}
 	return conn, nil
 }
@@ -205,7 +213,11 @@ func (s *Store) listen(conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		if err := s.notified(n.Payload); err != nil {
+		handle := s.notified
+		if n.Channel == tokenChannel {
+			handle = s.tokenNotified
+		}
+		if err := handle(n.Payload); err != nil {
 			return err // reconnect and catch up: the change must not be lost
 		}
 	}

@@ -29,10 +29,21 @@ CREATE TABLE cipherd_meta (
 	name  text PRIMARY KEY,
 	value bytea NOT NULL
 );`,
+	// Service tokens (cryptosvc.TokenStore): hashes, never secrets. A
+	// revoked token's row is deleted; replicas learn of it by notification.
+	2: `
+CREATE TABLE cipherd_tokens (
+	id       text PRIMARY KEY CHECK (id ~ '^[0-9a-f]{16}$'),
+	sha256   bytea NOT NULL CHECK (length(sha256) = 32),
+	name     text NOT NULL,
+	policies text[] NOT NULL,
+	created  timestamptz NOT NULL,
+	expires  timestamptz NOT NULL CHECK (expires > created)
+);`,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // schemaLock is the advisory lock key that serialises migrations.
 const schemaLock = 0x63697068 // "ciph"

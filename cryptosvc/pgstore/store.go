@@ -68,6 +68,8 @@ type Store struct {
 	mu    sync.Mutex               // serialises apply
 	watch cryptosvc.KeyWatchers
 
+	tokens cryptosvc.TokenSet // service tokens (tokens.go)
+
 	flightMu sync.Mutex
 	flights  map[string]*flights
 	unknown  unknownReads  // reads on miss of unknown names (unknown.go)

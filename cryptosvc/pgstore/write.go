@@ -236,7 +236,7 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 func isOurs(err error) bool {
-	for _, e := range []error{errLost, cryptosvc.ErrKeyExists, cryptosvc.ErrKeyNotFound, cryptosvc.ErrConflict, cryptosvc.ErrInvalidConfig, cryptosvc.ErrUnavailable} {
+	for _, e := range []error{errLost, cryptosvc.ErrKeyExists, cryptosvc.ErrKeyNotFound, cryptosvc.ErrConflict, cryptosvc.ErrInvalidConfig, cryptosvc.ErrUnavailable, cryptosvc.ErrTokenExists} {
 		if errors.Is(err, e) {
 			return true
 		}
