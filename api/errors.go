@@ -28,16 +28,19 @@ const (
 	CodeKeyMismatch         Code = "key_mismatch"          // 400: ciphertext under another key
 	CodeAmbiguousAuth       Code = "ambiguous_credentials" // 400: two credentials: Authorization or a forwarded certificate twice, or both
 	CodeRangeMismatch       Code = "range_mismatch"        // 400: a range decrypt's body holds chunks past those that cover the range
+	CodeInvalidToken        Code = "invalid_token_request" // 400: a service token's name, policies or ttl is invalid
 	CodeUnauthenticated     Code = "unauthenticated"       // 401
 	CodeForbidden           Code = "forbidden"             // 403
 	CodeKeyNotFound         Code = "key_not_found"         // 404
 	CodeRouteNotFound       Code = "not_found"             // 404
+	CodeTokenNotFound       Code = "token_not_found"       // 404: no live service token of that id
 	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
 	CodeKeyExists           Code = "key_exists"            // 409
 	CodeBusy                Code = "busy"                  // 409: a speed run is already in progress
 	CodeDeletionNotAllowed  Code = "deletion_not_allowed"  // 409
 	CodeReadOnly            Code = "keystore_read_only"    // 409
 	CodeConflict            Code = "conflict"              // 409: the key kept changing under this write; retry
+	CodeTokensUnsupported   Code = "tokens_unsupported"    // 409: the keystore keeps no service tokens (a keyring)
 	CodeVersionRetired      Code = "key_version_retired"   // 410
 	CodeTooLarge            Code = "too_large"             // 413: body, item or batch over its limit
 	CodeUnsupportedMedia    Code = "unsupported_media"     // 415
@@ -66,13 +69,13 @@ func (c Code) Status() int {
 		return 401
 	case CodeForbidden:
 		return 403
-	case CodeKeyNotFound, CodeRouteNotFound:
+	case CodeKeyNotFound, CodeRouteNotFound, CodeTokenNotFound:
 		return 404
 	case CodeMethodNotAllowed:
 		return 405
 	case CodeTimeout:
 		return 408
-	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy, CodeConflict:
+	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy, CodeConflict, CodeTokensUnsupported:
 		return 409
 	case CodeVersionRetired:
 		return 410

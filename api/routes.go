@@ -16,6 +16,10 @@ const (
 	RouteKeyRotate = "/v1/keys/:key/rotate"
 	RouteKeyConfig = "/v1/keys/:key/config"
 
+	// Service tokens: {id} is a token's id (16 lowercase hex digits).
+	RouteTokens = "/v1/tokens"
+	RouteToken  = "/v1/tokens/:id"
+
 	RouteSpeed    = "/speed"
 	RouteSpeedRun = "/speed/run"
 	RouteHealthz  = "/healthz"

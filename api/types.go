@@ -161,6 +161,39 @@ type KeyList struct {
 	Keys []Key `json:"keys"`
 }
 
+// CreateTokenRequest is the body of POST /v1/tokens.
+type CreateTokenRequest struct {
+	// Name labels the token for people: 1–64 characters of A–Z a–z 0–9 . _ -.
+	Name string `json:"name"`
+	// Policies name the server's policies the token holds (1–64).
+	Policies []string `json:"policies"`
+	// TTL is the token's lifetime, a Go duration such as "24h"; empty
+	// means 24h (or max_token_ttl if shorter). At least 1m, at most
+	// max_token_ttl.
+	TTL string `json:"ttl,omitempty"`
+}
+
+// Token describes a service token: never its secret or its hash.
+type Token struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Policies  []string  `json:"policies"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CreatedToken is the answer of POST /v1/tokens: the token's description
+// and, this once, the token itself, to send as "Authorization: Bearer".
+type CreatedToken struct {
+	Token
+	Secret string `json:"token"`
+}
+
+// TokenList is the body of GET /v1/tokens: the live tokens, by creation.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
 // Version is the body of GET /version.
 type Version struct {
 	Version   string `json:"version"`

@@ -9,7 +9,8 @@ import (
 )
 
 // Rate-limit costs: what a request takes from its caller's bucket, by how
-// much it loads the server. A key change writes the keystore (a file with
+// much it loads the server. A key change (and a token's issue or
+// revocation) writes the keystore (a file with
 // fsync, or a row every replica hears of); a speed run holds a core for up
 // to a minute.
 const (
@@ -47,6 +48,9 @@ func (s *Server) routes() []route {
 		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleDeleteKey},
 		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleRotateKey},
 		{method: "PUT", path: api.RouteKeyConfig, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleConfigureKey},
+		{method: "POST", path: api.RouteTokens, op: OpTokensAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleCreateToken},
+		{method: "GET", path: api.RouteTokens, op: OpTokensAdmin, timeout: to, cost: cost, handler: s.handleListTokens},
+		{method: "DELETE", path: api.RouteToken, op: OpTokensAdmin, timeout: to, cost: costKeyChange, handler: s.handleRevokeToken},
 		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: runMaxBody, timeout: speedRunTimeout, cost: costSpeedRun, handler: s.handleSpeedRun},
 		{method: "GET", path: api.RouteSpeed, query: format, timeout: to, handler: s.handleSpeed},
 		{method: "GET", path: api.RouteHealthz, timeout: to, handler: s.handleHealthz},

@@ -40,11 +40,12 @@ import (
 // authState holds the credentials. Nothing in it is a secret: tokens are
 // kept as SHA-256 hashes only.
 type authState struct {
-	tokens  []tokenHash                     // admin first; always scanned whole
-	certs   map[[sha256.Size]byte]*identity // SPKI hashes (public)
-	proxies []netip.Prefix                  // may forward client certificates
-	limits  *rateLimiter                    // nil: no rate limit
-	jwt     *jwtAuth                        // nil: no jwt_issuers
+	tokens   []tokenHash                     // admin first; always scanned whole
+	certs    map[[sha256.Size]byte]*identity // SPKI hashes (public)
+	proxies  []netip.Prefix                  // may forward client certificates
+	limits   *rateLimiter                    // nil: no rate limit
+	jwt      *jwtAuth                        // nil: no jwt_issuers
+	policies map[string]*policy              // by name, for service tokens (tokens.go)
 	// jwtRefresh is how often refreshJWKS fetches the issuers' keys.
 	jwtRefresh time.Duration
 	generated  string // admin token generated on this start, shown once
@@ -100,6 +101,7 @@ func buildAuth(cfg *Config, admin [sha256.Size]byte, prev *authState) (*authStat
 			return nil, err
 		}
 	}
+	a.policies = policies
 	names := map[string]bool{adminName: true}
 	for _, ic := range cfg.Identities {
 		if ic.Name == "" || names[ic.Name] {
@@ -212,6 +214,9 @@ func (s *Server) identifyBearer(tok string) (*identity, string) {
 	// copy would be a KiB more garbage per request (BenchmarkAuthJWT).
 	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(tok), len(tok)))
 	if id := a.identifyHash(sum); id != nil {
+		return id, ""
+	}
+	if id := s.serviceTokenIdentity(tok, sum); id != nil {
 		return id, ""
 	}
 	if a.jwt == nil {

@@ -202,11 +202,17 @@ type Config struct {
 	// audit_unavailable. CIPHERD_AUDIT_FAIL_OPEN.
 	AuditFailOpen bool `yaml:"audit_fail_open"`
 
+	// MaxTokenTTL is the longest lifetime a service token may be issued
+	// with (POST /v1/tokens); a request without a ttl gets 24h, or this
+	// if shorter. At least 1m. Default 2160h (90 days).
+	MaxTokenTTL time.Duration `yaml:"max_token_ttl"`
+
 	// Logger receives access, audit and lifecycle logs. Nil means a zap
 	// production (JSON) logger. Not settable from the file.
 	Logger *zap.Logger `yaml:"-"`
-	// now, when set, is the clock of JWT validity and of JWKS fetches
-	// for unknown keys; nil means time.Now. Tests set it.
+	// now, when set, is the clock of JWT validity, of JWKS fetches for
+	// unknown keys and of service tokens' expiry; nil means time.Now.
+	// Tests set it.
 	now func() time.Time
 
 	// LogLevel is the level of cipherd serve's log: debug, info, warn or
@@ -280,8 +286,8 @@ type PolicyConfig struct {
 // RuleConfig allows or denies operations on keys whose names match a pattern
 // (path.Match syntax, e.g. "orders-*"). Ops and Keys are both required.
 type RuleConfig struct {
-	Ops  []string `yaml:"ops"`  // encrypt, decrypt, rewrap, datakey, datakey-plaintext, keys-read, keys-admin, speed-run, or *
-	Keys []string `yaml:"keys"` // patterns
+	Ops  []string `yaml:"ops"`  // encrypt, decrypt, rewrap, datakey, datakey-plaintext, keys-read, keys-admin, speed-run, encrypt-local, decrypt-local, or * (all of these); tokens-admin only by name
+	Keys []string `yaml:"keys"` // patterns; tokens-admin takes "*"
 }
 
 // Defaults returns cfg with every zero field set to its default.
@@ -348,6 +354,9 @@ func (cfg Config) Defaults() Config {
 	}
 	if cfg.JWTRefreshInterval <= 0 {
 		cfg.JWTRefreshInterval = 5 * time.Minute
+	}
+	if cfg.MaxTokenTTL <= 0 {
+		cfg.MaxTokenTTL = 90 * 24 * time.Hour
 	}
 	if cfg.RateLimit > 0 && cfg.RateBurst <= 0 {
 		cfg.RateBurst = max(1, int(2*cfg.RateLimit))
@@ -451,6 +460,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.MaxStreamsPerIdentity < -1 {
 		errs = append(errs, fmt.Errorf("max_streams_per_identity %d: want a positive number, or -1 for no limit", cfg.MaxStreamsPerIdentity))
+	}
+	if cfg.MaxTokenTTL < minTokenTTL {
+		errs = append(errs, fmt.Errorf("max_token_ttl %v is below the shortest token lifetime, %v", cfg.MaxTokenTTL, minTokenTTL))
 	}
 	for _, p := range cfg.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil {

@@ -52,6 +52,8 @@ func toAPIError(err error) *api.Error {
 		return apiError(api.CodeInvalidKeyName, "key names are 1-128 characters of A-Z a-z 0-9 . _ - not starting with . or -")
 	case errors.Is(err, cryptosvc.ErrInvalidConfig):
 		return apiError(api.CodeInvalidConfig, err.Error())
+	case errors.Is(err, cryptosvc.ErrTokenNotFound):
+		return apiError(api.CodeTokenNotFound, "no such service token")
 	case errors.Is(err, cryptosvc.ErrReadOnly):
 		return apiError(api.CodeReadOnly, "keys are managed in a read-only keyring")
 	case errors.Is(err, cryptosvc.ErrUnavailable):

@@ -24,15 +24,25 @@ const (
 	OpSpeedRun         Op = "speed-run"
 	OpEncryptLocal     Op = "encrypt-local" // sealing keys, for local sealing
 	OpDecryptLocal     Op = "decrypt-local" // message keys, for local opening
+	OpTokensAdmin      Op = "tokens-admin"  // issue, list and revoke service tokens
 )
 
+// allOps are the operations "*" stands for in a rule.
 var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun, OpEncryptLocal, OpDecryptLocal}
+
+// explicitOps must be named in a rule: "*" does not grant them. Issuing
+// credentials is a right no existing "*" rule was written to grant.
+var explicitOps = []Op{OpTokensAdmin}
 
 // identity is an authenticated caller.
 type identity struct {
 	name     string
 	admin    bool
 	policies []*policy
+	// token is set for a service token's identity (tokens.go): its
+	// record, and its rate-limit bucket, which the configuration's
+	// identities get from the rate limiter instead.
+	token *tokenIdentity
 }
 
 type rule struct {
@@ -149,10 +159,5 @@ func newRule(rc RuleConfig) (rule, error) {
 }
 
 func validOp(op Op) bool {
-	for _, o := range allOps {
-		if o == op {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(allOps, op) || slices.Contains(explicitOps, op)
 }

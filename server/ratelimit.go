@@ -51,7 +51,15 @@ func (l *rateLimiter) take(name string, cost int) (ok bool, wait time.Duration) 
 	if l == nil {
 		return true, 0
 	}
-	b := l.buckets[name]
+	return l.takeFrom(l.buckets[name], cost)
+}
+
+// takeFrom is take on bucket b: a configured identity's, or a service
+// token's own (tokens.go).
+func (l *rateLimiter) takeFrom(b *rate.Limiter, cost int) (ok bool, wait time.Duration) {
+	if l == nil {
+		return true, 0
+	}
 	if b == nil {
 		return true, 0 // every identity has a bucket; nothing else reaches here
 	}
@@ -73,7 +81,13 @@ func retryAfter(wait time.Duration) string {
 
 // rateLimit answers 429 with Retry-After when id is over its rate.
 func (s *Server) rateLimit(c *fiber.Ctx, id *identity, cost int) error {
-	ok, wait := s.auth().limits.take(id.name, cost)
+	var ok bool
+	var wait time.Duration
+	if id.token != nil {
+		ok, wait = s.auth().limits.takeFrom(id.token.bucket, cost)
+	} else {
+		ok, wait = s.auth().limits.take(id.name, cost)
+	}
 	if ok {
 		return nil
 	}

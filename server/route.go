@@ -79,10 +79,11 @@ type handlerFunc func(c *fiber.Ctx, q *call) error
 
 // call is one request to a row, as serve hands it to the row's handler.
 type call struct {
-	row *route
-	key string    // the path's key name, checked; "" on a row without one
-	id  *identity // the caller; nil on a row without an operation
-	st  *reqState // the request's state
+	row   *route
+	key   string    // the path's key name, checked; "" on a row without one
+	param string    // the path's other parameter (a token id), unchecked; "" on a row without one
+	id    *identity // the caller; nil on a row without an operation
+	st    *reqState // the request's state
 }
 
 // queryParam is a query parameter a route takes, and its values.
@@ -153,6 +154,8 @@ func (s *Server) serve(c *fiber.Ctx, st *reqState, r *route, key []byte) error {
 			return err
 		}
 		q.key = string(key) // a copy: the path is in a buffer fasthttp reuses
+	} else if key != nil {
+		q.param = string(key)
 	}
 	if r.op != "" && !r.allowed(q.id, q.key) {
 		return forbidden(r.op, q.key)

@@ -38,6 +38,12 @@ type Server struct {
 	met   *metrics
 	speed *speedState
 	tls   *tlsState // nil without TLS
+
+	// tokens keeps the service tokens: the keystore, when it can (nil
+	// for a keyring); tokenIDs caches their identities (tokens.go).
+	tokens   cryptosvc.TokenStore
+	tokenIDs tokenIdentities
+
 	// audits is the audit trail: a request's records are written to it
 	// before its answer (audit.go).
 	audits *auditlog.Log
@@ -62,8 +68,8 @@ type Server struct {
 	// once; empty when the token was configured or generated earlier.
 	AdminTokenGenerated string
 
-	// now is the clock of JWT validity and of the JWKS miss rate
-	// (Config.now; time.Now by default).
+	// now is the clock of JWT validity, of the JWKS miss rate and of
+	// service tokens' expiry (Config.now; time.Now by default).
 	now func() time.Time
 	// jwksKick wakes refreshJWKS for the fetches startJWKS queued.
 	jwksKick chan struct{}
@@ -121,6 +127,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.sel = sel
 
 	s.store = cfg.Keystore
+	s.tokens, _ = cfg.Keystore.(cryptosvc.TokenStore)
 	s.svc, err = cryptosvc.New(cryptosvc.Config{
 		Keystore:       s.store,
 		AEAD:           sel.AEAD,
@@ -231,7 +238,7 @@ func (s *Server) ensureDefaultKey(ctx context.Context) error {
 func rotationCheck(cfg *Config) time.Duration { return min(time.Minute, cfg.MinRotationPeriod) }
 
 // background runs periodic work until ctx ends: the full speed table once,
-// and scheduled key rotation.
+// scheduled key rotation, and the removal of expired service tokens.
 func (s *Server) background(ctx context.Context) {
 	s.speed.runInitial(ctx)
 	t := time.NewTicker(rotationCheck(&s.cfg))
@@ -242,6 +249,7 @@ func (s *Server) background(ctx context.Context) {
 		} else if len(rotated) > 0 {
 			s.log.Info("keys rotated on schedule", zap.Strings("keys", rotated))
 		}
+		s.expireTokens(ctx)
 		select {
 		case <-ctx.Done():
 			return
