@@ -31,7 +31,7 @@ import (
 // is as good as a slow one, and it is the hash that identifyCredential
 // computes for the configured tokens anyway, so a request is checked with
 // one hash. Checking one is that hash, a lookup of the id in the store's
-// memory and a constant-time comparison (BenchmarkAuthServiceToken): no
+// memory and a constant-time comparison (BenchmarkIdentifyServiceToken): no
 // file, no query.
 //
 // The identity of a token is its policies, resolved by name in the
