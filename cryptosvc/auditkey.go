@@ -22,8 +22,9 @@ type AuditKeySource interface {
 // auditKeyInfo is the HKDF info of the audit key.
 const auditKeyInfo = "cipherd audit hmac v1"
 
-// auditKey derives the audit key from the current storage key.
-func (s *Sealer) auditKey() ([]byte, uint32, error) {
+// AuditKey derives the audit key from the sealer's current storage key,
+// for the stores that implement AuditKeySource.
+func (s *Sealer) AuditKey() ([]byte, uint32, error) {
 	k := s.keys[s.gen]
 	key, err := hkdf.Key(sha256.New, k.secret.Expose(), nil, auditKeyInfo, 32)
 	if err != nil {
@@ -31,10 +32,6 @@ func (s *Sealer) auditKey() ([]byte, uint32, error) {
 	}
 	return key, s.gen, nil
 }
-
-// AuditKey derives the audit key from the sealer's current storage key,
-// for stores outside this package (AuditKeySource).
-func (s *Sealer) AuditKey() ([]byte, uint32, error) { return s.auditKey() }
 
 // AuditKey returns the audit key derived from the store's storage key.
 func (s *FileStore) AuditKey() ([]byte, uint32, error) {
@@ -44,7 +41,7 @@ func (s *FileStore) AuditKey() ([]byte, uint32, error) {
 	if seal == nil {
 		return nil, 0, ErrClosed
 	}
-	return seal.auditKey()
+	return seal.AuditKey()
 }
 
 // MessageSalt returns the salt of the sealed message that begins msg (its

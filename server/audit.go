@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"hash"
 	"strconv"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
-	"github.com/cipherd/cipherd/internal/zaplog"
 )
 
 // The audit trail (Config.AuditLog) holds one JSON record per audited
@@ -37,15 +35,7 @@ type auditRec struct{ b []byte }
 func (l *auditRec) str(key, v string) {
 	l.b = append(l.b, ',', '"')
 	l.b = append(l.b, key...)
-	l.b = append(l.b, '"', ':')
-	if zaplog.PlainJSON(v) {
-		l.b = append(l.b, '"')
-		l.b = append(l.b, v...)
-		l.b = append(l.b, '"')
-		return
-	}
-	q, _ := json.Marshal(v) // a string always marshals
-	l.b = append(l.b, q...)
+	l.b = appendJSONString(append(l.b, '"', ':'), v)
 }
 
 func (l *auditRec) num(key string, v int64) {

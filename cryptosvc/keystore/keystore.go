@@ -132,13 +132,3 @@ func (s *Store) Close() error {
 	s.root = nil
 	return err
 }
-
-// AuditKey returns the audit key of the store (cryptosvc.AuditKeySource),
-// or an error wrapping cryptosvc.ErrUnsupported for a store without a
-// storage key (a plain keyring).
-func (s *Store) AuditKey() ([]byte, uint32, error) {
-	if src, ok := s.Keystore.(cryptosvc.AuditKeySource); ok {
-		return src.AuditKey()
-	}
-	return nil, 0, fmt.Errorf("%w: the keystore has no storage key to derive an audit key from", cryptosvc.ErrUnsupported)
-}
