@@ -7,7 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -109,6 +112,49 @@ func TestLocalSealAndOpen(t *testing.T) {
 		out.Reset()
 		if _, err := c.DecryptStreamLocal(ctx, "default", &out, bytes.NewReader(bad), aad); !errors.Is(err, client.ErrIncompleteStream) {
 			t.Fatalf("%s stream, tampered, opened locally: %v", name, err)
+		}
+	}
+}
+
+// EncryptFile seals a file from its offset to its end, mapped or read, and
+// the message opens through the service.
+func TestLocalEncryptFile(t *testing.T) {
+	base, _ := startServer(t)
+	c := newClient(t, base)
+	ctx := context.Background()
+	l, err := c.NewLocalSealer("default", client.LocalLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aad := []byte("tenant 7")
+	data := make([]byte, 2<<20+4099)
+	rand.Read(data)
+	path := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// From the start, from an offset within a page, and at the end (an
+	// empty rest, which is not mapped).
+	for _, off := range []int64{0, 5000, int64(len(data))} {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		var sealed bytes.Buffer
+		info, err := l.EncryptFile(ctx, &sealed, f, aad)
+		if err != nil || info.Written != int64(sealed.Len()) {
+			t.Fatalf("offset %d: %v, %d written of %d", off, err, info.Written, sealed.Len())
+		}
+		if pos, _ := f.Seek(0, io.SeekCurrent); pos != int64(len(data)) {
+			t.Errorf("offset %d: the file's offset is %d after EncryptFile, want its end", off, pos)
+		}
+		f.Close()
+		var out bytes.Buffer
+		if _, err := c.DecryptStream(ctx, "default", &out, &sealed, aad); err != nil || !bytes.Equal(out.Bytes(), data[off:]) {
+			t.Fatalf("offset %d: the sealed file through the service: %v", off, err)
 		}
 	}
 }

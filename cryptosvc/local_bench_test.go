@@ -49,7 +49,8 @@ func BenchmarkLocalSeal(b *testing.B) {
 
 // BenchmarkLocalSealStream seals a 64 MiB stream into io.Discard through a
 // local sealer's EncryptWriter, 1 MiB per write, on one goroutine, and
-// through SealStream, which reads blocks while other goroutines seal them:
+// through SealStream, which reads blocks while other goroutines seal them,
+// and through SealBytes, whose goroutines seal straight from memory:
 // the local sealer's bulk rate, to compare with `cipherd speed -evp <aead>
 // -bytes 16384`, the kernel's own on 16 KiB buffers and one core.
 //
@@ -78,6 +79,14 @@ func BenchmarkLocalSealStream(b *testing.B) {
 			b.SetBytes(64 << 20)
 			for b.Loop() {
 				if _, err := l.SealStream(io.Discard, bytes.NewReader(src), nil, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.String()+"/SealBytes", func(b *testing.B) {
+			b.SetBytes(64 << 20)
+			for b.Loop() {
+				if _, err := l.SealBytes(io.Discard, src, nil, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // A stream's chunks are sealed independently (chunk i under the base nonce
@@ -21,10 +23,11 @@ const parallelBlock = 64
 // sealJob is one block of a stream sealed in parallel.
 type sealJob struct {
 	first uint64 // the block's first chunk
-	in    []byte // plaintext, parallelBlock chunks' room
-	pt    []byte // what was read into in
+	in    []byte // plaintext, parallelBlock chunks' room; nil for SealBytes
+	pt    []byte // the block's plaintext: in, or a part of SealBytes's src
 	out   []byte // the sealed chunks
 	final bool   // the block ends the message with its short final chunk
+	err   error  // the block could not be read while it was sealed
 	done  chan struct{}
 }
 
@@ -35,27 +38,59 @@ type sealJob struct {
 // returns the plaintext length; after an error, what was written to dst is
 // not a complete message.
 func (l *LocalSealer) SealStream(dst io.Writer, src io.Reader, context []byte, workers int) (int64, error) {
+	return l.sealParallel(dst, context, workers, func(j *sealJob, _ uint64) (bool, error) {
+		if j.in == nil {
+			j.in = make([]byte, parallelBlock*ChunkSize)
+		}
+		n, err := io.ReadFull(src, j.in)
+		j.pt = j.in[:n]
+		switch err {
+		case io.EOF, io.ErrUnexpectedEOF:
+			return true, nil
+		case nil:
+			return false, nil
+		}
+		return false, err
+	})
+}
+
+// ErrSourceFault is SealBytes's error when its plaintext could not be read:
+// a memory-mapped file that was cut short while it was sealed.
+var ErrSourceFault = errors.New("cryptosvc: the plaintext could not be read (a mapped file changed size)")
+
+// SealBytes is SealStream with the whole plaintext in memory, typically a
+// memory-mapped file: the workers seal straight from src, so no goroutine
+// copies it first, and the pages of a mapped file are faulted in on every
+// worker. A fault reading src, a mapped file truncated under the mapping,
+// ends the seal with ErrSourceFault rather than the process.
+func (l *LocalSealer) SealBytes(dst io.Writer, src []byte, context []byte, workers int) (int64, error) {
+	const blockIn = parallelBlock * ChunkSize
+	return l.sealParallel(dst, context, workers, func(j *sealJob, b uint64) (bool, error) {
+		off := min(b*blockIn, uint64(len(src)))
+		end := min(off+blockIn, uint64(len(src)))
+		j.pt = src[off:end]
+		return end == uint64(len(src)), nil
+	})
+}
+
+// sealParallel writes the message's start to w, then the chunks of the
+// plaintext that next puts in each block, sealed on workers goroutines, in
+// order. next fills the block b of j and reports whether it is the last.
+func (l *LocalSealer) sealParallel(w io.Writer, context []byte, workers int, next func(j *sealJob, b uint64) (bool, error)) (int64, error) {
 	start := append(make([]byte, 0, len(l.header)+chunkedPrefix), l.header...)
 	keys, start, err := startBody(start, l.rand, l.im, l.input, context)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := dst.Write(start); err != nil {
+	if _, err := w.Write(start); err != nil {
 		return 0, err
 	}
-	return sealParallel(dst, src, keys, workers)
-}
-
-// sealParallel writes the chunks of the plaintext src yields, sealed under
-// keys from chunk 0, to w in order, sealing blocks on workers goroutines.
-func sealParallel(w io.Writer, r io.Reader, keys *chunkedKeys, workers int) (int64, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	const blockIn = parallelBlock * ChunkSize
 	free := make(chan *sealJob, 2*workers+1)
 	for range cap(free) {
-		free <- &sealJob{in: make([]byte, blockIn), out: make([]byte, 0, parallelBlock*(ChunkSize+tagSize))}
+		free <- &sealJob{out: make([]byte, 0, parallelBlock*(ChunkSize+tagSize))}
 	}
 	jobs := make(chan *sealJob, cap(free))
 	order := make(chan *sealJob, cap(free))
@@ -64,6 +99,9 @@ func sealParallel(w io.Writer, r io.Reader, keys *chunkedKeys, workers int) (int
 		sealers.Add(1)
 		go func() {
 			defer sealers.Done()
+			// A mapped source's fault panics here instead of killing
+			// the process; seal turns it into the block's error.
+			debug.SetPanicOnFault(true)
 			var nonce [chunkNonceSize]byte
 			for j := range jobs {
 				j.seal(keys, &nonce)
@@ -76,6 +114,10 @@ func sealParallel(w io.Writer, r io.Reader, keys *chunkedKeys, workers int) (int
 		var err error
 		for j := range order {
 			<-j.done
+			if err == nil && j.err != nil {
+				err = j.err
+				failed.Store(true)
+			}
 			if err == nil {
 				if _, err = w.Write(j.out); err != nil {
 					failed.Store(true)
@@ -90,33 +132,29 @@ func sealParallel(w io.Writer, r io.Reader, keys *chunkedKeys, workers int) (int
 	var rerr error
 	for b := uint64(0); !failed.Load(); b++ {
 		j := <-free
-		n, err := io.ReadFull(r, j.in)
+		final, err := next(j, b)
 		switch {
-		case err == io.EOF || err == io.ErrUnexpectedEOF:
-			j.final = true
 		case err != nil:
 			rerr = err
-		case b*parallelBlock+parallelBlock >= maxChunks-1:
+		case !final && b*parallelBlock+parallelBlock >= maxChunks-1:
 			rerr = ErrTooLarge
-		default:
-			j.final = false
 		}
 		if rerr != nil {
 			free <- j
 			break
 		}
-		j.first, j.pt, j.done = b*parallelBlock, j.in[:n], make(chan struct{})
-		total += int64(n)
+		j.first, j.final, j.err, j.done = b*parallelBlock, final, nil, make(chan struct{})
+		total += int64(len(j.pt))
 		order <- j
 		jobs <- j
-		if j.final {
+		if final {
 			break
 		}
 	}
 	close(jobs)
 	close(order)
 	sealers.Wait()
-	err := <-werr
+	err = <-werr
 	if rerr != nil {
 		return total, rerr
 	}
@@ -127,9 +165,24 @@ func sealParallel(w io.Writer, r io.Reader, keys *chunkedKeys, workers int) (int
 }
 
 // seal seals the block's chunks into out, with nonce as the nonce's
-// storage.
+// storage. A memory fault reading the plaintext becomes j.err.
 func (j *sealJob) seal(keys *chunkedKeys, nonce *[chunkNonceSize]byte) {
 	defer close(j.done)
+	defer func() {
+		// Only a fault in the plaintext's own memory is the source's: any
+		// other panic is a bug and stays one.
+		if r := recover(); r != nil {
+			f, ok := r.(interface{ Addr() uintptr })
+			if !ok || len(j.pt) == 0 {
+				panic(r)
+			}
+			first := uintptr(unsafe.Pointer(unsafe.SliceData(j.pt)))
+			if a := f.Addr(); a < first || a-first >= uintptr(len(j.pt)) {
+				panic(r)
+			}
+			j.err = ErrSourceFault
+		}
+	}()
 	out, pt, i := j.out[:0], j.pt, j.first
 	for len(pt) >= ChunkSize {
 		keys.chunkNonce(nonce, i)

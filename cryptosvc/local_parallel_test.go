@@ -12,7 +12,7 @@ import (
 	"github.com/cipherd/cipherd/kernels"
 )
 
-// SealStream makes, byte for byte, the message EncryptWriter makes with the
+// SealStream and SealBytes make, byte for byte, the message EncryptWriter makes with the
 // same salt, whatever the length against the block and chunk sizes and the
 // number of workers, and the service opens it.
 func TestSealStreamSameAsEncryptWriter(t *testing.T) {
@@ -49,6 +49,12 @@ func TestSealStreamSameAsEncryptWriter(t *testing.T) {
 				m, err := l.SealStream(&got, src, []byte("ctx"), workers)
 				if err != nil || m != int64(n) || !bytes.Equal(got.Bytes(), want.Bytes()) {
 					t.Fatalf("%s, %d bytes, %d workers: %v, %d read, equal %v", c, n, workers, err, m, bytes.Equal(got.Bytes(), want.Bytes()))
+				}
+				got.Reset()
+				l.rand = bytes.NewReader(salt)
+				m, err = l.SealBytes(&got, pt, []byte("ctx"), workers)
+				if err != nil || m != int64(n) || !bytes.Equal(got.Bytes(), want.Bytes()) {
+					t.Fatalf("SealBytes: %s, %d bytes, %d workers: %v, %d read, equal %v", c, n, workers, err, m, bytes.Equal(got.Bytes(), want.Bytes()))
 				}
 			}
 			if got, _, err := s.Open(ctx, "k", want.Bytes(), []byte("ctx")); err != nil || !bytes.Equal(got, pt) {

@@ -237,6 +237,13 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 			stream = func(ctx context.Context, _ string, dst io.Writer, src io.Reader, aad []byte) (client.StreamInfo, error) {
 				return l.EncryptStream(ctx, dst, src, aad)
 			}
+			if f := regularFile(in, *inPath); f != nil && size > 0 {
+				// A regular file is sealed from its pages mapped into
+				// memory; the meter counts what is written.
+				stream = func(ctx context.Context, _ string, dst io.Writer, _ io.Reader, aad []byte) (client.StreamInfo, error) {
+					return l.EncryptFile(ctx, meter.writer(dst), f, aad)
+				}
+			}
 		}
 		if showProgress {
 			meter = startProgress(stderr, "cipherd "+op, size)

@@ -32,6 +32,15 @@ func input(path string) (r io.ReadCloser, size int64, err error) {
 	return f, regularSize(f), nil
 }
 
+// regularFile returns the file input opened at path, when it is one.
+func regularFile(in io.Reader, path string) *os.File {
+	if path == "-" {
+		in = stdin
+	}
+	f, _ := in.(*os.File)
+	return f
+}
+
 // regularSize returns what is left to read of a regular file, else -1.
 func regularSize(f *os.File) int64 {
 	fi, err := f.Stat()

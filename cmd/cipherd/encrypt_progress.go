@@ -137,9 +137,12 @@ func progressLine(label string, n, total int64, elapsed time.Duration, final boo
 	if total < 0 {
 		return fmt.Sprintf("%s: %s, %s/s", label, iecBytes(float64(n)), iecBytes(rate))
 	}
+	// A count of the output (a local seal of a mapped file) passes the
+	// input's size by the format's overhead.
+	n = min(n, total)
 	pct := 100.0
 	if total > 0 {
-		pct = 100 * float64(min(n, total)) / float64(total)
+		pct = 100 * float64(n) / float64(total)
 	}
 	eta := "ETA --:--"
 	if rate > 0 {

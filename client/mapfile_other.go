@@ -1,0 +1,9 @@
+//go:build !unix
+
+package client
+
+import "os"
+
+func mapFile(*os.File, int64, int64) ([]byte, func() error, error) {
+	return nil, nil, errNoMap
+}
