@@ -180,7 +180,9 @@ func (s *Server) auditMsg(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, 
 	st := state(c)
 	if st == nil { // not through front: nothing writes it later
 		rec := s.appendAuditRecord(nil, c, requestID(c), callerName(c), &a, context, msg)
-		if err := s.auditFailed(s.audits.Append(rec)); err != nil {
+		err := s.auditFailed(s.audits.Append(rec))
+		putAuditBuf(rec)
+		if err != nil {
 			s.log.Error("audit record not written", zap.Error(err))
 		}
 	} else {
