@@ -87,21 +87,29 @@ func (s *Server) appendAuditRecord(b []byte, c *fiber.Ctx, id, identity string, 
 	l.str("key", a.key)
 	l.num("key_version", int64(a.version))
 	l.num("bytes", int64(a.bytes))
-	if m := s.amac; m != nil {
-		salt := cryptosvc.MessageSalt(msg)
-		if salt != nil || len(context) > 0 {
-			l.num("audit_key", int64(m.gen))
-		}
-		if salt != nil {
-			l.b = m.appendMAC(append(l.b, `,"salt_hmac":"`...), macSalt, salt)
-			l.b = append(l.b, '"')
-		}
-		if len(context) > 0 {
-			l.b = m.appendMAC(append(l.b, `,"context_hmac":"`...), macContext, context)
-			l.b = append(l.b, '"')
-		}
-	}
+	s.appendMACs(&l, cryptosvc.MessageSalt(msg), context)
 	return l.end(a.outcome)
+}
+
+// appendMACs appends the HMACs of a message's salt and of its context
+// (nil: none), with the audit key's generation, to a record of an
+// operation on one message: a JSON request's or a stream's, alike.
+func (s *Server) appendMACs(l *auditRec, salt, context []byte) {
+	m := s.amac
+	if m == nil {
+		return
+	}
+	if salt != nil || len(context) > 0 {
+		l.num("audit_key", int64(m.gen))
+	}
+	if salt != nil {
+		l.b = m.appendMAC(append(l.b, `,"salt_hmac":"`...), macSalt, salt)
+		l.b = append(l.b, '"')
+	}
+	if len(context) > 0 {
+		l.b = m.appendMAC(append(l.b, `,"context_hmac":"`...), macContext, context)
+		l.b = append(l.b, '"')
+	}
 }
 
 // appendBatchRecord appends the record of a batch.

@@ -124,6 +124,146 @@ func TestAuditTrailRecords(t *testing.T) {
 	}
 }
 
+// A stream's record carries the HMACs a JSON request's does: of the salt
+// of the stream it seals, opens or rewraps, so that the records of one
+// object match each other and a JSON request's, and of its context. Neither
+// appears in clear.
+func TestAuditStreamHMACs(t *testing.T) {
+	ts := startTestServer(t, Config{})
+	path := filepath.Join(ts.cfg.DataDir, "audit.log")
+	secret, ctxValue := "stream-plaintext-never-logged", "stream-context-never-logged"
+	ctxB64 := base64.StdEncoding.EncodeToString([]byte(ctxValue))
+	stream := func(route, ctx string, body []byte) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", ts.URL+route, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("Authorization", "Bearer "+ts.Token)
+		if ctx != "" {
+			req.Header.Set(api.HeaderContext, ctx)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s: %v", route, err)
+		}
+		return resp.StatusCode, b
+	}
+
+	if code := ts.postJSON(t, "/v1/encrypt/default", map[string]any{"plaintext": "AAAA", "context": ctxB64}, nil); code != 200 {
+		t.Fatalf("JSON encrypt: %d", code)
+	}
+	plain := []byte(strings.Repeat(secret, 3000)) // several chunks
+	code, sealed := stream("/v1/encrypt/default", ctxB64, plain)
+	if code != 200 {
+		t.Fatalf("stream encrypt: %d", code)
+	}
+	if code, got := stream("/v1/decrypt/default", ctxB64, sealed); code != 200 || !bytes.Equal(got, plain) {
+		t.Fatalf("stream decrypt: %d, %d bytes", code, len(got))
+	}
+	wrong := base64.StdEncoding.EncodeToString([]byte("another context"))
+	if code, _ := stream("/v1/decrypt/default", wrong, sealed); code != 400 {
+		t.Fatalf("stream decrypt with another context: %d, want 400", code)
+	}
+	if code, _ := stream("/v1/decrypt/default?verify=full", ctxB64, sealed); code != 200 {
+		t.Fatalf("stream decrypt ?verify=full: %d", code)
+	}
+	_, hlen, err := cryptosvc.ParseHeader(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstChunk := sealed[:hlen+56+cryptosvc.ChunkSize+16] // the start and chunk 0
+	if code, got := stream("/v1/decrypt/default?range=0-99", ctxB64, firstChunk); code != 200 || !bytes.Equal(got, plain[:100]) {
+		t.Fatalf("stream decrypt of a range: %d, %d bytes", code, len(got))
+	}
+	code, rewrapped := stream("/v1/rewrap/default", "", sealed)
+	if code != 200 || len(rewrapped) != len(sealed) {
+		t.Fatalf("stream rewrap: %d, %d bytes", code, len(rewrapped))
+	}
+	// The longest key name makes the longest header: its salt is still
+	// found.
+	long := strings.Repeat("k", cryptosvc.MaxKeyNameLen)
+	if code := ts.postJSON(t, "/v1/keys/"+long, map[string]any{}, nil); code != 201 {
+		t.Fatalf("creating a key of the longest name: %d", code)
+	}
+	code, sealedLong := stream("/v1/encrypt/"+long, "", []byte(secret))
+	if code != 200 {
+		t.Fatalf("stream encrypt under the longest name: %d", code)
+	}
+
+	recs := auditRecords(t, path)
+	if len(recs) != 10 {
+		t.Fatalf("%d records, want 10: %v", len(recs), recs)
+	}
+	jsonEnc, enc, dec, decWrong, decFull, decRange, rewrap, rewrapStream, longEnc := recs[0], recs[1], recs[2], recs[3], recs[4], recs[5], recs[6], recs[7], recs[9]
+	for i, r := range []map[string]any{enc, dec, decRange, rewrapStream, longEnc} {
+		if r["stream"] != true {
+			t.Errorf("record %d is not a stream's: %v", i, r)
+		}
+	}
+	if decWrong["code"] != "decryption_failed" || decFull["op"] != "decrypt" || rewrap["op"] != "rewrap" || rewrapStream["op"] != "rewrap" || recs[8]["op"] != "keys-admin" {
+		t.Errorf("records out of order: %v", recs)
+	}
+
+	ak, gen, err := ts.cfg.Keystore.(cryptosvc.AuditKeySource).AuditKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := func(label string, v []byte) string {
+		h := hmac.New(sha256.New, ak)
+		h.Write([]byte(label + "\x00"))
+		h.Write(v)
+		return hex.EncodeToString(h.Sum(nil)[:16])
+	}
+	salt := cryptosvc.MessageSalt(sealed)
+	if salt == nil {
+		t.Fatal("the sealed stream has no salt")
+	}
+	wantSalt := mac("salt", salt)
+	for name, r := range map[string]map[string]any{"encrypt": enc, "decrypt": dec, "decrypt with another context": decWrong, "decrypt ?verify=full": decFull, "range decrypt": decRange, "rewrap": rewrapStream} {
+		if r["salt_hmac"] != wantSalt {
+			t.Errorf("stream %s: salt_hmac %v, want %s", name, r["salt_hmac"], wantSalt)
+		}
+		if r["audit_key"] != float64(gen) {
+			t.Errorf("stream %s: audit_key %v, want %d", name, r["audit_key"], gen)
+		}
+	}
+	if rewrapped := cryptosvc.MessageSalt(rewrapped); !bytes.Equal(rewrapped, salt) {
+		t.Errorf("the rewrapped stream's salt differs from the original's")
+	}
+	// Same context, same HMAC, whichever route: the JSON request's is the
+	// reference.
+	wantCtx := mac("context", []byte(ctxValue))
+	if jsonEnc["context_hmac"] != wantCtx {
+		t.Fatalf("JSON encrypt: context_hmac %v, want %s", jsonEnc["context_hmac"], wantCtx)
+	}
+	for name, r := range map[string]map[string]any{"encrypt": enc, "decrypt": dec, "decrypt ?verify=full": decFull, "range decrypt": decRange} {
+		if r["context_hmac"] != jsonEnc["context_hmac"] {
+			t.Errorf("stream %s: context_hmac %v, want the JSON request's %v", name, r["context_hmac"], jsonEnc["context_hmac"])
+		}
+	}
+	if decWrong["context_hmac"] != mac("context", []byte("another context")) {
+		t.Errorf("stream decrypt with another context: context_hmac %v", decWrong["context_hmac"])
+	}
+	if rewrapStream["context_hmac"] != nil {
+		t.Errorf("stream rewrap without a context: context_hmac %v", rewrapStream["context_hmac"])
+	}
+	if longEnc["salt_hmac"] != mac("salt", cryptosvc.MessageSalt(sealedLong)) {
+		t.Errorf("stream under the longest key name: salt_hmac %v", longEnc["salt_hmac"])
+	}
+
+	b, _ := os.ReadFile(path)
+	for _, s := range []string{secret, ctxValue, ctxB64, "another context", wrong,
+		hex.EncodeToString(salt), base64.StdEncoding.EncodeToString(salt), base64.RawURLEncoding.EncodeToString(salt), string(salt)} {
+		if bytes.Contains(b, []byte(s)) {
+			t.Errorf("the audit trail holds %q", s)
+		}
+	}
+}
+
 // A record that cannot be written (a full device) fails the request with
 // 503 audit_unavailable and cuts a stream short; failing open answers and
 // counts it.

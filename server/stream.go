@@ -115,6 +115,54 @@ func (s *Server) requestBody(c *fiber.Ctx) *idleReader {
 	return &idleReader{r: body, conn: c.Context().Conn(), idle: s.cfg.StreamIdleTimeout, size: size}
 }
 
+// streamAudit is what a stream's audit record says of its operation: the
+// key and version, and, as a JSON request's record does, the HMACs of the
+// message's salt and of its context (appendMACs).
+type streamAudit struct {
+	op   Op
+	key  string
+	info cryptosvc.Info
+	// sealed keeps the start of the sealed message, where its salt is: of
+	// the answer of an encrypt, of the upload of a decrypt or a rewrap.
+	sealed  *sealedStart
+	context []byte
+}
+
+// sealedStartLen is as much of a sealed message as sealedStart keeps: the
+// longest header, 241 bytes (docs/FORMAT.md, Header), and the 24-byte salt
+// that follows it.
+const sealedStartLen = 241 + 24
+
+// sealedStart passes a sealed message through and keeps its first bytes, for
+// the audit record to find the message's salt in (cryptosvc.MessageSalt), as
+// the JSON routes find it in the whole message. Only sealed bytes go through
+// it, never plaintext.
+type sealedStart struct {
+	r io.Reader
+	b []byte // the first bytes read, up to sealedStartLen
+}
+
+func newSealedStart(r io.Reader) *sealedStart {
+	return &sealedStart{r: r, b: make([]byte, 0, sealedStartLen)}
+}
+
+func (m *sealedStart) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if k := min(n, cap(m.b)-len(m.b)); k > 0 {
+		m.b = append(m.b, p[:k]...)
+	}
+	return n, err
+}
+
+// start returns the bytes read so far, up to sealedStartLen; nil for no
+// message.
+func (m *sealedStart) start() []byte {
+	if m == nil {
+		return nil
+	}
+	return m.b
+}
+
 // responseStream is the body of a streamed response: it extends the write
 // deadline as it goes, counts bytes, records the outcome, and on success sets
 // the status trailer.
@@ -122,13 +170,11 @@ type responseStream struct {
 	s *Server
 	// fctx outlives the handler (it lives until the response is written);
 	// the fiber.Ctx does not and must not be kept.
-	fctx    *fasthttp.RequestCtx
-	reqID   string
-	caller  string
-	r       io.Reader
-	op      Op
-	key     string
-	info    cryptosvc.Info
+	fctx   *fasthttp.RequestCtx
+	reqID  string
+	caller string
+	r      io.Reader
+	streamAudit
 	n       int64
 	trailer bool
 	start   time.Time
@@ -147,11 +193,11 @@ func uploadLen(c *fiber.Ctx) int64 {
 
 // startStream answers with r as the response body: of size bytes, or of a
 // length unknown (-1), then chunked, with the status trailer when trailer
-// is set.
-func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, r io.Reader, size int64, trailer bool, release func()) error {
+// is set. a is what the stream's audit record will say.
+func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, size int64, trailer bool, release func()) error {
 	trailer = trailer && size < 0
 	var ip [64]byte
-	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, op: op, key: key, info: info, trailer: trailer, start: time.Now(), release: release,
+	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, streamAudit: a, trailer: trailer, start: time.Now(), release: release,
 		gather: uploadLen(c) >= 0, size: size, remote: string(appendIP(ip[:0], c.Context().RemoteIP()))}
 	if trailer {
 		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {
@@ -159,8 +205,8 @@ func (s *Server) startStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Inf
 		}
 	}
 	c.Set(fiber.HeaderContentType, api.ContentTypeStream)
-	c.Set(api.HeaderKeyVersion, strconv.FormatUint(uint64(info.Version), 10))
-	c.Set(api.HeaderAEAD, info.AEAD.String())
+	c.Set(api.HeaderKeyVersion, strconv.FormatUint(uint64(a.info.Version), 10))
+	c.Set(api.HeaderAEAD, a.info.AEAD.String())
 	s.met.streamStart()
 	c.Context().SetBodyStream(rs, int(size))
 	return nil
@@ -323,6 +369,9 @@ func (rs *responseStream) finish(err error) error {
 	l.str("key", rs.key)
 	l.num("key_version", int64(rs.info.Version))
 	l.num("bytes", rs.n)
+	// The salt is read at the end: a rewrap's passes after the header, as
+	// the stream flows.
+	s.appendMACs(&l, cryptosvc.MessageSalt(rs.sealed.start()), rs.context)
 	l.b = append(l.b, `,"stream":true`...)
 	return s.auditFailed(s.audits.Append(l.end(outcome)))
 }
@@ -334,14 +383,15 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 	}
 	er, err := s.svc.EncryptReader(c.UserContext(), key, s.requestBody(c), ctx)
 	if err != nil {
-		s.audit(c, OpEncrypt, key, cryptosvc.Info{}, 0, err)
+		s.auditMsg(c, OpEncrypt, key, cryptosvc.Info{}, 0, err, ctx, nil)
 		return err
 	}
 	size := int64(-1)
 	if n := uploadLen(c); n >= 0 {
 		size = er.SealedLen(n)
 	}
-	return s.startStream(c, OpEncrypt, key, er.Info(), er, size, false, release)
+	sealed := newSealedStart(er)
+	return s.startStream(c, streamAudit{op: OpEncrypt, key: key, info: er.Info(), sealed: sealed, context: ctx}, sealed, size, false, release)
 }
 
 func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
@@ -363,16 +413,17 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		}()
 	}
 	body := s.requestBody(c)
+	sealed := newSealedStart(body)
 	var pr plainReader
 	size := int64(-1)
 	if ranged {
 		var rr *cryptosvc.RangeReader
-		if rr, err = s.svc.DecryptRange(c.UserContext(), key, body, uploadLen(c), rg, ctx); err == nil {
+		if rr, err = s.svc.DecryptRange(c.UserContext(), key, sealed, uploadLen(c), rg, ctx); err == nil {
 			pr, size = rr, rr.Len()
 		}
 	} else {
 		var dr *cryptosvc.DecryptReader
-		if dr, err = s.svc.DecryptReader(c.UserContext(), key, body, ctx); err == nil {
+		if dr, err = s.svc.DecryptReader(c.UserContext(), key, sealed, ctx); err == nil {
 			pr = dr
 			if n, ok := dr.PlaintextLen(uploadLen(c)); ok {
 				size = n
@@ -386,17 +437,18 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		if errors.Is(err, cryptosvc.ErrAuthFailed) {
 			s.met.decryptFailure()
 		}
-		s.audit(c, OpDecrypt, key, cryptosvc.Info{}, 0, err)
+		s.auditMsg(c, OpDecrypt, key, cryptosvc.Info{}, 0, err, ctx, sealed.start())
 		return err
 	}
+	a := streamAudit{op: OpDecrypt, key: key, info: pr.Info(), sealed: sealed, context: ctx}
 	if vb != nil {
-		if err := s.verifyFull(c, q, pr, body, vb); err != nil {
+		if err := s.verifyFull(c, q, pr, body, vb, &a); err != nil {
 			return err
 		}
 		vb = nil // the response's body now: closed when it is written
 		return nil
 	}
-	return s.startStream(c, OpDecrypt, key, pr.Info(), pr, size, true, release)
+	return s.startStream(c, a, pr, size, true, release)
 }
 
 // plainReader is the plaintext of a streamed decrypt: a whole stream's or
@@ -457,8 +509,9 @@ func errVerifyTooLarge(limit int64) error {
 }
 
 // verifyFull reads the whole plaintext into vb and answers only once every
-// chunk authenticated, with vb as the response's body.
-func (s *Server) verifyFull(c *fiber.Ctx, q *call, dr plainReader, body *idleReader, vb *verifyBuffer) error {
+// chunk authenticated, with vb as the response's body. Its record, written
+// before the answer as a JSON request's is, names the message a names.
+func (s *Server) verifyFull(c *fiber.Ctx, q *call, dr plainReader, body *idleReader, vb *verifyBuffer, a *streamAudit) error {
 	key := q.key
 	fits, err := vb.fill(dr)
 	switch {
@@ -467,7 +520,7 @@ func (s *Server) verifyFull(c *fiber.Ctx, q *call, dr plainReader, body *idleRea
 	case err == nil && !fits:
 		err = errVerifyTooLarge(q.row.verifyFull)
 	}
-	s.audit(c, OpDecrypt, key, dr.Info(), vb.n, err)
+	s.auditMsg(c, OpDecrypt, key, dr.Info(), vb.n, err, a.context, a.sealed.start())
 	if err != nil {
 		if errors.Is(err, cryptosvc.ErrAuthFailed) {
 			s.met.decryptFailure()
@@ -492,7 +545,8 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 		return err
 	}
 	body := s.requestBody(c)
-	h, hdr, err := cryptosvc.ReadHeader(body)
+	sealed := newSealedStart(body)
+	h, hdr, err := cryptosvc.ReadHeader(sealed)
 	if err != nil {
 		if body.err != nil {
 			return bodyReadError(c, body.err)
@@ -501,7 +555,7 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 	}
 	in := hdr
 	if h.Mode == cryptosvc.ModeDirect {
-		rest, err := io.ReadAll(io.LimitReader(body, int64(s.cfg.MaxJSONBody)+1))
+		rest, err := io.ReadAll(io.LimitReader(sealed, int64(s.cfg.MaxJSONBody)+1))
 		if err != nil {
 			return bodyReadError(c, err)
 		}
@@ -515,12 +569,16 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 	if err != nil {
 		return err
 	}
+	// The record names the salt of the message as it came, as a JSON
+	// rewrap's does: a stream's is also that of the answer, whose body is
+	// the upload's.
+	a := streamAudit{op: OpRewrap, key: key, info: info, sealed: sealed, context: ctx}
 	if h.Mode == cryptosvc.ModeDirect {
-		return s.startStream(c, OpRewrap, key, info, bytes.NewReader(out), int64(len(out)), false, release)
+		return s.startStream(c, a, bytes.NewReader(out), int64(len(out)), false, release)
 	}
 	size := int64(-1)
 	if n := uploadLen(c); n >= 0 {
 		size = int64(len(out)) + n - int64(len(hdr))
 	}
-	return s.startStream(c, OpRewrap, key, info, io.MultiReader(bytes.NewReader(out), body), size, false, release)
+	return s.startStream(c, a, io.MultiReader(bytes.NewReader(out), sealed), size, false, release)
 }
