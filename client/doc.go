@@ -1,6 +1,7 @@
 // Package client is a Go client for cipherd's REST API: one-shot and batch
-// JSON requests, data keys, key administration, and streaming encryption and
-// decryption of any size through io.Reader and io.Writer.
+// JSON requests, data keys, key administration, service tokens, and
+// streaming encryption and decryption of any size through io.Reader and
+// io.Writer.
 //
 // It speaks the wire contract of package api over net/http and nothing else;
 // it imports neither the server nor the cryptography.

@@ -21,11 +21,12 @@ import (
 const cliToken = "cli-test-token"
 
 // startServe runs `cipherd serve` on a free port with a temporary data
-// directory until the test ends, and returns its URL once /readyz is 200.
-func startServe(t testing.TB) string {
+// directory, and args besides, until the test ends, and returns its URL once
+// /readyz is 200.
+func startServe(t testing.TB, args ...string) string {
 	t.Helper()
 	addr := proctest.FreeAddr(t)
-	cmd := exec.Command(proctest.Cipherd(t), "serve", "-addr", addr, "-data-dir", t.TempDir(), "-skip-benchmark", "-log-level", "warn")
+	cmd := exec.Command(proctest.Cipherd(t), append([]string{"serve", "-addr", addr, "-data-dir", t.TempDir(), "-skip-benchmark", "-log-level", "warn"}, args...)...)
 	cmd.Env = append(os.Environ(), "CIPHERD_ADMIN_TOKEN="+cliToken)
 	var logs proctest.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

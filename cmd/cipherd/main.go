@@ -8,6 +8,7 @@
 //	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
 //	cipherd rootkey init|rotate          the root key: in a PKCS#11 token, rotation
 //	cipherd keys migrate                 copy a file keystore or keyring into PostgreSQL
+//	cipherd tokens create|list|revoke    service tokens, through a server
 //	cipherd version [-json]              build information (also --version)
 //	cipherd help [command]               the commands, or a command's flags
 package main
@@ -39,6 +40,7 @@ var commands = []command{
 	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
 	{"rootkey", "generate the root key in a PKCS#11 token, rotate the root key (init, rotate)", runRootkey},
 	{"keys", "copy a file keystore or a keyring into a PostgreSQL keystore (migrate)", runKeys},
+	{"tokens", "issue, list and revoke service tokens through a server (create, list, revoke)", runTokens},
 }
 
 func main() {
