@@ -47,6 +47,7 @@ const (
 	CodeRangeNotSatisfiable Code = "range_not_satisfiable" // 416: a range decrypt's range starts at or past the plaintext's end
 	CodeHeadersTooLarge     Code = "headers_too_large"     // 431: the request line and headers over the read buffer
 	CodeRateLimited         Code = "rate_limited"          // 429 with Retry-After
+	CodeAuthRateLimited     Code = "auth_rate_limited"     // 429 with Retry-After: too many failed authentications from the client's address
 	CodeTooManyStreams      Code = "too_many_streams"      // 429 with Retry-After: the identity has max_streams_per_identity streams in flight
 	CodeInternal            Code = "internal"              // 500: details are logged, never sent
 	CodeNotReady            Code = "not_ready"             // 503
@@ -87,7 +88,7 @@ func (c Code) Status() int {
 		return 416
 	case CodeHeadersTooLarge:
 		return 431
-	case CodeRateLimited, CodeTooManyStreams:
+	case CodeRateLimited, CodeAuthRateLimited, CodeTooManyStreams:
 		return 429
 	case CodeInternal:
 		return 500

@@ -271,8 +271,16 @@ func (a *authState) trustedProxy(ip net.IP) bool {
 }
 
 // authenticate identifies the caller of a route with an operation, or
-// answers 401.
+// answers 401; or 429 first, without looking at the credential, when the
+// client's address failed too often (authlimit.go).
 func (s *Server) authenticate(c *fiber.Ctx) (*identity, error) {
+	var from netip.Addr
+	if s.authFails != nil {
+		from = authFailKey(c.Context().RemoteIP())
+		if err := s.checkAuthFailures(c, from); err != nil {
+			return nil, err
+		}
+	}
 	id, reason, err := s.identifyRequest(c)
 	if err != nil {
 		s.met.authFailure()
@@ -280,6 +288,7 @@ func (s *Server) authenticate(c *fiber.Ctx) (*identity, error) {
 	}
 	if id == nil {
 		s.met.authFailure()
+		s.authFails.failed(from, time.Now())
 		if ce := s.log.Check(zap.DebugLevel, "authentication failed"); ce != nil {
 			ce.Write(zap.String("request_id", requestID(c)), zap.String("remote", c.Context().RemoteIP().String()), zap.String("reason", reason))
 		}

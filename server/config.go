@@ -109,6 +109,17 @@ type Config struct {
 	RateLimit float64 `yaml:"rate_limit"`
 	// RateBurst is the burst above RateLimit. Default 2×RateLimit, at least 1.
 	RateBurst int `yaml:"rate_burst"`
+	// AuthFailureRate is the failed authentications per second allowed
+	// per client address (an IPv4 address, or an IPv6 /64), as a token
+	// bucket of AuthFailureBurst: over it, every request from the address
+	// is refused 429 auth_rate_limited with Retry-After before its
+	// credential is looked at, a good one too. Default 10; -1 means no
+	// limit (behind a proxy that every client shares, say).
+	// CIPHERD_AUTH_FAILURE_RATE.
+	AuthFailureRate float64 `yaml:"auth_failure_rate"`
+	// AuthFailureBurst is the failed authentications an address may make
+	// at once above AuthFailureRate. Default 50.
+	AuthFailureBurst int `yaml:"auth_failure_burst"`
 
 	// TLSCert and TLSKey are PEM files; when set the server speaks TLS (1.2
 	// minimum) and reloads them when they change. CIPHERD_TLS_CERT,
@@ -358,6 +369,12 @@ func (cfg Config) Defaults() Config {
 	if cfg.MaxTokenTTL <= 0 {
 		cfg.MaxTokenTTL = 90 * 24 * time.Hour
 	}
+	if cfg.AuthFailureRate == 0 {
+		cfg.AuthFailureRate = 10
+	}
+	if cfg.AuthFailureBurst == 0 {
+		cfg.AuthFailureBurst = 50
+	}
 	if cfg.RateLimit > 0 && cfg.RateBurst <= 0 {
 		cfg.RateBurst = max(1, int(2*cfg.RateLimit))
 	}
@@ -405,6 +422,13 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 		}
 		cfg.RateLimit = f
 	}
+	if v := getenv("CIPHERD_AUTH_FAILURE_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 && f != -1 {
+			errs = append(errs, fmt.Errorf("CIPHERD_AUTH_FAILURE_RATE: %q is not a non-negative number or -1", v))
+		}
+		cfg.AuthFailureRate = f
+	}
 	if v := getenv("CIPHERD_MIN_ROTATION_PERIOD"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -451,6 +475,12 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) {
 		errs = append(errs, fmt.Errorf("rate_limit %v must be a finite non-negative number", cfg.RateLimit))
+	}
+	if r := cfg.AuthFailureRate; r < 0 && r != -1 || math.IsNaN(r) || math.IsInf(r, 0) {
+		errs = append(errs, fmt.Errorf("auth_failure_rate %v: want a positive number, or -1 for no limit", r))
+	}
+	if cfg.AuthFailureBurst < 0 {
+		errs = append(errs, fmt.Errorf("auth_failure_burst %d: want a positive number", cfg.AuthFailureBurst))
 	}
 	if cfg.VerifyFullBudget < cfg.MaxVerifyFull {
 		errs = append(errs, fmt.Errorf("verify_full_budget %d is below max_verify_full %d: no request at the limit could be served", cfg.VerifyFullBudget, cfg.MaxVerifyFull))

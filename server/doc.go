@@ -29,10 +29,11 @@
 //     connection whose request body may still be unread on it. fiber's own
 //     router holds no route of cipherd's.
 //  3. serve (route.go) applies the row before the handler runs: it refuses
-//     unknown query parameters and values, authenticates the caller
-//     (auth.go; jwt.go for JWTs of the configured issuers, with their keys
-//     in jwks.go and the tokens verified in jwtcache.go; proxy.go for
-//     identities forwarded by a trusted proxy), takes
+//     unknown query parameters and values, refuses a client whose address
+//     failed to authenticate too often (authlimit.go), authenticates the
+//     caller (auth.go; jwt.go for JWTs of the configured issuers, with
+//     their keys in jwks.go and the tokens verified in jwtcache.go;
+//     proxy.go for identities forwarded by a trusted proxy), takes
 //     the row's cost from the caller's rate limit (ratelimit.go), checks the
 //     path's key name and the operation on that key against the caller's
 //     policies (policy.go), refuses a body announced over the limit, and

@@ -96,7 +96,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if out.Code == api.CodeInternal {
 		s.log.Error("internal error", zap.String("request_id", out.RequestID), zap.String("route", c.Route().Path), zap.Error(err))
 	}
-	if (out.Code == api.CodeRateLimited || out.Code == api.CodeTooManyStreams || out.Code == api.CodeVerifyBusy) && c.GetRespHeader(fiber.HeaderRetryAfter) == "" {
+	if (out.Code == api.CodeRateLimited || out.Code == api.CodeAuthRateLimited || out.Code == api.CodeTooManyStreams || out.Code == api.CodeVerifyBusy) && c.GetRespHeader(fiber.HeaderRetryAfter) == "" {
 		c.Set(fiber.HeaderRetryAfter, "1")
 	}
 	return c.Status(out.Code.Status()).JSON(&out)

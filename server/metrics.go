@@ -115,6 +115,7 @@ func (m *seriesMap[K, V]) all() []*V {
 // metrics counts what /metrics exposes.
 type metrics struct {
 	authFailures    atomic.Int64
+	authRateLimited atomic.Int64 // refused for the address's failed authentications
 	decryptFailures atomic.Int64
 	auditFailures   atomic.Int64
 	activeStreams   atomic.Int64

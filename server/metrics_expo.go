@@ -74,6 +74,8 @@ func (s *Server) writeMetrics(w *expo) {
 
 	w.family("cipherd_auth_failures_total", "counter", "Requests refused for a missing or invalid token or client certificate.")
 	w.sample("cipherd_auth_failures_total", float64(m.authFailures.Load()))
+	w.family("cipherd_auth_rate_limited_total", "counter", "Requests refused 429 auth_rate_limited, before their credential was looked at, from addresses over auth_failure_rate.")
+	w.sample("cipherd_auth_rate_limited_total", float64(m.authRateLimited.Load()))
 	w.family("cipherd_jwt_failures_total", "counter", "Bearer JWTs refused, by reason: malformed, algorithm (not RS256, PS256, ES256, ES384 or EdDSA), issuer, unknown_key, signature, expired (or no exp), not_yet_valid, audience, no_identity (none or several match).")
 	for r := jwtReason(1); r < numJWTReasons; r++ {
 		w.sample("cipherd_jwt_failures_total", float64(m.jwtFailures[r].Load()), "reason", r.String())

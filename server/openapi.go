@@ -159,6 +159,8 @@ func (s *Server) openAPI() ([]byte, error) {
 		"stream_idle_timeout":      limit(s.cfg.StreamIdleTimeout.String(), "stream_idle_timeout", "A stream that sends or accepts nothing for this long is cut."),
 		"rate_limit":               limit(rate, "rate_limit", "Requests per second each identity may make, in tokens (x-cipherd-rate-cost); 0: no limit."),
 		"rate_burst":               limit(burst, "rate_burst", "Tokens an identity may spend at once above rate_limit; 0 when there is no limit."),
+		"auth_failure_rate":        limit(s.cfg.AuthFailureRate, "auth_failure_rate", "Failed authentications per second allowed per client address (IPv4, or IPv6 /64); over it every request from the address is refused 429 auth_rate_limited before its credential is looked at; -1: no limit."),
+		"auth_failure_burst":       limit(s.cfg.AuthFailureBurst, "auth_failure_burst", "Failed authentications an address may make at once above auth_failure_rate."),
 	}
 	return json.Marshal(doc)
 }

@@ -19,9 +19,11 @@ import (
 //
 //  1. the query string: only the row's parameters, each once, each with one
 //     of its values (400 invalid_parameter);
-//  2. on a row with an operation: the caller's identity (401), its rate limit
-//     at the row's cost (429), the key name of the path (400), and the
-//     policy check of the operation on that key (403);
+//  2. on a row with an operation: the failed authentications of the
+//     client's address (429, before the credential is looked at), the
+//     caller's identity (401), its rate limit at the row's cost (429), the
+//     key name of the path (400), and the policy check of the operation on
+//     that key (403);
 //  3. the body: an announced JSON body over the row's limit is refused
 //     before a byte of it is read (413);
 //  4. the deadline: the handler's context (c.UserContext()) ends after the

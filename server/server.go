@@ -59,6 +59,9 @@ type Server struct {
 	verifyBudget   *semaphore.Weighted
 	verifyReserved atomic.Int64
 	streams        *streamLimiter // streams in flight per identity
+	// authFails limits failed authentications per client address; nil:
+	// no limit (authlimit.go).
+	authFails *authFailLimiter
 
 	ready    atomic.Bool // self-test, selection and keys done, not draining
 	draining atomic.Bool
@@ -104,7 +107,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		log = l
 	}
 	s := &Server{cfg: cfg, log: log, started: time.Now(), verifyBudget: semaphore.NewWeighted(cfg.VerifyFullBudget), streams: newStreamLimiter(cfg.MaxStreamsPerIdentity),
-		met: newMetrics(), now: cfg.now, jwksKick: make(chan struct{}, 1)}
+		met: newMetrics(), now: cfg.now, jwksKick: make(chan struct{}, 1),
+		authFails: newAuthFailLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst, defaultAuthFailMaxAddrs, log)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -250,6 +254,7 @@ func (s *Server) background(ctx context.Context) {
 			s.log.Info("keys rotated on schedule", zap.Strings("keys", rotated))
 		}
 		s.expireTokens(ctx)
+		s.authFails.sweep(time.Now())
 		select {
 		case <-ctx.Done():
 			return

@@ -81,6 +81,8 @@ var serveSettings = []setting{
 	{key: "trusted_proxies", env: "CIPHERD_TRUSTED_PROXIES", zero: "none", help: "CIDRs of proxies whose X-Forwarded-Client-Cert is believed (comma-separated in the variable)"},
 	{key: "rate_limit", env: "CIPHERD_RATE_LIMIT", zero: "0 (no limit)", help: "sustained requests per second per identity; over it 429 with Retry-After"},
 	{key: "rate_burst", zero: "2 × rate_limit, at least 1", help: "burst above rate_limit"},
+	{key: "auth_failure_rate", env: "CIPHERD_AUTH_FAILURE_RATE", help: "failed authentications per second allowed per client address (IPv4, or IPv6 /64); over it every request from the address, a good credential's too, is refused 429 auth_rate_limited with Retry-After before its credential is looked at; -1: no limit (behind a proxy all clients share)"},
+	{key: "auth_failure_burst", help: "failed authentications an address may make at once above auth_failure_rate"},
 	{key: "aead", env: "CIPHERD_AEAD", flag: "aead", zero: "the fastest correct one measured at start-up", help: "pin the AEAD for new data: aes-128-gcm, aes-256-gcm or chacha20-poly1305"},
 	{key: "allowed_aeads", env: "CIPHERD_ALLOWED_AEADS", zero: "aes-256-gcm,chacha20-poly1305", help: "the AEADs the selection may choose for new data; add aes-128-gcm to allow it (comma-separated in the variable)"},
 	{key: "skip_benchmark", env: "CIPHERD_SKIP_BENCHMARK", flag: "skip-benchmark", zero: "false", help: "choose the AEAD by order of preference without the start-up profile; the self-tests still run"},
