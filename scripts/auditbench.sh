@@ -17,12 +17,14 @@
 #
 #   ROUNDS=5 DUR=5s scripts/auditbench.sh
 #   BODY=batch scripts/auditbench.sh
+#   CONNS=256 scripts/auditbench.sh   # enough connections to keep the server busy
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-755276a}
 ROUNDS=${ROUNDS:-5}
 DUR=${DUR:-5s}
 BODY=${BODY:-json}
+CONNS=${CONNS:-32}
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -69,14 +71,14 @@ ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 cpubusy() { awk -v c="cpu$((n - 1))" '$1 == c {print $2+$3+$4+$7+$8}' /proc/stat; }
 hz=$(getconf CLK_TCK)
 for v in base tree; do # warm-up, not counted
-  "${cli[@]}" wrk -t1 -c32 -d2s -s "$work/post.lua" http://127.0.0.1:${port[$v]}/v1/encrypt/default >/dev/null
+  "${cli[@]}" wrk -t1 -c$CONNS -d2s -s "$work/post.lua" http://127.0.0.1:${port[$v]}/v1/encrypt/default >/dev/null
 done
-echo "== $BODY encrypt, wrk -t1 -c32 -d$DUR, $ROUNDS interleaved rounds: base $BASE, tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes)"
+echo "== $BODY encrypt, wrk -t1 -c$CONNS -d$DUR, $ROUNDS interleaved rounds: base $BASE, tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes)"
 for r in $(seq "$ROUNDS"); do
   for v in base tree; do
     p=pid_$v
     a=$(ticks "${!p}") ca=$(cpubusy)
-    out=$("${cli[@]}" wrk -t1 -c32 -d"$DUR" -s "$work/post.lua" http://127.0.0.1:${port[$v]}/v1/encrypt/default)
+    out=$("${cli[@]}" wrk -t1 -c$CONNS -d"$DUR" -s "$work/post.lua" http://127.0.0.1:${port[$v]}/v1/encrypt/default)
     b=$(ticks "${!p}") cb=$(cpubusy)
     reqs=$(echo "$out" | awk '/requests in/ {print $1}')
     rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
