@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cipherd/cipherd/client"
@@ -25,8 +26,9 @@ const defaultServerURL = "http://127.0.0.1:8080"
 type clientFlags struct {
 	server, token, ca string
 	tokenFile         string
-	withToken         bool // send --token, --token-file, CIPHERD_TOKEN or CIPHERD_TOKEN_FILE
-	insecure          bool // health only: it sends no token
+	cert, keyFile     string // the client certificate and its key, PEM files
+	withToken         bool   // send --token, --token-file, CIPHERD_TOKEN or CIPHERD_TOKEN_FILE
+	insecure          bool   // health only: it sends no token
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet, withToken bool) {
@@ -36,6 +38,8 @@ func (f *clientFlags) register(fs *flag.FlagSet, withToken bool) {
 	}
 	fs.StringVar(&f.server, "server", def, "cipherd's URL (CIPHERD_URL)")
 	fs.StringVar(&f.ca, "ca", os.Getenv("CIPHERD_CA"), "PEM file of the CA that signed an https server's certificate (CIPHERD_CA)")
+	fs.StringVar(&f.cert, "cert", os.Getenv("CIPHERD_CLIENT_CERT"), "PEM `file` of the client certificate (and its chain) to present to an https server, for an mTLS identity; needs --key-file (CIPHERD_CLIENT_CERT)")
+	fs.StringVar(&f.keyFile, "key-file", os.Getenv("CIPHERD_CLIENT_KEY"), "PEM `file` of the private key of --cert (CIPHERD_CLIENT_KEY)")
 	f.withToken = withToken
 	if withToken {
 		fs.StringVar(&f.token, "token", "", "bearer token (default CIPHERD_TOKEN; prefer the variable: flags show in ps)")
@@ -71,6 +75,23 @@ func (f *clientFlags) client() (*client.Client, error) {
 		}
 		opts = append(opts, o)
 	}
+	tc, err := f.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, client.WithTLSConfig(tc))
+	}
+	return client.New(f.server, opts...)
+}
+
+// tlsConfig returns the TLS configuration the flags ask for (a CA, a
+// client certificate, no verification), or nil for the system's defaults.
+func (f *clientFlags) tlsConfig() (*tls.Config, error) {
+	if f.ca == "" && f.cert == "" && f.keyFile == "" && !f.insecure {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.insecure}
 	if f.ca != "" {
 		pem, err := os.ReadFile(f.ca)
 		if err != nil {
@@ -80,12 +101,26 @@ func (f *clientFlags) client() (*client.Client, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("%s holds no PEM certificate", f.ca)
 		}
-		opts = append(opts, client.WithTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+		tc.RootCAs = pool
 	}
-	if f.insecure {
-		opts = append(opts, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}))
+	switch {
+	case f.cert == "" && f.keyFile == "":
+		return tc, nil
+	case f.cert == "" || f.keyFile == "":
+		return nil, errors.New("a client certificate needs both --cert and --key-file (CIPHERD_CLIENT_CERT and CIPHERD_CLIENT_KEY)")
+	case !strings.HasPrefix(strings.ToLower(f.server), "https://"):
+		return nil, fmt.Errorf("a client certificate is presented over TLS only: %s is not an https URL", f.server)
 	}
-	return client.New(f.server, opts...)
+	pair, err := tls.LoadX509KeyPair(f.cert, f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate %s: %w", f.cert, err)
+	}
+	// Present it whenever the server asks, even when the server's list of
+	// acceptable CAs does not name its issuer (an intermediate CA, a
+	// server that sends no list): Go's client would then send none, and
+	// the request would go out as no one's.
+	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+	return tc, nil
 }
 
 func runEncrypt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -130,6 +165,8 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		fmt.Fprintln(stderr, "once the whole stream succeeded; a new file gets mode 0600, a replaced one")
 		fmt.Fprintln(stderr, "keeps its mode. The token is read from CIPHERD_TOKEN unless --token is given;")
 		fmt.Fprintln(stderr, "--token-file or CIPHERD_TOKEN_FILE names a file read for each request instead.")
+		fmt.Fprintln(stderr, "--cert and --key-file (CIPHERD_CLIENT_CERT, CIPHERD_CLIENT_KEY) present a client")
+		fmt.Fprintln(stderr, "certificate to an https server, for an mTLS identity, instead of a token.")
 		fmt.Fprintln(stderr, "Progress (bytes, rate, and the time left when the input's size is known)")
 		fmt.Fprintln(stderr, "goes to standard error when it is a terminal.")
 		fmt.Fprintln(stderr)

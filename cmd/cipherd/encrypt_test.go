@@ -25,6 +25,13 @@ const cliToken = "cli-test-token"
 // /readyz is 200.
 func startServe(t testing.TB, args ...string) string {
 	t.Helper()
+	return startServeScheme(t, "http", proctest.HTTPStatus, args...)
+}
+
+// startServeScheme is startServe for a server that speaks scheme, whose
+// /readyz status probes.
+func startServeScheme(t testing.TB, scheme string, status func(url string) int, args ...string) string {
+	t.Helper()
 	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(proctest.Cipherd(t), append([]string{"serve", "-addr", addr, "-data-dir", t.TempDir(), "-skip-benchmark", "-log-level", "warn"}, args...)...)
 	cmd.Env = append(os.Environ(), "CIPHERD_ADMIN_TOKEN="+cliToken)
@@ -36,8 +43,8 @@ func startServe(t testing.TB, args ...string) string {
 			t.Errorf("cipherd serve exited with %v on SIGTERM\n%s", err, logs.String())
 		}
 	})
-	url := "http://" + addr
-	if err := p.WaitReady(30*time.Second, func() bool { return proctest.HTTPStatus(url+"/readyz") == 200 }); err != nil {
+	url := scheme + "://" + addr
+	if err := p.WaitReady(30*time.Second, func() bool { return status(url+"/readyz") == 200 }); err != nil {
 		t.Fatalf("cipherd serve: %v\n%s", err, logs.String())
 	}
 	return url

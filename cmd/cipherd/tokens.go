@@ -41,7 +41,9 @@ they are refused from then on.
 
 The caller needs the operation tokens-admin, which the admin has. The server
 is --server or CIPHERD_URL; the caller's token is --token, --token-file,
-CIPHERD_TOKEN or CIPHERD_TOKEN_FILE.
+CIPHERD_TOKEN or CIPHERD_TOKEN_FILE, or an mTLS identity's client
+certificate is --cert and --key-file, or CIPHERD_CLIENT_CERT and
+CIPHERD_CLIENT_KEY.
 `
 
 func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) int {
