@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cipherd/cipherd/client"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -138,9 +139,9 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		if op == "decrypt" {
-			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--range A-B] [--local] [--context B64] [--server URL]\n\n", op)
+			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--range A-B] [--local] [--context B64 | --context-text TEXT] [--server URL]\n\n", op)
 		} else {
-			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--local] [--context B64] [--server URL]\n\n", op)
+			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--local] [--context B64 | --context-text TEXT] [--server URL]\n\n", op)
 		}
 		if op == "encrypt" {
 			fmt.Fprintln(stderr, "Seals IN (default standard input) under the key, streaming through a cipherd")
@@ -155,6 +156,11 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 			fmt.Fprintln(stderr, "the chunks that cover the range go to the server. A range past the end ends")
 			fmt.Fprintln(stderr, "there; one that starts past it fails (range_not_satisfiable).")
 		}
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "The context (additional data) binds the message: decryption needs the same")
+		fmt.Fprintln(stderr, "bytes. --context takes them in standard base64; --context-text takes UTF-8")
+		fmt.Fprintln(stderr, "text, its bytes exactly as given (no newline added). One of the two, either")
+		fmt.Fprintln(stderr, "form on either side: --context-text 'invoice 7' is --context aW52b2ljZSA3.")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "--local seals or opens on this machine: the server hands out a sealing key")
 		fmt.Fprintln(stderr, "(encrypt) or the key of the one message (decrypt), and the data never goes")
@@ -175,7 +181,8 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	var cf clientFlags
 	cf.register(fs, true)
 	key := fs.String("key", "", "key name (required), such as the default key \"default\"")
-	ctxB64 := fs.String("context", "", "context (additional data) as standard base64; decryption needs the same")
+	ctxB64 := fs.String("context", "", "context (additional data) as standard `base64`; decryption needs the same")
+	ctxText := fs.String("context-text", "", "context (additional data) as UTF-8 `text`, instead of --context")
 	inPath := fs.String("i", "-", "input `file`; - for standard input")
 	outPath := fs.String("o", "-", "output `file`, replaced only on success; - for standard output")
 	syncOut := fs.Bool("sync", false, "with -o FILE, write the output to stable storage (fsync) before it replaces FILE, at the disk's speed")
@@ -205,10 +212,22 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		}
 	}
 	var aad []byte
-	if *ctxB64 != "" {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["context"] && set["context-text"]:
+		fmt.Fprintf(stderr, "cipherd %s: give the context once: --context (base64) or --context-text (text)\n", op)
+		return 2
+	case *ctxText != "":
+		if !utf8.ValidString(*ctxText) {
+			fmt.Fprintf(stderr, "cipherd %s: --context-text must be UTF-8 text; give other bytes in base64 with --context\n", op)
+			return 2
+		}
+		aad = []byte(*ctxText)
+	case *ctxB64 != "":
 		var err error
 		if aad, err = base64.StdEncoding.DecodeString(*ctxB64); err != nil {
-			fmt.Fprintf(stderr, "cipherd %s: --context must be standard base64\n", op)
+			fmt.Fprintf(stderr, "cipherd %s: --context must be standard base64 (--context-text takes text)\n", op)
 			return 2
 		}
 	}
