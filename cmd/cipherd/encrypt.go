@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -139,7 +140,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		if op == "decrypt" {
-			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--range A-B] [--local] [--context B64 | --context-text TEXT] [--server URL]\n\n", op)
+			fmt.Fprintf(stderr, "usage: cipherd %s [--key NAME] [-i IN] [-o OUT] [--range A-B] [--local] [--context B64 | --context-text TEXT] [--server URL]\n\n", op)
 		} else {
 			fmt.Fprintf(stderr, "usage: cipherd %s --key NAME [-i IN] [-o OUT] [--local] [--context B64 | --context-text TEXT] [--server URL]\n\n", op)
 		}
@@ -150,6 +151,9 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 			fmt.Fprintln(stderr, "Opens a sealed stream from IN (default standard input) to OUT (default")
 			fmt.Fprintln(stderr, "standard output). On failure it exits 1; a file named by -o is then left as")
 			fmt.Fprintln(stderr, "it was, but what went to standard output must be discarded.")
+			fmt.Fprintln(stderr)
+			fmt.Fprintln(stderr, "The key is the one the sealed stream's header names; --key, when given, must")
+			fmt.Fprintln(stderr, "name the same key (another is refused, exit 2, before anything is sent).")
 			fmt.Fprintln(stderr)
 			fmt.Fprintln(stderr, "--range A-B opens bytes A to B (inclusive) of the plaintext, A- from A to the")
 			fmt.Fprintln(stderr, "end, as curl -r names them, of a sealed file given by -i: only its header and")
@@ -180,7 +184,11 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	}
 	var cf clientFlags
 	cf.register(fs, true)
-	key := fs.String("key", "", "key name (required), such as the default key \"default\"")
+	keyHelp := "key name (required), such as the default key \"default\""
+	if op == "decrypt" {
+		keyHelp = "key name; default: the key the input's header names"
+	}
+	key := fs.String("key", "", keyHelp)
 	ctxB64 := fs.String("context", "", "context (additional data) as standard `base64`; decryption needs the same")
 	ctxText := fs.String("context-text", "", "context (additional data) as UTF-8 `text`, instead of --context")
 	inPath := fs.String("i", "-", "input `file`; - for standard input")
@@ -198,7 +206,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *key == "" || *inPath == "" || *outPath == "" {
+	if fs.NArg() > 0 || (*key == "" && op == "encrypt") || *inPath == "" || *outPath == "" {
 		fs.Usage()
 		return 2
 	}
@@ -264,6 +272,23 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		return 1
 	}
 	defer in.Close()
+	var head []byte // what peekKey read of in, sent before the rest
+	if op == "decrypt" {
+		var named string
+		var hdrErr error
+		if ranged {
+			named, _, hdrErr = peekKey(io.NewSectionReader(sealed, 0, sealed.Size()))
+		} else {
+			named, head, hdrErr = peekKey(in)
+		}
+		if *key, err = decryptKey(*key, named, hdrErr); err != nil {
+			fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+			if errors.Is(err, errKeyMismatch) {
+				return 2
+			}
+			return 1
+		}
+	}
 	out, err := createOutput(*outPath, stdout, *syncOut)
 	if err != nil {
 		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
@@ -304,7 +329,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		if showProgress {
 			meter = startProgress(stderr, "cipherd "+op, size)
 		}
-		src := meter.reader(in)
+		src := meter.reader(io.MultiReader(bytes.NewReader(head), in))
 		if size >= 0 {
 			// The client sends a source that knows its length with it, and
 			// the service answers with the exact length, in large pieces.

@@ -3,7 +3,8 @@
 //	cipherd [serve] [flags]              run the service (the default)
 //	cipherd speed [flags] [cipher ...]   benchmark, as `openssl speed -evp`
 //	cipherd selftest [flags]             known-answer tests and cipher selection
-//	cipherd encrypt|decrypt --key NAME   stream a file or stdin through a server (-i, -o)
+//	cipherd encrypt|decrypt --key NAME   stream a file or stdin through a server (-i, -o);
+//	                                     decrypt's key defaults to the header's
 //	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
 //	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
 //	cipherd rootkey init|rotate          the root key: in a PKCS#11 token, rotation
@@ -35,7 +36,7 @@ var commands = []command{
 	{"selftest", "run the known-answer tests and the quick cipher selection", runSelftest},
 	{"version", "print build information", runVersion},
 	{"encrypt", "seal a file or standard input through a server (--key NAME [-i IN] [-o OUT])", runEncrypt},
-	{"decrypt", "open a sealed stream through a server (--key NAME [-i IN] [-o OUT])", runDecrypt},
+	{"decrypt", "open a sealed stream through a server ([--key NAME] [-i IN] [-o OUT])", runDecrypt},
 	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
 	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
 	{"rootkey", "generate the root key in a PKCS#11 token, rotate the root key (init, rotate)", runRootkey},
