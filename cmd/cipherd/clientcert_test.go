@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/internal/pkitest"
 )
 
@@ -99,6 +101,26 @@ func TestCLIClientCertificate(t *testing.T) {
 	}
 	if out, errOut, code := cipherd(t, byEnv, "tokens", "list"); code != 0 || !strings.HasPrefix(out, "ID ") {
 		t.Errorf("tokens list as app: exit %d\n%s%s", code, out, errOut)
+	}
+	// A key's life as app: create, rotate, list, and data sealed under it
+	// opened without --key.
+	if out, errOut, code := cipherd(t, m.env, append([]string{"keys", "create", "app-key"}, byFlags...)...); code != 0 || !strings.Contains(out, "app-key") {
+		t.Fatalf("keys create as app: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cipherd(t, byEnv, "keys", "rotate", "app-key"); code != 0 {
+		t.Fatalf("keys rotate as app: exit %d: %s", code, errOut)
+	}
+	shown, errOut, code := cipherd(t, byEnv, "keys", "show", "-json", "app-key")
+	var k api.Key
+	if err := json.Unmarshal([]byte(shown), &k); code != 0 || err != nil || k.LatestVersion != 2 {
+		t.Fatalf("keys show -json as app: exit %d, %v\n%s%s", code, err, shown, errOut)
+	}
+	out, e1, e2, c1, c2 = pipeline(t, byEnv, msg, []string{"--key", "app-key"}, nil)
+	if c1 != 0 || c2 != 0 || !bytes.Equal(out, msg) {
+		t.Fatalf("encrypt --key app-key | decrypt as app: exit %d|%d, %q\n%s\n%s", c1, c2, out, e1, e2)
+	}
+	if _, errOut, code := cipherd(t, m.env, "keys", "list"); code != 1 || !strings.Contains(errOut, "401 unauthenticated") {
+		t.Errorf("keys list without a certificate: exit %d: %s", code, errOut)
 	}
 	if out, errOut, code := cipherd(t, m.env, append([]string{"health"}, byFlags...)...); code != 0 || out != "ready\n" {
 		t.Errorf("health with a client certificate: exit %d\n%s%s", code, out, errOut)

@@ -20,9 +20,11 @@ import (
 // root key) and opens, with each version as the database gives it, a
 // message sealed under that version as the source gives it.
 
-const keysUsage = `usage:
-  cipherd keys migrate -to URL (-from-dir DIR | -from-keyring FILE) [flags]
+const keysUsage = "usage:\n" + keysMigrateSynopsis + keysMigrateHelp
 
+const keysMigrateSynopsis = "  cipherd keys migrate -to URL (-from-dir DIR | -from-keyring FILE) [flags]\n"
+
+const keysMigrateHelp = `
 Copies every key, with all its versions and configuration, into the
 PostgreSQL keystore at URL (postgres://…, libpq conventions), and verifies
 that every version decrypts there. Safe to run again: a key already there
@@ -47,11 +49,20 @@ keystore that holds one (a server started without a root key made it, as
 `
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if kc := keysAPICommand(args[0]); kc != nil {
+			return runKeysAPI(ctx, kc, args[1:], stdout, stderr)
+		}
+	}
 	if len(args) == 0 || args[0] != "migrate" {
-		fmt.Fprint(stderr, keysUsage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+			keysCLIUsage(stderr)
 			return 0
 		}
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "cipherd keys: unknown command %q\n\n", args[0])
+		}
+		keysCLIUsage(stderr)
 		return 2
 	}
 	fs := flag.NewFlagSet("keys migrate", flag.ContinueOnError)

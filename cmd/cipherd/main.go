@@ -8,6 +8,7 @@
 //	cipherd health                       exit 0 when the server is ready (container HEALTHCHECK)
 //	cipherd keyring new|add|rotate|list  make and rotate a shared keyring file
 //	cipherd rootkey init|rotate          the root key: in a PKCS#11 token, rotation
+//	cipherd keys list|show|create|…      manage keys through a server (rotate, config, delete)
 //	cipherd keys migrate                 copy a file keystore or keyring into PostgreSQL
 //	cipherd tokens create|list|revoke    service tokens, through a server
 //	cipherd version [-json]              build information (also --version)
@@ -40,7 +41,7 @@ var commands = []command{
 	{"health", "exit 0 if the server's /readyz answers 200 (container HEALTHCHECK)", runHealth},
 	{"keyring", "create, rotate and list a shared keyring file (new, add, rotate, list)", runKeyring},
 	{"rootkey", "generate the root key in a PKCS#11 token, rotate the root key (init, rotate)", runRootkey},
-	{"keys", "copy a file keystore or a keyring into a PostgreSQL keystore (migrate)", runKeys},
+	{"keys", "manage keys through a server (list, show, create, rotate, config, delete); copy a keystore into PostgreSQL (migrate)", runKeys},
 	{"tokens", "issue, list and revoke service tokens through a server (create, list, revoke)", runTokens},
 }
 
