@@ -23,6 +23,7 @@ type BatchSealer struct {
 	hdr   []byte
 	info  Info
 	salts *bufio.Reader
+	use   *usageCounts
 }
 
 // batchSalts is how many salts a BatchSealer reads at once.
@@ -39,7 +40,7 @@ func (s *Service) BatchSealer(ctx context.Context, name string) (*BatchSealer, e
 	if err != nil {
 		return nil, err
 	}
-	return &BatchSealer{s: s, prk: vk.direct[aeadID(h.AEAD)], im: im, hdr: hdr, info: infoOf(&h), salts: bufio.NewReaderSize(s.rand, batchSalts*saltSize)}, nil
+	return &BatchSealer{s: s, prk: vk.direct[aeadID(h.AEAD)], im: im, hdr: hdr, info: infoOf(&h), salts: bufio.NewReaderSize(s.rand, batchSalts*saltSize), use: vk.use}, nil
 }
 
 // Info describes the messages the BatchSealer makes.
@@ -60,6 +61,7 @@ func (z *BatchSealer) AppendSeal(dst, plaintext, context []byte) ([]byte, error)
 	}
 	out = keys.sealChunks(out, plaintext)
 	keys.release()
+	z.use.sealed.Add(1)
 	return out, nil
 }
 

@@ -27,6 +27,7 @@ import (
 //	  root.key        the development root key (DevRootKey only), base64
 //	  rotate.json     the check file of a root-key rotation (rootkey_rotate.go)
 //	  tokens.json     the service tokens, hashed, in clear (tokens_file.go)
+//	  usage.json      the usage counts per key version, in clear (usage_file.go)
 //	  keys/           0700
 //	    <name>.key    one sealed record per key
 //	  .tmp-*, keys/.tmp-*  partial writes, removed at open
@@ -104,6 +105,9 @@ type FileStore struct {
 
 	wmu    sync.Mutex // serializes writes and Close
 	keySet            // the keys in memory; writers also hold wmu
+
+	umu         sync.Mutex                  // serializes usage.json's writes; guards usageTotals
+	usageTotals map[versionRef]VersionUsage // as usage.json holds them (usage_file.go)
 }
 
 var _ Keystore = (*FileStore)(nil)
@@ -187,6 +191,9 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 		return nil, err
 	}
 	if err := s.ksLoadTokens(); err != nil {
+		return nil, err
+	}
+	if err := s.ksLoadUsage(); err != nil {
 		return nil, err
 	}
 	if !haveCheck {
@@ -321,7 +328,12 @@ func (s *FileStore) Create(ctx context.Context, k *StoredKey) error {
 	}
 	s.rev++
 	k.Revision = s.rev
-	return s.ksPut(k)
+	if err := s.ksPut(k); err != nil {
+		return err
+	}
+	// A key made under the name of one deleted before starts from zero.
+	s.ksForgetUsage(k.Name)
+	return nil
 }
 
 // Update replaces the key of k's name if its revision is k.Revision.

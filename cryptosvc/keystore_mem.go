@@ -13,7 +13,10 @@ import (
 // Create and Update store a deep copy of their argument, so the caller may
 // reuse or modify it afterwards. Get returns the stored key itself, shared
 // with every other caller: it must not be modified (Clone first).
-type MemStore struct{ keySet }
+type MemStore struct {
+	keySet
+	usage memUsage // usage counts (usage_file.go)
+}
 
 // keySet is the in-memory set of keys behind MemStore and FileStore, which
 // serve Get and List from it alike.
@@ -92,7 +95,7 @@ func (s *keySet) List(_ context.Context) ([]string, error) {
 var _ Keystore = (*MemStore)(nil)
 
 // NewMemStore returns an empty MemStore.
-func NewMemStore() *MemStore { return &MemStore{keySet{keys: make(map[string]*StoredKey)}} }
+func NewMemStore() *MemStore { return &MemStore{keySet: keySet{keys: make(map[string]*StoredKey)}} }
 
 // Create stores a copy of k.
 func (s *MemStore) Create(_ context.Context, k *StoredKey) error {
@@ -112,6 +115,7 @@ func (s *MemStore) Create(_ context.Context, k *StoredKey) error {
 	s.rev++
 	k.Revision = s.rev
 	s.keys[k.Name] = k
+	s.usage.forget(k.Name) // a key made under the name of one deleted before starts from zero
 	s.mu.Unlock()
 	s.watch.Notify(k.Name)
 	return nil

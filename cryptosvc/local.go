@@ -58,6 +58,7 @@ func (s *Service) NewSealingKey(ctx context.Context, name string) (SealingKey, e
 		clear(key)
 		return SealingKey{}, err
 	}
+	vk.use.localKeys.Add(1)
 	return SealingKey{Header: hdr, DataKey: key, Info: infoOf(&h)}, nil
 }
 
@@ -105,6 +106,7 @@ func (s *Service) MessageKey(ctx context.Context, name string, start, context []
 	}
 	mk := MessageKey{Start: bytes.Clone(start), Key: bytes.Clone(out[:ks]), Info: infoOf(&h)}
 	copy(mk.Nonce[:], out[ks:])
+	vk.use.opened.Add(1)
 	return mk, nil
 }
 

@@ -27,6 +27,7 @@ type versionKeys struct {
 	secret Secret // to tell a cached entry from a changed secret
 	direct [len(aeadIDs)]prk
 	wrap   [len(aeadIDs)]prk
+	use    *usageCounts // the version's counts in this process (usage.go); set by Service.versionKeys
 }
 
 func deriveVersionKeys(secret *Secret, name string, version uint32) *versionKeys {

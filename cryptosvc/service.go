@@ -84,6 +84,8 @@ type Service struct {
 
 	cacheMu sync.RWMutex
 	cache   map[versionRef]*versionKeys
+
+	usage usageTable // usage per key version (usage.go)
 }
 
 type versionRef struct {
@@ -181,6 +183,7 @@ func (s *Service) versionKeys(name string, v *StoredVersion) *versionKeys {
 		return vk
 	}
 	vk = deriveVersionKeys(&v.Secret, name, v.Version)
+	vk.use = s.usage.counts(ref)
 	s.cacheMu.Lock()
 	if len(s.cache) >= maxCachedVersions {
 		clear(s.cache)
@@ -328,6 +331,7 @@ func (s *Service) Seal(ctx context.Context, name string, plaintext, context []by
 	if err != nil {
 		return nil, Info{}, err
 	}
+	vk.use.sealed.Add(1)
 	return out, infoOf(&h), nil
 }
 
@@ -357,6 +361,7 @@ func (s *Service) Open(ctx context.Context, name string, ciphertext, context []b
 	if err != nil {
 		return nil, Info{}, err
 	}
+	vk.use.opened.Add(1)
 	return pt, infoOf(&h), nil
 }
 
@@ -395,6 +400,7 @@ func (s *Service) startStream(ctx context.Context, name string, context []byte) 
 	if err != nil {
 		return nil, nil, Info{}, err
 	}
+	vk.use.sealed.Add(1)
 	return keys, start, infoOf(&h), nil
 }
 
@@ -463,7 +469,11 @@ func (s *Service) openStart(ctx context.Context, name string, h *Header, context
 		return nil, err
 	}
 	keys, _, err := openBody(im, input, prefix[:], context)
-	return keys, err
+	if err != nil {
+		return nil, err
+	}
+	vk.use.opened.Add(1)
+	return keys, nil
 }
 
 // Rewrap moves a ciphertext to the latest version of its key. A stream
@@ -500,13 +510,16 @@ func (s *Service) Rewrap(ctx context.Context, name string, ciphertext, context [
 	}
 	latest := k.Latest()
 	nh := Header{AEAD: h.AEAD, KeyName: h.KeyName, KeyVersion: latest.Version}
-	if err := wrapDataKey(s.rand, im, &nh, s.versionKeys(k.Name, latest), key); err != nil {
+	nvk := s.versionKeys(k.Name, latest)
+	if err := wrapDataKey(s.rand, im, &nh, nvk, key); err != nil {
 		return nil, Info{}, err
 	}
 	out, err := nh.AppendBinary(make([]byte, 0, maxHeaderSize+len(ciphertext)-n))
 	if err != nil {
 		return nil, Info{}, err
 	}
+	vk.use.opened.Add(1)
+	nvk.use.sealed.Add(1)
 	return append(out, ciphertext[n:]...), infoOf(&nh), nil
 }
 

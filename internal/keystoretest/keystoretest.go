@@ -163,6 +163,7 @@ func Run(t *testing.T, kind Kind) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, kind) })
 	t.Run("ConcurrentRotations", func(t *testing.T) { testConcurrentRotations(t, kind, nil) })
 	t.Run("Watch", func(t *testing.T) { testWatch(t, kind) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, kind) })
 	if kind.Peer != nil {
 		t.Run("Shared", func(t *testing.T) { testShared(t, kind) })
 	}
