@@ -40,10 +40,23 @@ CREATE TABLE cipherd_tokens (
 	created  timestamptz NOT NULL,
 	expires  timestamptz NOT NULL CHECK (expires > created)
 );`,
+	// Usage counts per key version (cryptosvc.UsageStore), which every
+	// replica adds its own counts to (usage.go). No foreign key: a row
+	// may outlive its version, and is removed with its key.
+	3: `
+CREATE TABLE cipherd_key_usage (
+	name            text NOT NULL,
+	version         integer NOT NULL CHECK (version > 0),
+	sealed          bigint NOT NULL DEFAULT 0 CHECK (sealed >= 0),
+	opened          bigint NOT NULL DEFAULT 0 CHECK (opened >= 0),
+	local_seal_keys bigint NOT NULL DEFAULT 0 CHECK (local_seal_keys >= 0),
+	last_used       timestamptz,
+	PRIMARY KEY (name, version)
+);`,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // schemaLock is the advisory lock key that serialises migrations.
 const schemaLock = 0x63697068 // "ciph"

@@ -36,6 +36,10 @@ RETURNING revision`, k.Name, meta).Scan(&rev)
 		if err != nil {
 			return err
 		}
+		// A key made under the name of one deleted before starts from zero.
+		if err := forgetUsage(ctx, tx, k.Name); err != nil {
+			return err
+		}
 		return s.insertVersions(ctx, tx, k, 0, rev)
 	})
 	if err != nil {
@@ -115,6 +119,9 @@ RETURNING revision`, name, int64(revision)).Scan(&rev)
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM cipherd_key_versions WHERE name = $1`, name); err != nil {
+			return err
+		}
+		if err := forgetUsage(ctx, tx, name); err != nil {
 			return err
 		}
 		return notify(ctx, tx, name, rev)
