@@ -154,6 +154,27 @@ type Key struct {
 	LatestVersion uint32       `json:"latest_version"`
 	Versions      []KeyVersion `json:"versions"`
 	KeyConfig
+	// Usage is the use of each version, by version, on GET
+	// /v1/keys/{key} only; absent when the keystore's backend could
+	// not be read (never an empty stand-in).
+	Usage []KeyVersionUsage `json:"usage,omitempty"`
+}
+
+// KeyVersionUsage is the use of one key version since the key was created,
+// summed over every replica that shares the keystore (docs/API.md, Keys).
+type KeyVersionUsage struct {
+	Version uint32 `json:"version"`
+	// Sealed counts messages sealed: one-shot, batch items, data keys,
+	// streams, and rewraps to this version.
+	Sealed uint64 `json:"sealed"`
+	// Opened counts messages opened: one-shot, streams and ranges,
+	// message keys for local opening, and rewraps from this version.
+	Opened uint64 `json:"opened"`
+	// LocalSealKeys counts sealing keys handed out for local sealing.
+	LocalSealKeys uint64 `json:"local_seal_keys"`
+	// LastUsed is when a use was last counted, to within the servers'
+	// usage_flush_interval; absent when never.
+	LastUsed *time.Time `json:"last_used,omitempty"`
 }
 
 // KeyList is the body of GET /v1/keys.

@@ -191,6 +191,12 @@ type Config struct {
 	// for every minute, or every MinRotationPeriod if shorter. Default 1h.
 	// CIPHERD_MIN_ROTATION_PERIOD.
 	MinRotationPeriod time.Duration `yaml:"min_rotation_period"`
+	// UsageFlushInterval is how often the usage counted per key version
+	// (GET /v1/keys/{key}) is added to the keystore's backend, in one
+	// write; once more at shutdown. Other replicas see a replica's counts
+	// within it. Default 5s; at least 100ms.
+	// CIPHERD_USAGE_FLUSH_INTERVAL.
+	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
 	// IOBufferSize is the read and write buffer per connection, and so the
 	// largest request line and headers (at least 16 KiB). Default 256 KiB.
 	IOBufferSize int `yaml:"io_buffer_size"`
@@ -354,6 +360,9 @@ func (cfg Config) Defaults() Config {
 	if cfg.MinRotationPeriod <= 0 {
 		cfg.MinRotationPeriod = cryptosvc.DefaultMinRotationPeriod
 	}
+	if cfg.UsageFlushInterval <= 0 {
+		cfg.UsageFlushInterval = 5 * time.Second
+	}
 	if cfg.IOBufferSize <= 0 {
 		cfg.IOBufferSize = 256 << 10
 	}
@@ -436,6 +445,13 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 		}
 		cfg.MinRotationPeriod = d
 	}
+	if v := getenv("CIPHERD_USAGE_FLUSH_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("CIPHERD_USAGE_FLUSH_INTERVAL: %q is not a positive duration such as \"5s\"", v))
+		}
+		cfg.UsageFlushInterval = d
+	}
 	if v := getenv("CIPHERD_AUDIT_FAIL_OPEN"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -490,6 +506,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.MaxStreamsPerIdentity < -1 {
 		errs = append(errs, fmt.Errorf("max_streams_per_identity %d: want a positive number, or -1 for no limit", cfg.MaxStreamsPerIdentity))
+	}
+	if cfg.UsageFlushInterval < minUsageFlush {
+		errs = append(errs, fmt.Errorf("usage_flush_interval %v is below %v", cfg.UsageFlushInterval, minUsageFlush))
 	}
 	if cfg.MaxTokenTTL < minTokenTTL {
 		errs = append(errs, fmt.Errorf("max_token_ttl %v is below the shortest token lifetime, %v", cfg.MaxTokenTTL, minTokenTTL))

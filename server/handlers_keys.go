@@ -1,9 +1,11 @@
 package server
 
 import (
+	"errors"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"go.uber.org/zap"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -59,7 +61,33 @@ func (s *Server) handleDescribeKey(c *fiber.Ctx, q *call) error {
 		return err
 	}
 	out := toAPIKey(k)
+	if out.Usage, err = s.keyUsage(c, key); err != nil {
+		return err
+	}
 	return c.JSON(&out)
+}
+
+// keyUsage returns the use of each version of key, or nil when the
+// keystore's backend cannot be read: the key's description does not
+// depend on it, as the data path does not.
+func (s *Server) keyUsage(c *fiber.Ctx, key string) ([]api.KeyVersionUsage, error) {
+	us, err := s.svc.KeyUsage(c.UserContext(), key)
+	if errors.Is(err, cryptosvc.ErrUnavailable) {
+		s.log.Warn("key usage not read: the keystore is unavailable", zap.String("request_id", requestID(c)), zap.String("key", key), zap.Error(err))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.KeyVersionUsage, len(us))
+	for i, u := range us {
+		out[i] = api.KeyVersionUsage{Version: u.Version, Sealed: u.Sealed, Opened: u.Opened, LocalSealKeys: u.LocalSealKeys}
+		if !u.LastUsed.IsZero() {
+			t := u.LastUsed.UTC()
+			out[i].LastUsed = &t
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) handleCreateKey(c *fiber.Ctx, q *call) error {

@@ -126,6 +126,9 @@ type metrics struct {
 	// configuration: bounded).
 	jwtFailures  [numJWTReasons]atomic.Int64
 	jwksFailures seriesMap[string, atomic.Int64]
+	// usageFlushFailures counts the flushes of key usage that failed
+	// (usage.go).
+	usageFlushFailures atomic.Int64
 }
 
 func newMetrics() *metrics { return &metrics{} }

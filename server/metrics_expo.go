@@ -107,6 +107,7 @@ func (s *Server) writeMetrics(w *expo) {
 		w.sample("cipherd_max_connections", float64(s.cfg.MaxConnections))
 	}
 
+	s.writeOpsMetrics(w)
 	s.writeSpeedMetrics(w)
 
 	b := buildinfo.Get()

@@ -316,6 +316,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		"CreateKeyRequest":     reflect.TypeFor[api.CreateKeyRequest](),
 		"KeyVersion":           reflect.TypeFor[api.KeyVersion](),
 		"Key":                  reflect.TypeFor[api.Key](),
+		"KeyVersionUsage":      reflect.TypeFor[api.KeyVersionUsage](),
 		"KeyList":              reflect.TypeFor[api.KeyList](),
 		"CreateTokenRequest":   reflect.TypeFor[api.CreateTokenRequest](),
 		"Token":                reflect.TypeFor[api.Token](),

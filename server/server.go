@@ -168,6 +168,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.bgDone.Go(func() { s.background(s.bgCtx) })
 	s.bgDone.Go(func() { s.refreshJWKS(s.bgCtx) })
+	s.bgDone.Go(func() { s.flushUsage(s.bgCtx) })
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),
@@ -319,6 +320,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// finishes its write, and nothing logs about a closed store.
 		s.bg()
 		s.bgDone.Wait()
+		// The requests are done: their counts reach the store before
+		// the caller closes it.
+		s.flushUsageOnce(ctx)
 		if s.tls != nil {
 			s.tls.close()
 		}

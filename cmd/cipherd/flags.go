@@ -71,6 +71,7 @@ var serveSettings = []setting{
 	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
 	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
 	{key: "min_rotation_period", env: "CIPHERD_MIN_ROTATION_PERIOD", help: "shortest rotation_period a key may be given (shorter: 400 invalid_config); due rotations are looked for every minute, or every min_rotation_period if shorter"},
+	{key: "usage_flush_interval", env: "CIPHERD_USAGE_FLUSH_INTERVAL", help: "how often the usage counted per key version is added to the keystore, in one write (and at shutdown); at least 100ms"},
 	{key: "max_token_ttl", help: "longest ttl a service token may be issued with (POST /v1/tokens); without one a token lives 24h, or this if shorter; at least 1m"},
 	{env: "CIPHERD_ADMIN_TOKEN", zero: "generated on first start, printed once, stored hashed", help: "the admin's bearer token (never read from the file)"},
 	{key: "identities", zero: "none", help: "API clients besides the admin: name, token_sha256, cert_sha256 or jwt (issuer and claims), policies (file only)"},
