@@ -95,6 +95,8 @@ type Keyring struct {
 	errMu   sync.Mutex
 	lastErr error
 
+	synced atomic.Int64 // Unix nanoseconds of the last check that found the file loaded (LastSync)
+
 	rev   uint64 // the last revision given out; guarded by reloadMu
 	watch KeyWatchers
 
@@ -103,7 +105,10 @@ type Keyring struct {
 	done      chan struct{} // nil when not polling
 }
 
-var _ Keystore = (*Keyring)(nil)
+var (
+	_ Keystore     = (*Keyring)(nil)
+	_ SyncReporter = (*Keyring)(nil)
+)
 
 // krSet is one loaded keyring; it is never modified after it is published.
 type krSet struct {
@@ -122,6 +127,7 @@ func OpenKeyring(path string, cfg KeyringConfig) (*Keyring, error) {
 	if err := r.krLoad(true); err != nil {
 		return nil, err
 	}
+	r.checked()
 	interval := cfg.PollInterval
 	if interval == 0 {
 		interval = krDefaultPoll
@@ -131,6 +137,18 @@ func OpenKeyring(path string, cfg KeyringConfig) (*Keyring, error) {
 		go r.krPoll(interval)
 	}
 	return r, nil
+}
+
+// LastSync returns when the file was last checked and found to be the
+// keyring in service: at open, at a Reload or poll that succeeded. While
+// the file is missing or does not load, it stays where it was.
+func (r *Keyring) LastSync() time.Time { return time.Unix(0, r.synced.Load()) }
+
+// checked records a check of the file, if it left no error.
+func (r *Keyring) checked() {
+	if r.LastError() == nil {
+		r.synced.Store(time.Now().UnixNano())
+	}
 }
 
 // Get returns the key named name (shared: do not modify it).
@@ -182,7 +200,9 @@ func (r *Keyring) Reload() error {
 	}
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
-	return r.krLoad(true)
+	err := r.krLoad(true)
+	r.checked()
+	return err
 }
 
 // LastError returns why the latest load failed, or nil if it succeeded
@@ -220,6 +240,7 @@ func (r *Keyring) krPoll(interval time.Duration) {
 			r.reloadMu.Lock()
 			_ = r.krLoad(false) // logged and kept for LastError
 			r.reloadMu.Unlock()
+			r.checked()
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // A Keystore holds named keys with their material. Implementations: the file
@@ -136,4 +137,15 @@ func CheckAppendOnly(cur, next *StoredKey) error {
 // meanwhile; /readyz reports it.
 type HealthReporter interface {
 	Health() error
+}
+
+// A SyncReporter is a Keystore whose memory follows a backing store that
+// others change (a database other replicas write, a keyring file replaced
+// from outside): LastSync returns when memory was last known to hold what
+// the backing store holds, by a successful read, notification or check of
+// it. The time since then is how stale memory may be. Stores that only
+// their own process writes (the file keystore, MemStore) are always in
+// sync and do not implement it.
+type SyncReporter interface {
+	LastSync() time.Time
 }

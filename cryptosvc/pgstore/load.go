@@ -127,6 +127,7 @@ func (s *Store) catchUp(ctx context.Context, strict bool) error {
 		return err
 	}
 	s.apply(all, true, true)
+	s.sync()
 	return nil
 }
 
@@ -208,6 +209,7 @@ func (s *Store) listen(conn *pgx.Conn) error {
 			if err != nil {
 				return err
 			}
+			s.sync()
 			continue
 		}
 		if err != nil {
@@ -220,6 +222,7 @@ func (s *Store) listen(conn *pgx.Conn) error {
 		if err := handle(n.Payload); err != nil {
 			return err // reconnect and catch up: the change must not be lost
 		}
+		s.sync()
 	}
 }
 

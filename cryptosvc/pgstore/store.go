@@ -79,6 +79,7 @@ type Store struct {
 	now   func() time.Time // time.Now; tests stop it
 
 	health atomic.Pointer[error] // nil: up
+	synced atomic.Int64          // Unix nanoseconds of the last successful sync (LastSync)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -89,6 +90,7 @@ type Store struct {
 var (
 	_ cryptosvc.Keystore       = (*Store)(nil)
 	_ cryptosvc.HealthReporter = (*Store)(nil)
+	_ cryptosvc.SyncReporter   = (*Store)(nil)
 )
 
 // snapshot is one immutable state of memory.
@@ -229,6 +231,15 @@ func (s *Store) Health() error {
 	return nil
 }
 
+// LastSync returns when memory was last known to be current: the last
+// catch-up (at Open and after a reconnection), notification, read of a
+// key, or ping of the idle listening connection (every 10 seconds without
+// notifications), whose being up means no change was missed.
+func (s *Store) LastSync() time.Time { return time.Unix(0, s.synced.Load()) }
+
+// sync records that memory is current as of now.
+func (s *Store) sync() { s.synced.Store(time.Now().UnixNano()) }
+
 // Refresh reads the key named name from the database into memory and
 // returns it. Concurrent calls for one name share one query. Names that
 // memory holds no live key of are read in paced batches and a name found
@@ -325,6 +336,7 @@ func (s *Store) reload(ctx context.Context, name string, force bool) error {
 	if err != nil {
 		return err
 	}
+	s.sync()
 	if found {
 		s.apply(map[string]entry{name: e}, false, force)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -115,5 +116,36 @@ func TestUsageSchemaUpgrade(t *testing.T) {
 	u, err := s.Usage(ctx, "kept")
 	if err != nil || len(u) != 1 || u[0].Opened != 3 || !u[0].LastUsed.IsZero() {
 		t.Fatalf("usage after the upgrade: %+v, %v", u, err)
+	}
+}
+
+// TestLastSync: a store's LastSync moves when another replica's change
+// reaches it.
+func TestLastSync(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn := srv.Database(t)
+	root := keystoretest.Secret(t)
+	a, b := open(t, dsn, &root), open(t, dsn, &root)
+	if a.LastSync().IsZero() || time.Since(a.LastSync()) > time.Minute {
+		t.Fatalf("LastSync %v after Open", a.LastSync())
+	}
+	seen := make(chan struct{}, 1)
+	defer a.Watch(func(string) {
+		select {
+		case seen <- struct{}{}:
+		default:
+		}
+	})()
+	before := time.Now()
+	if err := b.Create(context.Background(), keystoretest.Key(t, "n", 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-seen:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the change did not reach the other store")
+	}
+	if got := a.LastSync(); got.Before(before) {
+		t.Fatalf("LastSync %v, not moved by the notification after %v", got, before)
 	}
 }
