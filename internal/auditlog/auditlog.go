@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // ErrClosed is returned by Append after Close.
@@ -30,9 +31,20 @@ var ErrClosed = errors.New("auditlog: closed")
 // Stderr is the path that names standard error rather than a file.
 const Stderr = "stderr"
 
+// Config configures OpenConfig.
+type Config struct {
+	// Observe, when set, is called after each group's write and sync
+	// with how long the two took together and their error: the latency
+	// every caller of the group waited on. It is called from the one
+	// goroutine that writes, before the group's callers return, so it
+	// must be quick and must not block. nil means nothing is called.
+	Observe func(d time.Duration, err error)
+}
+
 // Log is an audit log. It is safe for concurrent use.
 type Log struct {
-	path string
+	path    string
+	observe func(time.Duration, error) // Config.Observe
 
 	mu      sync.Mutex
 	pending []byte // lines of the group that fills
@@ -59,8 +71,11 @@ type group struct {
 
 // Open opens the log at path for appending, creating it (mode 0600) if it
 // does not exist, or standard error if path is Stderr.
-func Open(path string) (*Log, error) {
-	l := &Log{path: path, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+func Open(path string) (*Log, error) { return OpenConfig(path, Config{}) }
+
+// OpenConfig is Open with cfg.
+func OpenConfig(path string, cfg Config) (*Log, error) {
+	l := &Log{path: path, observe: cfg.Observe, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if err := l.open(); err != nil {
 		return nil, err
 	}
@@ -130,7 +145,11 @@ func (l *Log) commit() {
 			l.group = &group{done: make(chan struct{})}
 			l.mu.Unlock()
 
+			start := time.Now()
 			g.err = l.write(buf)
+			if l.observe != nil {
+				l.observe(time.Since(start), g.err)
+			}
 			close(g.done)
 
 			l.mu.Lock()
