@@ -38,6 +38,9 @@ func (s *Server) record(c *fiber.Ctx, row *route, start time.Time, status int, p
 
 	msg, level := "access", zap.InfoLevel
 	st := state(c)
+	if st != nil && st.call.id != nil {
+		s.met.ops.requests.inc(st.call.id.name)
+	}
 	audited := st != nil && st.audit.op != ""
 	if audited {
 		msg, level = "audit", max(level, st.audit.level)

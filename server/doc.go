@@ -54,14 +54,17 @@
 //  5. The request ends in accesslog.go: one access line per request, labelled
 //     with its row's path, which carries the audit record of the request's
 //     cryptographic operation, and metrics.go counts it; metrics_expo.go
-//     renders GET /metrics.
+//     renders GET /metrics, with the operators' metrics of metrics_ops.go
+//     (the keystore's state, counts by identity, reloads, the TLS
+//     certificate's expiry, audit write latency).
 //
 // A JSON encrypt runs front → serve → handleEncrypt → readDataRequest →
 // cryptosvc.Service.Seal → sendResult, then record.
 //
 // server.go holds the lifecycle (start-up self-test and benchmark, the
-// default key, background work, drain on shutdown) and config.go the
-// configuration with its validation.
+// default key, background work, drain on shutdown; usage.go flushes the
+// usage counted per key version) and config.go the configuration with its
+// validation.
 //
 // # The keystore
 //

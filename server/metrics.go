@@ -129,6 +129,7 @@ type metrics struct {
 	// usageFlushFailures counts the flushes of key usage that failed
 	// (usage.go).
 	usageFlushFailures atomic.Int64
+	ops                opsMetrics // by identity, reloads, audit latency (metrics_ops.go)
 }
 
 func newMetrics() *metrics { return &metrics{} }

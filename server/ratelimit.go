@@ -91,6 +91,7 @@ func (s *Server) rateLimit(c *fiber.Ctx, id *identity, cost int) error {
 	if ok {
 		return nil
 	}
+	s.met.ops.rateLimited.inc(id.name)
 	ra := retryAfter(wait)
 	if ce := s.log.Check(zap.DebugLevel, "rate limited"); ce != nil {
 		ce.Write(zap.String("request_id", requestID(c)), zap.String("identity", id.name), zap.String("retry_after", ra))

@@ -45,6 +45,7 @@ var reloadable = map[string]bool{
 // keys of those that cfg changes, for the caller to report. Turning TLS on
 // or off is one of them.
 func (s *Server) Reload(cfg Config) (restart []string, err error) {
+	defer func() { s.met.ops.reloaded(err == nil) }()
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server: configuration: %w", err)

@@ -150,6 +150,22 @@ func TestReloadSIGHUP(t *testing.T) {
 		t.Errorf("token b after the file changed: %d, want 401", b)
 	}
 	p.alive(t)
+
+	// cipherd_config_reloads_total says what the log says: two reloads
+	// applied, four failed (two before the server saw them, two that it
+	// refused), or more if a poll of the file raced a signal.
+	var ok, bad, okLogged, badLogged float64
+	if !proctest.Poll(5*time.Second, func() bool {
+		fams := scrapeWith(t, http.DefaultClient, p.url)
+		ok = metric(t, fams, "cipherd_config_reloads_total", "cipherd_config_reloads_total", "result", "success")
+		bad = metric(t, fams, "cipherd_config_reloads_total", "cipherd_config_reloads_total", "result", "failure")
+		b, _ := os.ReadFile(p.logs)
+		okLogged = float64(bytes.Count(b, []byte(`"configuration reloaded"`)))
+		badLogged = float64(bytes.Count(b, []byte("configuration reload failed")))
+		return ok == okLogged && bad == badLogged
+	}) || ok < 2 || bad < 4 {
+		t.Errorf("cipherd_config_reloads_total: %v succeeded, %v failed; the log: %v, %v", ok, bad, okLogged, badLogged)
+	}
 }
 
 // reloadIdentityConfig is reloadIdentity as a Config.

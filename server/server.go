@@ -159,7 +159,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if s.audits, err = auditlog.Open(cfg.AuditLog); err != nil {
+	if s.audits, err = auditlog.OpenConfig(cfg.AuditLog, auditlog.Config{Observe: s.met.ops.auditWrite.observe}); err != nil {
 		return nil, fmt.Errorf("server: audit_log: %w", err)
 	}
 	s.openAuditMAC()

@@ -33,6 +33,7 @@ type reloader struct {
 	load   func() (server.Config, error)         // the file, the environment and the flags, as at start-up
 	apply  func(server.Config) ([]string, error) // (*server.Server).Reload
 	reopen func() error                          // (*server.Server).ReopenAuditLog; nil for none
+	failed func()                                // (*server.Server).CountReloadFailure, for a configuration that does not load; nil for none
 	level  zap.AtomicLevel
 	log    *zap.Logger
 	sum    [sha256.Size]byte // of the file last loaded (or tried)
@@ -88,7 +89,9 @@ func (r *reloader) reload(why string) {
 	cfg, err := r.load()
 	var restart []string
 	if err == nil {
-		restart, err = r.apply(cfg)
+		restart, err = r.apply(cfg) // counts its own outcome
+	} else if r.failed != nil {
+		r.failed()
 	}
 	if err != nil {
 		r.log.Error("configuration reload failed; the configuration in service stays", zap.String("trigger", why), zap.Error(err))

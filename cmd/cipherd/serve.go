@@ -104,7 +104,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if tok := srv.AdminTokenGenerated; tok != "" {
 		fmt.Fprintf(stderr, "\n  cipherd admin token (shown once, stored hashed): %s\n\n", tok)
 	}
-	rl := &reloader{file: sf.config, load: load, apply: srv.Reload, reopen: srv.ReopenAuditLog, level: level, log: log, sum: fileSum}
+	rl := &reloader{file: sf.config, load: load, apply: srv.Reload, reopen: srv.ReopenAuditLog, failed: srv.CountReloadFailure, level: level, log: log, sum: fileSum}
 	rctx, stopReload := context.WithCancel(ctx)
 	defer stopReload()
 	go rl.run(rctx, hup)
