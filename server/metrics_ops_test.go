@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/big"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -270,3 +271,32 @@ func TestPromtool(t *testing.T) {
 	}
 }
 
+// TestAlertRules: the example alert rules that docs/OPERATIONS.md shows
+// are deploy/prometheus's, which promtool accepts and whose unit tests
+// (the alerts firing on the series of a stopped database, a throttled
+// client, …) pass.
+func TestAlertRules(t *testing.T) {
+	const dir = "../deploy/prometheus"
+	rules, err := os.ReadFile(filepath.Join(dir, "cipherd-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, append([]byte("```yaml\n"), rules...)) {
+		t.Error("docs/OPERATIONS.md does not show deploy/prometheus/cipherd-alerts.yml as it is")
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (Debian: apt-get install prometheus)")
+	}
+	for _, args := range [][]string{{"check", "rules", "cipherd-alerts.yml"}, {"test", "rules", "cipherd-alerts_test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
