@@ -194,6 +194,14 @@ type Key struct {
 	Created  time.Time    `json:"created"`
 	Versions []KeyVersion `json:"versions"` // ascending
 	KeyConfig
+	// MinAvailableVersion is the lowest version whose material the key
+	// holds (1 until a trim destroys the versions below it).
+	MinAvailableVersion uint32 `json:"min_available_version"`
+	// DisabledVersions are the versions that neither seal nor open,
+	// ascending.
+	DisabledVersions []uint32 `json:"disabled_versions,omitempty"`
+	// Deletion is the key's scheduled deletion; nil when none is.
+	Deletion *KeyDeletion `json:"deletion,omitempty"`
 }
 
 // Latest returns the newest version number.
@@ -204,6 +212,24 @@ func (k Key) Latest() uint32 {
 	return k.Versions[len(k.Versions)-1].Version
 }
 
+// KeyDeletion is a key's scheduled deletion.
+type KeyDeletion struct {
+	// Scheduled is when the deletion was asked for.
+	Scheduled time.Time `json:"scheduled"`
+	// DeleteAt is when the key goes: the first DeleteDue at or after it
+	// deletes the key.
+	DeleteAt time.Time `json:"delete_at"`
+}
+
+// sameDeletion reports whether a and b schedule the same deletion, or
+// none.
+func sameDeletion(a, b *KeyDeletion) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Scheduled.Equal(b.Scheduled) && a.DeleteAt.Equal(b.DeleteAt)
+}
+
 // StoredVersion is one version with its material.
 type StoredVersion struct {
 	KeyVersion
@@ -211,12 +237,20 @@ type StoredVersion struct {
 }
 
 // StoredKey is a key with its material, as a Keystore holds it. Versions are
-// ascending and contiguous from 1.
+// ascending and contiguous from MinAvailable (from 1 when it is 0 or 1).
 type StoredKey struct {
 	Name     string
 	Created  time.Time
 	Config   KeyConfig
 	Versions []StoredVersion
+	// MinAvailable is the lowest version the key holds: a trim (TrimKey)
+	// destroyed the versions below it. 0 means 1: none was destroyed.
+	MinAvailable uint32
+	// Disabled lists the versions that neither seal nor open, ascending.
+	Disabled []uint32
+	// Deletion, when set, is the key's scheduled deletion: until it is
+	// cancelled the key is refused to every operation but a description.
+	Deletion *KeyDeletion
 	// Revision is the store's mark of this state of the key: Get sets it,
 	// Update and Delete apply only while it is current (see Keystore). It
 	// is not part of the key: records and files do not hold it.
@@ -225,13 +259,22 @@ type StoredKey struct {
 
 // Describe returns the key's metadata without material.
 func (k *StoredKey) Describe() Key {
-	d := Key{Name: k.Name, Created: k.Created, KeyConfig: k.Config}
+	d := Key{Name: k.Name, Created: k.Created, KeyConfig: k.Config, MinAvailableVersion: k.firstVersion()}
 	d.AllowedAEADs = slices.Clone(k.Config.AllowedAEADs)
 	for _, v := range k.Versions {
 		d.Versions = append(d.Versions, v.KeyVersion)
 	}
+	d.DisabledVersions = slices.Clone(k.Disabled)
+	if k.Deletion != nil {
+		del := *k.Deletion
+		d.Deletion = &del
+	}
 	return d
 }
+
+// firstVersion returns the lowest version the key may hold: MinAvailable,
+// or 1.
+func (k *StoredKey) firstVersion() uint32 { return max(k.MinAvailable, 1) }
 
 // Latest returns the newest version.
 func (k *StoredKey) Latest() *StoredVersion {
@@ -241,12 +284,17 @@ func (k *StoredKey) Latest() *StoredVersion {
 	return &k.Versions[len(k.Versions)-1]
 }
 
-// Version returns version v, or nil.
+// Version returns version v, or nil: a version the key never had, or one
+// a trim destroyed.
 func (k *StoredKey) Version(v uint32) *StoredVersion {
-	if v == 0 || uint64(v) > uint64(len(k.Versions)) { // int(v) < 0 on 32-bit platforms
+	if len(k.Versions) == 0 {
 		return nil
 	}
-	return &k.Versions[v-1]
+	first := k.Versions[0].Version
+	if v < first || uint64(v-first) >= uint64(len(k.Versions)) { // int(v) < 0 on 32-bit platforms
+		return nil
+	}
+	return &k.Versions[v-first]
 }
 
 // Clone returns a deep copy.
@@ -254,10 +302,16 @@ func (k *StoredKey) Clone() *StoredKey {
 	c := *k
 	c.Config.AllowedAEADs = slices.Clone(k.Config.AllowedAEADs)
 	c.Versions = slices.Clone(k.Versions)
+	c.Disabled = slices.Clone(k.Disabled)
+	if k.Deletion != nil {
+		del := *k.Deletion
+		c.Deletion = &del
+	}
 	return &c
 }
 
-// Validate checks the name, the versions (contiguous from 1) and the
+// Validate checks the name, the versions (contiguous from MinAvailable, or
+// from 1), the disabled versions, the scheduled deletion and the
 // configuration.
 func (k *StoredKey) Validate() error {
 	if err := ValidateKeyName(k.Name); err != nil {
@@ -266,12 +320,30 @@ func (k *StoredKey) Validate() error {
 	if len(k.Versions) == 0 {
 		return fmt.Errorf("%w: key %s has no version", ErrInvalidConfig, k.Name)
 	}
+	first := k.firstVersion()
 	for i, v := range k.Versions {
-		if v.Version != uint32(i+1) {
+		if uint64(v.Version) != uint64(first)+uint64(i) {
+			if first > 1 {
+				return fmt.Errorf("%w: key %s: versions must run from min_available_version %d, one by one", ErrInvalidConfig, k.Name, first)
+			}
 			return fmt.Errorf("%w: key %s: versions must run 1, 2, 3…", ErrInvalidConfig, k.Name)
 		}
 	}
-	return k.Config.Validate(k.Latest().Version)
+	latest := k.Latest().Version
+	for i, v := range k.Disabled {
+		if v < first || v > latest || i > 0 && v <= k.Disabled[i-1] {
+			return fmt.Errorf("%w: key %s: disabled versions must be versions of the key, ascending, each once", ErrInvalidConfig, k.Name)
+		}
+	}
+	if d := k.Deletion; d != nil && (d.Scheduled.IsZero() || d.DeleteAt.Before(d.Scheduled)) {
+		return fmt.Errorf("%w: key %s: a scheduled deletion needs its time and a delete_at no earlier", ErrInvalidConfig, k.Name)
+	}
+	if first > 1 && k.Config.MinDecryptionVersion < first {
+		// The versions below first are destroyed: retiring fewer would
+		// promise that their ciphertexts open.
+		return fmt.Errorf("%w: min_decryption_version %d is below min_available_version %d, whose versions below were destroyed", ErrInvalidConfig, k.Config.MinDecryptionVersion, first)
+	}
+	return k.Config.Validate(latest)
 }
 
 // ValidateKeyName checks a key name: 1 to MaxKeyNameLen bytes of A-Z a-z 0-9

@@ -322,7 +322,8 @@ func (r *Keyring) krRevise(old, set *krSet) []string {
 // ksSameKey reports whether a and b hold the same metadata and material.
 func ksSameKey(a, b *StoredKey) bool {
 	return a.Name == b.Name && a.Created.Equal(b.Created) && reflect.DeepEqual(a.Config, b.Config) &&
-		len(a.Versions) == len(b.Versions) && CheckAppendOnly(a, b) == nil
+		len(a.Versions) == len(b.Versions) && a.MinAvailable == b.MinAvailable && CheckAppendOnly(a, b) == nil &&
+		slices.Equal(a.Disabled, b.Disabled) && sameDeletion(a.Deletion, b.Deletion)
 }
 
 // krFail records err for LastError and logs it, once per distinct error

@@ -43,12 +43,13 @@ type Keystore interface {
 	// Create stores a new key, or fails with ErrKeyExists. k.Revision is
 	// ignored: the store assigns the first revision.
 	Create(ctx context.Context, k *StoredKey) error
-	// Update replaces the key of the same name (a rotation or a new
-	// configuration) if its revision is still k.Revision, giving it a new
-	// revision. It fails with ErrKeyNotFound if there is no such key, with
-	// ErrConflict if the revision differs (Get then returns a key at least
-	// as new as the one that won), and with ErrInvalidConfig if k drops a
-	// version or changes one: versions are append-only.
+	// Update replaces the key of the same name (a rotation, a new
+	// configuration, a trim) if its revision is still k.Revision, giving it
+	// a new revision. It fails with ErrKeyNotFound if there is no such key,
+	// with ErrConflict if the revision differs (Get then returns a key at
+	// least as new as the one that won), and with ErrInvalidConfig if k
+	// drops a version or changes one: versions are append-only, but for a
+	// trim, which drops those below k.MinAvailable (CheckAppendOnly).
 	Update(ctx context.Context, k *StoredKey) error
 	// Delete removes the key if its revision is still revision, or fails
 	// with ErrKeyNotFound or ErrConflict as Update does.
@@ -118,13 +119,29 @@ func (w *KeyWatchers) Close() {
 // CheckAppendOnly reports whether next may replace cur: the same name,
 // every version of cur kept unchanged (number, time and material) and new
 // ones only added after it. Stores call it from Update.
+//
+// The one exception is a trim, which says so: next may drop the versions
+// below its MinAvailable when that is above cur's, but not cur's latest
+// version, and destroyed versions never come back. A version missing
+// without it is refused, whatever its number.
 func CheckAppendOnly(cur, next *StoredKey) error {
-	if len(next.Versions) < len(cur.Versions) {
-		return fmt.Errorf("%w: key %s: an update cannot remove versions (%d stored, %d given)", ErrInvalidConfig, cur.Name, len(cur.Versions), len(next.Versions))
+	if next.MinAvailable < cur.MinAvailable {
+		return fmt.Errorf("%w: key %s: an update cannot lower min_available_version (%d stored, %d given)", ErrInvalidConfig, cur.Name, cur.MinAvailable, next.MinAvailable)
+	}
+	drop := next.firstVersion() // versions below it are trimmed
+	if latest := cur.Latest(); latest != nil && drop > latest.Version {
+		return fmt.Errorf("%w: key %s: a trim cannot destroy the latest version %d", ErrInvalidConfig, cur.Name, latest.Version)
 	}
 	for i := range cur.Versions {
-		c, n := &cur.Versions[i], &next.Versions[i]
-		if c.Version != n.Version || !c.Created.Equal(n.Created) || !c.Secret.Equal(&n.Secret) {
+		c := &cur.Versions[i]
+		if c.Version < drop {
+			continue
+		}
+		n := next.Version(c.Version)
+		if n == nil {
+			return fmt.Errorf("%w: key %s: an update cannot remove version %d (a trim removes those below min_available_version only)", ErrInvalidConfig, cur.Name, c.Version)
+		}
+		if !c.Created.Equal(n.Created) || !c.Secret.Equal(&n.Secret) {
 			return fmt.Errorf("%w: key %s: an update cannot change version %d", ErrInvalidConfig, cur.Name, c.Version)
 		}
 	}

@@ -18,6 +18,11 @@ type ksRecord struct {
 	Created  time.Time         `json:"created"`
 	Config   KeyConfig         `json:"config"`
 	Versions []ksRecordVersion `json:"versions"`
+	// The lifecycle's state, absent from records of keys that never had
+	// one (and from every record older than it).
+	MinAvailable uint32       `json:"min_available_version,omitempty"`
+	Disabled     []uint32     `json:"disabled_versions,omitempty"`
+	Deletion     *KeyDeletion `json:"deletion,omitempty"`
 }
 
 type ksRecordVersion struct {
@@ -27,7 +32,7 @@ type ksRecordVersion struct {
 }
 
 func ksRecordOf(k *StoredKey) ksRecord {
-	rec := ksRecord{Name: k.Name, Created: k.Created, Config: k.Config}
+	rec := ksRecord{Name: k.Name, Created: k.Created, Config: k.Config, MinAvailable: k.MinAvailable, Disabled: k.Disabled, Deletion: k.Deletion}
 	rec.Versions = make([]ksRecordVersion, len(k.Versions))
 	for i := range k.Versions {
 		v := &k.Versions[i]
@@ -38,7 +43,8 @@ func ksRecordOf(k *StoredKey) ksRecord {
 
 // storedKey converts and validates a decoded record.
 func (rec *ksRecord) storedKey() (*StoredKey, error) {
-	k := &StoredKey{Name: rec.Name, Created: rec.Created, Config: rec.Config.Canonical()}
+	k := &StoredKey{Name: rec.Name, Created: rec.Created, Config: rec.Config.Canonical(),
+		MinAvailable: rec.MinAvailable, Disabled: rec.Disabled, Deletion: rec.Deletion}
 	k.Versions = make([]StoredVersion, len(rec.Versions))
 	for i, v := range rec.Versions {
 		sec, err := NewSecret(v.Secret)

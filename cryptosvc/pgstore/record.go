@@ -21,6 +21,11 @@ type metaRecord struct {
 	Name    string              `json:"name"`
 	Created time.Time           `json:"created"`
 	Config  cryptosvc.KeyConfig `json:"config"`
+	// The lifecycle's state, absent from the records of keys that never
+	// had one (and from every record older than it).
+	MinAvailable uint32                 `json:"min_available_version,omitempty"`
+	Disabled     []uint32               `json:"disabled_versions,omitempty"`
+	Deletion     *cryptosvc.KeyDeletion `json:"deletion,omitempty"`
 }
 
 type versionRecord struct {
@@ -40,7 +45,8 @@ func versionName(name string, v uint32) string {
 }
 
 func (s *Store) sealMeta(k *cryptosvc.StoredKey) ([]byte, error) {
-	pt, err := json.Marshal(&metaRecord{Name: k.Name, Created: k.Created, Config: k.Config})
+	pt, err := json.Marshal(&metaRecord{Name: k.Name, Created: k.Created, Config: k.Config,
+		MinAvailable: k.MinAvailable, Disabled: k.Disabled, Deletion: k.Deletion})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +75,8 @@ func (s *Store) openMeta(name string, sealed []byte) (*cryptosvc.StoredKey, erro
 	if rec.Name != name {
 		return nil, fmt.Errorf("key %s: %w: the metadata names another key", name, cryptosvc.ErrMalformed)
 	}
-	return &cryptosvc.StoredKey{Name: name, Created: rec.Created, Config: rec.Config.Canonical()}, nil
+	return &cryptosvc.StoredKey{Name: name, Created: rec.Created, Config: rec.Config.Canonical(),
+		MinAvailable: rec.MinAvailable, Disabled: rec.Disabled, Deletion: rec.Deletion}, nil
 }
 
 func (s *Store) openVersion(name string, v uint32, sealed []byte) (cryptosvc.StoredVersion, error) {

@@ -82,7 +82,14 @@ RETURNING revision`, k.Name, int64(k.Revision), meta).Scan(&rev)
 		if err != nil {
 			return err
 		}
-		return s.insertVersions(ctx, tx, k, len(cur.Versions), rev)
+		if first, was := k.Versions[0].Version, cur.Versions[0].Version; first > was {
+			// A trim (CheckAppendOnly allowed it): the rows of the
+			// versions it destroys go in the same transaction.
+			if _, err := tx.Exec(ctx, `DELETE FROM cipherd_key_versions WHERE name = $1 AND version < $2`, k.Name, int64(first)); err != nil {
+				return err
+			}
+		}
+		return s.insertVersions(ctx, tx, k, newVersions(cur, k), rev)
 	})
 	if errors.Is(err, errLost) {
 		return s.lost(k.Name)
@@ -193,6 +200,18 @@ func (s *Store) lost(name string) error {
 		return notFound(name)
 	}
 	return fmt.Errorf("%w: %s", cryptosvc.ErrConflict, name)
+}
+
+// newVersions returns the index in next.Versions of its first version
+// that cur does not have: those after cur's latest.
+func newVersions(cur, next *cryptosvc.StoredKey) int {
+	latest := cur.Latest().Version
+	for i := range next.Versions {
+		if next.Versions[i].Version > latest {
+			return i
+		}
+	}
+	return len(next.Versions)
 }
 
 // insertVersions seals and inserts k's versions from index from on, then

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,10 +53,14 @@ func Key(t testing.TB, name string, n int) *cryptosvc.StoredKey {
 	return k
 }
 
-// AddVersion appends version len+1 holding s to k.
+// AddVersion appends the version after k's latest (1 for none) holding s
+// to k.
 func AddVersion(t testing.TB, k *cryptosvc.StoredKey, s cryptosvc.Secret) {
 	t.Helper()
-	v := uint32(len(k.Versions) + 1)
+	v := uint32(1)
+	if l := k.Latest(); l != nil {
+		v = l.Version + 1
+	}
 	k.Versions = append(k.Versions, cryptosvc.StoredVersion{
 		KeyVersion: cryptosvc.KeyVersion{Version: v, Created: k.Created.Add(time.Duration(v) * time.Hour)},
 		Secret:     s,
@@ -84,6 +89,13 @@ func DiffKey(got, want *cryptosvc.StoredKey) error {
 		return fmt.Errorf("key %s: config %+v, want %+v", want.Name, got.Config, want.Config)
 	case len(got.Versions) != len(want.Versions):
 		return fmt.Errorf("key %s: %d versions, want %d", want.Name, len(got.Versions), len(want.Versions))
+	case got.MinAvailable != want.MinAvailable:
+		return fmt.Errorf("key %s: min available version %d, want %d", want.Name, got.MinAvailable, want.MinAvailable)
+	case !slices.Equal(got.Disabled, want.Disabled):
+		return fmt.Errorf("key %s: disabled versions %v, want %v", want.Name, got.Disabled, want.Disabled)
+	case (got.Deletion == nil) != (want.Deletion == nil) || got.Deletion != nil &&
+		(!got.Deletion.Scheduled.Equal(want.Deletion.Scheduled) || !got.Deletion.DeleteAt.Equal(want.Deletion.DeleteAt)):
+		return fmt.Errorf("key %s: deletion %+v, want %+v", want.Name, got.Deletion, want.Deletion)
 	}
 	for i := range want.Versions {
 		g, w := &got.Versions[i], &want.Versions[i]
@@ -125,6 +137,14 @@ func InvalidKeys(t testing.TB) []InvalidKey {
 		{"min above latest", good(func(k *cryptosvc.StoredKey) { k.Config.MinDecryptionVersion = 3 }), cryptosvc.ErrInvalidConfig},
 		{"unknown aead", good(func(k *cryptosvc.StoredKey) { k.Config.AllowedAEADs = []string{"rot13"} }), cryptosvc.ErrInvalidConfig},
 		{"pinned not allowed", good(func(k *cryptosvc.StoredKey) { k.Config.AEAD = "aes-128-gcm" }), cryptosvc.ErrInvalidConfig},
+		{"versions below min available", good(func(k *cryptosvc.StoredKey) { k.MinAvailable, k.Config.MinDecryptionVersion = 2, 2 }), cryptosvc.ErrInvalidConfig},
+		{"min decryption below min available", good(func(k *cryptosvc.StoredKey) { k.MinAvailable, k.Versions = 2, k.Versions[1:] }), cryptosvc.ErrInvalidConfig},
+		{"disabled unknown version", good(func(k *cryptosvc.StoredKey) { k.Disabled = []uint32{3} }), cryptosvc.ErrInvalidConfig},
+		{"disabled twice", good(func(k *cryptosvc.StoredKey) { k.Disabled = []uint32{1, 1} }), cryptosvc.ErrInvalidConfig},
+		{"disabled out of order", good(func(k *cryptosvc.StoredKey) { k.Disabled = []uint32{2, 1} }), cryptosvc.ErrInvalidConfig},
+		{"deletion before its scheduling", good(func(k *cryptosvc.StoredKey) {
+			k.Deletion = &cryptosvc.KeyDeletion{Scheduled: k.Created, DeleteAt: k.Created.Add(-time.Second)}
+		}), cryptosvc.ErrInvalidConfig},
 	}
 }
 
@@ -157,6 +177,7 @@ func Run(t *testing.T, kind Kind) {
 	t.Run("Update", func(t *testing.T) { testUpdate(t, kind) })
 	t.Run("Revision", func(t *testing.T) { testRevision(t, kind) })
 	t.Run("AppendOnly", func(t *testing.T) { testAppendOnly(t, kind) })
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, kind) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, kind) })
 	t.Run("Invalid", func(t *testing.T) { testInvalid(t, kind) })
 	t.Run("Isolation", func(t *testing.T) { testIsolation(t, kind) })
