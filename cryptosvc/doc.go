@@ -11,11 +11,16 @@
 // [Service.Rewrap] after a rotation; data keys for the caller's own use with
 // [Service.NewDataKey]; and key management ([Service.CreateKey],
 // [Service.ImportKey], [Service.RotateKey], [Service.ConfigureKey],
-// [Service.DeleteKey], [Service.RotateDue]). It is safe for concurrent use.
+// [Service.DeleteKey], [Service.RotateDue]) and its lifecycle (a deletion
+// scheduled ahead and cancelled, [Service.ScheduleKeyDeletion],
+// [Service.CancelKeyDeletion], [Service.DeleteDue]; versions disabled and
+// enabled, [Service.DisableKeyVersion]; retired versions destroyed,
+// [Service.TrimKey]). It is safe for concurrent use.
 //
 // Keys live in a [Keystore]. A key is a name and versions 1, 2, 3, … each
 // holding a 32-byte [Secret]; rotation adds a version, and older versions keep
-// opening what they sealed until a minimum decryption version retires them.
+// opening what they sealed until a minimum decryption version retires them,
+// and a trim may then destroy them.
 // Four keystores are provided, and one conformance suite runs against them
 // all:
 //

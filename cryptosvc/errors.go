@@ -38,6 +38,24 @@ var (
 	ErrVersionRetired = errors.New("cryptosvc: key version retired")
 	// ErrDeletionNotAllowed: the key's configuration forbids deleting it.
 	ErrDeletionNotAllowed = errors.New("cryptosvc: key deletion not allowed")
+	// ErrKeyPendingDeletion: the key's deletion is scheduled
+	// (ScheduleKeyDeletion): until it is cancelled the key neither seals
+	// nor opens, nor changes. The errors that wrap it are
+	// *PendingDeletionError, which say when the key goes.
+	ErrKeyPendingDeletion = errors.New("cryptosvc: key pending deletion")
+	// ErrKeyNotPendingDeletion: a cancel of a deletion that is not
+	// scheduled.
+	ErrKeyNotPendingDeletion = errors.New("cryptosvc: key not pending deletion")
+	// ErrVersionDisabled: the key version is disabled: it neither seals
+	// nor opens until it is enabled again. The errors that wrap it are
+	// *VersionError.
+	ErrVersionDisabled = errors.New("cryptosvc: key version disabled")
+	// ErrVersionDestroyed: a trim destroyed the key version's material
+	// for good. The errors that wrap it are *VersionError.
+	ErrVersionDestroyed = errors.New("cryptosvc: key version destroyed")
+	// ErrTrimAboveMinDecryption: a trim would destroy a version at or
+	// above the key's min_decryption_version, one that still opens.
+	ErrTrimAboveMinDecryption = errors.New("cryptosvc: trim above the minimum decryption version")
 	// ErrInvalidKeyName: names are 1 to 128 bytes of A-Z a-z 0-9 . _ - and
 	// do not start with a dot or dash.
 	ErrInvalidKeyName = errors.New("cryptosvc: invalid key name")

@@ -86,7 +86,12 @@ func (s *Service) RotateKeyImport(ctx context.Context, name string, secret Secre
 }
 
 func (s *Service) rotate(ctx context.Context, name string, secret *Secret) (Key, error) {
-	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) { return true, s.addVersion(k, secret) })
+	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) {
+		if err := k.pending(); err != nil {
+			return false, err
+		}
+		return true, s.addVersion(k, secret)
+	})
 	if err != nil {
 		return Key{}, err
 	}
@@ -111,7 +116,7 @@ func (s *Service) addVersion(k *StoredKey, secret *Secret) error {
 			return err
 		}
 	}
-	v := uint32(len(k.Versions) + 1)
+	v := k.Latest().Version + 1
 	k.Versions = append(k.Versions, StoredVersion{KeyVersion: KeyVersion{Version: v, Created: s.now().UTC()}, Secret: sec})
 	return nil
 }
@@ -129,6 +134,9 @@ func (s *Service) ConfigureKey(ctx context.Context, name string, cfg KeyConfig) 
 // was.
 func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(*KeyConfig) error) (Key, error) {
 	k, err := s.modifyKey(ctx, name, func(k *StoredKey) (bool, error) {
+		if err := k.pending(); err != nil {
+			return false, err
+		}
 		period := k.Config.RotationPeriod
 		if err := update(&k.Config); err != nil {
 			return false, err
@@ -150,28 +158,25 @@ func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(
 	return k.Describe(), nil
 }
 
-// DeleteKey removes a key whose configuration allows it. Everything sealed
-// under it becomes unreadable.
+// DeleteKey removes a key whose configuration allows it, at once.
+// Everything sealed under it becomes unreadable. A key whose deletion is
+// scheduled (ScheduleKeyDeletion) is refused: it goes at its time, or is
+// cancelled first.
 func (s *Service) DeleteKey(ctx context.Context, name string) error {
-	s.admin.Lock()
-	defer s.admin.Unlock()
-	for attempt := 0; ; attempt++ {
-		k, err := s.key(ctx, name)
-		if err != nil {
-			return err
+	_, err := s.deleteIf(ctx, name, func(k *StoredKey) (bool, error) {
+		if err := k.pending(); err != nil {
+			return false, err
 		}
 		if !k.Config.DeletionAllowed {
-			return fmt.Errorf("%w: %s", ErrDeletionNotAllowed, name)
+			return false, fmt.Errorf("%w: %s", ErrDeletionNotAllowed, name)
 		}
-		err = s.store.Delete(ctx, name, k.Revision)
-		if err == nil {
-			s.log.Info("key deleted", zap.String("key", name))
-			return nil
-		}
-		if err := s.conflictBackoff(ctx, err, attempt); err != nil {
-			return err
-		}
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
+	s.log.Info("key deleted", zap.String("key", name))
+	return nil
 }
 
 // RotateDue rotates every key whose latest version is older than its
@@ -213,7 +218,7 @@ func (s *Service) RotateDue(ctx context.Context) ([]string, error) {
 
 func (s *Service) rotationDue(k *StoredKey) bool {
 	p := time.Duration(k.Config.RotationPeriod)
-	if p <= 0 || k.Latest() == nil {
+	if p <= 0 || k.Latest() == nil || k.Deletion != nil {
 		return false
 	}
 	// A key stored with a shorter period (by a service with a lower

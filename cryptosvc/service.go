@@ -248,9 +248,9 @@ func (s *Service) sealTarget(ctx context.Context, name string) (Header, *kernels
 	if err != nil {
 		return Header{}, nil, nil, err
 	}
-	v := k.Latest()
-	if v == nil {
-		return Header{}, nil, nil, fmt.Errorf("%w: key %s has no version", ErrKeyNotFound, name)
+	v, err := k.sealVersion()
+	if err != nil {
+		return Header{}, nil, nil, err
 	}
 	c, err := s.sealAEAD(k)
 	if err != nil {
@@ -270,22 +270,30 @@ func (s *Service) openTarget(ctx context.Context, name string, h *Header) (*kern
 		return nil, nil, ErrKeyMismatch
 	}
 	k, err := s.store.Get(ctx, h.KeyName)
-	if err == nil && k.Version(h.KeyVersion) == nil || errors.Is(err, ErrKeyNotFound) {
+	if err == nil && k.Version(h.KeyVersion) == nil && h.KeyVersion >= k.firstVersion() || errors.Is(err, ErrKeyNotFound) {
 		// A version (or a key) another replica made moments ago may not
 		// have reached this one's memory yet: read it through. Rare once
-		// the replicas agree, so each read says what memory held.
+		// the replicas agree, so each read says what memory held. A
+		// version below the key's first was destroyed: no read brings
+		// it back.
 		s.logReadThrough(h, k)
 		k, err = s.readThrough(ctx, h.KeyName, func(k *StoredKey) bool { return k.Version(h.KeyVersion) != nil })
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	v := k.Version(h.KeyVersion)
-	if v == nil {
-		return nil, nil, fmt.Errorf("%w: key %s has no version %d", ErrKeyNotFound, h.KeyName, h.KeyVersion)
+	if err := k.pending(); err != nil {
+		return nil, nil, err
+	}
+	v, err := k.held(h.KeyVersion)
+	if err != nil {
+		return nil, nil, err
 	}
 	if h.KeyVersion < k.Config.MinDecryptionVersion {
 		return nil, nil, fmt.Errorf("%w: key %s version %d is below the minimum %d", ErrVersionRetired, h.KeyName, h.KeyVersion, k.Config.MinDecryptionVersion)
+	}
+	if k.IsDisabled(h.KeyVersion) {
+		return nil, nil, &VersionError{Key: k.Name, Version: h.KeyVersion, Err: ErrVersionDisabled}
 	}
 	im, err := s.implementation(h.AEAD)
 	if err != nil {
@@ -508,7 +516,10 @@ func (s *Service) Rewrap(ctx context.Context, name string, ciphertext, context [
 	if err != nil {
 		return nil, Info{}, err
 	}
-	latest := k.Latest()
+	latest, err := k.sealVersion()
+	if err != nil {
+		return nil, Info{}, err
+	}
 	nh := Header{AEAD: h.AEAD, KeyName: h.KeyName, KeyVersion: latest.Version}
 	nvk := s.versionKeys(k.Name, latest)
 	if err := wrapDataKey(s.rand, im, &nh, nvk, key); err != nil {
