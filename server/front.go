@@ -27,7 +27,7 @@ func (s *Server) front(c *fiber.Ctx, app *fiber.App, tab *routeTable) error {
 	if start.IsZero() { // a RequestCtx not from a fasthttp server
 		start = time.Now()
 	}
-	row, key, pathKnown := tab.match(c.Request().Header.Method(), routePath(c, app))
+	row, args, pathKnown := tab.match(c.Request().Header.Method(), routePath(c, app))
 	defer func() {
 		if r := recover(); r != nil {
 			err, ok := r.(error)
@@ -43,7 +43,7 @@ func (s *Server) front(c *fiber.Ctx, app *fiber.App, tab *routeTable) error {
 	var err error
 	switch {
 	case row != nil:
-		err = s.serve(c, st, row, key)
+		err = s.serve(c, st, row, args)
 	case pathKnown:
 		err = apiError(api.CodeMethodNotAllowed, "method not allowed on this route")
 	default:

@@ -55,8 +55,8 @@ func TestMatchRoute(t *testing.T) {
 	}
 	// The key is the segment as sent; another method on a known path is
 	// told from an unknown path.
-	if r, key, _ := s.tab.match([]byte("POST"), requestPath([]byte("http://h/V1/encrypt/MyKey/"))); r == nil || string(key) != "MyKey" {
-		t.Errorf("key %q of %v, want MyKey", key, r)
+	if r, args, _ := s.tab.match([]byte("POST"), requestPath([]byte("http://h/V1/encrypt/MyKey/"))); r == nil || string(args.key) != "MyKey" {
+		t.Errorf("key %q of %v, want MyKey", args.key, r)
 	}
 	if r, _, known := s.tab.match([]byte("GET"), []byte("/v1/encrypt/k")); r != nil || !known {
 		t.Errorf("GET on the encrypt route: row %v, path known %v; want none, true", r, known)

@@ -70,7 +70,8 @@ type route struct {
 
 	handler handlerFunc
 
-	segments  [][]byte // the path's segments, nil for :key (set by prepare)
+	segments  [][]byte // the path's segments, nil for a parameter (set by prepare)
+	keySeg    int      // the index of the :key segment, -1 for none (set by prepare)
 	keyed     bool     // the path has a :key parameter (set by prepare)
 	queryHelp string   // what the query may hold, for the 400 (set by prepare)
 }
@@ -83,7 +84,7 @@ type handlerFunc func(c *fiber.Ctx, q *call) error
 type call struct {
 	row   *route
 	key   string    // the path's key name, checked; "" on a row without one
-	param string    // the path's other parameter (a token id), unchecked; "" on a row without one
+	param string    // the path's other parameter (a token id, a version), unchecked; "" on a row without one
 	id    *identity // the caller; nil on a row without an operation
 	st    *reqState // the request's state
 }
@@ -112,8 +113,8 @@ func (q *queryParam) accepts(v string) bool {
 
 // prepare fills in what the table and serve derive from the row.
 func (r *route) prepare() {
-	r.segments = splitPattern(r.path)
-	r.keyed = strings.Contains(r.path, ":key")
+	r.segments, r.keySeg = splitPattern(r.path)
+	r.keyed = r.keySeg >= 0
 	if len(r.query) == 0 {
 		r.queryHelp = "this route takes no query parameters"
 		return
@@ -134,8 +135,8 @@ func (r *route) prepare() {
 }
 
 // serve runs the row r for the request: the checks of the row, then the
-// row's handler. key is the path's :key segment as the table matched it.
-func (s *Server) serve(c *fiber.Ctx, st *reqState, r *route, key []byte) error {
+// row's handler. args are the path's parameters as the table matched them.
+func (s *Server) serve(c *fiber.Ctx, st *reqState, r *route, args pathArgs) error {
 	st.call = call{row: r, st: st}
 	q := &st.call
 	if err := r.checkQuery(c); err != nil {
@@ -152,12 +153,13 @@ func (s *Server) serve(c *fiber.Ctx, st *reqState, r *route, key []byte) error {
 		}
 	}
 	if r.keyed {
-		if err := cryptosvc.ValidateKeyName(string(key)); err != nil {
+		if err := cryptosvc.ValidateKeyName(string(args.key)); err != nil {
 			return err
 		}
-		q.key = string(key) // a copy: the path is in a buffer fasthttp reuses
-	} else if key != nil {
-		q.param = string(key)
+		q.key = string(args.key) // a copy: the path is in a buffer fasthttp reuses
+	}
+	if args.param != nil {
+		q.param = string(args.param)
 	}
 	if r.op != "" && !r.allowed(q.id, q.key) {
 		return forbidden(r.op, q.key)

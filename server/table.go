@@ -65,63 +65,78 @@ func cutSchemeFold(b []byte, scheme string) ([]byte, bool) {
 	return b[len(scheme):], true
 }
 
+// pathArgs are the parameters of a path that matched a row.
+type pathArgs struct {
+	key   []byte // the :key segment; nil on a row without one
+	param []byte // the row's other parameter (a token id, a version); nil on a row without one
+}
+
 // match returns the row for method and path (from requestPath), and the
-// path's :key segment on a keyed row. Paths match as the routers of Go's
-// web frameworks commonly do: literal segments in any case, one trailing
-// slash ignored; a :key is one non-empty segment, kept as sent. Without a
-// row, pathKnown reports whether some row has the path with another method
+// path's parameters: its :key segment on a keyed row, and its other
+// parameter's. Paths match as the routers of Go's web frameworks commonly
+// do: literal segments in any case, one trailing slash ignored; a
+// parameter is one non-empty segment, kept as sent. Without a row,
+// pathKnown reports whether some row has the path with another method
 // (405, not 404).
-func (t *routeTable) match(method, path []byte) (r *route, key []byte, pathKnown bool) {
+func (t *routeTable) match(method, path []byte) (r *route, args pathArgs, pathKnown bool) {
 	if len(path) == 0 || path[0] != '/' {
-		return nil, nil, false
+		return nil, pathArgs{}, false
 	}
 	path = bytes.TrimSuffix(path[1:], []byte("/"))
 	for i := range t.rows {
 		row := &t.rows[i]
-		k, ok := row.matchPath(path)
+		a, ok := row.matchPath(path)
 		if !ok {
 			continue
 		}
 		if string(method) == row.method {
-			return row, k, true
+			return row, a, true
 		}
 		pathKnown = true
 	}
-	return nil, nil, pathKnown
+	return nil, pathArgs{}, pathKnown
 }
 
 // matchPath matches path (without its leading and trailing slashes)
 // against the row's segments.
-func (r *route) matchPath(path []byte) (key []byte, ok bool) {
+func (r *route) matchPath(path []byte) (args pathArgs, ok bool) {
 	for j, seg := range r.segments {
 		part, rest, more := bytes.Cut(path, []byte("/"))
 		last := j == len(r.segments)-1
 		switch {
 		case last == more:
-			return nil, false // the path has more segments, or fewer
+			return pathArgs{}, false // the path has more segments, or fewer
 		case seg == nil:
 			if len(part) == 0 {
-				return nil, false
+				return pathArgs{}, false
 			}
-			key = part
+			if j == r.keySeg {
+				args.key = part
+			} else {
+				args.param = part
+			}
 		case !bytes.EqualFold(part, seg):
-			return nil, false
+			return pathArgs{}, false
 		}
 		path = rest
 	}
-	return key, true
+	return args, true
 }
 
 // splitPattern returns a row's path pattern as segments: nil for a ":name"
-// parameter, which matches any one non-empty segment.
-func splitPattern(pattern string) [][]byte {
-	var segs [][]byte
+// parameter, which matches any one non-empty segment; and the index of the
+// ":key" segment, -1 without one.
+func splitPattern(pattern string) (segs [][]byte, keySeg int) {
+	keySeg = -1
 	for seg := range strings.SplitSeq(strings.Trim(pattern, "/"), "/") {
+		if seg == ":key" {
+			keySeg = len(segs)
+		}
 		if strings.HasPrefix(seg, ":") {
 			segs = append(segs, nil)
 		} else {
 			segs = append(segs, []byte(seg))
 		}
 	}
-	return segs
+	return segs, keySeg
 }
