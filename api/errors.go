@@ -61,6 +61,21 @@ const (
 	// (a full disk, a read-only file), so the service refuses it rather
 	// than answer without a record. Retry later.
 	CodeAuditUnavailable Code = "audit_unavailable" // 503
+
+	// The key lifecycle (docs/API.md, Key lifecycle).
+	CodeInvalidDeletionWait Code = "invalid_deletion_wait" // 400: a deletion's ?wait below key_deletion_min_wait
+	CodeTrimNotConfirmed    Code = "trim_not_confirmed"    // 400: a trim's confirm is not the key's name
+	// CodeImmediateDeletionDisallowed: DELETE with ?wait=0 where the
+	// server's configuration does not allow immediate deletion.
+	CodeImmediateDeletionDisallowed Code = "immediate_deletion_disallowed" // 403
+	// CodeKeyPendingDeletion: the key's deletion is scheduled; the
+	// message says when. Until then the key is refused to every
+	// operation but a description and a cancel.
+	CodeKeyPendingDeletion     Code = "key_pending_deletion"      // 409
+	CodeKeyNotPendingDeletion  Code = "key_not_pending_deletion"  // 409: a cancel of a deletion not scheduled
+	CodeVersionDisabled        Code = "key_version_disabled"      // 409: the version, which the message names, is disabled
+	CodeVersionDestroyed       Code = "key_version_destroyed"     // 409: a trim destroyed the version
+	CodeTrimAboveMinDecryption Code = "trim_above_min_decryption" // 409: a trim would destroy a version not retired
 )
 
 // Status returns the HTTP status a code is sent with.
@@ -68,7 +83,7 @@ func (c Code) Status() int {
 	switch c {
 	case CodeUnauthenticated:
 		return 401
-	case CodeForbidden:
+	case CodeForbidden, CodeImmediateDeletionDisallowed:
 		return 403
 	case CodeKeyNotFound, CodeRouteNotFound, CodeTokenNotFound:
 		return 404
@@ -76,7 +91,8 @@ func (c Code) Status() int {
 		return 405
 	case CodeTimeout:
 		return 408
-	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy, CodeConflict, CodeTokensUnsupported:
+	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy, CodeConflict, CodeTokensUnsupported,
+		CodeKeyPendingDeletion, CodeKeyNotPendingDeletion, CodeVersionDisabled, CodeVersionDestroyed, CodeTrimAboveMinDecryption:
 		return 409
 	case CodeVersionRetired:
 		return 410

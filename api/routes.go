@@ -16,6 +16,14 @@ const (
 	RouteKeyRotate = "/v1/keys/:key/rotate"
 	RouteKeyConfig = "/v1/keys/:key/config"
 
+	// The key lifecycle: a scheduled deletion's cancel, versions disabled
+	// and enabled ({version} is a version number), and the trim of retired
+	// versions.
+	RouteKeyCancelDeletion = "/v1/keys/:key/cancel-deletion"
+	RouteKeyVersionDisable = "/v1/keys/:key/versions/:version/disable"
+	RouteKeyVersionEnable  = "/v1/keys/:key/versions/:version/enable"
+	RouteKeyTrim           = "/v1/keys/:key/trim"
+
 	// Service tokens: {id} is a token's id (16 lowercase hex digits).
 	RouteTokens = "/v1/tokens"
 	RouteToken  = "/v1/tokens/:id"

@@ -158,6 +158,14 @@ type Key struct {
 	// /v1/keys/{key} only; absent when the keystore's backend could
 	// not be read (never an empty stand-in).
 	Usage []KeyVersionUsage `json:"usage,omitempty"`
+	// MinAvailableVersion is the lowest version the key holds: a trim
+	// destroyed those below it. 1 for a key never trimmed.
+	MinAvailableVersion uint32 `json:"min_available_version"`
+	// DisabledVersions are the versions that neither seal nor open,
+	// ascending; absent when none is.
+	DisabledVersions []uint32 `json:"disabled_versions,omitempty"`
+	// Deletion is the key's scheduled deletion; absent when none is.
+	Deletion *KeyDeletion `json:"deletion,omitempty"`
 }
 
 // KeyVersionUsage is the use of one key version since the key was created,
@@ -175,6 +183,23 @@ type KeyVersionUsage struct {
 	// LastUsed is when a use was last counted, to within the servers'
 	// usage_flush_interval; absent when never.
 	LastUsed *time.Time `json:"last_used,omitempty"`
+}
+
+// KeyDeletion is a key's scheduled deletion (DELETE /v1/keys/{key}).
+type KeyDeletion struct {
+	// Scheduled is when the deletion was asked for.
+	Scheduled time.Time `json:"scheduled"`
+	// DeleteAt is when the key is deleted, unless the deletion is
+	// cancelled before (POST /v1/keys/{key}/cancel-deletion).
+	DeleteAt time.Time `json:"delete_at"`
+}
+
+// TrimKeyRequest is the body of POST /v1/keys/{key}/trim: the versions
+// below MinAvailableVersion are destroyed for good. Confirm must be the
+// key's name.
+type TrimKeyRequest struct {
+	MinAvailableVersion uint32 `json:"min_available_version"`
+	Confirm             string `json:"confirm"`
 }
 
 // KeyList is the body of GET /v1/keys.

@@ -140,13 +140,21 @@ func TestClientJSON(t *testing.T) {
 		!k.DeletionAllowed || k.RotationPeriod != "" || k.MinDecryptionVersion != 0 {
 		t.Fatalf("ConfigureKey replacing the configuration: %+v, %v", k, err)
 	}
+	// DeleteKey schedules the deletion: the key is refused meanwhile.
 	if err := c.DeleteKey(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.DescribeKey(ctx, "orders")
+	if k, err = c.DescribeKey(ctx, "orders"); err != nil || k.Deletion == nil || !k.Deletion.DeleteAt.After(k.Deletion.Scheduled) {
+		t.Fatalf("DescribeKey after DeleteKey: %+v, %v", k, err)
+	}
+	_, err = c.Encrypt(ctx, "orders", []byte("x"), nil)
 	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != 409 || ce.Code() != api.CodeKeyPendingDeletion || ce.API.RequestID == "" {
+		t.Fatalf("Encrypt under a key pending deletion: %#v", err)
+	}
+	_, err = c.DescribeKey(ctx, "orders-never-made")
 	if !errors.As(err, &ce) || ce.Status != 404 || ce.Code() != api.CodeKeyNotFound || ce.API.RequestID == "" || !errors.Is(err, client.ErrKeyNotFound) {
-		t.Fatalf("DescribeKey after delete: %#v", err)
+		t.Fatalf("DescribeKey of a missing key: %#v", err)
 	}
 
 	// Names that could change the path never leave the client.

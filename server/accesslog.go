@@ -137,6 +137,7 @@ func appendIP(b []byte, ip net.IP) []byte {
 // how many bytes, and the outcome. Never data, keys or context.
 type auditRecord struct {
 	op      Op
+	action  string // key administration: what the change was (actionRotate, …); "" otherwise
 	key     string
 	version uint32
 	bytes   int
@@ -175,7 +176,19 @@ func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n i
 // auditMsg is audit for an operation on one message: msg (a ciphertext, or
 // its start) and its context, whose HMACs its record carries.
 func (s *Server) auditMsg(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error, context, msg []byte) {
-	a := auditRecord{op: op, key: key, version: info.Version, bytes: n, outcome: "ok", level: zap.InfoLevel}
+	s.auditRec(c, auditRecord{op: op, key: key, version: info.Version, bytes: n}, err, context, msg)
+}
+
+// auditAdmin is audit for a key change: action says which, version is the
+// version it made or concerned (0 for none).
+func (s *Server) auditAdmin(c *fiber.Ctx, action, key string, version uint32, err error) {
+	s.auditRec(c, auditRecord{op: OpKeysAdmin, action: action, key: key, version: version}, err, nil, nil)
+}
+
+// auditRec records a (op, action, key, version and bytes set) with the
+// outcome of err.
+func (s *Server) auditRec(c *fiber.Ctx, a auditRecord, err error, context, msg []byte) {
+	a.outcome, a.level = "ok", zap.InfoLevel
 	if err != nil {
 		a.level = zap.WarnLevel
 		a.outcome = string(toAPIError(err).Code)

@@ -33,6 +33,8 @@ func (s *Server) routes() []route {
 		doc: "Streaming decrypt: `full` buffers the plaintext (up to max_verify_full) and answers only after every chunk authenticated."},
 		{name: "range", valid: validRange, pattern: "A-B|A-", regex: "^[0-9]+-[0-9]*$", example: "1048576-2097151",
 			doc: "Streaming decrypt of a range: bytes A to B (inclusive) of the plaintext, or A to the end. The body is the stream's header, salt and commitment followed by only the chunks that cover the range, from chunk floor(A/16384); see docs/FORMAT.md, Ranges."}}
+	deleteWait := []queryParam{{name: "wait", valid: validWait, pattern: "DURATION", regex: `^(0|([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+)$`, example: "720h",
+		doc: "How long before the key is deleted, a Go duration of at least key_deletion_min_wait (default key_deletion_default_wait); `0` deletes it at once, where allow_immediate_key_deletion is set."}}
 	format := []queryParam{{name: "format", values: []string{formatJSON, formatText, formatMR, formatHTML},
 		doc: "The response format; without it, HTML for a browser (Accept: text/html), else JSON."}}
 	return []route{
@@ -45,9 +47,13 @@ func (s *Server) routes() []route {
 		{method: "GET", path: api.RouteKeys, op: OpKeysRead, lists: true, timeout: to, cost: cost, handler: s.handleListKeys},
 		{method: "GET", path: api.RouteKey, op: OpKeysRead, timeout: to, cost: cost, handler: s.handleDescribeKey},
 		{method: "POST", path: api.RouteKey, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleCreateKey},
-		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleDeleteKey},
+		{method: "DELETE", path: api.RouteKey, op: OpKeysAdmin, query: deleteWait, timeout: to, cost: costKeyChange, handler: s.handleDeleteKey},
 		{method: "POST", path: api.RouteKeyRotate, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleRotateKey},
 		{method: "PUT", path: api.RouteKeyConfig, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleConfigureKey},
+		{method: "POST", path: api.RouteKeyCancelDeletion, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleCancelDeletion},
+		{method: "POST", path: api.RouteKeyVersionDisable, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleDisableVersion},
+		{method: "POST", path: api.RouteKeyVersionEnable, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleEnableVersion},
+		{method: "POST", path: api.RouteKeyTrim, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleTrimKey},
 		{method: "POST", path: api.RouteTokens, op: OpTokensAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleCreateToken},
 		{method: "GET", path: api.RouteTokens, op: OpTokensAdmin, timeout: to, cost: cost, handler: s.handleListTokens},
 		{method: "DELETE", path: api.RouteToken, op: OpTokensAdmin, timeout: to, cost: costKeyChange, handler: s.handleRevokeToken},

@@ -84,6 +84,9 @@ func (l *auditRec) end(code string) []byte {
 func (s *Server) appendAuditRecord(b []byte, c *fiber.Ctx, id, identity string, a *auditRecord, context, msg []byte) []byte {
 	l := startAudit(b, c, id, identity)
 	l.str("op", string(a.op))
+	if a.action != "" {
+		l.str("action", a.action)
+	}
 	l.str("key", a.key)
 	l.num("key_version", int64(a.version))
 	l.num("bytes", int64(a.bytes))

@@ -197,6 +197,21 @@ type Config struct {
 	// within it. Default 5s; at least 100ms.
 	// CIPHERD_USAGE_FLUSH_INTERVAL.
 	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
+	// KeyDeletionMinWait is the shortest wait a scheduled key deletion
+	// (DELETE /v1/keys/{key}?wait=…) may ask for; shorter is refused
+	// with 400 invalid_deletion_wait. Due deletions are looked for when
+	// due rotations are. Default 168h (7 days); negative is refused.
+	// CIPHERD_KEY_DELETION_MIN_WAIT.
+	KeyDeletionMinWait time.Duration `yaml:"key_deletion_min_wait"`
+	// KeyDeletionDefaultWait is the wait of a deletion that asks for
+	// none. Default 720h (30 days), or KeyDeletionMinWait when that is
+	// longer; at least KeyDeletionMinWait.
+	// CIPHERD_KEY_DELETION_DEFAULT_WAIT.
+	KeyDeletionDefaultWait time.Duration `yaml:"key_deletion_default_wait"`
+	// AllowImmediateKeyDeletion lets DELETE /v1/keys/{key}?wait=0 delete
+	// a key at once. Default false: such a request is refused with 403
+	// immediate_deletion_disallowed. CIPHERD_ALLOW_IMMEDIATE_KEY_DELETION.
+	AllowImmediateKeyDeletion bool `yaml:"allow_immediate_key_deletion"`
 	// IOBufferSize is the read and write buffer per connection, and so the
 	// largest request line and headers (at least 16 KiB). Default 256 KiB.
 	IOBufferSize int `yaml:"io_buffer_size"`
@@ -307,6 +322,13 @@ type RuleConfig struct {
 	Keys []string `yaml:"keys"` // patterns; tokens-admin takes "*"
 }
 
+// The defaults of Config.KeyDeletionMinWait and KeyDeletionDefaultWait:
+// a deletion waits 30 days unless asked otherwise, and at least 7.
+const (
+	DefaultKeyDeletionMinWait = 7 * 24 * time.Hour
+	DefaultKeyDeletionWait    = 30 * 24 * time.Hour
+)
+
 // Defaults returns cfg with every zero field set to its default.
 func (cfg Config) Defaults() Config {
 	def := func(p *string, v string) {
@@ -362,6 +384,12 @@ func (cfg Config) Defaults() Config {
 	}
 	if cfg.UsageFlushInterval <= 0 {
 		cfg.UsageFlushInterval = 5 * time.Second
+	}
+	if cfg.KeyDeletionMinWait == 0 {
+		cfg.KeyDeletionMinWait = DefaultKeyDeletionMinWait
+	}
+	if cfg.KeyDeletionDefaultWait == 0 {
+		cfg.KeyDeletionDefaultWait = max(DefaultKeyDeletionWait, cfg.KeyDeletionMinWait)
 	}
 	if cfg.IOBufferSize <= 0 {
 		cfg.IOBufferSize = 256 << 10
@@ -452,6 +480,25 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 		}
 		cfg.UsageFlushInterval = d
 	}
+	for _, d := range []struct {
+		name string
+		p    *time.Duration
+	}{{"CIPHERD_KEY_DELETION_MIN_WAIT", &cfg.KeyDeletionMinWait}, {"CIPHERD_KEY_DELETION_DEFAULT_WAIT", &cfg.KeyDeletionDefaultWait}} {
+		if v := getenv(d.name); v != "" {
+			w, err := time.ParseDuration(v)
+			if err != nil || w <= 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration such as \"168h\"", d.name, v))
+			}
+			*d.p = w
+		}
+	}
+	if v := getenv("CIPHERD_ALLOW_IMMEDIATE_KEY_DELETION"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CIPHERD_ALLOW_IMMEDIATE_KEY_DELETION: %q is not a boolean", v))
+		}
+		cfg.AllowImmediateKeyDeletion = b
+	}
 	if v := getenv("CIPHERD_AUDIT_FAIL_OPEN"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -509,6 +556,12 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.UsageFlushInterval < minUsageFlush {
 		errs = append(errs, fmt.Errorf("usage_flush_interval %v is below %v", cfg.UsageFlushInterval, minUsageFlush))
+	}
+	if cfg.KeyDeletionMinWait < 0 {
+		errs = append(errs, fmt.Errorf("key_deletion_min_wait %v: want a positive duration", cfg.KeyDeletionMinWait))
+	}
+	if cfg.KeyDeletionDefaultWait < cfg.KeyDeletionMinWait {
+		errs = append(errs, fmt.Errorf("key_deletion_default_wait %v is below key_deletion_min_wait %v: a deletion that asks for no wait would be refused", cfg.KeyDeletionDefaultWait, cfg.KeyDeletionMinWait))
 	}
 	if cfg.MaxTokenTTL < minTokenTTL {
 		errs = append(errs, fmt.Errorf("max_token_ttl %v is below the shortest token lifetime, %v", cfg.MaxTokenTTL, minTokenTTL))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"go.uber.org/zap"
@@ -46,6 +48,14 @@ func toAPIError(err error) *api.Error {
 		return apiError(api.CodeKeyMismatch, "the ciphertext belongs to another key")
 	case errors.Is(err, cryptosvc.ErrVersionRetired):
 		return apiError(api.CodeVersionRetired, "the key version is retired")
+	case errors.Is(err, cryptosvc.ErrKeyPendingDeletion):
+		return pendingDeletionError(err)
+	case errors.Is(err, cryptosvc.ErrKeyNotPendingDeletion):
+		return apiError(api.CodeKeyNotPendingDeletion, "the key's deletion is not scheduled")
+	case errors.Is(err, cryptosvc.ErrVersionDisabled), errors.Is(err, cryptosvc.ErrVersionDestroyed):
+		return versionError(err)
+	case errors.Is(err, cryptosvc.ErrTrimAboveMinDecryption):
+		return apiError(api.CodeTrimAboveMinDecryption, "a trim destroys retired versions only: min_available_version must be at most min_decryption_version")
 	case errors.Is(err, cryptosvc.ErrDeletionNotAllowed):
 		return apiError(api.CodeDeletionNotAllowed, "the key's configuration does not allow deletion")
 	case errors.Is(err, cryptosvc.ErrInvalidKeyName):
@@ -84,6 +94,30 @@ func toAPIError(err error) *api.Error {
 		}
 	}
 	return apiError(api.CodeInternal, "internal error")
+}
+
+// pendingDeletionError says when the key goes: the time is the key's, not
+// the request's.
+func pendingDeletionError(err error) *api.Error {
+	msg := "the key's deletion is scheduled"
+	if pe, ok := errors.AsType[*cryptosvc.PendingDeletionError](err); ok {
+		msg += " for " + pe.DeleteAt.UTC().Format(time.RFC3339Nano)
+	}
+	return apiError(api.CodeKeyPendingDeletion, msg+"; until then the key is refused, and POST /v1/keys/{key}/cancel-deletion restores it")
+}
+
+// versionError names the version that is disabled or destroyed: a number
+// the service parsed (from a ciphertext's header, or the key's latest),
+// never request bytes.
+func versionError(err error) *api.Error {
+	code, state := api.CodeVersionDisabled, "is disabled"
+	if errors.Is(err, cryptosvc.ErrVersionDestroyed) {
+		code, state = api.CodeVersionDestroyed, "was destroyed by a trim"
+	}
+	if ve, ok := errors.AsType[*cryptosvc.VersionError](err); ok {
+		return apiError(code, "key version "+strconv.FormatUint(uint64(ve.Version), 10)+" "+state)
+	}
+	return apiError(code, "the key version "+state)
 }
 
 // errorHandler is the app's one error handler: every error becomes the JSON

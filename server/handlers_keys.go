@@ -12,9 +12,13 @@ import (
 )
 
 func toAPIKey(k cryptosvc.Key) api.Key {
-	out := api.Key{Name: k.Name, Created: k.Created, LatestVersion: k.Latest(), KeyConfig: toAPIKeyConfig(k.KeyConfig)}
+	out := api.Key{Name: k.Name, Created: k.Created, LatestVersion: k.Latest(), KeyConfig: toAPIKeyConfig(k.KeyConfig),
+		MinAvailableVersion: k.MinAvailableVersion, DisabledVersions: k.DisabledVersions}
 	for _, v := range k.Versions {
 		out.Versions = append(out.Versions, api.KeyVersion{Version: v.Version, Created: v.Created})
+	}
+	if d := k.Deletion; d != nil {
+		out.Deletion = &api.KeyDeletion{Scheduled: d.Scheduled, DeleteAt: d.DeleteAt}
 	}
 	return out
 }
@@ -111,7 +115,7 @@ func (s *Server) handleCreateKey(c *fiber.Ctx, q *call) error {
 	} else {
 		k, err = s.svc.CreateKey(c.UserContext(), key, cfg)
 	}
-	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
+	s.auditAdmin(c, actionCreate, key, k.Latest(), err)
 	if err != nil {
 		return err
 	}
@@ -137,7 +141,7 @@ func (s *Server) handleRotateKey(c *fiber.Ctx, q *call) error {
 	} else {
 		k, err = s.svc.RotateKey(c.UserContext(), key)
 	}
-	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
+	s.auditAdmin(c, actionRotate, key, k.Latest(), err)
 	if err != nil {
 		return err
 	}
@@ -161,7 +165,7 @@ func (s *Server) handleConfigureKey(c *fiber.Ctx, q *call) error {
 		*cfg = next
 		return nil
 	})
-	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{Version: k.Latest()}, 0, err)
+	s.auditAdmin(c, actionConfigure, key, k.Latest(), err)
 	if err != nil {
 		return err
 	}
@@ -169,12 +173,43 @@ func (s *Server) handleConfigureKey(c *fiber.Ctx, q *call) error {
 	return c.JSON(&out)
 }
 
+// handleDeleteKey schedules the key's deletion after ?wait (a Go
+// duration, key_deletion_default_wait without one), at least
+// key_deletion_min_wait, or deletes it at once for ?wait=0 where
+// allow_immediate_key_deletion says so.
 func (s *Server) handleDeleteKey(c *fiber.Ctx, q *call) error {
 	key := q.key
-	err := s.svc.DeleteKey(c.UserContext(), key)
-	s.audit(c, OpKeysAdmin, key, cryptosvc.Info{}, 0, err)
+	wait := s.cfg.KeyDeletionDefaultWait
+	if v := c.Query("wait"); v != "" {
+		wait, _ = time.ParseDuration(v) // the row let only durations of 0 or more through
+	}
+	if wait == 0 {
+		err := s.deleteNow(c, key)
+		s.auditAdmin(c, actionDelete, key, 0, err)
+		if err != nil {
+			return err
+		}
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+	var k cryptosvc.Key
+	var err error
+	if wait < s.cfg.KeyDeletionMinWait {
+		err = apiError(api.CodeInvalidDeletionWait, "the wait must be at least "+s.cfg.KeyDeletionMinWait.String()+" (key_deletion_min_wait), or 0 where immediate deletion is allowed")
+	} else {
+		k, err = s.svc.ScheduleKeyDeletion(c.UserContext(), key, wait)
+	}
+	s.auditAdmin(c, actionScheduleDeletion, key, k.Latest(), err)
 	if err != nil {
 		return err
 	}
-	return c.SendStatus(fiber.StatusNoContent)
+	out := toAPIKey(k)
+	return c.JSON(&out)
+}
+
+// deleteNow deletes the key at once, if the configuration allows it.
+func (s *Server) deleteNow(c *fiber.Ctx, key string) error {
+	if !s.cfg.AllowImmediateKeyDeletion {
+		return apiError(api.CodeImmediateDeletionDisallowed, "immediate deletion is not allowed here (allow_immediate_key_deletion); without ?wait=0 the deletion is scheduled")
+	}
+	return s.svc.DeleteKey(c.UserContext(), key)
 }

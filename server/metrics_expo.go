@@ -92,6 +92,8 @@ func (s *Server) writeMetrics(w *expo) {
 		w.family("cipherd_audit_syncs_total", "counter", "Writes to the audit trail, each followed by one sync (of a file); records over syncs is how many requests one sync served.")
 		w.sample("cipherd_audit_syncs_total", float64(groups))
 	}
+	w.family("cipherd_keys_pending_deletion", "gauge", "Keys whose deletion is scheduled, as this replica's keystore holds them.")
+	w.sample("cipherd_keys_pending_deletion", float64(s.keysPendingDeletion()))
 	w.family("cipherd_active_streams", "gauge", "Streamed responses being written.")
 	w.sample("cipherd_active_streams", float64(m.activeStreams.Load()))
 	w.family("cipherd_open_connections", "gauge", "Client connections open, idle ones included.")

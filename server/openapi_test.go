@@ -318,6 +318,8 @@ func TestOpenAPIDocument(t *testing.T) {
 		"Key":                  reflect.TypeFor[api.Key](),
 		"KeyVersionUsage":      reflect.TypeFor[api.KeyVersionUsage](),
 		"KeyList":              reflect.TypeFor[api.KeyList](),
+		"KeyDeletion":          reflect.TypeFor[api.KeyDeletion](),
+		"TrimKeyRequest":       reflect.TypeFor[api.TrimKeyRequest](),
 		"CreateTokenRequest":   reflect.TypeFor[api.CreateTokenRequest](),
 		"Token":                reflect.TypeFor[api.Token](),
 		"CreatedToken":         reflect.TypeFor[api.CreatedToken](),

@@ -45,19 +45,24 @@ func newRequest(c *fiber.Ctx) *reqState {
 	if id := c.Request().Header.Peek(api.HeaderRequestID); plainID(id) {
 		st.id = string(id) // a copy: the header is in a buffer fasthttp reuses
 	} else {
-		// 96 random bits from the runtime's ChaCha8 generator (seeded by the
-		// OS): an ID needs to be unique, not secret, and crypto/rand cost a
-		// getrandom per request. Its text lives in the state, which is never
-		// recycled: one allocation for both.
-		var b [12]byte
-		binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-		binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
-		hex.Encode(st.idText[:], b[:])
+		// Its text lives in the state, which is never recycled: one
+		// allocation for both.
+		newRequestID(&st.idText)
 		st.id = unsafe.String(&st.idText[0], len(st.idText))
 	}
 	c.Locals(localsRequest, st)
 	c.Response().Header.SetCanonical(headerRequestID, unsafe.Slice(unsafe.StringData(st.id), len(st.id)))
 	return st
+}
+
+// newRequestID writes a new request ID to dst: 96 random bits from the
+// runtime's ChaCha8 generator (seeded by the OS), in hex. An ID needs to
+// be unique, not secret, and crypto/rand cost a getrandom per request.
+func newRequestID(dst *[24]byte) {
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
+	hex.Encode(dst[:], b[:])
 }
 
 // headerRequestID is api.HeaderRequestID as fasthttp normalizes it, so that

@@ -236,14 +236,15 @@ func (s *Server) ensureDefaultKey(ctx context.Context) error {
 	return nil
 }
 
-// rotationCheck returns how often scheduled rotation looks for due keys:
+// rotationCheck returns how often scheduled rotation (and deletion) looks for due keys:
 // every minute (docs/API.md), or every min_rotation_period if shorter, so
 // that a key rotates within one interval of its period's end. A look is a
 // walk over the keys in memory.
 func rotationCheck(cfg *Config) time.Duration { return min(time.Minute, cfg.MinRotationPeriod) }
 
 // background runs periodic work until ctx ends: the full speed table once,
-// scheduled key rotation, and the removal of expired service tokens.
+// scheduled key rotation and deletion, and the removal of expired service
+// tokens.
 func (s *Server) background(ctx context.Context) {
 	s.speed.runInitial(ctx)
 	t := time.NewTicker(rotationCheck(&s.cfg))
@@ -254,6 +255,7 @@ func (s *Server) background(ctx context.Context) {
 		} else if len(rotated) > 0 {
 			s.log.Info("keys rotated on schedule", zap.Strings("keys", rotated))
 		}
+		s.deleteDue(ctx)
 		s.expireTokens(ctx)
 		s.authFails.sweep(time.Now())
 		select {
