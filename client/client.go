@@ -349,12 +349,13 @@ func (c *Client) UpdateKeyConfig(ctx context.Context, name string, patch api.Key
 	return c.keyCall(ctx, http.MethodPut, api.RouteKeyConfig, name, &patch)
 }
 
-// DeleteKey deletes a key whose configuration allows it.
+// DeleteKey schedules the deletion of a key whose configuration allows it,
+// after the service's default wait (key_deletion_default_wait): until then
+// the key is refused to every operation, and CancelKeyDeletion restores
+// it. ScheduleKeyDeletion chooses the wait.
 func (c *Client) DeleteKey(ctx context.Context, name string) error {
-	if err := checkKey(name); err != nil {
-		return err
-	}
-	return c.do(ctx, http.MethodDelete, c.url(api.RouteKey, name), nil, nil)
+	_, err := c.ScheduleKeyDeletion(ctx, name, -1)
+	return err
 }
 
 // ListKeys returns the keys the caller may read.
