@@ -254,6 +254,10 @@ func migrateKey(ctx context.Context, dst cryptosvc.Keystore, k *cryptosvc.Stored
 		}
 		return "already there", nil
 	}
+	if k.MinAvailable > cur.MinAvailable {
+		// The store would take it as a trim: copying never destroys.
+		return "", errors.New("the source was trimmed of versions the destination holds: not touched")
+	}
 	if cryptosvc.CheckAppendOnly(cur, k) != nil {
 		return "", errors.New("the destination holds a key of this name with other versions: not touched")
 	}

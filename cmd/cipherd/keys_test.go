@@ -85,8 +85,34 @@ func TestKeysMigrate(t *testing.T) {
 		t.Fatalf("clash: exit %d\n%s%s", code, out, errOut)
 	}
 
-	// What the database holds, read as a replica would.
+	// A source trimmed of versions the database holds: copying it would
+	// destroy them there, where they are retired too, so it is reported,
+	// not touched.
 	st, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, RootKey: &root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retired := keystoretest.MustGet(t, st, "orders").Clone()
+	retired.Config.MinDecryptionVersion = 3
+	if err := st.Update(ctx, retired); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	orders4.Config.MinDecryptionVersion = 3
+	trimmed := orders4.Clone()
+	trimmed.Versions, trimmed.MinAvailable, trimmed.Config.MinDecryptionVersion = trimmed.Versions[2:], 3, 3
+	f, _ = os.Create(kr)
+	if err := cryptosvc.WriteKeyring(f, []*cryptosvc.StoredKey{trimmed}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, errOut, code = migrate("-from-keyring", kr)
+	if code != 1 || !strings.Contains(errOut, "orders: the source was trimmed of versions the destination holds") {
+		t.Fatalf("trimmed source: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// What the database holds, read as a replica would.
+	st, err = pgstore.Open(ctx, pgstore.Config{DSN: dsn, RootKey: &root})
 	if err != nil {
 		t.Fatal(err)
 	}
