@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -71,9 +72,12 @@ var keysCommands = []keysCommand{
 	{name: "config", synopsis: "config NAME SETTINGS [-json] [flags]", key: true, json: true,
 		help:   []string{"changes the settings given and keeps the others; an empty value", "(--aead '', --min-decryption-version 0) returns one to its default"},
 		define: keysConfig},
-	{name: "delete", synopsis: "delete NAME [flags]", key: true,
-		help:   []string{"deletes a key whose deletion_allowed is set"},
-		define: func(*flag.FlagSet) keysAction { return keysDelete }},
+	{name: "delete", synopsis: "delete NAME [--wait D] [-json] [flags]", key: true, json: true,
+		help:   []string{"schedules the deletion of a key whose deletion_allowed is set, after", "the server's default wait or --wait; until then the key serves nothing", "and 'cipherd keys cancel' restores it"},
+		define: keysDelete},
+	{name: "cancel", synopsis: "cancel NAME [-json] [flags]", key: true, json: true,
+		help:   []string{"cancels a key's scheduled deletion: it serves again, every version", "intact"},
+		define: func(*flag.FlagSet) keysAction { return keysCancel }},
 }
 
 const keysCLIHelp = `SETTINGS are the fields of a key's configuration (docs/API.md, Keys):
@@ -251,14 +255,25 @@ func keysConfig(fs *flag.FlagSet) keysAction {
 	}
 }
 
-func keysDelete(ctx context.Context, c *client.Client, name string) (keysResult, error) {
-	if err := c.DeleteKey(ctx, name); err != nil {
-		return keysResult{}, err
+func keysDelete(fs *flag.FlagSet) keysAction {
+	wait := fs.Duration("wait", -1, "delete the key after this Go `duration` (at least the server's key_deletion_min_wait; 0: at once, where the server allows it) instead of the server's default")
+	return func(ctx context.Context, c *client.Client, name string) (keysResult, error) {
+		k, err := c.ScheduleKeyDeletion(ctx, name, *wait)
+		if err != nil {
+			return keysResult{}, err
+		}
+		if k == nil { // deleted at once: the service answers with no body
+			return keysResult{text: func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "deleted key %s\n", name)
+				return err
+			}}, nil
+		}
+		return keyResult(k, nil)
 	}
-	return keysResult{text: func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "deleted key %s\n", name)
-		return err
-	}}, nil
+}
+
+func keysCancel(ctx context.Context, c *client.Client, name string) (keysResult, error) {
+	return keyResult(c.CancelKeyDeletion(ctx, name))
 }
 
 // keyResult is the result of a subcommand that answers with a key.
@@ -399,17 +414,37 @@ func printKey(w io.Writer, k *api.Key) error {
 	}
 	fmt.Fprintf(tw, "rotation period:\t%s\n", rotation)
 	fmt.Fprintf(tw, "deletion allowed:\t%s\n", map[bool]string{false: "no", true: "yes"}[k.DeletionAllowed])
+	if d := k.Deletion; d != nil {
+		fmt.Fprintf(tw, "deletion:\tscheduled at %s, deleted at %s unless cancelled ('cipherd keys cancel %s')\n",
+			d.Scheduled.UTC().Format(time.RFC3339), d.DeleteAt.UTC().Format(time.RFC3339), k.Name)
+	}
+	if k.MinAvailableVersion > 1 {
+		fmt.Fprintf(tw, "min available version:\t%d (the versions below it were destroyed)\n", k.MinAvailableVersion)
+	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "VERSION\tCREATED\tSTATE")
+	usage := map[uint32]api.KeyVersionUsage{}
+	for _, u := range k.Usage {
+		usage[u.Version] = u
+	}
+	fmt.Fprintln(tw, "VERSION\tCREATED\tSTATE\tSEALED\tOPENED\tLAST USED")
 	for _, v := range k.Versions {
 		state := "decrypts"
 		switch {
+		case slices.Contains(k.DisabledVersions, v.Version):
+			state = "disabled"
 		case v.Version == k.LatestVersion:
 			state = "latest: seals new data"
 		case v.Version < k.MinDecryptionVersion:
 			state = "retired"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", v.Version, v.Created.UTC().Format(time.RFC3339), state)
+		sealed, opened, last := "-", "-", "-"
+		if u, ok := usage[v.Version]; ok {
+			sealed, opened = strconv.FormatUint(u.Sealed, 10), strconv.FormatUint(u.Opened, 10)
+			if u.LastUsed != nil {
+				last = u.LastUsed.UTC().Format(time.RFC3339)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.Version, v.Created.UTC().Format(time.RFC3339), state, sealed, opened, last)
 	}
 	return tw.Flush()
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cipherd/cipherd/api"
 )
@@ -54,7 +55,7 @@ func TestCLIKeys(t *testing.T) {
 		!regexp.MustCompile(`(?m)^latest version: +1$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^rotation period: +720h0m0s, next after \S+Z$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^allowed aeads: +aes-256-gcm, chacha20-poly1305$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^1 +\S+Z +latest: seals new data$`).MatchString(out) {
+		!regexp.MustCompile(`(?m)^1 +\S+Z +latest: seals new data +- +- +-$`).MatchString(out) {
 		t.Fatalf("keys create orders: exit %d\n%s%s", code, out, errOut)
 	}
 
@@ -119,7 +120,7 @@ func TestCLIKeys(t *testing.T) {
 	}
 	out, errOut, code = cipherd(t, admin, "keys", "rotate", "orders")
 	if code != 0 || !regexp.MustCompile(`(?m)^latest version: +2$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^1 +\S+Z +decrypts\n2 +\S+Z +latest: seals new data\n$`).MatchString(out) {
+		!regexp.MustCompile(`(?m)^1 +\S+Z +decrypts +- +- +-\n2 +\S+Z +latest: seals new data +- +- +-\n$`).MatchString(out) {
 		t.Fatalf("keys rotate orders: exit %d\n%s%s", code, out, errOut)
 	}
 	if _, e, code := crypt(t, admin, nil, "encrypt", "--key", "orders", "-i", plain, "-o", sealed2); code != 0 {
@@ -130,13 +131,18 @@ func TestCLIKeys(t *testing.T) {
 			t.Fatalf("decrypt -i %s: exit %d, %d bytes: %s", filepath.Base(f), code, len(out), e)
 		}
 	}
+	// show counts each version's use: one message sealed and opened each.
+	if out, errOut, code := cipherd(t, admin, "keys", "show", "orders"); code != 0 ||
+		!regexp.MustCompile(`(?m)^1 +\S+Z +decrypts +1 +1 +\S+Z\n2 +\S+Z +latest: seals new data +1 +1 +\S+Z\n$`).MatchString(out) {
+		t.Errorf("keys show orders after a message each way under each version: exit %d\n%s%s", code, out, errOut)
+	}
 
 	// config changes the settings given and keeps the others; an empty
 	// value returns one to its default.
 	out, errOut, code = cipherd(t, admin, "keys", "config", "orders", "--min-decryption-version", "2", "--deletion-allowed", "--rotation-period", "")
 	if code != 0 || !regexp.MustCompile(`(?m)^min decryption version: +2 \(`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^rotation period: +never$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^1 +\S+Z +retired$`).MatchString(out) {
+		!regexp.MustCompile(`(?m)^1 +\S+Z +retired +- +- +-$`).MatchString(out) {
 		t.Fatalf("keys config orders: exit %d\n%s%s", code, out, errOut)
 	}
 	if k := showKey("orders"); k.MinDecryptionVersion != 2 || !k.DeletionAllowed || k.RotationPeriod != "" || k.AEAD != "aes-256-gcm" || len(k.AllowedAEADs) != 2 {
@@ -164,9 +170,31 @@ func TestCLIKeys(t *testing.T) {
 		t.Errorf("keys rotate as a reader: exit %d: %s", code, errOut)
 	}
 
-	// delete; the key then seals nothing.
-	if out, errOut, code := cipherd(t, admin, "keys", "delete", "orders"); code != 0 || out != "deleted key orders\n" {
-		t.Fatalf("keys delete orders: exit %d\n%s%s", code, out, errOut)
+	// delete schedules the deletion: the key then seals nothing until
+	// cancel restores it; an immediate delete is the server's to allow.
+	out, errOut, code = cipherd(t, admin, "keys", "delete", "-json", "orders")
+	var scheduled api.Key
+	if err := json.Unmarshal([]byte(out), &scheduled); code != 0 || err != nil || scheduled.Deletion == nil ||
+		scheduled.Deletion.DeleteAt.Sub(scheduled.Deletion.Scheduled) != 30*24*time.Hour {
+		t.Fatalf("keys delete -json orders: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if _, e, code := crypt(t, admin, bytes.NewReader(pt), "encrypt", "--key", "orders"); code != 1 || !strings.Contains(e, "key_pending_deletion") {
+		t.Errorf("encrypt --key orders after keys delete: exit %d: %s", code, e)
+	}
+	if out, errOut, code := cipherd(t, admin, "keys", "show", "orders"); code != 0 || !strings.Contains(out, "\ndeletion:  ") || !strings.Contains(out, "'cipherd keys cancel orders'") {
+		t.Errorf("keys show orders while its deletion is scheduled: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := cipherd(t, admin, "keys", "cancel", "orders"); code != 0 || strings.Contains(out, "deletion:") {
+		t.Fatalf("keys cancel orders: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, e, code := crypt(t, admin, bytes.NewReader(pt), "encrypt", "--key", "orders"); code != 0 {
+		t.Errorf("encrypt --key orders after keys cancel: exit %d: %s", code, e)
+	}
+	if _, errOut, code := cipherd(t, admin, "keys", "delete", "--wait", "0", "orders"); code != 1 || !strings.Contains(errOut, "403 immediate_deletion_disallowed") {
+		t.Errorf("keys delete --wait 0 orders: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := cipherd(t, admin, "keys", "delete", "--wait", "200h", "orders"); code != 0 || !strings.Contains(out, "\ndeletion:  ") {
+		t.Fatalf("keys delete --wait 200h orders: exit %d\n%s%s", code, out, errOut)
 	}
 	if _, e, code := crypt(t, admin, bytes.NewReader(pt), "encrypt", "--key", "orders"); code != 1 {
 		t.Errorf("encrypt --key orders after keys delete: exit %d: %s", code, e)
@@ -204,7 +232,7 @@ func TestCLIKeys(t *testing.T) {
 		{"create", "x", "--min-decryption-version", "-1"},
 		{"create", "x", "--allowed-aeads", "aes-256-gcm,"},
 		{"create", "x", "--import", garbage},
-		{"delete", "default", "-json"},
+		{"delete", "default", "--wait", "soon"},
 		{"show", "no/such/name"},
 	} {
 		if out, errOut, code := cipherd(t, admin, append([]string{"keys"}, args...)...); code != 2 || out != "" {
@@ -217,7 +245,7 @@ func TestCLIKeys(t *testing.T) {
 
 	// keys -h lists every subcommand, migrate's own usage included.
 	_, errOut, code = cipherd(t, nil, "keys", "-h")
-	for _, sub := range []string{"list", "show NAME", "create NAME", "rotate NAME", "config NAME", "delete NAME", "migrate -to URL"} {
+	for _, sub := range []string{"list", "show NAME", "create NAME", "rotate NAME", "config NAME", "delete NAME", "cancel NAME", "migrate -to URL"} {
 		if code != 0 || !strings.Contains(errOut, "\n  cipherd keys "+sub) {
 			t.Errorf("keys -h: exit %d, lacks %q:\n%s", code, sub, errOut)
 		}
