@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -78,6 +79,15 @@ var keysCommands = []keysCommand{
 	{name: "cancel", synopsis: "cancel NAME [-json] [flags]", key: true, json: true,
 		help:   []string{"cancels a key's scheduled deletion: it serves again, every version", "intact"},
 		define: func(*flag.FlagSet) keysAction { return keysCancel }},
+	{name: "disable", synopsis: "disable NAME --version N [-json] [flags]", key: true, json: true,
+		help:   []string{"disables version N: it neither seals nor opens until enabled again"},
+		define: keysVersionAction((*client.Client).DisableKeyVersion)},
+	{name: "enable", synopsis: "enable NAME --version N [-json] [flags]", key: true, json: true,
+		help:   []string{"enables a disabled version again"},
+		define: keysVersionAction((*client.Client).EnableKeyVersion)},
+	{name: "trim", synopsis: "trim NAME --min-available-version N --confirm NAME [-json] [flags]", key: true, json: true,
+		help:   []string{"destroys the versions below N for good: what they sealed never opens", "again; N may not pass min_decryption_version, and --confirm repeats", "the key's name"},
+		define: keysTrim},
 }
 
 const keysCLIHelp = `SETTINGS are the fields of a key's configuration (docs/API.md, Keys):
@@ -269,6 +279,34 @@ func keysDelete(fs *flag.FlagSet) keysAction {
 			}}, nil
 		}
 		return keyResult(k, nil)
+	}
+}
+
+// keysVersionAction returns the action of a subcommand on one version,
+// which --version names.
+func keysVersionAction(call func(*client.Client, context.Context, string, uint32) (*api.Key, error)) func(*flag.FlagSet) keysAction {
+	return func(fs *flag.FlagSet) keysAction {
+		v := fs.Uint("version", 0, "the `N` of the version")
+		return func(ctx context.Context, c *client.Client, name string) (keysResult, error) {
+			if *v == 0 || *v > math.MaxUint32 {
+				return keysResult{}, usageError("name the version with --version N")
+			}
+			return keyResult(call(c, ctx, name, uint32(*v)))
+		}
+	}
+}
+
+func keysTrim(fs *flag.FlagSet) keysAction {
+	minAvail := fs.Uint("min-available-version", 0, "destroy the versions below `N`")
+	confirm := fs.String("confirm", "", "the key's `NAME` again, to confirm that the versions are destroyed for good")
+	return func(ctx context.Context, c *client.Client, name string) (keysResult, error) {
+		switch {
+		case *minAvail == 0 || *minAvail > math.MaxUint32:
+			return keysResult{}, usageError("name the lowest version to keep with --min-available-version N")
+		case *confirm != name:
+			return keysResult{}, usageError("the versions are destroyed for good: repeat the key's name with --confirm " + name)
+		}
+		return keyResult(c.TrimKey(ctx, name, uint32(*minAvail)))
 	}
 }
 

@@ -157,6 +157,32 @@ func TestCLIKeys(t *testing.T) {
 		t.Fatalf("keys config -json --aead '' --allowed-aeads '': exit %d, %v\n%s%s", code, err, out, errOut)
 	}
 
+	// disable and enable a version; trim the retired one, with its name
+	// confirmed.
+	if out, errOut, code := cipherd(t, admin, "keys", "disable", "orders", "--version", "2"); code != 0 ||
+		!regexp.MustCompile(`(?m)^2 +\S+Z +disabled `).MatchString(out) {
+		t.Fatalf("keys disable orders --version 2: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, e, code := crypt(t, admin, nil, "decrypt", "-i", sealed2); code != 1 || !strings.Contains(e, "409 key_version_disabled") {
+		t.Errorf("decrypt of a disabled version: exit %d: %s", code, e)
+	}
+	if _, errOut, code := cipherd(t, admin, "keys", "enable", "orders", "--version", "2"); code != 0 {
+		t.Fatalf("keys enable orders --version 2: exit %d: %s", code, errOut)
+	}
+	if out, e, code := crypt(t, admin, nil, "decrypt", "-i", sealed2); code != 0 || out != string(pt) {
+		t.Errorf("decrypt of a version enabled again: exit %d: %s", code, e)
+	}
+	if _, errOut, code := cipherd(t, admin, "keys", "trim", "orders", "--min-available-version", "2"); code != 2 || !strings.Contains(errOut, "--confirm orders") {
+		t.Errorf("keys trim without --confirm: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := cipherd(t, admin, "keys", "trim", "orders", "--min-available-version", "2", "--confirm", "orders"); code != 0 ||
+		!regexp.MustCompile(`(?m)^min available version: +2 `).MatchString(out) || regexp.MustCompile(`(?m)^1 +\S+Z `).MatchString(out) {
+		t.Fatalf("keys trim orders --min-available-version 2: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, e, code := crypt(t, admin, nil, "decrypt", "-i", sealed1); code != 1 || !strings.Contains(e, "409 key_version_destroyed") {
+		t.Errorf("decrypt of a destroyed version: exit %d: %s", code, e)
+	}
+
 	// A reader lists and shows, and may change nothing.
 	out, errOut, code = cipherd(t, admin, "tokens", "create", "--name", "reader", "--policy", "reader")
 	if code != 0 {
@@ -245,7 +271,7 @@ func TestCLIKeys(t *testing.T) {
 
 	// keys -h lists every subcommand, migrate's own usage included.
 	_, errOut, code = cipherd(t, nil, "keys", "-h")
-	for _, sub := range []string{"list", "show NAME", "create NAME", "rotate NAME", "config NAME", "delete NAME", "cancel NAME", "migrate -to URL"} {
+	for _, sub := range []string{"list", "show NAME", "create NAME", "rotate NAME", "config NAME", "delete NAME", "cancel NAME", "disable NAME", "enable NAME", "trim NAME", "migrate -to URL"} {
 		if code != 0 || !strings.Contains(errOut, "\n  cipherd keys "+sub) {
 			t.Errorf("keys -h: exit %d, lacks %q:\n%s", code, sub, errOut)
 		}
