@@ -328,6 +328,9 @@ func medianSpread(res *selftest.SpeedResult) float64 {
 
 // speedReport is the JSON body of GET /speed and POST /speed/run.
 type speedReport struct {
+	// Summary comes first: what the host uses for new data, and how fast
+	// (null when no AEAD is usable).
+	Summary   *speedSummary       `json:"summary"`
 	Host      selftest.HostReport `json:"host"`
 	Build     buildinfo.Info      `json:"build"`
 	KAT       katSummary          `json:"kat"`
@@ -394,12 +397,15 @@ func (sp *speedState) report() *speedReport {
 		Selection:  sp.s.sel,
 		TableState: state,
 	}
+	var res *selftest.SpeedResult
 	if t := sp.table.Load(); t != nil {
+		res = t.result
 		rep.Table, rep.TableTook, rep.TableSource, rep.TableQuality = t.result, t.took, t.source, t.quality
 		rep.TableMethod, rep.TableSpread = tableMethod(t.result), medianSpread(t.result)
 		measured := t.result.Started
 		rep.TableMeasured = &measured
 	}
+	rep.Summary = summarize(sp.s.sel, res)
 	if state == tableRefining {
 		round, rounds := sp.refineProgress()
 		_, wait := sp.state()

@@ -55,6 +55,8 @@ type pageView struct {
 	Quota      string
 	Build      buildinfo.Info
 	Generated  string
+	Summary    *speedSummary
+	Glance     string // the summary in words
 }
 
 func (sp *speedState) pageView(now time.Time) *pageView {
@@ -92,6 +94,13 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 
 	var rows []series
 	t := sp.table.Load()
+	var res *selftest.SpeedResult
+	if t != nil {
+		res = t.result
+	}
+	if v.Summary = summarize(sel, res); v.Summary != nil {
+		v.Glance = v.Summary.sentence()
+	}
 	if t != nil {
 		rows = sp.tableSeries(t.result)
 		v.ChartTitle = "Throughput by message size: every implementation that passed the self-test"
@@ -568,6 +577,7 @@ code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-siz
 .warn { color: #92400e; font-weight: 700; }
 .tick { color: #166534; }
 footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
+.glance .answer { font-size: 17px; line-height: 1.45; margin: 4px 0 8px; }
 </style>
 </head>
 <body>
@@ -579,6 +589,13 @@ footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
 <nav>Also as <a href="?format=json">JSON</a> · <a href="?format=text">openssl text</a> · <a href="?format=mr">openssl -mr</a></nav>
 </header>
 <main>
+{{- with .Summary}}
+<section class="card glance" id="summary">
+<h2>At a glance</h2>
+<p class="answer">{{$.Glance}}</p>
+<p class="note">Why {{.AEAD}}: {{.Reason}}. {{if eq .Source "table"}}From the table below{{else}}From the quick profile at start-up{{end}}: each figure is the median of its trials, with the range of the trials after it.</p>
+</section>
+{{- end}}
 <section class="card">
 <div class="status {{.State}}"><span class="badge">{{.State}}</span><span>{{.Status}}</span></div>
 {{- if .Charts}}

@@ -24,6 +24,20 @@ import (
 
 // speedJSON is GET /speed's JSON, decoded as a client would.
 type speedJSON struct {
+	Summary *struct {
+		AEAD   string `json:"aead"`
+		Impl   string `json:"impl"`
+		Source string `json:"source"`
+		Cells  []struct {
+			Size int     `json:"size"`
+			Rate float64 `json:"bytes_per_second"`
+			Min  float64 `json:"min_bytes_per_second"`
+			Max  float64 `json:"max_bytes_per_second"`
+		} `json:"cells"`
+		GoImpl string  `json:"go_impl"`
+		VsGo   float64 `json:"vs_go"`
+		Reason string  `json:"reason"`
+	} `json:"summary"`
 	Host struct {
 		Brand      string   `json:"brand"`
 		Features   []string `json:"features"`
@@ -200,6 +214,7 @@ func TestSpeedStartupTable(t *testing.T) {
 
 	v := waitSpeedTable(t, ts)
 	took := time.Since(start)
+	checkSpeedSummary(t, ts, v)
 	if v.TableQuality != qualityRefined || v.Refining != nil || v.Table.Trials != refineTrials ||
 		v.Table.Seconds != refineTrialTime.Seconds() || !strings.Contains(v.TableMethod, "median of 5 interleaved trials of 2ms per cell in rounds 5ms apart") {
 		t.Errorf("refined table: quality %q refining %+v trials %d of %gs, method %q", v.TableQuality, v.Refining, v.Table.Trials, v.Table.Seconds, v.TableMethod)
@@ -633,4 +648,59 @@ func countSpeedOnly(ts *testServer) int {
 		}
 	}
 	return n
+}
+
+// checkSpeedSummary checks that /speed opens with the summary, in the JSON
+// and on the page, and that its figures are the table's cells of the AEAD
+// and implementation in use, with their ranges, and its ratio to Go's
+// own implementation theirs.
+func checkSpeedSummary(t *testing.T, ts *testServer, v speedJSON) {
+	t.Helper()
+	_, body, _ := getSpeed(t, ts, "", "")
+	if !bytes.HasPrefix(body, []byte(`{"summary":{`)) {
+		t.Fatalf("the JSON does not open with the summary: %.80s", body)
+	}
+	sum := decodeSpeed(t, body).Summary
+	impl := ""
+	for _, im := range v.Selection.Implementations {
+		if im.Cipher == v.Selection.AEAD {
+			impl = im.Impl
+		}
+	}
+	if sum == nil || sum.AEAD != v.Selection.AEAD || sum.Impl != impl || sum.Source != "table" || sum.Reason == "" || len(sum.Cells) != 2 {
+		t.Fatalf("summary %+v; selection %s/%s", sum, v.Selection.AEAD, impl)
+	}
+	cell := func(impl string, size int) (rate, lo, hi float64) {
+		for _, r := range v.Table.Rows {
+			if strings.EqualFold(r.Cipher, sum.AEAD) && r.Impl == impl {
+				for _, c := range r.Cells {
+					if c.Size == size {
+						return c.Rate, c.Min, c.Max
+					}
+				}
+			}
+		}
+		t.Fatalf("no table cell %s/%s at %d", sum.AEAD, impl, size)
+		return
+	}
+	for i, size := range []int{1024, 16384} {
+		rate, lo, hi := cell(sum.Impl, size)
+		if c := sum.Cells[i]; c.Size != size || c.Rate != rate || c.Min != lo || c.Max != hi {
+			t.Errorf("summary cell %d: %+v, the table's %g (%g–%g)", i, c, rate, lo, hi)
+		}
+	}
+	if sum.GoImpl != "" {
+		ours, _, _ := cell(sum.Impl, 16384)
+		theirs, _, _ := cell(sum.GoImpl, 16384)
+		if math.Abs(sum.VsGo-ours/theirs) > 1e-9 {
+			t.Errorf("vs_go %g, the table's cells give %g", sum.VsGo, ours/theirs)
+		}
+	} else if sum.Impl != "stdlib" && sum.Impl != "xcrypto" {
+		t.Errorf("no comparison with Go's implementation for %s/%s", sum.AEAD, sum.Impl)
+	}
+	_, page, _ := getSpeed(t, ts, "", "text/html")
+	glance, chart := bytes.Index(page, []byte("<h2>At a glance</h2>")), bytes.Index(page, []byte("<svg"))
+	if glance < 0 || chart >= 0 && chart < glance || !bytes.Contains(page, []byte("This host seals new data with "+strings.ToUpper(sum.AEAD)+" ("+sum.Impl+")")) {
+		t.Errorf("the page does not open with the summary (at %d, the first chart at %d)", glance, chart)
+	}
 }

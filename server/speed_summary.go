@@ -1,0 +1,144 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cipherd/cipherd/kernels"
+	"github.com/cipherd/cipherd/selftest"
+)
+
+// speedSummary is the answer a reader of /speed looks for first: the AEAD
+// the service seals new data with, the implementation it runs, how fast
+// that is at 1 KiB and 16 KiB with the range of the trials behind each
+// figure, how that compares with Go's own implementation of the AEAD, and
+// why this AEAD. The figures are the table's (the latest full run) when it
+// has them, else the selection's quick profile: one source for both, so
+// that the summary and the table below it agree.
+type speedSummary struct {
+	AEAD   string        `json:"aead"`
+	Impl   string        `json:"impl"`
+	Cells  []summaryCell `json:"cells"`
+	Source string        `json:"source"` // "table" or "profile"
+	// GoImpl is Go's own implementation of the AEAD (the standard
+	// library's, or golang.org/x/crypto's for ChaCha20-Poly1305), and
+	// VsGo the service's figure at 16 KiB over it, from the same source;
+	// absent when either was not measured or they are the same.
+	GoImpl string  `json:"go_impl,omitempty"`
+	VsGo   float64 `json:"vs_go,omitempty"`
+	Reason string  `json:"reason"`
+}
+
+// summaryCell is one figure of the summary: bytes per second at Size, the
+// median of its trials, and their range (equal to it when one trial was
+// run).
+type summaryCell struct {
+	Size int     `json:"size"`
+	Rate float64 `json:"bytes_per_second"`
+	Min  float64 `json:"min_bytes_per_second"`
+	Max  float64 `json:"max_bytes_per_second"`
+}
+
+// summarySizes are the message sizes of the summary: a small message and
+// the bulk one openssl speed's users compare hosts by.
+var summarySizes = []int{1024, 16384}
+
+// goImplementations names Go's own implementation of each AEAD.
+var goImplementations = map[kernels.Cipher]string{
+	kernels.AES128GCM:         "stdlib",
+	kernels.AES256GCM:         "stdlib",
+	kernels.ChaCha20Poly1305:  "xcrypto",
+	kernels.XChaCha20Poly1305: "xcrypto",
+}
+
+// summarize returns the summary of sel against the table res (nil: none
+// yet), or nil when sel names no AEAD implementation.
+func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *speedSummary {
+	im := sel.Implementation(sel.AEAD)
+	if im == nil {
+		return nil
+	}
+	sum := &speedSummary{AEAD: sel.AEAD.String(), Impl: im.Name(), Reason: strings.TrimSuffix(sel.AEADReason, "."), Cells: []summaryCell{}}
+	find := profileCells(sel)
+	sum.Source = "profile"
+	if res != nil && tableHas(res, sel.AEAD, im.Name()) {
+		find, sum.Source = tableCells(res), "table"
+	}
+	for _, size := range summarySizes {
+		if c, ok := find(sel.AEAD, im.Name(), size); ok {
+			sum.Cells = append(sum.Cells, c)
+		}
+	}
+	if g := goImplementations[sel.AEAD]; g != "" && g != im.Name() {
+		ours, ok1 := find(sel.AEAD, im.Name(), 16384)
+		theirs, ok2 := find(sel.AEAD, g, 16384)
+		if ok1 && ok2 && theirs.Rate > 0 {
+			sum.GoImpl, sum.VsGo = g, ours.Rate/theirs.Rate
+		}
+	}
+	return sum
+}
+
+type cellFinder func(c kernels.Cipher, impl string, size int) (summaryCell, bool)
+
+func tableHas(res *selftest.SpeedResult, c kernels.Cipher, impl string) bool {
+	for _, r := range res.Rows {
+		if r.Cipher == c && r.Impl == impl {
+			return true
+		}
+	}
+	return false
+}
+
+func tableCells(res *selftest.SpeedResult) cellFinder {
+	return func(c kernels.Cipher, impl string, size int) (summaryCell, bool) {
+		for _, r := range res.Rows {
+			if r.Cipher != c || r.Impl != impl {
+				continue
+			}
+			for _, cell := range r.Cells {
+				if cell.Size == size && cell.Rate > 0 {
+					out := summaryCell{Size: size, Rate: cell.Rate, Min: cell.Min, Max: cell.Max}
+					if len(cell.Trials) < 2 {
+						out.Min, out.Max = cell.Rate, cell.Rate
+					}
+					return out, true
+				}
+			}
+		}
+		return summaryCell{}, false
+	}
+}
+
+func profileCells(sel *selftest.Selection) cellFinder {
+	return func(c kernels.Cipher, impl string, size int) (summaryCell, bool) {
+		for _, p := range sel.Profile {
+			if p.Cipher == c.String() && p.Impl == impl && p.Size == size && p.BytesPerSecond > 0 {
+				out := summaryCell{Size: size, Rate: p.BytesPerSecond, Min: p.Min, Max: p.Max}
+				if out.Min == 0 || out.Max == 0 {
+					out.Min, out.Max = out.Rate, out.Rate
+				}
+				return out, true
+			}
+		}
+		return summaryCell{}, false
+	}
+}
+
+// sentence is the summary in words, for the page and the text format.
+func (sum *speedSummary) sentence() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "This host seals new data with %s (%s)", strings.ToUpper(sum.AEAD), sum.Impl)
+	for i, c := range sum.Cells {
+		sep := ": "
+		if i > 0 {
+			sep = ", "
+		}
+		fmt.Fprintf(&b, "%s%s MB/s at %s (trials %s–%s)", sep, formatMBps(c.Rate), sizeLabel(c.Size), formatMBps(c.Min), formatMBps(c.Max))
+	}
+	b.WriteString(".")
+	if sum.VsGo > 0 {
+		fmt.Fprintf(&b, " At 16 KiB that is %.2f× Go's own implementation (%s) on this host.", sum.VsGo, sum.GoImpl)
+	}
+	return b.String()
+}
