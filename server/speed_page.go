@@ -91,6 +91,9 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 	default:
 		v.Profile = "No quick profile: the benchmark is skipped by configuration, so the order of preference decides."
 	}
+	if len(sel.Profile) > 0 {
+		v.Profile += " The figures under “why” are this profile's, from its short trials; the table's are measured apart, in longer trials, and differ from them as much as the load on the host changed in between."
+	}
 
 	var rows []series
 	t := sp.table.Load()
