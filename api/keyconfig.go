@@ -15,6 +15,7 @@ type KeyConfigPatch struct {
 	AEAD                 Optional[string]   `json:"aead,omitzero"`
 	DeletionAllowed      Optional[bool]     `json:"deletion_allowed,omitzero"`
 	RotationPeriod       Optional[string]   `json:"rotation_period,omitzero"` // e.g. "720h"
+	Exportable           Optional[bool]     `json:"exportable,omitzero"`      // true only on a key that has it
 }
 
 // ReplaceKeyConfig returns the patch that gives a key exactly cfg: every
@@ -26,6 +27,7 @@ func ReplaceKeyConfig(cfg KeyConfig) KeyConfigPatch {
 		AEAD:                 valueOrNull(cfg.AEAD, cfg.AEAD == ""),
 		DeletionAllowed:      valueOrNull(cfg.DeletionAllowed, !cfg.DeletionAllowed),
 		RotationPeriod:       valueOrNull(cfg.RotationPeriod, cfg.RotationPeriod == ""),
+		Exportable:           valueOrNull(cfg.Exportable, !cfg.Exportable),
 	}
 }
 
@@ -43,6 +45,7 @@ func (p KeyConfigPatch) Apply(cfg KeyConfig) KeyConfig {
 	p.AEAD.apply(&cfg.AEAD)
 	p.DeletionAllowed.apply(&cfg.DeletionAllowed)
 	p.RotationPeriod.apply(&cfg.RotationPeriod)
+	p.Exportable.apply(&cfg.Exportable)
 	return cfg
 }
 

@@ -42,7 +42,7 @@ func TestKeyConfigPatch(t *testing.T) {
 
 	// ReplaceKeyConfig sets every field, so the result is cfg whatever was
 	// there before.
-	for _, cfg := range []KeyConfig{{}, {DeletionAllowed: true}, cur} {
+	for _, cfg := range []KeyConfig{{}, {DeletionAllowed: true}, {Exportable: true}, cur} {
 		b, err := json.Marshal(ReplaceKeyConfig(cfg))
 		if err != nil {
 			t.Fatal(err)

@@ -124,6 +124,10 @@ type KeyConfig struct {
 	AEAD                 string   `json:"aead,omitempty"`
 	DeletionAllowed      bool     `json:"deletion_allowed,omitempty"`
 	RotationPeriod       string   `json:"rotation_period,omitempty"` // e.g. "720h"
+	// Exportable lets the key be backed up with its material (POST
+	// /v1/keys/{key}/backup). Only a key's creation can set it; a
+	// change may clear it, for good.
+	Exportable bool `json:"exportable,omitempty"`
 }
 
 // CreateKeyRequest is the body of POST /v1/keys/{key} (may be empty).

@@ -99,6 +99,13 @@ type KeyConfig struct {
 	// RotationPeriod, when non-zero, is the age after which the latest version
 	// is replaced by a new one (Service.RotateDue).
 	RotationPeriod Duration `json:"rotation_period,omitempty"`
+	// Exportable lets the key be backed up with its material
+	// (Service.BackupKey). It can be set only when the key is created:
+	// a key made without it has never left the service, and a later
+	// change cannot make that promise untrue. Clearing it is allowed,
+	// for good. false (the default, and the value of records older than
+	// the field) keeps the material in the service.
+	Exportable bool `json:"exportable,omitempty"`
 }
 
 // SealAEADs are the AEADs of the sealed format, in the order of their IDs.

@@ -137,9 +137,12 @@ func (s *Service) UpdateKeyConfig(ctx context.Context, name string, update func(
 		if err := k.pending(); err != nil {
 			return false, err
 		}
-		period := k.Config.RotationPeriod
+		period, exportable := k.Config.RotationPeriod, k.Config.Exportable
 		if err := update(&k.Config); err != nil {
 			return false, err
+		}
+		if k.Config.Exportable && !exportable {
+			return false, fmt.Errorf("%w: exportable can be set only when the key is created", ErrInvalidConfig)
 		}
 		k.Config = k.Config.Canonical()
 		// Checked only when it changes: a key stored with a shorter

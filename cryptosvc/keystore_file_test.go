@@ -54,7 +54,7 @@ func TestFileStorePersistence(t *testing.T) {
 	root := ksTestSecret(t)
 	s := ksOpenFile(t, dir, &root)
 	a, b, c := ksTestKey(t, "a", 1), ksTestKey(t, "b.key", 2), ksTestKey(t, "c", 1)
-	b.Config = KeyConfig{MinDecryptionVersion: 2, AEAD: "aes-256-gcm", AllowedAEADs: []string{"aes-256-gcm"}}
+	b.Config = KeyConfig{MinDecryptionVersion: 2, AEAD: "aes-256-gcm", AllowedAEADs: []string{"aes-256-gcm"}, Exportable: true}
 	for _, k := range []*StoredKey{a, b, c} {
 		if err := s.Create(ctx, k); err != nil {
 			t.Fatal(err)

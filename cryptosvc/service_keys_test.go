@@ -333,3 +333,33 @@ func TestSmallMessageOverhead(t *testing.T) {
 		t.Logf("%s: %d bytes of overhead besides the key name", c, overhead)
 	}
 }
+
+// TestExportableOneWay checks that exportable is set at creation only: a
+// change may clear it, never set it.
+func TestExportableOneWay(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(Config{Keystore: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.CreateKey(ctx, "plain", KeyConfig{}); err != nil || k.Exportable {
+		t.Fatalf("CreateKey: %+v, %v", k, err)
+	}
+	if _, err := s.ConfigureKey(ctx, "plain", KeyConfig{Exportable: true}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("exportable set after creation: %v", err)
+	}
+	k, err := s.CreateKey(ctx, "export", KeyConfig{Exportable: true})
+	if err != nil || !k.Exportable {
+		t.Fatalf("CreateKey exportable: %+v, %v", k, err)
+	}
+	// Other changes keep it.
+	if k, err = s.UpdateKeyConfig(ctx, "export", func(c *KeyConfig) error { c.DeletionAllowed = true; return nil }); err != nil || !k.Exportable {
+		t.Fatalf("another change: %+v, %v", k, err)
+	}
+	if k, err = s.UpdateKeyConfig(ctx, "export", func(c *KeyConfig) error { c.Exportable = false; return nil }); err != nil || k.Exportable {
+		t.Fatalf("clearing exportable: %+v, %v", k, err)
+	}
+	if _, err := s.UpdateKeyConfig(ctx, "export", func(c *KeyConfig) error { c.Exportable = true; return nil }); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("exportable set again: %v", err)
+	}
+}

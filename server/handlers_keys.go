@@ -24,7 +24,7 @@ func toAPIKey(k cryptosvc.Key) api.Key {
 }
 
 func toAPIKeyConfig(c cryptosvc.KeyConfig) api.KeyConfig {
-	out := api.KeyConfig{MinDecryptionVersion: c.MinDecryptionVersion, AllowedAEADs: c.AllowedAEADs, AEAD: c.AEAD, DeletionAllowed: c.DeletionAllowed}
+	out := api.KeyConfig{MinDecryptionVersion: c.MinDecryptionVersion, AllowedAEADs: c.AllowedAEADs, AEAD: c.AEAD, DeletionAllowed: c.DeletionAllowed, Exportable: c.Exportable}
 	if c.RotationPeriod > 0 {
 		out.RotationPeriod = time.Duration(c.RotationPeriod).String()
 	}
@@ -32,7 +32,7 @@ func toAPIKeyConfig(c cryptosvc.KeyConfig) api.KeyConfig {
 }
 
 func fromAPIKeyConfig(c api.KeyConfig) (cryptosvc.KeyConfig, error) {
-	out := cryptosvc.KeyConfig{MinDecryptionVersion: c.MinDecryptionVersion, AllowedAEADs: c.AllowedAEADs, AEAD: c.AEAD, DeletionAllowed: c.DeletionAllowed}
+	out := cryptosvc.KeyConfig{MinDecryptionVersion: c.MinDecryptionVersion, AllowedAEADs: c.AllowedAEADs, AEAD: c.AEAD, DeletionAllowed: c.DeletionAllowed, Exportable: c.Exportable}
 	if c.RotationPeriod != "" {
 		d, err := time.ParseDuration(c.RotationPeriod)
 		if err != nil || d < 0 {
