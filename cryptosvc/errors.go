@@ -56,6 +56,16 @@ var (
 	// ErrTrimAboveMinDecryption: a trim would destroy a version at or
 	// above the key's min_decryption_version, one that still opens.
 	ErrTrimAboveMinDecryption = errors.New("cryptosvc: trim above the minimum decryption version")
+	// ErrNotExportable: the key was not created exportable, so it is
+	// never backed up (BackupKey).
+	ErrNotExportable = errors.New("cryptosvc: key not exportable")
+	// ErrBackupKeyNotConfigured: a backup sealed, or to be sealed, under a
+	// backup key, where the service has none (Config.BackupKey).
+	ErrBackupKeyNotConfigured = errors.New("cryptosvc: no backup key configured")
+	// ErrInvalidBackup: a key backup does not open: sealed under another
+	// key, modified, truncated, or of an unknown format version. It says
+	// no more, whatever the cause.
+	ErrInvalidBackup = errors.New("cryptosvc: invalid key backup")
 	// ErrInvalidKeyName: names are 1 to 128 bytes of A-Z a-z 0-9 . _ - and
 	// do not start with a dot or dash.
 	ErrInvalidKeyName = errors.New("cryptosvc: invalid key name")

@@ -213,6 +213,10 @@ func (r *Keyring) LastError() error {
 	return r.lastErr
 }
 
+// RootKeyProvider returns the provider that opens a sealed keyring, or
+// nil for one in the clear.
+func (r *Keyring) RootKeyProvider() RootKeyProvider { return r.provider }
+
 // Close stops the poller and drops the keys; later Get and List calls fail
 // with ErrClosed. Closing twice is not an error.
 func (r *Keyring) Close() error {

@@ -147,6 +147,14 @@ func (s *FileStore) RotateRootKey(ctx context.Context, to RootKeyProvider) error
 	return nil
 }
 
+// RootKeyProvider returns the provider that wraps the storage key now: the
+// new root key once a rotation is done.
+func (s *FileStore) RootKeyProvider() RootKeyProvider {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.provider
+}
+
 // RootKey returns the name of the provider that wraps the storage key
 // (RootKeyProvider.String), and the storage key's generation (0 for a store
 // of layout 1). rotating reports a rotation half done.

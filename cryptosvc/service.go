@@ -52,6 +52,12 @@ type Config struct {
 	// period of seconds would grow every key without bound. Zero means
 	// DefaultMinRotationPeriod; tests and operators who mean it set less.
 	MinRotationPeriod time.Duration
+
+	// BackupKey, when set, seals key backups that another fleet, under
+	// another root key, restores when given the same backup key
+	// (BackupKey, RestoreKey). It is copied. nil means backups are sealed
+	// under the keystore's root key only.
+	BackupKey *Secret
 }
 
 // DefaultMinRotationPeriod is Config.MinRotationPeriod's default.
@@ -86,6 +92,8 @@ type Service struct {
 	cache   map[versionRef]*versionKeys
 
 	usage usageTable // usage per key version (usage.go)
+
+	backupKey *Secret // Config.BackupKey's copy, or nil
 }
 
 type versionRef struct {
@@ -110,6 +118,14 @@ func New(cfg Config) (*Service, error) {
 		log:   cfg.Logger,
 		now:   cfg.Now,
 		cache: make(map[versionRef]*versionKeys),
+	}
+	if cfg.BackupKey != nil {
+		var zero Secret
+		if cfg.BackupKey.Equal(&zero) {
+			return nil, fmt.Errorf("%w: Config.BackupKey is all zeros", ErrInvalidConfig)
+		}
+		bk := *cfg.BackupKey
+		s.backupKey = &bk
 	}
 	if s.aead == 0 {
 		s.aead = kernels.AES256GCM

@@ -60,6 +60,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	connCfg *pgx.ConnConfig // the listener's
 	sealer  *cryptosvc.Sealer
+	root    cryptosvc.RootKeyProvider // wraps the storage key; lent to key backups
 	log     *zap.Logger
 	opTO    time.Duration
 	backoff time.Duration
@@ -181,6 +182,7 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 	if s.sealer, err = openStorageKey(ctx, s.pool, provider, cfg.Rand); err != nil {
 		return nil, err
 	}
+	s.root = provider
 	conn, err := s.subscribe(ctx)
 	if err != nil {
 		return nil, classify(err)
@@ -194,6 +196,12 @@ func Open(ctx context.Context, cfg Config) (_ *Store, err error) {
 	go s.run(conn)
 	return s, nil
 }
+
+// RootKeyProvider returns the provider that wraps the database's storage
+// key, so that key backups can be sealed under the same root key.
+func (s *Store) RootKeyProvider() cryptosvc.RootKeyProvider { return s.root }
+
+var _ cryptosvc.RootKeyHolder = (*Store)(nil)
 
 // Get returns the key named name from memory (shared: do not modify it).
 func (s *Store) Get(_ context.Context, name string) (*cryptosvc.StoredKey, error) {
