@@ -76,6 +76,14 @@ const (
 	CodeVersionDisabled        Code = "key_version_disabled"      // 409: the version, which the message names, is disabled
 	CodeVersionDestroyed       Code = "key_version_destroyed"     // 409: a trim destroyed the version
 	CodeTrimAboveMinDecryption Code = "trim_above_min_decryption" // 409: a trim would destroy a version not retired
+
+	// Key backups (docs/API.md, Key backups).
+	CodeKeyNotExportable       Code = "key_not_exportable"        // 409: the key was not created exportable
+	CodeBackupKeyNotConfigured Code = "backup_key_not_configured" // 400: under=backup_key, or a backup sealed under one, where the server has none
+	// CodeInvalidBackup: the backup does not open here: another key
+	// sealed it, or it was modified, cut short, or is of an unknown
+	// format version. Which of these is not said.
+	CodeInvalidBackup Code = "invalid_backup" // 400
 )
 
 // Status returns the HTTP status a code is sent with.
@@ -92,7 +100,7 @@ func (c Code) Status() int {
 	case CodeTimeout:
 		return 408
 	case CodeKeyExists, CodeDeletionNotAllowed, CodeReadOnly, CodeBusy, CodeConflict, CodeTokensUnsupported,
-		CodeKeyPendingDeletion, CodeKeyNotPendingDeletion, CodeVersionDisabled, CodeVersionDestroyed, CodeTrimAboveMinDecryption:
+		CodeKeyPendingDeletion, CodeKeyNotPendingDeletion, CodeVersionDisabled, CodeVersionDestroyed, CodeTrimAboveMinDecryption, CodeKeyNotExportable:
 		return 409
 	case CodeVersionRetired:
 		return 410

@@ -24,6 +24,11 @@ const (
 	RouteKeyVersionEnable  = "/v1/keys/:key/versions/:version/enable"
 	RouteKeyTrim           = "/v1/keys/:key/trim"
 
+	// Key backups: a backup of the key, and the restore of a backup as
+	// the key ({key} the name it is restored under).
+	RouteKeyBackup  = "/v1/keys/:key/backup"
+	RouteKeyRestore = "/v1/keys/:key/restore"
+
 	// Service tokens: {id} is a token's id (16 lowercase hex digits).
 	RouteTokens = "/v1/tokens"
 	RouteToken  = "/v1/tokens/:id"

@@ -206,6 +206,35 @@ type TrimKeyRequest struct {
 	Confirm             string `json:"confirm"`
 }
 
+// KeyBackup is the answer to POST /v1/keys/{key}/backup.
+type KeyBackup struct {
+	// Backup is the sealed backup (docs/FORMAT.md, Key backups), to give
+	// to POST /v1/keys/{key}/restore. It holds the key's material: keep
+	// it as the key itself is kept.
+	Backup []byte `json:"backup"`
+	// SealedUnder is what seals it: "backup_key" (restores where the same
+	// backup key is configured) or "root" (restores under the same root
+	// key).
+	SealedUnder string `json:"sealed_under"`
+	// Key is the name of the key it holds.
+	Key string `json:"key"`
+	// Versions are the version numbers it holds, ascending.
+	Versions []uint32 `json:"versions"`
+}
+
+// Backup sealings: the values of KeyBackup.SealedUnder and of the
+// backup's ?under=.
+const (
+	SealedUnderBackupKey = "backup_key"
+	SealedUnderRoot      = "root"
+)
+
+// RestoreKeyRequest is the body of POST /v1/keys/{key}/restore.
+type RestoreKeyRequest struct {
+	// Backup is a backup from POST /v1/keys/{key}/backup.
+	Backup []byte `json:"backup"`
+}
+
 // KeyList is the body of GET /v1/keys.
 type KeyList struct {
 	Keys []Key `json:"keys"`

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -75,4 +76,39 @@ func (c *Client) versionCall(ctx context.Context, route, name string, v uint32) 
 // confirmation the service asks for.
 func (c *Client) TrimKey(ctx context.Context, name string, minAvailable uint32) (*api.Key, error) {
 	return c.keyCall(ctx, http.MethodPost, api.RouteKeyTrim, name, &api.TrimKeyRequest{MinAvailableVersion: minAvailable, Confirm: name})
+}
+
+// BackupKey returns a backup of a key created exportable, with its
+// material, sealed under under: api.SealedUnderBackupKey (the service's
+// backup key), api.SealedUnderRoot (its keystore's root key), or "" for
+// the service's default. The caller needs the operation keys-backup. A
+// key not created exportable is api.CodeKeyNotExportable. The backup
+// holds the key's material: keep it as the key itself is kept.
+func (c *Client) BackupKey(ctx context.Context, name, under string) (*api.KeyBackup, error) {
+	if err := checkKey(name); err != nil {
+		return nil, err
+	}
+	u := c.url(api.RouteKeyBackup, name)
+	if under != "" {
+		u += "?under=" + url.QueryEscape(under)
+	}
+	var b api.KeyBackup
+	if err := c.do(ctx, http.MethodPost, u, nil, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// RestoreKey creates a key from a backup (api.KeyBackup.Backup), under
+// name, or under the name the backup holds when name is empty. A key of
+// that name is api.CodeKeyExists; a backup that does not open there is
+// api.CodeInvalidBackup.
+func (c *Client) RestoreKey(ctx context.Context, backup []byte, name string) (*api.Key, error) {
+	if name == "" {
+		var err error
+		if name, err = api.BackupKeyName(backup); err != nil {
+			return nil, err
+		}
+	}
+	return c.keyCall(ctx, http.MethodPost, api.RouteKeyRestore, name, &api.RestoreKeyRequest{Backup: backup})
 }

@@ -100,28 +100,30 @@ func (s *Service) HasBackupKey() bool { return s.backupKey != nil }
 // backup key, SealedUnderBackupKey fails with ErrBackupKeyNotConfigured;
 // with a keystore that lends no root key, SealedUnderRoot fails with
 // ErrUnsupported.
-func (s *Service) BackupKey(ctx context.Context, name string, under BackupSealing) ([]byte, error) {
+//
+// It returns the backup and the key as it holds it.
+func (s *Service) BackupKey(ctx context.Context, name string, under BackupSealing) ([]byte, Key, error) {
 	k, err := s.key(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, Key{}, err
 	}
 	if err := k.pending(); err != nil {
-		return nil, err
+		return nil, Key{}, err
 	}
 	if !k.Config.Exportable {
-		return nil, fmt.Errorf("%w: %s", ErrNotExportable, name)
+		return nil, Key{}, fmt.Errorf("%w: %s", ErrNotExportable, name)
 	}
 	pt, err := json.Marshal(ksRecordOf(k))
 	defer clear(pt)
 	if err != nil {
-		return nil, err
+		return nil, Key{}, err
 	}
 	blob, err := s.sealBackup(ctx, k.Name, under, pt)
 	if err != nil {
-		return nil, err
+		return nil, Key{}, err
 	}
 	s.log.Info("key backed up", zap.String("key", name), zap.Int("versions", len(k.Versions)), zap.Stringer("sealed_under", under))
-	return blob, nil
+	return blob, k.Describe(), nil
 }
 
 // RestoreKey creates the key a backup holds, under the name it was backed

@@ -3,6 +3,7 @@ package cryptosvc
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -106,7 +107,7 @@ func TestBackupRestoreBackupKey(t *testing.T) {
 	bk, rootA, rootB := ksTestSecret(t), ksTestSecret(t), ksTestSecret(t)
 	src := bkService(t, &rootA, &bk)
 	msgs := bkSource(t, src)
-	blob, err := src.BackupKey(ctx, "k", SealedUnderBackupKey)
+	blob, _, err := src.BackupKey(ctx, "k", SealedUnderBackupKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +141,10 @@ func TestBackupRestoreBackupKey(t *testing.T) {
 	if _, err := bkService(t, &rootA, &other).RestoreKey(ctx, blob, ""); !errors.Is(err, ErrInvalidBackup) {
 		t.Fatalf("another backup key: %v", err)
 	}
-	if _, err := bkService(t, &rootA, nil).BackupKey(ctx, "default", SealedUnderBackupKey); !errors.Is(err, ErrKeyNotFound) {
+	if _, _, err := bkService(t, &rootA, nil).BackupKey(ctx, "default", SealedUnderBackupKey); !errors.Is(err, ErrKeyNotFound) {
 		t.Fatalf("no such key: %v", err)
 	}
-	if _, err := dst.BackupKey(ctx, "k", SealedUnderBackupKey); err != nil {
+	if _, _, err := dst.BackupKey(ctx, "k", SealedUnderBackupKey); err != nil {
 		t.Fatalf("a restored key backs up again: %v", err)
 	}
 }
@@ -153,10 +154,10 @@ func TestBackupRestoreRoot(t *testing.T) {
 	rootA, rootB := ksTestSecret(t), ksTestSecret(t)
 	src := bkService(t, &rootA, nil)
 	msgs := bkSource(t, src)
-	if _, err := src.BackupKey(ctx, "k", SealedUnderBackupKey); !errors.Is(err, ErrBackupKeyNotConfigured) {
+	if _, _, err := src.BackupKey(ctx, "k", SealedUnderBackupKey); !errors.Is(err, ErrBackupKeyNotConfigured) {
 		t.Fatalf("under a backup key without one: %v", err)
 	}
-	blob, err := src.BackupKey(ctx, "k", SealedUnderRoot)
+	blob, _, err := src.BackupKey(ctx, "k", SealedUnderRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestBackupRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, under := range []BackupSealing{SealedUnderBackupKey, SealedUnderRoot} {
-		if _, err := s.BackupKey(ctx, "plain", under); !errors.Is(err, ErrNotExportable) {
+		if _, _, err := s.BackupKey(ctx, "plain", under); !errors.Is(err, ErrNotExportable) {
 			t.Fatalf("not exportable, under %s: %v", under, err)
 		}
 	}
@@ -197,7 +198,7 @@ func TestBackupRefused(t *testing.T) {
 	if _, err := s.ScheduleKeyDeletion(ctx, "going", 7*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BackupKey(ctx, "going", SealedUnderBackupKey); !errors.Is(err, ErrKeyPendingDeletion) {
+	if _, _, err := s.BackupKey(ctx, "going", SealedUnderBackupKey); !errors.Is(err, ErrKeyPendingDeletion) {
 		t.Fatalf("pending deletion: %v", err)
 	}
 	// Cleared exportable is refused too.
@@ -207,7 +208,7 @@ func TestBackupRefused(t *testing.T) {
 	if _, err := s.UpdateKeyConfig(ctx, "was", func(c *KeyConfig) error { c.Exportable = false; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BackupKey(ctx, "was", SealedUnderRoot); !errors.Is(err, ErrNotExportable) {
+	if _, _, err := s.BackupKey(ctx, "was", SealedUnderRoot); !errors.Is(err, ErrNotExportable) {
 		t.Fatalf("exportable cleared: %v", err)
 	}
 }
@@ -223,7 +224,7 @@ func TestBackupTampered(t *testing.T) {
 	}
 	dst := bkService(t, &root, &bk)
 	for _, under := range []BackupSealing{SealedUnderBackupKey, SealedUnderRoot} {
-		blob, err := src.BackupKey(ctx, "k", under)
+		blob, _, err := src.BackupKey(ctx, "k", under)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +288,7 @@ func TestBackupVector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob, err := s.BackupKey(ctx, "orders", SealedUnderBackupKey)
+	blob, _, err := s.BackupKey(ctx, "orders", SealedUnderBackupKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,5 +338,39 @@ func TestBackupVector(t *testing.T) {
 	}
 	if d := k.Describe(); !reflect.DeepEqual(got, d) {
 		t.Fatalf("restored %+v, want %+v", got, d)
+	}
+}
+
+func TestLoadBackupKey(t *testing.T) {
+	dir := t.TempDir()
+	raw := ksTestSecret(t)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, b := range map[string][]byte{
+		"raw":    raw.Expose(),
+		"base64": []byte(base64.StdEncoding.EncodeToString(raw.Expose()) + "\n"),
+		"hex":    []byte(hex.EncodeToString(raw.Expose())),
+	} {
+		got, err := LoadBackupKey(write(name, b))
+		if err != nil || !got.Equal(&raw) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"short": raw.Expose()[:31],
+		"zeros": make([]byte, SecretSize),
+		"text":  []byte("this is not a key, just 32 bytes"),
+	} {
+		if _, err := LoadBackupKey(write(name, b)); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := LoadBackupKey(filepath.Join(dir, "missing")); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("missing: %v", err)
 	}
 }

@@ -35,6 +35,8 @@ func (s *Server) routes() []route {
 			doc: "Streaming decrypt of a range: bytes A to B (inclusive) of the plaintext, or A to the end. The body is the stream's header, salt and commitment followed by only the chunks that cover the range, from chunk floor(A/16384); see docs/FORMAT.md, Ranges."}}
 	deleteWait := []queryParam{{name: "wait", valid: validWait, pattern: "DURATION", regex: `^(0|([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+)$`, example: "720h",
 		doc: "How long before the key is deleted, a Go duration of at least key_deletion_min_wait (default key_deletion_default_wait); `0` deletes it at once, where allow_immediate_key_deletion is set."}}
+	under := []queryParam{{name: "under", values: []string{api.SealedUnderBackupKey, api.SealedUnderRoot},
+		doc: "What seals the backup: `backup_key`, the server's backup_key_file (restores on any server given the same backup key), or `root`, the keystore's root key (restores under the same root key). Default `backup_key` when the server has one, else `root`."}}
 	format := []queryParam{{name: "format", values: []string{formatJSON, formatText, formatMR, formatHTML},
 		doc: "The response format; without it, HTML for a browser (Accept: text/html), else JSON."}}
 	return []route{
@@ -54,6 +56,8 @@ func (s *Server) routes() []route {
 		{method: "POST", path: api.RouteKeyVersionDisable, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleDisableVersion},
 		{method: "POST", path: api.RouteKeyVersionEnable, op: OpKeysAdmin, timeout: to, cost: costKeyChange, handler: s.handleEnableVersion},
 		{method: "POST", path: api.RouteKeyTrim, op: OpKeysAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleTrimKey},
+		{method: "POST", path: api.RouteKeyBackup, op: OpKeysBackup, query: under, timeout: to, cost: costKeyChange, handler: s.handleBackupKey},
+		{method: "POST", path: api.RouteKeyRestore, op: OpKeysBackup, maxBody: j, timeout: to, cost: costKeyChange, handler: s.handleRestoreKey},
 		{method: "POST", path: api.RouteTokens, op: OpTokensAdmin, maxBody: small, timeout: to, cost: costKeyChange, handler: s.handleCreateToken},
 		{method: "GET", path: api.RouteTokens, op: OpTokensAdmin, timeout: to, cost: cost, handler: s.handleListTokens},
 		{method: "DELETE", path: api.RouteToken, op: OpTokensAdmin, timeout: to, cost: costKeyChange, handler: s.handleRevokeToken},

@@ -72,6 +72,17 @@ type Config struct {
 	// or "file:<path>" (package cryptosvc/rootkey; docs/OPERATIONS.md, Root
 	// of trust). CIPHERD_ROOT_KEY_URI.
 	RootKeyURI string `yaml:"root_key_uri"`
+	// BackupKeyFile, when set, holds the backup key: 32 bytes, raw or as
+	// base64 or hex text. Key backups are sealed under it by default, and
+	// any server given the same key restores them, whatever its root key
+	// (docs/OPERATIONS.md, Key backups). Empty means backups are sealed
+	// under the root key only. Read by the program that starts the server
+	// (cipherd serve), which hands New the key in BackupKey; New does not
+	// read it, and a reload does not change it. CIPHERD_BACKUP_KEY_FILE.
+	BackupKeyFile string `yaml:"backup_key_file"`
+	// BackupKey is the backup key, loaded: cryptosvc.LoadBackupKey of
+	// BackupKeyFile. nil means none. Not settable from the file.
+	BackupKey *cryptosvc.Secret `yaml:"-"`
 	// DefaultKey is created on first start if missing. Default "default";
 	// "-" creates none. CIPHERD_DEFAULT_KEY.
 	DefaultKey string `yaml:"default_key"`
@@ -318,7 +329,7 @@ type PolicyConfig struct {
 // RuleConfig allows or denies operations on keys whose names match a pattern
 // (path.Match syntax, e.g. "orders-*"). Ops and Keys are both required.
 type RuleConfig struct {
-	Ops  []string `yaml:"ops"`  // encrypt, decrypt, rewrap, datakey, datakey-plaintext, keys-read, keys-admin, speed-run, encrypt-local, decrypt-local, or * (all of these); tokens-admin only by name
+	Ops  []string `yaml:"ops"`  // encrypt, decrypt, rewrap, datakey, datakey-plaintext, keys-read, keys-admin, speed-run, encrypt-local, decrypt-local, or * (all of these); tokens-admin and keys-backup only by name
 	Keys []string `yaml:"keys"` // patterns; tokens-admin takes "*"
 }
 
@@ -441,6 +452,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_KEYSTORE", &cfg.KeystoreURL)
 	str("CIPHERD_ROOT_KEY_FILE", &cfg.RootKeyFile)
 	str("CIPHERD_ROOT_KEY_URI", &cfg.RootKeyURI)
+	str("CIPHERD_BACKUP_KEY_FILE", &cfg.BackupKeyFile)
 	str("CIPHERD_DEFAULT_KEY", &cfg.DefaultKey)
 	str("CIPHERD_ADMIN_TOKEN", &cfg.AdminToken)
 	str("CIPHERD_TLS_CERT", &cfg.TLSCert)

@@ -56,6 +56,12 @@ func toAPIError(err error) *api.Error {
 		return versionError(err)
 	case errors.Is(err, cryptosvc.ErrTrimAboveMinDecryption):
 		return apiError(api.CodeTrimAboveMinDecryption, "a trim destroys retired versions only: min_available_version must be at most min_decryption_version")
+	case errors.Is(err, cryptosvc.ErrNotExportable):
+		return apiError(api.CodeKeyNotExportable, "the key was not created exportable: it is never backed up")
+	case errors.Is(err, cryptosvc.ErrBackupKeyNotConfigured):
+		return apiError(api.CodeBackupKeyNotConfigured, "this server has no backup key (backup_key_file)")
+	case errors.Is(err, cryptosvc.ErrInvalidBackup):
+		return apiError(api.CodeInvalidBackup, "the backup does not open here")
 	case errors.Is(err, cryptosvc.ErrDeletionNotAllowed):
 		return apiError(api.CodeDeletionNotAllowed, "the key's configuration does not allow deletion")
 	case errors.Is(err, cryptosvc.ErrInvalidKeyName):

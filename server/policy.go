@@ -25,14 +25,16 @@ const (
 	OpEncryptLocal     Op = "encrypt-local" // sealing keys, for local sealing
 	OpDecryptLocal     Op = "decrypt-local" // message keys, for local opening
 	OpTokensAdmin      Op = "tokens-admin"  // issue, list and revoke service tokens
+	OpKeysBackup       Op = "keys-backup"   // back up a key with its material, and restore one
 )
 
 // allOps are the operations "*" stands for in a rule.
 var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun, OpEncryptLocal, OpDecryptLocal}
 
 // explicitOps must be named in a rule: "*" does not grant them. Issuing
-// credentials is a right no existing "*" rule was written to grant.
-var explicitOps = []Op{OpTokensAdmin}
+// credentials, and taking key material out of the service, are rights no
+// existing "*" rule was written to grant.
+var explicitOps = []Op{OpTokensAdmin, OpKeysBackup}
 
 // identity is an authenticated caller.
 type identity struct {

@@ -140,6 +140,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:         log,
 
 		MinRotationPeriod: cfg.MinRotationPeriod,
+		BackupKey:         cfg.BackupKey,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

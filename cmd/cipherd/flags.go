@@ -68,6 +68,7 @@ var serveSettings = []setting{
 	{key: "root_key_file", env: "CIPHERD_ROOT_KEY_FILE", zero: "CIPHERD_ROOT_KEY, else a development key in data_dir (with a warning)", help: "file with the 32-byte root key (base64 or hex) that encrypts the keystore at rest; or the key itself in CIPHERD_ROOT_KEY"},
 	{env: "CIPHERD_ROOT_KEY", zero: "none", help: "the root key itself (base64 or hex), instead of root_key_file"},
 	{key: "root_key_uri", env: "CIPHERD_ROOT_KEY_URI", zero: "root_key_file", help: "the root-key provider instead of root_key_file: pkcs11:… (RFC 7512 URI of a key in a PKCS#11 token; PIN from pin-source=file:… or CIPHERD_PKCS11_PIN) or file:<path>"},
+	{key: "backup_key_file", env: "CIPHERD_BACKUP_KEY_FILE", zero: "none (key backups sealed under the root key only)", help: "file with the 32-byte backup key (raw, base64 or hex) that seals key backups by default, so that a fleet with another root key and the same backup key restores them"},
 	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
 	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
 	{key: "min_rotation_period", env: "CIPHERD_MIN_ROTATION_PERIOD", help: "shortest rotation_period a key may be given (shorter: 400 invalid_config); due rotations are looked for every minute, or every min_rotation_period if shorter"},

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/cryptosvc/keystore"
 	"github.com/cipherd/cipherd/internal/zaplog"
 	"github.com/cipherd/cipherd/server"
@@ -94,6 +95,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}()
 	cfg.Keystore = store.Keystore
+	if defaulted.BackupKeyFile != "" {
+		bk, err := cryptosvc.LoadBackupKey(defaulted.BackupKeyFile)
+		if err != nil {
+			log.Error("start-up failed", zap.Error(err))
+			return 1
+		}
+		cfg.BackupKey = &bk
+	}
 	srv, err := server.New(startCtx, cfg)
 	cancel()
 	if err != nil {
