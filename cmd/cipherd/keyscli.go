@@ -88,12 +88,18 @@ var keysCommands = []keysCommand{
 	{name: "trim", synopsis: "trim NAME --min-available-version N --confirm NAME [-json] [flags]", key: true, json: true,
 		help:   []string{"destroys the versions below N for good: what they sealed never opens", "again; N may not pass min_decryption_version, and --confirm repeats", "the key's name"},
 		define: keysTrim},
+	{name: "backup", synopsis: "backup NAME [-o FILE] [--under root|backup_key] [--raw] [flags]", key: true,
+		help:   []string{"writes a backup of an exportable key, with its material, sealed under", "the server's backup key or root key, in base64 (--raw: bytes) to -o FILE", "(created 0600) or to standard output when it is not a terminal"},
+		define: keysBackup},
+	{name: "restore", synopsis: "restore [-i FILE] [--name NEW] [-json] [flags]", json: true,
+		help:   []string{"creates the key a backup holds (raw or base64, from -i FILE or standard", "input), under its name or --name NEW"},
+		define: keysRestore},
 }
 
 const keysCLIHelp = `SETTINGS are the fields of a key's configuration (docs/API.md, Keys):
 --aead AEAD, --allowed-aeads A,B, --rotation-period D,
---min-decryption-version N and --deletion-allowed[=false]; 'cipherd keys
-config -h' says what each does.
+--min-decryption-version N, --deletion-allowed[=false] and (at creation
+only) --exportable; 'cipherd keys config -h' says what each does.
 
 create, rotate and config print the key as show does; -json prints the
 service's JSON answer instead of a table. Flags may come before or after
@@ -104,7 +110,8 @@ The server is --server or CIPHERD_URL (its CA --ca or CIPHERD_CA). The
 caller is the token of --token, --token-file, CIPHERD_TOKEN or
 CIPHERD_TOKEN_FILE, or an mTLS identity's client certificate, --cert and
 --key-file or CIPHERD_CLIENT_CERT and CIPHERD_CLIENT_KEY. list and show
-need the operation keys-read on the key; the others keys-admin.
+need the operation keys-read on the key; backup and restore keys-backup,
+which "*" does not grant; the others keys-admin.
 'cipherd keys SUBCOMMAND -h' lists a subcommand's flags.
 `
 
@@ -314,6 +321,113 @@ func keysCancel(ctx context.Context, c *client.Client, name string) (keysResult,
 	return keyResult(c.CancelKeyDeletion(ctx, name))
 }
 
+// maxBackupFile bounds what restore reads: a backup holds about 100
+// bytes a version.
+const maxBackupFile = 64 << 20
+
+func keysBackup(fs *flag.FlagSet) keysAction {
+	out := fs.String("o", "", "write the backup to `FILE`, which must not exist (created 0600); none or -: standard output, if it is not a terminal")
+	under := fs.String("under", "", "what seals the backup: backup_key (the server's backup_key_file) or root (its root key); default: the backup key when the server has one, else root")
+	raw := fs.Bool("raw", false, "write the backup's bytes instead of their base64")
+	return func(ctx context.Context, c *client.Client, name string) (keysResult, error) {
+		switch *under {
+		case "", api.SealedUnderBackupKey, api.SealedUnderRoot:
+		default:
+			return keysResult{}, usageError("--under is backup_key or root")
+		}
+		toStdout := *out == "" || *out == "-"
+		if toStdout && isTerminal(os.Stdout) {
+			return keysResult{}, usageError("not writing a key's backup to a terminal: use -o FILE or redirect standard output")
+		}
+		kb, err := c.BackupKey(ctx, name, *under)
+		if err != nil {
+			return keysResult{}, err
+		}
+		data := kb.Backup
+		if !*raw {
+			data = []byte(base64.StdEncoding.EncodeToString(kb.Backup) + "\n")
+			clear(kb.Backup)
+		}
+		if toStdout {
+			return keysResult{text: func(w io.Writer) error {
+				_, err := w.Write(data)
+				clear(data)
+				return err
+			}}, nil
+		}
+		err = writeNewFile(*out, data)
+		clear(data)
+		if err != nil {
+			return keysResult{}, err
+		}
+		return keysResult{text: func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "wrote the backup of key %s (versions %s, sealed under %s) to %s\n", kb.Key, versionList(kb.Versions), kb.SealedUnder, *out)
+			return err
+		}}, nil
+	}
+}
+
+// writeNewFile writes data to a new file at path, mode 0600: a backup
+// never replaces a file, nor lands in one others may read.
+func writeNewFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	return f.Close()
+}
+
+func versionList(vs []uint32) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.FormatUint(uint64(v), 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+func keysRestore(fs *flag.FlagSet) keysAction {
+	in := fs.String("i", "-", "read the backup, raw or base64, from `FILE` (-: standard input)")
+	newName := fs.String("name", "", "restore the key under `NAME` instead of the name the backup holds")
+	return func(ctx context.Context, c *client.Client, _ string) (keysResult, error) {
+		var r io.Reader = stdin
+		if *in != "-" {
+			f, err := os.Open(*in)
+			if err != nil {
+				return keysResult{}, err
+			}
+			defer f.Close()
+			r = f
+		}
+		b, err := io.ReadAll(io.LimitReader(r, maxBackupFile+1))
+		defer clear(b)
+		if err != nil {
+			return keysResult{}, err
+		}
+		if len(b) > maxBackupFile {
+			return keysResult{}, usageError(fmt.Sprintf("-i %s: larger than a key backup can be", *in))
+		}
+		backup := b
+		if _, err := api.BackupKeyName(b); err != nil {
+			// Not the bytes: their base64, as backup writes it.
+			if backup, err = base64.StdEncoding.DecodeString(strings.TrimSpace(string(b))); err != nil {
+				return keysResult{}, usageError(fmt.Sprintf("-i %s: not a key backup, raw or in base64", *in))
+			}
+			defer clear(backup)
+		}
+		return keyResult(c.RestoreKey(ctx, backup, *newName))
+	}
+}
+
 // keyResult is the result of a subcommand that answers with a key.
 func keyResult(k *api.Key, err error) (keysResult, error) {
 	if err != nil {
@@ -357,6 +471,7 @@ func keyConfigFlags(fs *flag.FlagSet, cfg *api.KeyConfig) {
 		return nil
 	})
 	fs.BoolVar(&cfg.DeletionAllowed, "deletion-allowed", false, "allow 'cipherd keys delete' (--deletion-allowed=false forbids it again)")
+	fs.BoolVar(&cfg.Exportable, "exportable", false, "allow 'cipherd keys backup', with the material: set only at creation; --exportable=false forbids it for good")
 }
 
 // keyConfigPatch returns the merge patch of the settings whose flags were
@@ -378,6 +493,8 @@ func keyConfigPatch(fs *flag.FlagSet, cfg api.KeyConfig) (api.KeyConfigPatch, in
 			p.MinDecryptionVersion = all.MinDecryptionVersion
 		case "deletion-allowed":
 			p.DeletionAllowed = all.DeletionAllowed
+		case "exportable":
+			p.Exportable = all.Exportable
 		default:
 			return
 		}
@@ -452,6 +569,7 @@ func printKey(w io.Writer, k *api.Key) error {
 	}
 	fmt.Fprintf(tw, "rotation period:\t%s\n", rotation)
 	fmt.Fprintf(tw, "deletion allowed:\t%s\n", map[bool]string{false: "no", true: "yes"}[k.DeletionAllowed])
+	fmt.Fprintf(tw, "exportable:\t%s\n", map[bool]string{false: "no", true: "yes (cipherd keys backup)"}[k.Exportable])
 	if d := k.Deletion; d != nil {
 		fmt.Fprintf(tw, "deletion:\tscheduled at %s, deleted at %s unless cancelled ('cipherd keys cancel %s')\n",
 			d.Scheduled.UTC().Format(time.RFC3339), d.DeleteAt.UTC().Format(time.RFC3339), k.Name)
