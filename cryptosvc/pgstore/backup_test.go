@@ -22,14 +22,14 @@ func TestBackupRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := src.CreateKey(ctx, "k", cryptosvc.KeyConfig{Exportable: true})
+	if _, err := src.CreateKey(ctx, "k", cryptosvc.KeyConfig{Exportable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.RotateKey(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	want, err := src.DisableKeyVersion(ctx, "k", 1)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if want, err = src.RotateKey(ctx, "k"); err != nil {
-		t.Fatal(err)
-	}
-	if want, err = src.DisableKeyVersion(ctx, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	blob, _, err := src.BackupKey(ctx, "k", cryptosvc.SealedUnderBackupKey)
