@@ -40,7 +40,10 @@ func serveRows(t *testing.T, s *Server, rows []route) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		app.Listener(ln)
+		// The server's own connections: a refused upload is read before
+		// its connection closes, as cipherd serve does, so that Go's
+		// client reads the refusal rather than a reset.
+		app.Listener(s.guardListener(ln))
 	}()
 	t.Cleanup(func() {
 		app.ShutdownWithTimeout(5 * time.Second)

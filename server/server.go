@@ -287,11 +287,18 @@ func (s *Server) Serve(ln net.Listener) error {
 		// Under the TLS wrapper, so that handshakes in progress count too.
 		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 	}
-	ln = coalescingListener{Listener: ln, slack: deadlineSlack(s.cfg.RequestTimeout, s.cfg.StreamIdleTimeout, connIdleTimeout)}
+	ln = s.guardListener(ln)
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls.config())
 	}
 	return s.app.Listener(ln)
+}
+
+// guardListener wraps ln's connections as the server needs them: read
+// deadlines set in few system calls, and a linger before closing one whose
+// upload was refused (coalescingConn).
+func (s *Server) guardListener(ln net.Listener) net.Listener {
+	return coalescingListener{Listener: ln, slack: deadlineSlack(s.cfg.RequestTimeout, s.cfg.StreamIdleTimeout, connIdleTimeout)}
 }
 
 // ListenAndServe listens on the configured address and serves.
