@@ -196,7 +196,7 @@ func runKeysAPI(ctx context.Context, kc *keysCommand, args []string, stdout, std
 	if err == nil {
 		switch {
 		case asJSON && res.json != nil:
-			err = printJSON(stdout, res.json)
+			err = writeJSON(stdout, res.json)
 		case !asJSON && res.text != nil:
 			err = res.text(stdout)
 		}

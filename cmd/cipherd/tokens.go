@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -143,7 +142,7 @@ func tokensCreate(ctx context.Context, c *client.Client, req *api.CreateTokenReq
 		return err
 	}
 	if asJSON {
-		return printJSON(stdout, tok)
+		return writeJSON(stdout, tok)
 	}
 	// The token alone on standard output, so that TOKEN=$(cipherd tokens
 	// create …) holds it and nothing else.
@@ -165,7 +164,7 @@ func tokensList(ctx context.Context, c *client.Client, asJSON bool, stdout io.Wr
 		if toks == nil {
 			toks = []api.Token{}
 		}
-		return printJSON(stdout, &api.TokenList{Tokens: toks})
+		return writeJSON(stdout, &api.TokenList{Tokens: toks})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tPOLICIES\tCREATED\tEXPIRES")
@@ -174,12 +173,6 @@ func tokensList(ctx context.Context, c *client.Client, asJSON bool, stdout io.Wr
 			t.CreatedAt.UTC().Format(time.RFC3339), t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // policyList is --policy: repeated, each value one name or several
