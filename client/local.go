@@ -158,16 +158,26 @@ func (l *LocalSealer) AppendSeal(ctx context.Context, dst, plaintext, context []
 // length, or longer than what the cached sealing key has left, is sealed
 // under a sealing key of its own.
 func (l *LocalSealer) EncryptStream(ctx context.Context, dst io.Writer, src io.Reader, context []byte) (StreamInfo, error) {
-	sl, err := l.take(ctx, sourceLen(src))
+	// Chunks sealed on every core while the source is read
+	// (cryptosvc's BenchmarkLocalSealStream).
+	return l.sealTo(ctx, sourceLen(src), dst, func(sl *cryptosvc.LocalSealer, w io.Writer) error {
+		_, err := sl.SealStream(w, src, context, 0)
+		return err
+	})
+}
+
+// sealTo takes a sealing key for n bytes (-1: unknown) and runs seal with
+// it into dst, counting what is written and telling a failed write of
+// dst from a failed read of the input.
+func (l *LocalSealer) sealTo(ctx context.Context, n int64, dst io.Writer, seal func(*cryptosvc.LocalSealer, io.Writer) error) (StreamInfo, error) {
+	sl, err := l.take(ctx, n)
 	if err != nil {
 		return StreamInfo{}, err
 	}
 	info := StreamInfo{KeyVersion: sl.Info().Version, AEAD: sl.Info().AEAD.String()}
 	out := &sinkWriter{w: dst}
 	cw := &countWriter{w: out}
-	// Chunks sealed on every core while the source is read
-	// (cryptosvc's BenchmarkLocalSealStream).
-	_, err = sl.SealStream(cw, src, context, 0)
+	err = seal(sl, cw)
 	info.Written = cw.n
 	if out.err != nil {
 		return info, fmt.Errorf("cipherd client: writing the output: %w", out.err)
@@ -199,20 +209,12 @@ func (l *LocalSealer) EncryptFile(ctx context.Context, dst io.Writer, f *os.File
 		return l.EncryptStream(ctx, dst, f, context)
 	}
 	defer unmap()
-	sl, err := l.take(ctx, size)
+	info, err := l.sealTo(ctx, size, dst, func(sl *cryptosvc.LocalSealer, w io.Writer) error {
+		_, err := sl.SealBytes(w, data, context, 0)
+		return err
+	})
 	if err != nil {
-		return StreamInfo{}, err
-	}
-	info := StreamInfo{KeyVersion: sl.Info().Version, AEAD: sl.Info().AEAD.String()}
-	out := &sinkWriter{w: dst}
-	cw := &countWriter{w: out}
-	_, err = sl.SealBytes(cw, data, context, 0)
-	info.Written = cw.n
-	if out.err != nil {
-		return info, fmt.Errorf("cipherd client: writing the output: %w", out.err)
-	}
-	if err != nil {
-		return info, fmt.Errorf("cipherd client: reading the input: %w", err)
+		return info, err
 	}
 	if _, err := f.Seek(off+size, io.SeekStart); err != nil {
 		return info, fmt.Errorf("cipherd client: reading the input: %w", err)
