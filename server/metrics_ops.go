@@ -37,6 +37,12 @@ func (c *identityCounters) inc(name string) {
 			v.Add(1)
 			return
 		}
+		// Once the named labels are all taken (and "other" added), an
+		// identity past them counts there without the lock.
+		if v := (*p)[otherIdentity]; v != nil && len(*p) > maxIdentityLabels {
+			v.Add(1)
+			return
+		}
 	}
 	c.add(name).Add(1)
 }
