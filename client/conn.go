@@ -123,6 +123,7 @@ func dialEarly(dial func(ctx context.Context, network, addr string) (net.Conn, e
 // connWatch learns which connection carries a request, so that its body can
 // stop once the peer refuses more.
 type connWatch struct {
+	pace *pacer // stopped on a connection that is not an earlyConn
 	mu   sync.Mutex
 	got  bool       // the request had a connection
 	conn *earlyConn // nil with a transport of the caller's
@@ -139,6 +140,9 @@ func (w *connWatch) trace(ctx context.Context) context.Context {
 		w.mu.Lock()
 		w.got, w.conn = true, ec
 		w.mu.Unlock()
+		if ec == nil && w.pace != nil {
+			w.pace.stop()
+		}
 	}})
 }
 
@@ -148,6 +152,18 @@ func (w *connWatch) connected() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.got
+}
+
+// minRTT returns the request's connection's smallest round-trip time, if
+// known.
+func (w *connWatch) minRTT() (time.Duration, bool) {
+	w.mu.Lock()
+	c := w.conn
+	w.mu.Unlock()
+	if c == nil {
+		return 0, false
+	}
+	return c.minRTT()
 }
 
 // refused returns the write error the peer caused on the request's

@@ -74,7 +74,9 @@ func (c *Client) stream(ctx context.Context, route, key, query string, dst io.Wr
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // an early return stops the upload
-	in := &sourceReader{r: src}
+	in := &sourceReader{r: src, pace: newPacer(), done: ctx.Done()}
+	defer in.pace.stop()
+	in.watch.pace = in.pace
 	ctx = in.watch.trace(ctx)
 	u := c.url(route, key)
 	if query != "" {
@@ -115,7 +117,9 @@ func (c *Client) stream(ctx context.Context, route, key, query string, dst io.Wr
 	if v, err := strconv.ParseUint(resp.Header.Get(api.HeaderKeyVersion), 10, 32); err == nil {
 		info.KeyVersion = uint32(v)
 	}
-	out := &sinkWriter{w: dst}
+	rtt, ok := in.watch.minRTT()
+	in.pace.arm(req.ContentLength, resp.ContentLength, rtt, ok)
+	out := &sinkWriter{w: dst, pace: in.pace}
 	buf := copyBufs.Get().(*[ioBufferSize]byte)
 	info.Written, err = io.CopyBuffer(out, resp.Body, buf[:])
 	copyBufs.Put(buf)
@@ -169,6 +173,8 @@ func sourceLen(src io.Reader) int64 {
 // end for nothing. The transport reads it in a goroutine of its own.
 type sourceReader struct {
 	r     io.Reader
+	pace  *pacer
+	done  <-chan struct{} // the request's context's
 	watch connWatch
 	mu    sync.Mutex
 	err   error
@@ -178,7 +184,9 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	if s.watch.refused() != nil {
 		return 0, io.EOF
 	}
+	s.pace.wait(s.done)
 	n, err := s.r.Read(p)
+	s.pace.read(n)
 	if err != nil && !errors.Is(err, io.EOF) {
 		s.mu.Lock()
 		s.err = err
@@ -201,14 +209,19 @@ func (s *sourceReader) failed() error {
 	return s.err
 }
 
-// sinkWriter remembers dst's error, to tell it from the network's.
+// sinkWriter remembers dst's error, to tell it from the network's, and
+// counts what it writes for the pacer when it has one.
 type sinkWriter struct {
-	w   io.Writer
-	err error
+	w    io.Writer
+	pace *pacer
+	err  error
 }
 
 func (s *sinkWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
+	if s.pace != nil {
+		s.pace.answer(n)
+	}
 	if err != nil {
 		s.err = err
 	}
