@@ -210,7 +210,7 @@ func (l *LocalSealer) EncryptFile(ctx context.Context, dst io.Writer, f *os.File
 	}
 	defer unmap()
 	info, err := l.sealTo(ctx, size, dst, func(sl *cryptosvc.LocalSealer, w io.Writer) error {
-		_, err := sl.SealBytes(w, data, context, 0)
+		_, err := sl.SealBytesDone(w, data, context, 0, releasePages)
 		return err
 	})
 	if err != nil {

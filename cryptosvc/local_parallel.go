@@ -38,7 +38,7 @@ type sealJob struct {
 // returns the plaintext length; after an error, what was written to dst is
 // not a complete message.
 func (l *LocalSealer) SealStream(dst io.Writer, src io.Reader, context []byte, workers int) (int64, error) {
-	return l.sealParallel(dst, context, workers, func(j *sealJob, _ uint64) (bool, error) {
+	return l.sealParallel(dst, context, workers, nil, func(j *sealJob, _ uint64) (bool, error) {
 		if j.in == nil {
 			j.in = make([]byte, parallelBlock*ChunkSize)
 		}
@@ -64,8 +64,17 @@ var ErrSourceFault = errors.New("cryptosvc: the plaintext could not be read (a m
 // worker. A fault reading src, a mapped file truncated under the mapping,
 // ends the seal with ErrSourceFault rather than the process.
 func (l *LocalSealer) SealBytes(dst io.Writer, src []byte, context []byte, workers int) (int64, error) {
+	return l.SealBytesDone(dst, src, context, workers, nil)
+}
+
+// SealBytesDone is SealBytes that also calls done (when it is not nil), on
+// the worker that sealed it, with each block of src once the block is
+// sealed and will not be read again. A caller that mapped src can let the
+// block's pages go there, on every core as the seal moves on, rather than
+// unmapping all of them on one core once it ends.
+func (l *LocalSealer) SealBytesDone(dst io.Writer, src []byte, context []byte, workers int, done func(block []byte)) (int64, error) {
 	const blockIn = parallelBlock * ChunkSize
-	return l.sealParallel(dst, context, workers, func(j *sealJob, b uint64) (bool, error) {
+	return l.sealParallel(dst, context, workers, done, func(j *sealJob, b uint64) (bool, error) {
 		off := min(b*blockIn, uint64(len(src)))
 		end := min(off+blockIn, uint64(len(src)))
 		j.pt = src[off:end]
@@ -75,8 +84,9 @@ func (l *LocalSealer) SealBytes(dst io.Writer, src []byte, context []byte, worke
 
 // sealParallel writes the message's start to w, then the chunks of the
 // plaintext that next puts in each block, sealed on workers goroutines, in
-// order. next fills the block b of j and reports whether it is the last.
-func (l *LocalSealer) sealParallel(w io.Writer, context []byte, workers int, next func(j *sealJob, b uint64) (bool, error)) (int64, error) {
+// order. next fills the block b of j and reports whether it is the last;
+// done, when not nil, is called with each block's plaintext once sealed.
+func (l *LocalSealer) sealParallel(w io.Writer, context []byte, workers int, done func([]byte), next func(j *sealJob, b uint64) (bool, error)) (int64, error) {
 	start := append(make([]byte, 0, len(l.header)+chunkedPrefix), l.header...)
 	keys, start, err := startBody(start, l.rand, l.im, l.input, context)
 	if err != nil {
@@ -105,6 +115,9 @@ func (l *LocalSealer) sealParallel(w io.Writer, context []byte, workers int, nex
 			var nonce [chunkNonceSize]byte
 			for j := range jobs {
 				j.seal(keys, &nonce)
+				if done != nil && j.err == nil {
+					done(j.pt)
+				}
 			}
 		}()
 	}

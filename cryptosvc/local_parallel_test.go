@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"testing/iotest"
+	"unsafe"
 
 	"github.com/cipherd/cipherd/kernels"
 )
@@ -92,5 +94,36 @@ func TestSealStreamFailures(t *testing.T) {
 	}
 	if _, err := l.SealStream(&failAfter{w: io.Discard, n: 3}, bytes.NewReader(pt), nil, 2); err == nil {
 		t.Error("a failed write: no error")
+	}
+}
+
+// SealBytesDone hands each block of the plaintext to done once, all of it,
+// and the message is SealBytes's.
+func TestSealBytesDone(t *testing.T) {
+	s, _, l := newTestSealer(t, kernels.AES256GCM)
+	const size = 5*parallelBlock*ChunkSize + 3*ChunkSize + 7
+	pt := bytes.Repeat([]byte("released blocks "), size/16+1)[:size]
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(pt)))
+	var mu sync.Mutex
+	seen := make([]int, size/ChunkSize+1) // times each chunk was handed over
+	var sealed bytes.Buffer
+	n, err := l.SealBytesDone(&sealed, pt, nil, 3, func(block []byte) {
+		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(block))) - base)
+		mu.Lock()
+		defer mu.Unlock()
+		for c := off / ChunkSize; c*ChunkSize < off+len(block); c++ {
+			seen[c]++
+		}
+	})
+	if err != nil || n != size {
+		t.Fatalf("SealBytesDone: %d, %v", n, err)
+	}
+	for c, k := range seen {
+		if k != 1 {
+			t.Fatalf("chunk %d handed to done %d times", c, k)
+		}
+	}
+	if got, _, err := s.Open(context.Background(), "k", sealed.Bytes(), nil); err != nil || !bytes.Equal(got, pt) {
+		t.Fatalf("the message does not open: %v", err)
 	}
 }
