@@ -53,10 +53,18 @@ CREATE TABLE cipherd_key_usage (
 	last_used       timestamptz,
 	PRIMARY KEY (name, version)
 );`,
+	// Each replica's host report (cryptosvc.FleetStore), replaced by its
+	// replica at every report (fleet.go).
+	4: `
+CREATE TABLE cipherd_hosts (
+	replica  text PRIMARY KEY,
+	report   jsonb NOT NULL,
+	reported timestamptz NOT NULL
+);`,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // schemaLock is the advisory lock key that serialises migrations.
 const schemaLock = 0x63697068 // "ciph"
