@@ -33,14 +33,15 @@ const (
 	RouteTokens = "/v1/tokens"
 	RouteToken  = "/v1/tokens/:id"
 
-	RouteSpeed    = "/speed"
-	RouteSpeedRun = "/speed/run"
-	RouteHealthz  = "/healthz"
-	RouteReadyz   = "/readyz"
-	RouteMetrics  = "/metrics"
-	RouteVersion  = "/version"
-	RouteAPI      = "/v1/api"
-	RouteOpenAPI  = "/v1/openapi.json"
+	RouteSpeed      = "/speed"
+	RouteSpeedRun   = "/speed/run"
+	RouteSpeedFleet = "/speed/fleet"
+	RouteHealthz    = "/healthz"
+	RouteReadyz     = "/readyz"
+	RouteMetrics    = "/metrics"
+	RouteVersion    = "/version"
+	RouteAPI        = "/v1/api"
+	RouteOpenAPI    = "/v1/openapi.json"
 )
 
 // Headers of the streaming routes.

@@ -63,6 +63,7 @@ func (s *Server) routes() []route {
 		{method: "DELETE", path: api.RouteToken, op: OpTokensAdmin, timeout: to, cost: costKeyChange, handler: s.handleRevokeToken},
 		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: runMaxBody, timeout: speedRunTimeout, cost: costSpeedRun, handler: s.handleSpeedRun},
 		{method: "GET", path: api.RouteSpeed, query: format, timeout: to, handler: s.handleSpeed},
+		{method: "GET", path: api.RouteSpeedFleet, query: format, timeout: to, handler: s.handleSpeedFleet},
 		{method: "GET", path: api.RouteHealthz, timeout: to, handler: s.handleHealthz},
 		{method: "GET", path: api.RouteReadyz, timeout: to, handler: s.handleReadyz},
 		{method: "GET", path: api.RouteMetrics, timeout: to, handler: s.handleMetrics},

@@ -173,7 +173,7 @@ func TestAuthTokensAndPolicies(t *testing.T) {
 
 func TestAuthProbesUnauthenticated(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true, RateLimit: 1, RateBurst: 1})
-	for _, p := range []string{api.RouteHealthz, api.RouteReadyz, api.RouteSpeed, api.RouteVersion, api.RouteMetrics, api.RouteAPI, api.RouteOpenAPI} {
+	for _, p := range []string{api.RouteHealthz, api.RouteReadyz, api.RouteSpeed, api.RouteSpeedFleet, api.RouteVersion, api.RouteMetrics, api.RouteAPI, api.RouteOpenAPI} {
 		for _, tok := range []string{"", "not-a-token"} {
 			// Repeated: probes are not rate-limited either.
 			for range 3 {

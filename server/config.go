@@ -208,6 +208,12 @@ type Config struct {
 	// within it. Default 5s; at least 100ms.
 	// CIPHERD_USAGE_FLUSH_INTERVAL.
 	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
+	// FleetInterval is how often a replica on a shared keystore
+	// publishes its host report for GET /speed/fleet (and whenever its
+	// speed table changes); a replica silent for three intervals drops
+	// out of the view. Default 30s; at least 1s.
+	// CIPHERD_FLEET_INTERVAL.
+	FleetInterval time.Duration `yaml:"fleet_interval"`
 	// KeyDeletionMinWait is the shortest wait a scheduled key deletion
 	// (DELETE /v1/keys/{key}?wait=…) may ask for; shorter is refused
 	// with 400 invalid_deletion_wait. Due deletions are looked for when
@@ -393,6 +399,9 @@ func (cfg Config) Defaults() Config {
 	if cfg.MinRotationPeriod <= 0 {
 		cfg.MinRotationPeriod = cryptosvc.DefaultMinRotationPeriod
 	}
+	if cfg.FleetInterval <= 0 {
+		cfg.FleetInterval = 30 * time.Second
+	}
 	if cfg.UsageFlushInterval <= 0 {
 		cfg.UsageFlushInterval = 5 * time.Second
 	}
@@ -485,6 +494,13 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 		}
 		cfg.MinRotationPeriod = d
 	}
+	if v := getenv("CIPHERD_FLEET_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("CIPHERD_FLEET_INTERVAL: %q is not a positive duration such as \"30s\"", v))
+		}
+		cfg.FleetInterval = d
+	}
 	if v := getenv("CIPHERD_USAGE_FLUSH_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -565,6 +581,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.MaxStreamsPerIdentity < -1 {
 		errs = append(errs, fmt.Errorf("max_streams_per_identity %d: want a positive number, or -1 for no limit", cfg.MaxStreamsPerIdentity))
+	}
+	if cfg.FleetInterval < time.Second {
+		errs = append(errs, fmt.Errorf("fleet_interval %v is below 1s", cfg.FleetInterval))
 	}
 	if cfg.UsageFlushInterval < minUsageFlush {
 		errs = append(errs, fmt.Errorf("usage_flush_interval %v is below %v", cfg.UsageFlushInterval, minUsageFlush))

@@ -37,7 +37,10 @@ type Server struct {
 	authp atomic.Pointer[authState] // the credentials in service (auth); Reload replaces them
 	met   *metrics
 	speed *speedState
-	tls   *tlsState // nil without TLS
+	// replica identifies this process in the fleet view: random per
+	// process.
+	replica string
+	tls     *tlsState // nil without TLS
 
 	// tokens keeps the service tokens: the keystore, when it can (nil
 	// for a keyring); tokenIDs caches their identities (tokens.go).
@@ -164,12 +167,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: audit_log: %w", err)
 	}
 	s.openAuditMAC()
+	s.replica = newReplicaID()
 	s.speed = newSpeedState(s)
 	s.app = s.newApp()
 
 	s.bgDone.Go(func() { s.background(s.bgCtx) })
 	s.bgDone.Go(func() { s.refreshJWKS(s.bgCtx) })
 	s.bgDone.Go(func() { s.flushUsage(s.bgCtx) })
+	s.bgDone.Go(func() { s.publishFleet(s.bgCtx) })
 	s.ready.Store(true)
 	log.Info("cipherd ready",
 		zap.String("aead", sel.AEADName), zap.String("reason", sel.AEADReason),

@@ -112,6 +112,9 @@ type speedState struct {
 	failed  atomic.Bool              // the start-up run failed
 
 	turn chan struct{} // holds a token while a run is in progress
+	// changed holds a token when a table was stored since the fleet
+	// report was last published.
+	changed chan struct{}
 
 	// An operator's run takes the place of the start-up refinement, which
 	// only improves a table already published: yield marks that one waits,
@@ -123,7 +126,7 @@ type speedState struct {
 }
 
 func newSpeedState(s *Server) *speedState {
-	sp := &speedState{s: s, host: selftest.Host(), build: buildinfo.Get(), turn: make(chan struct{}, 1)}
+	sp := &speedState{s: s, host: selftest.Host(), build: buildinfo.Get(), turn: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	sp.pending.Store(!s.cfg.SkipBenchmark)
 	return sp
 }
@@ -247,6 +250,10 @@ func (sp *speedState) run(ctx context.Context, cfg selftest.SpeedConfig, source,
 	}
 	t := &speedTable{result: res, took: time.Since(start), source: source, quality: quality}
 	sp.table.Store(t)
+	select { // the fleet's report follows the table
+	case sp.changed <- struct{}{}:
+	default:
+	}
 	sp.failed.Store(false)
 	sp.s.log.Info("speed table measured",
 		zap.String("source", source), zap.String("quality", quality), zap.Int("rows", len(res.Rows)),

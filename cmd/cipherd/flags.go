@@ -72,6 +72,7 @@ var serveSettings = []setting{
 	{key: "keyring", env: "CIPHERD_KEYRING", flag: "keyring", zero: "none (the file keystore in data_dir)", help: "read-only keyring file (a mounted Secret) used instead of the file keystore; reloaded when it changes"},
 	{key: "default_key", env: "CIPHERD_DEFAULT_KEY", help: `key created on first start when missing; "-" for none`},
 	{key: "min_rotation_period", env: "CIPHERD_MIN_ROTATION_PERIOD", help: "shortest rotation_period a key may be given (shorter: 400 invalid_config); due rotations are looked for every minute, or every min_rotation_period if shorter"},
+	{key: "fleet_interval", env: "CIPHERD_FLEET_INTERVAL", help: "how often a replica on a shared keystore publishes its host report for GET /speed/fleet; silent for three intervals, it drops out; at least 1s"},
 	{key: "usage_flush_interval", env: "CIPHERD_USAGE_FLUSH_INTERVAL", help: "how often the usage counted per key version is added to the keystore, in one write (and at shutdown); at least 100ms"},
 	{key: "key_deletion_min_wait", env: "CIPHERD_KEY_DELETION_MIN_WAIT", help: "shortest wait a scheduled key deletion (DELETE /v1/keys/KEY?wait=…) may ask for (shorter: 400 invalid_deletion_wait)"},
 	{key: "key_deletion_default_wait", env: "CIPHERD_KEY_DELETION_DEFAULT_WAIT", help: "wait of a key deletion that asks for none; at least key_deletion_min_wait"},

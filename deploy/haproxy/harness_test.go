@@ -106,6 +106,7 @@ func (p *process) waitExit(t *testing.T, d time.Duration) error {
 // data directory.
 type replica struct {
 	name, aead, addr string
+	env              []string // more environment, after the cluster's
 	dataDir, config  string
 	logPath          string
 	proc             *process
@@ -121,8 +122,10 @@ func (r *replica) start(t *testing.T, c *cluster) {
 		"CIPHERD_ADDR=" + r.addr,
 		"CIPHERD_DATA_DIR=" + r.dataDir,
 		"CIPHERD_ADMIN_TOKEN=" + testToken,
-		"CIPHERD_AEAD=" + r.aead,
 		"CIPHERD_SKIP_BENCHMARK=1",
+	}
+	if r.aead != "" { // else the replica's own choice
+		env = append(env, "CIPHERD_AEAD="+r.aead)
 	}
 	if c.keystore != "" {
 		env = append(env, "CIPHERD_KEYSTORE="+c.keystore, "CIPHERD_ROOT_KEY_FILE="+c.rootKeyFile, "CIPHERD_DEFAULT_KEY=-")
@@ -134,6 +137,7 @@ func (r *replica) start(t *testing.T, c *cluster) {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, r.env...)
 	r.proc = startProcess(t, c.t, r.logPath, env, c.bin, "serve", "-config", r.config)
 }
 
@@ -161,8 +165,9 @@ func (r *replica) waitReady(t *testing.T) {
 type cluster struct {
 	t                 *testing.T // the owner: processes live until it ends
 	bin, dir, keyring string
-	keystore          string // a PostgreSQL URL, or empty
-	rootKeyFile       string // with keystore
+	keystore          string           // a PostgreSQL URL, or empty
+	rootKeyFile       string           // with keystore
+	env               map[int][]string // more environment of replica i
 	replicas          []*replica
 	lb                *process
 	lbAddr, lbLog     string
@@ -201,7 +206,14 @@ func startCluster(t *testing.T, haproxy string, aeads ...string) *cluster {
 // dsn, with a new root key; no key exists yet.
 func startPostgresCluster(t *testing.T, haproxy, dsn string, aeads ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: proctest.Cipherd(t), dir: t.TempDir(), keystore: dsn}
+	return startPostgresClusterEnv(t, haproxy, dsn, nil, aeads...)
+}
+
+// startPostgresClusterEnv is startPostgresCluster with more environment
+// for some replicas, by index.
+func startPostgresClusterEnv(t *testing.T, haproxy, dsn string, env map[int][]string, aeads ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: proctest.Cipherd(t), dir: t.TempDir(), keystore: dsn, env: env}
 	c.rootKeyFile = filepath.Join(c.dir, "root.key")
 	if err := os.WriteFile(c.rootKeyFile, []byte(base64.StdEncoding.EncodeToString(random(32))+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -213,7 +225,7 @@ func (c *cluster) start(t *testing.T, haproxy string, aeads ...string) *cluster 
 	t.Helper()
 	for i, aead := range aeads {
 		name := fmt.Sprintf("cipherd%d", i+1)
-		r := &replica{name: name, aead: aead, addr: proctest.FreeAddr(t),
+		r := &replica{name: name, aead: aead, addr: proctest.FreeAddr(t), env: c.env[i],
 			dataDir: filepath.Join(c.dir, name), config: filepath.Join(c.dir, name+".yaml"), logPath: filepath.Join(c.dir, name+".log")}
 		cfg := fmt.Sprintf("version: 1\ndrain_delay: %s\nshutdown_timeout: 30s\n", drainDelay)
 		if err := os.WriteFile(r.config, []byte(cfg), 0o600); err != nil {
