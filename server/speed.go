@@ -395,28 +395,68 @@ func summarizeKAT(r *selftest.KATReport) katSummary {
 	return k
 }
 
-func (sp *speedState) report() *speedReport {
-	state, _ := sp.state()
+// speedSnapshot is what /speed shows: the speed state at one moment, with
+// the server's self-test and selection.
+type speedSnapshot struct {
+	Host      selftest.HostReport
+	Build     buildinfo.Info
+	KAT       *selftest.KATReport
+	Selection *selftest.Selection
+	Table     *speedTable // the latest run; nil before the first one ends
+	State     string      // tableMeasuring, tableRefining, tableDone, tableSkipped or tableFailed
+	// Wait, while State is tableMeasuring or tableRefining, is the seconds
+	// until the run is expected to end, at least 1.
+	Wait int
+	// Refine, while State is tableRefining, is the refinement's progress.
+	Refine refineProgress
+}
+
+// refineProgress is the start-up refinement's progress: the rounds done
+// and due, and the time of each cell's trial.
+type refineProgress struct {
+	Round, Rounds int
+	TrialTime     time.Duration
+}
+
+// snapshot returns what /speed shows now.
+func (sp *speedState) snapshot() *speedSnapshot {
+	state, wait := sp.state()
+	snap := &speedSnapshot{
+		Host:      sp.host,
+		Build:     sp.build,
+		KAT:       sp.s.kat,
+		Selection: sp.s.sel,
+		Table:     sp.table.Load(),
+		State:     state,
+		Wait:      wait,
+	}
+	if state == tableRefining {
+		round, rounds := sp.refineProgress()
+		snap.Refine = refineProgress{Round: round, Rounds: rounds, TrialTime: refineTrialTime}
+	}
+	return snap
+}
+
+// newSpeedReport returns the JSON report of snap.
+func newSpeedReport(snap *speedSnapshot) *speedReport {
 	rep := &speedReport{
-		Host:       sp.host,
-		Build:      sp.build,
-		KAT:        summarizeKAT(sp.s.kat),
-		Selection:  sp.s.sel,
-		TableState: state,
+		Host:       snap.Host,
+		Build:      snap.Build,
+		KAT:        summarizeKAT(snap.KAT),
+		Selection:  snap.Selection,
+		TableState: snap.State,
 	}
 	var res *selftest.SpeedResult
-	if t := sp.table.Load(); t != nil {
+	if t := snap.Table; t != nil {
 		res = t.result
 		rep.Table, rep.TableTook, rep.TableSource, rep.TableQuality = t.result, t.took, t.source, t.quality
 		rep.TableMethod, rep.TableSpread = tableMethod(t.result), medianSpread(t.result)
 		measured := t.result.Started
 		rep.TableMeasured = &measured
 	}
-	rep.Summary = summarize(sp.s.sel, res)
-	if state == tableRefining {
-		round, rounds := sp.refineProgress()
-		_, wait := sp.state()
-		rep.Refining = &refineState{Round: round, Rounds: rounds, PerTrial: refineTrialTime.Seconds(), SecondsDue: wait}
+	rep.Summary = summarize(snap.Selection, res)
+	if snap.State == tableRefining {
+		rep.Refining = &refineState{Round: snap.Refine.Round, Rounds: snap.Refine.Rounds, PerTrial: snap.Refine.TrialTime.Seconds(), SecondsDue: snap.Wait}
 	}
 	return rep
 }
@@ -456,7 +496,7 @@ func (s *Server) handleSpeed(c *fiber.Ctx, q *call) error {
 	sp := s.speed
 	switch format {
 	case formatHTML:
-		return sp.writePage(c)
+		return writeSpeedPage(c, sp.snapshot(), time.Now())
 	case formatText, formatMR:
 		t := sp.table.Load()
 		if t == nil {
@@ -468,7 +508,7 @@ func (s *Server) handleSpeed(c *fiber.Ctx, q *call) error {
 		}
 		return t.result.WriteMR(c)
 	}
-	return c.JSON(sp.report())
+	return c.JSON(newSpeedReport(sp.snapshot()))
 }
 
 // notReady answers a request for the table before there is one.
@@ -598,7 +638,7 @@ func (s *Server) handleSpeedRun(c *fiber.Ctx, q *call) error {
 		}
 		return err
 	}
-	return c.JSON(sp.report())
+	return c.JSON(newSpeedReport(sp.snapshot()))
 }
 
 // sizeClasses hands the selection's one-shot size classes to cryptosvc.

@@ -22,10 +22,10 @@ import (
 // chart is inline SVG, and it runs no script.
 const speedPageCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// writePage renders the HTML page.
-func (sp *speedState) writePage(c *fiber.Ctx) error {
+// writeSpeedPage answers c with the HTML page of snap, generated at now.
+func writeSpeedPage(c *fiber.Ctx, snap *speedSnapshot, now time.Time) error {
 	var b bytes.Buffer
-	if err := speedPageTemplate.Execute(&b, sp.pageView(time.Now())); err != nil {
+	if err := speedPageTemplate.Execute(&b, newPageView(snap, now)); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentSecurityPolicy, speedPageCSP)
@@ -59,30 +59,30 @@ type pageView struct {
 	Glance     string // the summary in words
 }
 
-func (sp *speedState) pageView(now time.Time) *pageView {
-	state, wait := sp.state()
+// newPageView returns the view of snap, generated at now.
+func newPageView(snap *speedSnapshot, now time.Time) *pageView {
+	state, wait, sel := snap.State, snap.Wait, snap.Selection
 	v := &pageView{
 		State:     state,
 		Refresh:   state == tableMeasuring,
-		Sel:       sp.s.sel,
-		KAT:       summarizeKAT(sp.s.kat),
+		Sel:       sel,
+		KAT:       summarizeKAT(snap.KAT),
 		CipherN:   len(kernels.Ciphers()),
-		Host:      sp.host,
+		Host:      snap.Host,
 		Quota:     "none",
-		Build:     sp.build,
+		Build:     snap.Build,
 		Generated: when(now, now),
 	}
-	if sp.host.CPUQuota > 0 {
-		v.Quota = strconv.FormatFloat(sp.host.CPUQuota, 'g', 3, 64) + " cores"
+	if snap.Host.CPUQuota > 0 {
+		v.Quota = strconv.FormatFloat(snap.Host.CPUQuota, 'g', 3, 64) + " cores"
 	}
-	if im := sp.s.sel.Implementation(sp.s.sel.AEAD); im != nil {
+	if im := sel.Implementation(sel.AEAD); im != nil {
 		v.AEADImpl = im.Name()
 	}
 	v.KATVerdict = "PASS"
 	if len(v.KAT.Failures) > 0 {
 		v.KATVerdict = "DEGRADED"
 	}
-	sel := sp.s.sel
 	switch {
 	case sel.Cached:
 		v.Profile = fmt.Sprintf("Quick profile reused from the cache (same CPU, binary and GOMAXPROCS), measured %s in %s.", when(sel.Measured, now), roundDuration(sel.ProfileTime))
@@ -96,7 +96,7 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 	}
 
 	var rows []series
-	t := sp.table.Load()
+	t := snap.Table
 	var res *selftest.SpeedResult
 	if t != nil {
 		res = t.result
@@ -105,7 +105,7 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 		v.Glance = v.Summary.sentence()
 	}
 	if t != nil {
-		rows = sp.tableSeries(t.result)
+		rows = tableSeries(t.result, sel, snap.KAT)
 		v.ChartTitle = "Throughput by message size: every implementation that passed the self-test"
 		quality := ""
 		if t.quality == qualityQuick {
@@ -118,7 +118,7 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 			v.RunNote += fmt.Sprintf(" The trials of a cell ranged over %.1f %% of its figure (median over the cells); hover a figure below for its range.", sp*100)
 		}
 	} else if len(sel.Profile) > 0 {
-		rows = sp.profileSeries(sel)
+		rows = profileSeries(sel, snap.KAT)
 		v.ChartTitle = "Quick profile (the selection's median of short trials)"
 		v.RunNote = v.Profile
 	}
@@ -126,8 +126,7 @@ func (sp *speedState) pageView(now time.Time) *pageView {
 	case tableDone:
 		v.Status = "The full table is measured."
 	case tableRefining:
-		round, rounds := sp.refineProgress()
-		v.Status = fmt.Sprintf("Showing the quick table; the refined one is being measured (round %d of %d done, about %d s left). This page reloads itself.", round, rounds, wait)
+		v.Status = fmt.Sprintf("Showing the quick table; the refined one is being measured (round %d of %d done, about %d s left). This page reloads itself.", snap.Refine.Round, snap.Refine.Rounds, wait)
 		v.Refresh = true
 	case tableMeasuring:
 		v.Status = fmt.Sprintf("The full table is being measured (about %d s left). ", wait)
@@ -185,7 +184,8 @@ type series struct {
 	trials   []string  // per size: how the figure was measured, for its tooltip
 }
 
-func (sp *speedState) tableSeries(res *selftest.SpeedResult) []series {
+// tableSeries returns the rows of res, styled against sel and kat.
+func tableSeries(res *selftest.SpeedResult, sel *selftest.Selection, kat *selftest.KATReport) []series {
 	var out []series
 	for _, row := range res.Rows {
 		s := series{cipher: row.Cipher, Name: row.Name, Impl: row.Impl}
@@ -200,10 +200,12 @@ func (sp *speedState) tableSeries(res *selftest.SpeedResult) []series {
 		}
 		out = append(out, s)
 	}
-	return sp.style(out)
+	return style(out, sel, kat)
 }
 
-func (sp *speedState) profileSeries(sel *selftest.Selection) []series {
+// profileSeries returns the quick profile of sel, styled against sel and
+// kat.
+func profileSeries(sel *selftest.Selection, kat *selftest.KATReport) []series {
 	var out []series
 	for _, p := range sel.Profile {
 		c, err := kernels.ParseCipher(p.Cipher)
@@ -218,7 +220,7 @@ func (sp *speedState) profileSeries(sel *selftest.Selection) []series {
 		out[i].sizes = append(out[i].sizes, p.Size)
 		out[i].rates = append(out[i].rates, p.BytesPerSecond)
 	}
-	return sp.style(out)
+	return style(out, sel, kat)
 }
 
 // cipherColors gives each cipher its colour, related ciphers related hues:
@@ -240,18 +242,19 @@ var cipherColors = map[kernels.Cipher]string{
 // implDashes draws a cipher's other implementations.
 var implDashes = []string{"7 4", "2 3", "9 3 2 3"}
 
-// style marks the selected implementation of each cipher (for a speed-only
-// cipher, its most preferred one), draws it solid and the others dashed.
-func (sp *speedState) style(rows []series) []series {
+// style marks the implementation sel chose for each cipher (for a
+// speed-only cipher, its most preferred one that passed kat), draws it solid
+// and the others dashed.
+func style(rows []series, sel *selftest.Selection, kat *selftest.KATReport) []series {
 	for i := range rows {
 		r := &rows[i]
 		r.Color = cipherColors[r.cipher]
 		if r.Color == "" {
 			r.Color = "#374151"
 		}
-		if im := sp.s.sel.Implementation(r.cipher); im != nil {
+		if im := sel.Implementation(r.cipher); im != nil {
 			r.Selected = im.Name() == r.Impl
-		} else if usable := sp.s.kat.Usable(r.cipher); len(usable) > 0 {
+		} else if usable := kat.Usable(r.cipher); len(usable) > 0 {
 			r.Selected = usable[0].Name() == r.Impl
 		}
 	}

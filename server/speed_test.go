@@ -599,10 +599,10 @@ func TestSpeedChart(t *testing.T) {
 		t.Fatalf("GET /speed: %d", code)
 	}
 	chosen := ts.sel.Implementation(kernels.AES128GCM).Name()
-	rows := ts.speed.style([]series{
+	rows := style([]series{
 		{cipher: kernels.AES128GCM, Name: "AES-128-GCM", Impl: "other", sizes: []int{16, 64, 256}, rates: []float64{1e8, 4e8, 1.6e9}},
 		{cipher: kernels.AES128GCM, Name: "AES-128-GCM", Impl: chosen, sizes: []int{16, 64, 256}, rates: []float64{2e8, 8e8, 2.4e9}},
-	})
+	}, ts.sel, ts.kat)
 	if rows[0].Selected || rows[0].Dash == "" || !rows[1].Selected || rows[1].Dash != "" || rows[0].Color != rows[1].Color {
 		t.Errorf("styles: %+v", rows)
 	}
