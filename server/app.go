@@ -6,6 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/cipherd/cipherd/api"
+	"github.com/cipherd/cipherd/server/speedview"
 )
 
 // Rate-limit costs: what a request takes from its caller's bucket, by how
@@ -37,7 +38,7 @@ func (s *Server) routes() []route {
 		doc: "How long before the key is deleted, a Go duration of at least key_deletion_min_wait (default key_deletion_default_wait); `0` deletes it at once, where allow_immediate_key_deletion is set."}}
 	under := []queryParam{{name: "under", values: []string{api.SealedUnderBackupKey, api.SealedUnderRoot},
 		doc: "What seals the backup: `backup_key`, the server's backup_key_file (restores on any server given the same backup key), or `root`, the keystore's root key (restores under the same root key). Default `backup_key` when the server has one, else `root`."}}
-	format := []queryParam{{name: "format", values: []string{formatJSON, formatText, formatMR, formatHTML},
+	format := []queryParam{{name: "format", values: []string{speedview.FormatJSON, speedview.FormatText, speedview.FormatMR, speedview.FormatHTML},
 		doc: "The response format; without it, HTML for a browser (Accept: text/html), else JSON."}}
 	return []route{
 		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleEncrypt},

@@ -50,7 +50,8 @@
 //     streamlimit.go, and ?verify=full's buffers server-wide by
 //     verifybuf.go), handlers_keys.go (key management), handlers_ops.go
 //     (health, readiness, version, GET /v1/api and the OpenAPI document) and
-//     speed.go with speed_page.go (GET /speed).
+//     speed.go (GET /speed and POST /speed/run: it measures the table, and
+//     package server/speedview renders the JSON report and the page).
 //  5. The request ends in accesslog.go: one access line per request, labelled
 //     with its row's path, which carries the audit record of the request's
 //     cryptographic operation, and metrics.go counts it; metrics_expo.go

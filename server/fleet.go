@@ -19,6 +19,7 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/server/speedview"
 )
 
 // The fleet view, GET /speed/fleet: each replica on a shared keystore (a
@@ -118,14 +119,14 @@ func (sp *speedState) fleetReport() *fleetHost {
 	if h.Features == nil {
 		h.Features = []string{}
 	}
-	find, src := profileCells(sel), "profile"
+	find, src := speedview.ProfileCells(sel), "profile"
 	if t := sp.table.Load(); t != nil {
-		find, src, h.Measured = tableCells(t.result), "table", t.result.Started
+		find, src, h.Measured = speedview.TableCells(t.Result), "table", t.Result.Started
 	}
 	h.CellsSource = src
 	for _, ch := range sel.Implementations {
 		h.Implementations[ch.Name] = ch.Impl
-		for _, size := range summarySizes {
+		for _, size := range speedview.SummarySizes {
 			if c, ok := find(ch.Cipher, ch.Impl, size); ok {
 				h.Cells = append(h.Cells, fleetCell{Cipher: ch.Name, Impl: ch.Impl, Size: size, Rate: c.Rate, Min: c.Min, Max: c.Max})
 			}
@@ -288,10 +289,9 @@ func (v *fleetView) note() string {
 // handleSpeedFleet serves the fleet view: JSON, a text table in the
 // layout of openssl speed's, or an HTML page.
 func (s *Server) handleSpeedFleet(c *fiber.Ctx, q *call) error {
-	c.Vary(fiber.HeaderAccept)
-	format, err := speedFormat(c)
+	format, err := speedview.Negotiate(c)
 	if err != nil {
-		return err
+		return apiError(api.CodeBadRequest, err.Error())
 	}
 	v, err := s.fleetView(c.UserContext())
 	if err != nil {
@@ -301,10 +301,10 @@ func (s *Server) handleSpeedFleet(c *fiber.Ctx, q *call) error {
 		return err
 	}
 	switch format {
-	case formatText, formatMR:
+	case speedview.FormatText, speedview.FormatMR:
 		c.Set(fiber.HeaderContentType, fiber.MIMETextPlainCharsetUTF8)
-		return v.writeText(c, format == formatMR)
-	case formatHTML:
+		return v.writeText(c, format == speedview.FormatMR)
+	case speedview.FormatHTML:
 		return writeFleetPage(c, v)
 	}
 	return c.JSON(v)
@@ -321,7 +321,7 @@ func (v *fleetView) writeText(w io.Writer, mr bool) error {
 	} else {
 		b.WriteString("The 'numbers' are in 1000s of bytes per second processed.\n")
 		fmt.Fprintf(&b, "%-40s %-20s %-24s", "replica", "aead", "type")
-		for _, n := range summarySizes {
+		for _, n := range speedview.SummarySizes {
 			fmt.Fprintf(&b, " %12s", fmt.Sprintf("%d bytes", n))
 		}
 		b.WriteString("\n")
@@ -363,23 +363,23 @@ func (v *fleetView) writeText(w io.Writer, mr bool) error {
 	return err
 }
 
-// sizeStrings are summarySizes as text.
+// sizeStrings are speedview.SummarySizes as text.
 func sizeStrings() []string {
 	var out []string
-	for _, n := range summarySizes {
+	for _, n := range speedview.SummarySizes {
 		out = append(out, fmt.Sprint(n))
 	}
 	return out
 }
 
 // fleetRows groups a report's cells by implementation, each row holding
-// one cell per size of summarySizes (a missing one as zero); a report
+// one cell per size of speedview.SummarySizes (a missing one as zero); a report
 // without figures (a replica that skipped its benchmark) is one row of
 // its AEAD's implementation, all zero.
 func fleetRows(h *fleetHost) [][]fleetCell {
 	if len(h.Cells) == 0 {
-		row := make([]fleetCell, len(summarySizes))
-		for j, n := range summarySizes {
+		row := make([]fleetCell, len(speedview.SummarySizes))
+		for j, n := range speedview.SummarySizes {
 			row[j] = fleetCell{Cipher: h.AEAD, Impl: h.Implementations[h.AEAD], Size: n}
 		}
 		return [][]fleetCell{row}
@@ -388,14 +388,14 @@ func fleetRows(h *fleetHost) [][]fleetCell {
 	for _, c := range h.Cells {
 		i := slices.IndexFunc(rows, func(r []fleetCell) bool { return r[0].Cipher == c.Cipher && r[0].Impl == c.Impl })
 		if i < 0 {
-			row := make([]fleetCell, len(summarySizes))
-			for j, n := range summarySizes {
+			row := make([]fleetCell, len(speedview.SummarySizes))
+			for j, n := range speedview.SummarySizes {
 				row[j] = fleetCell{Cipher: c.Cipher, Impl: c.Impl, Size: n}
 			}
 			rows = append(rows, row)
 			i = len(rows) - 1
 		}
-		if j := slices.Index(summarySizes, c.Size); j >= 0 {
+		if j := slices.Index(speedview.SummarySizes, c.Size); j >= 0 {
 			rows[i][j] = c
 		}
 	}
@@ -415,12 +415,12 @@ type fleetPageRow struct {
 func writeFleetPage(c *fiber.Ctx, v *fleetView) error {
 	rows := make([]fleetPageRow, 0, len(v.Hosts))
 	for _, h := range v.Hosts {
-		r := fleetPageRow{fleetHost: h, Impl: h.Implementations[h.AEAD], Small: "–", Bulk: "–", Age: roundDuration(time.Duration(h.AgeSeconds * float64(time.Second)))}
+		r := fleetPageRow{fleetHost: h, Impl: h.Implementations[h.AEAD], Small: "–", Bulk: "–", Age: speedview.RoundDuration(time.Duration(h.AgeSeconds * float64(time.Second)))}
 		for _, cell := range h.Cells {
 			if cell.Cipher != h.AEAD || cell.Impl != r.Impl {
 				continue
 			}
-			s := fmt.Sprintf("%s (%s–%s)", formatMBps(cell.Rate), formatMBps(cell.Min), formatMBps(cell.Max))
+			s := fmt.Sprintf("%s (%s–%s)", speedview.FormatMBps(cell.Rate), speedview.FormatMBps(cell.Min), speedview.FormatMBps(cell.Max))
 			switch cell.Size {
 			case 1024:
 				r.Small = s
@@ -437,11 +437,7 @@ func writeFleetPage(c *fiber.Ctx, v *fleetView) error {
 	}{v, rows}); err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderContentSecurityPolicy, speedPageCSP)
-	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	c.Set(fiber.HeaderReferrerPolicy, "no-referrer")
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	speedview.SetPageHeaders(c)
 	return c.SendString(b.String())
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/internal/keystoretest"
 	"github.com/cipherd/cipherd/internal/pgtest"
+	"github.com/cipherd/cipherd/server/speedview"
 )
 
 func getFleet(t *testing.T, ts *testServer) *fleetView {
@@ -56,7 +57,7 @@ func TestSpeedFleetAlone(t *testing.T) {
 		t.Errorf("mr: %d\n%s", code, b)
 	}
 	code, b, hdr := ts.do(t, "GET", "/speed/fleet?format=html", "", nil, "-")
-	if code != 200 || hdr.Get("Content-Security-Policy") != speedPageCSP || !strings.Contains(string(b), "<table>") || !strings.Contains(string(b), h.Replica) {
+	if code != 200 || hdr.Get("Content-Security-Policy") != speedview.PageCSP || !strings.Contains(string(b), "<table>") || !strings.Contains(string(b), h.Replica) {
 		t.Errorf("html: %d, CSP %q", code, hdr.Get("Content-Security-Policy"))
 	}
 	if code, _, _ := ts.do(t, "GET", "/speed/fleet?format=xml", "", nil, "-"); code != 400 {

@@ -202,12 +202,12 @@ func (s *Server) writeSpeedMetrics(w *expo) {
 		}
 	}
 	if s.speed != nil {
-		if t := s.speed.table.Load(); t != nil && t.result != nil {
+		if t := s.speed.table.Load(); t != nil && t.Result != nil {
 			op := "encrypt"
-			if t.result.Decrypt {
+			if t.Result.Decrypt {
 				op = "decrypt"
 			}
-			for _, row := range t.result.Rows {
+			for _, row := range t.Result.Rows {
 				// The cipher's name as everywhere else ("aes-128-gcm"), not
 				// openssl's display name ("AES-128-GCM").
 				cipher := strings.ToLower(row.Name)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/selftest"
+	"github.com/cipherd/cipherd/server/speedview"
 )
 
 // promSample is one line of the exposition.
@@ -327,7 +328,7 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatalf("unmatched: %d", code)
 	}
 	// A speed table, as the start-up run or an admin would store it.
-	ts.speed.table.Store(&speedTable{source: "test", result: &selftest.SpeedResult{Rows: []selftest.SpeedRow{
+	ts.speed.table.Store(&speedview.Table{Source: "test", Result: &selftest.SpeedResult{Rows: []selftest.SpeedRow{
 		{Name: "AES-128-GCM", Impl: "generic", Cells: []selftest.SpeedCell{{Size: 16, Ops: 1000, Elapsed: time.Millisecond}}},
 	}}})
 

@@ -19,6 +19,7 @@ import (
 	"github.com/cipherd/cipherd/internal/buildinfo"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
+	"github.com/cipherd/cipherd/server/speedview"
 )
 
 // The full table after start-up: every implementation that passed the
@@ -61,35 +62,6 @@ const (
 	runCellOverhead = time.Millisecond // set-up per cell, for the estimate
 )
 
-// Table states, as /speed reports them in table_state.
-const (
-	tableMeasuring = "measuring" // a run is in progress; table is the previous one, if any
-	tableRefining  = "refining"  // table is the quick start-up table; the refined one is being measured
-	tableDone      = "done"      // table holds the latest run
-	tableSkipped   = "skipped"   // skip_benchmark: nothing is measured until an admin asks
-	tableFailed    = "failed"    // the start-up run failed (the log says why)
-)
-
-// Table sources, as /speed reports them in table_source.
-const (
-	sourceStartup = "start-up"
-	sourceAdmin   = "admin"
-)
-
-// Table qualities, as /speed reports them in table_quality.
-const (
-	qualityQuick   = "quick"   // the start-up quick table: short trials
-	qualityRefined = "refined" // the start-up refined table, or an admin's run
-)
-
-// speedTable is one completed run (or, while refining, the rounds so far).
-type speedTable struct {
-	result  *selftest.SpeedResult
-	took    time.Duration
-	source  string
-	quality string
-}
-
 // speedRun describes the run in progress.
 type speedRun struct {
 	started time.Time
@@ -106,7 +78,7 @@ type speedState struct {
 	host  selftest.HostReport
 	build buildinfo.Info
 
-	table   atomic.Pointer[speedTable]
+	table   atomic.Pointer[speedview.Table]
 	running atomic.Pointer[speedRun] // nil when no run is in progress
 	pending atomic.Bool              // the start-up run has not finished
 	failed  atomic.Bool              // the start-up run failed
@@ -150,7 +122,7 @@ func (sp *speedState) runInitial(ctx context.Context) {
 	}
 	quick := selftest.SpeedConfig{Impl: "all", KAT: sp.s.kat, Sizes: selftest.DefaultSizes, Trials: quickTrials}
 	quick.Duration = autoCellTime(sp.cells(nil, quick.Sizes) * quickTrials)
-	if err := sp.run(ctx, quick, sourceStartup, qualityQuick); err != nil {
+	if err := sp.run(ctx, quick, speedview.SourceStartup, speedview.QualityQuick); err != nil {
 		if ctx.Err() == nil {
 			sp.failed.Store(true)
 			sp.s.log.Error("speed table not measured", zap.Error(err))
@@ -168,7 +140,7 @@ func (sp *speedState) runInitial(ctx context.Context) {
 	if yield {
 		return // an operator's run waits, and replaces the quick table
 	}
-	err := sp.run(rctx, refined, sourceStartup, qualityRefined)
+	err := sp.run(rctx, refined, speedview.SourceStartup, speedview.QualityRefined)
 	sp.yieldMu.Lock()
 	sp.stopRefine = nil
 	sp.yieldMu.Unlock()
@@ -240,7 +212,7 @@ func (sp *speedState) run(ctx context.Context, cfg selftest.SpeedConfig, source,
 	trials := max(cfg.Trials, 1)
 	start := time.Now()
 	r := &speedRun{started: start, expect: time.Duration(cells*trials)*(cfg.Duration+runCellOverhead) + time.Duration(trials-1)*cfg.RoundGap,
-		refine: quality == qualityRefined && source == sourceStartup, rounds: trials}
+		refine: quality == speedview.QualityRefined && source == speedview.SourceStartup, rounds: trials}
 	cfg.Round = func(_ *selftest.SpeedResult, round, _ int) { r.round.Store(int32(round)) }
 	sp.running.Store(r)
 	defer sp.running.Store(nil)
@@ -248,7 +220,7 @@ func (sp *speedState) run(ctx context.Context, cfg selftest.SpeedConfig, source,
 	if err != nil {
 		return err
 	}
-	t := &speedTable{result: res, took: time.Since(start), source: source, quality: quality}
+	t := &speedview.Table{Result: res, Took: time.Since(start), Source: source, Quality: quality}
 	sp.table.Store(t)
 	select { // the fleet's report follows the table
 	case sp.changed <- struct{}{}:
@@ -257,7 +229,7 @@ func (sp *speedState) run(ctx context.Context, cfg selftest.SpeedConfig, source,
 	sp.failed.Store(false)
 	sp.s.log.Info("speed table measured",
 		zap.String("source", source), zap.String("quality", quality), zap.Int("rows", len(res.Rows)),
-		zap.Int("cells", cells), zap.Int("trials", trials), zap.Duration("per_trial", cfg.Duration), zap.Duration("took", t.took))
+		zap.Int("cells", cells), zap.Int("trials", trials), zap.Duration("per_trial", cfg.Duration), zap.Duration("took", t.Took))
 	return nil
 }
 
@@ -272,17 +244,17 @@ func (sp *speedState) state() (string, int) {
 			wait = max(1, int(math.Ceil(left.Seconds())))
 		}
 		if r != nil && r.refine && sp.table.Load() != nil {
-			return tableRefining, wait
+			return speedview.TableRefining, wait
 		}
-		return tableMeasuring, wait
+		return speedview.TableMeasuring, wait
 	}
 	switch {
 	case sp.table.Load() != nil:
-		return tableDone, 0
+		return speedview.TableDone, 0
 	case sp.failed.Load():
-		return tableFailed, 0
+		return speedview.TableFailed, 0
 	}
-	return tableSkipped, 0
+	return speedview.TableSkipped, 0
 }
 
 // refineProgress returns the rounds of the refinement done and due, or
@@ -294,134 +266,10 @@ func (sp *speedState) refineProgress() (int, int) {
 	return 0, 0
 }
 
-// tableMethod says in words how a table was measured, for the JSON and the
-// page: "median of 5 interleaved trials of 100ms per cell in rounds 10s
-// apart, one worker, encryption".
-func tableMethod(res *selftest.SpeedResult) string {
-	per := time.Duration(res.Seconds * float64(time.Second)).Round(100 * time.Microsecond)
-	s := fmt.Sprintf("%s per cell", per)
-	if res.Trials > 1 {
-		s = fmt.Sprintf("median of %d interleaved trials of %s per cell", res.Trials, per)
-		if res.Gap > 0 {
-			s += fmt.Sprintf(" in rounds %s apart", time.Duration(res.Gap*float64(time.Second)).Round(time.Millisecond))
-		}
-	}
-	if res.Multi > 1 {
-		s += fmt.Sprintf(", %d workers", res.Multi)
-	} else {
-		s += ", one worker"
-	}
-	if res.Decrypt {
-		return s + ", decryption"
-	}
-	return s + ", encryption; a fresh Seal per message for AEADs, as openssl speed -evp does"
-}
-
-// medianSpread returns the median over the table's cells of their trials'
-// range relative to the cell (0 for single trials).
-func medianSpread(res *selftest.SpeedResult) float64 {
-	var xs []float64
-	for _, row := range res.Rows {
-		for _, c := range row.Cells {
-			xs = append(xs, c.Spread())
-		}
-	}
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	return xs[len(xs)/2]
-}
-
-// speedReport is the JSON body of GET /speed and POST /speed/run.
-type speedReport struct {
-	// Summary comes first: what the host uses for new data, and how fast
-	// (null when no AEAD is usable).
-	Summary   *speedSummary       `json:"summary"`
-	Host      selftest.HostReport `json:"host"`
-	Build     buildinfo.Info      `json:"build"`
-	KAT       katSummary          `json:"kat"`
-	Selection *selftest.Selection `json:"selection"`
-	// Table is the latest full run, or null before the first one ends.
-	Table         *selftest.SpeedResult `json:"table"`
-	TableState    string                `json:"table_state"`
-	TableMeasured *time.Time            `json:"table_measured"`
-	TableTook     time.Duration         `json:"table_took_ns,omitempty"`
-	TableSource   string                `json:"table_source,omitempty"`
-	// TableQuality is "quick" (the start-up table of short trials) or
-	// "refined"; TableMethod says how each cell was measured, and
-	// TableSpread is the median over cells of their trials' range relative
-	// to the cell.
-	TableQuality string  `json:"table_quality,omitempty"`
-	TableMethod  string  `json:"table_method,omitempty"`
-	TableSpread  float64 `json:"table_median_spread,omitempty"`
-	// Refining counts the rounds of the refined table measured and due
-	// while table_state is "refining".
-	Refining *refineState `json:"refining,omitempty"`
-}
-
-type refineState struct {
-	Round      int     `json:"round"`
-	Rounds     int     `json:"rounds"`
-	PerTrial   float64 `json:"seconds_per_trial"`
-	SecondsDue int     `json:"seconds_left"`
-}
-
-// katSummary is the known-answer report in brief.
-type katSummary struct {
-	Results  int                  `json:"results"`
-	Passed   int                  `json:"passed"`
-	Failures []selftest.KATResult `json:"failures"`
-	Usable   []string             `json:"usable"` // implementations that passed, "aes-128-gcm/stdlib"
-	Ciphers  int                  `json:"ciphers_usable"`
-	Duration time.Duration        `json:"duration_ns"`
-}
-
-func summarizeKAT(r *selftest.KATReport) katSummary {
-	k := katSummary{Results: len(r.Results), Failures: r.Failures(), Usable: []string{}, Duration: r.Duration}
-	if k.Failures == nil {
-		k.Failures = []selftest.KATResult{}
-	}
-	k.Passed = k.Results - len(k.Failures)
-	for _, c := range kernels.Ciphers() {
-		usable := r.Usable(c)
-		for _, im := range usable {
-			k.Usable = append(k.Usable, im.String())
-		}
-		if len(usable) > 0 {
-			k.Ciphers++
-		}
-	}
-	return k
-}
-
-// speedSnapshot is what /speed shows: the speed state at one moment, with
-// the server's self-test and selection.
-type speedSnapshot struct {
-	Host      selftest.HostReport
-	Build     buildinfo.Info
-	KAT       *selftest.KATReport
-	Selection *selftest.Selection
-	Table     *speedTable // the latest run; nil before the first one ends
-	State     string      // tableMeasuring, tableRefining, tableDone, tableSkipped or tableFailed
-	// Wait, while State is tableMeasuring or tableRefining, is the seconds
-	// until the run is expected to end, at least 1.
-	Wait int
-	// Refine, while State is tableRefining, is the refinement's progress.
-	Refine refineProgress
-}
-
-// refineProgress is the start-up refinement's progress: the rounds done
-// and due, and the time of each cell's trial.
-type refineProgress struct {
-	Round, Rounds int
-	TrialTime     time.Duration
-}
-
 // snapshot returns what /speed shows now.
-func (sp *speedState) snapshot() *speedSnapshot {
+func (sp *speedState) snapshot() *speedview.Snapshot {
 	state, wait := sp.state()
-	snap := &speedSnapshot{
+	snap := &speedview.Snapshot{
 		Host:      sp.host,
 		Build:     sp.build,
 		KAT:       sp.s.kat,
@@ -430,95 +278,47 @@ func (sp *speedState) snapshot() *speedSnapshot {
 		State:     state,
 		Wait:      wait,
 	}
-	if state == tableRefining {
+	if state == speedview.TableRefining {
 		round, rounds := sp.refineProgress()
-		snap.Refine = refineProgress{Round: round, Rounds: rounds, TrialTime: refineTrialTime}
+		snap.Refine = speedview.RefineProgress{Round: round, Rounds: rounds, TrialTime: refineTrialTime}
 	}
 	return snap
 }
 
-// newSpeedReport returns the JSON report of snap.
-func newSpeedReport(snap *speedSnapshot) *speedReport {
-	rep := &speedReport{
-		Host:       snap.Host,
-		Build:      snap.Build,
-		KAT:        summarizeKAT(snap.KAT),
-		Selection:  snap.Selection,
-		TableState: snap.State,
-	}
-	var res *selftest.SpeedResult
-	if t := snap.Table; t != nil {
-		res = t.result
-		rep.Table, rep.TableTook, rep.TableSource, rep.TableQuality = t.result, t.took, t.source, t.quality
-		rep.TableMethod, rep.TableSpread = tableMethod(t.result), medianSpread(t.result)
-		measured := t.result.Started
-		rep.TableMeasured = &measured
-	}
-	rep.Summary = summarize(snap.Selection, res)
-	if snap.State == tableRefining {
-		rep.Refining = &refineState{Round: snap.Refine.Round, Rounds: snap.Refine.Rounds, PerTrial: snap.Refine.TrialTime.Seconds(), SecondsDue: snap.Wait}
-	}
-	return rep
-}
-
-// Response formats of GET /speed.
-const (
-	formatJSON = "json"
-	formatText = "text"
-	formatMR   = "mr"
-	formatHTML = "html"
-)
-
-// speedFormat picks the response format: ?format= wins; otherwise a client
-// that prefers HTML (a browser) gets the page and everyone else JSON.
-func speedFormat(c *fiber.Ctx) (string, error) {
-	switch f := c.Query("format"); f {
-	case formatJSON, formatText, formatMR, formatHTML:
-		return f, nil
-	case "":
-	default:
-		return "", apiError(api.CodeBadRequest, "format must be json, text, mr or html")
-	}
-	if c.Accepts(fiber.MIMEApplicationJSON, fiber.MIMETextHTML) == fiber.MIMETextHTML {
-		return formatHTML, nil
-	}
-	return formatJSON, nil
-}
-
-// handleSpeed serves the benchmark: JSON, openssl's text table, its -mr
-// lines, or an HTML page with a chart.
+// handleSpeed serves the benchmark in the format speedview.Negotiate picks:
+// the JSON report or the HTML page with its charts, which speedview renders
+// from a snapshot, or the table's openssl text table or -mr lines.
 func (s *Server) handleSpeed(c *fiber.Ctx, q *call) error {
-	c.Vary(fiber.HeaderAccept)
-	format, err := speedFormat(c)
+	format, err := speedview.Negotiate(c)
 	if err != nil {
-		return err
+		return apiError(api.CodeBadRequest, err.Error())
 	}
 	sp := s.speed
 	switch format {
-	case formatHTML:
-		return writeSpeedPage(c, sp.snapshot(), time.Now())
-	case formatText, formatMR:
+	case speedview.FormatHTML:
+		return speedview.ServePage(c, sp.snapshot(), time.Now())
+	case speedview.FormatText, speedview.FormatMR:
 		t := sp.table.Load()
 		if t == nil {
 			return sp.notReady(c)
 		}
 		c.Set(fiber.HeaderContentType, fiber.MIMETextPlainCharsetUTF8)
-		if format == formatText {
-			return t.result.WriteTable(c)
+		if format == speedview.FormatText {
+			return t.Result.WriteTable(c)
 		}
-		return t.result.WriteMR(c)
+		return t.Result.WriteMR(c)
 	}
-	return c.JSON(newSpeedReport(sp.snapshot()))
+	return c.JSON(speedview.NewReport(sp.snapshot()))
 }
 
 // notReady answers a request for the table before there is one.
 func (sp *speedState) notReady(c *fiber.Ctx) error {
 	state, wait := sp.state()
 	switch state {
-	case tableMeasuring:
+	case speedview.TableMeasuring:
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(wait))
 		return apiError(api.CodeNotReady, "the speed table is being measured; retry shortly")
-	case tableFailed:
+	case speedview.TableFailed:
 		return apiError(api.CodeNotReady, "the speed table could not be measured; an admin can retry with POST /speed/run")
 	}
 	return apiError(api.CodeNotReady, "the benchmark is skipped by configuration; an admin can run it with POST /speed/run")
@@ -632,13 +432,13 @@ func (s *Server) handleSpeedRun(c *fiber.Ctx, q *call) error {
 	}
 	defer sp.endTurn()
 	s.log.Info("speed run requested", zap.String("request_id", requestID(c)), zap.String("caller", callerName(c)))
-	if err := sp.run(ctx, cfg, sourceAdmin, qualityRefined); err != nil {
+	if err := sp.run(ctx, cfg, speedview.SourceAdmin, speedview.QualityRefined); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return apiError(api.CodeNotReady, "the server is shutting down")
 		}
 		return err
 	}
-	return c.JSON(newSpeedReport(sp.snapshot()))
+	return c.JSON(speedview.NewReport(sp.snapshot()))
 }
 
 // sizeClasses hands the selection's one-shot size classes to cryptosvc.

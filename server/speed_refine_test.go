@@ -3,6 +3,8 @@ package server
 import (
 	"testing"
 	"time"
+
+	"github.com/cipherd/cipherd/server/speedview"
 )
 
 // The refined table's trials are 100 ms in service, in rounds 10 s apart;
@@ -21,7 +23,7 @@ func TestSpeedRunPreemptsRefinement(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		_, body, _ := getSpeed(t, ts, "", "")
-		if decodeSpeed(t, body).TableState == tableRefining {
+		if decodeSpeed(t, body).TableState == speedview.TableRefining {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -34,13 +36,13 @@ func TestSpeedRunPreemptsRefinement(t *testing.T) {
 		t.Fatalf("run during the refinement: %d %s", code, body)
 	}
 	v := decodeSpeed(t, body)
-	if v.TableState != tableDone || v.TableSource != sourceAdmin {
-		t.Errorf("after the operator's run: state %q, source %q; want %q, %q", v.TableState, v.TableSource, tableDone, sourceAdmin)
+	if v.TableState != speedview.TableDone || v.TableSource != speedview.SourceAdmin {
+		t.Errorf("after the operator's run: state %q, source %q; want %q, %q", v.TableState, v.TableSource, speedview.TableDone, speedview.SourceAdmin)
 	}
 	// The refinement does not come back to replace the operator's table.
 	_, body, _ = getSpeed(t, ts, "", "")
-	if v := decodeSpeed(t, body); v.TableState != tableDone || v.TableSource != sourceAdmin {
-		t.Errorf("later: state %q, source %q; want %q, %q", v.TableState, v.TableSource, tableDone, sourceAdmin)
+	if v := decodeSpeed(t, body); v.TableState != speedview.TableDone || v.TableSource != speedview.SourceAdmin {
+		t.Errorf("later: state %q, source %q; want %q, %q", v.TableState, v.TableSource, speedview.TableDone, speedview.SourceAdmin)
 	}
 	if n := ts.Logs.FilterMessage("refined speed table left for an operator's run; the quick table stays until it ends").Len(); n != 1 {
 		t.Errorf("%d log lines of the refinement yielding, want 1", n)

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/cipherd/cipherd/api"
-	"github.com/cipherd/cipherd/internal/chartaxis"
 	"github.com/cipherd/cipherd/kernels"
 	"github.com/cipherd/cipherd/selftest"
+	"github.com/cipherd/cipherd/server/speedview"
 )
 
 // speedJSON is GET /speed's JSON, decoded as a client would.
@@ -133,9 +133,9 @@ func waitSpeedTable(t testing.TB, ts *testServer) speedJSON {
 		}
 		v := decodeSpeed(t, body)
 		switch v.TableState {
-		case tableDone:
+		case speedview.TableDone:
 			return v
-		case tableMeasuring, tableRefining:
+		case speedview.TableMeasuring, speedview.TableRefining:
 		default:
 			t.Fatalf("table_state %q while waiting for the start-up table", v.TableState)
 		}
@@ -179,7 +179,7 @@ func TestSpeedStartupTable(t *testing.T) {
 			t.Fatalf("text before the table: %d Retry-After=%q %s", code, hdr.Get("Retry-After"), body)
 		}
 		_, body, _ = getSpeed(t, ts, "", "")
-		if v := decodeSpeed(t, body); v.TableState != tableMeasuring || v.Table != nil || v.TableMeasured != nil {
+		if v := decodeSpeed(t, body); v.TableState != speedview.TableMeasuring || v.Table != nil || v.TableMeasured != nil {
 			t.Fatalf("JSON before the table: state %q, table %v", v.TableState, v.Table != nil)
 		}
 		code, body, _ = getSpeed(t, ts, "", "text/html")
@@ -193,7 +193,7 @@ func TestSpeedStartupTable(t *testing.T) {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		_, body, _ := getSpeed(t, ts, "", "")
 		v := decodeSpeed(t, body)
-		if v.TableState == tableDone {
+		if v.TableState == speedview.TableDone {
 			t.Fatalf("the refined table came without a quick one published first (quality %q)", v.TableQuality)
 		}
 		if v.Table == nil {
@@ -202,7 +202,7 @@ func TestSpeedStartupTable(t *testing.T) {
 			}
 			continue
 		}
-		if v.TableState != tableRefining || v.TableQuality != qualityQuick || v.Refining == nil || v.Refining.Rounds != refineTrials ||
+		if v.TableState != speedview.TableRefining || v.TableQuality != speedview.QualityQuick || v.Refining == nil || v.Refining.Rounds != refineTrials ||
 			v.Table.Trials != quickTrials || !strings.Contains(v.TableMethod, "median of 3 interleaved trials") {
 			t.Fatalf("quick table: state %q quality %q refining %+v trials %d method %q", v.TableState, v.TableQuality, v.Refining, v.Table.Trials, v.TableMethod)
 		}
@@ -215,7 +215,7 @@ func TestSpeedStartupTable(t *testing.T) {
 	v := waitSpeedTable(t, ts)
 	took := time.Since(start)
 	checkSpeedSummary(t, ts, v)
-	if v.TableQuality != qualityRefined || v.Refining != nil || v.Table.Trials != refineTrials ||
+	if v.TableQuality != speedview.QualityRefined || v.Refining != nil || v.Table.Trials != refineTrials ||
 		v.Table.Seconds != refineTrialTime.Seconds() || !strings.Contains(v.TableMethod, "median of 5 interleaved trials of 2ms per cell in rounds 5ms apart") {
 		t.Errorf("refined table: quality %q refining %+v trials %d of %gs, method %q", v.TableQuality, v.Refining, v.Table.Trials, v.Table.Seconds, v.TableMethod)
 	}
@@ -229,7 +229,7 @@ func TestSpeedStartupTable(t *testing.T) {
 	if v.Selection.AEAD == "" || v.Selection.AEADReason == "" || v.Selection.Cached == nil || len(v.Selection.Implementations) == 0 {
 		t.Errorf("selection: %+v", v.Selection)
 	}
-	if v.TableMeasured == nil || v.TableMeasured.Before(start.Add(-time.Second)) || v.TableSource != sourceStartup {
+	if v.TableMeasured == nil || v.TableMeasured.Before(start.Add(-time.Second)) || v.TableSource != speedview.SourceStartup {
 		t.Errorf("table_measured %v, table_source %q", v.TableMeasured, v.TableSource)
 	}
 	if len(v.Table.Rows) != usableRows(ts) {
@@ -285,7 +285,7 @@ func TestSpeedSkipped(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true})
 	_, body, _ := getSpeed(t, ts, "", "")
 	v := decodeSpeed(t, body)
-	if v.TableState != tableSkipped || v.Table != nil || v.TableMeasured != nil || v.Selection.AEAD == "" {
+	if v.TableState != speedview.TableSkipped || v.Table != nil || v.TableMeasured != nil || v.Selection.AEAD == "" {
 		t.Errorf("skipped: state %q table %v measured %v aead %q", v.TableState, v.Table != nil, v.TableMeasured, v.Selection.AEAD)
 	}
 	for _, f := range []string{"text", "mr"} {
@@ -383,83 +383,6 @@ func TestSpeedMR(t *testing.T) {
 	}
 }
 
-func TestSpeedPage(t *testing.T) {
-	ts, v := startBenchServer(t)
-	code, body, hdr := getSpeed(t, ts, "", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
-	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
-		t.Fatalf("page: %d %q", code, hdr.Get("Content-Type"))
-	}
-	csp := hdr.Get("Content-Security-Policy")
-	for _, d := range []string{"default-src 'none'", "style-src 'unsafe-inline'", "img-src data:"} {
-		if !strings.Contains(csp, d) {
-			t.Errorf("CSP %q lacks %q", csp, d)
-		}
-	}
-	page := string(body)
-	// One small chart per cipher family with rows, each on its own scale.
-	families := 0
-	for _, f := range cipherFamilies {
-		for _, row := range v.Table.Rows {
-			if c, _ := kernels.ParseCipher(row.Cipher); slices.Contains(f.ciphers, c) {
-				families++
-				if !strings.Contains(page, ">"+htmlText(f.name)+" <tspan class=\"unit\">") {
-					t.Errorf("no chart titled %q", f.name)
-				}
-				break
-			}
-		}
-	}
-	if n := strings.Count(page, "<svg class=\"chart\""); n != families || n < 2 {
-		t.Errorf("%d chart <svg>s, want one per family (%d)", n, families)
-	}
-	// The implementations in use stand out: wide and opaque, the others
-	// narrow and faded.
-	if n := strings.Count(page, `<g class="series chosen" opacity="1">`+"\n"+`<polyline`); n != len(ts.sel.Implementations)+countSpeedOnly(ts) {
-		t.Errorf("%d highlighted lines, want one per cipher (%d)", n, len(ts.sel.Implementations)+countSpeedOnly(ts))
-	}
-	if n := strings.Count(page, `stroke-width="3"`); n < len(ts.sel.Implementations) {
-		t.Errorf("%d wide lines", n)
-	}
-	// Under purego a family may have no implementation besides the one in
-	// use: a faded line is due only where the table has more rows.
-	if len(v.Table.Rows) > len(ts.sel.Implementations)+countSpeedOnly(ts) && !strings.Contains(page, `<g class="series" opacity="0.55">`) {
-		t.Errorf("no faded line for the other implementations")
-	}
-	if !strings.Contains(page, `title="median of 5 trials; range `) {
-		t.Errorf("the figures do not say how far their trials were")
-	}
-	if n := strings.Count(page, "<polyline"); n != len(v.Table.Rows) {
-		t.Errorf("%d polylines, want one per row (%d)", n, len(v.Table.Rows))
-	}
-	for _, bad := range []string{"http://", "https://", "<script", "src=", "@import", "url("} {
-		if strings.Contains(page, bad) {
-			t.Errorf("page contains %q", bad)
-		}
-	}
-	for _, want := range []string{
-		v.Selection.AEAD, v.Selection.AEADReason, v.Host.Brand, "Self-test", "known-answer runs passed",
-		"after start-up", "message size (log scale)", "16 KiB", "The full table is measured.",
-		"median of 5 interleaved trials of 2ms per cell in rounds 5ms apart",
-	} {
-		if !strings.Contains(page, htmlText(want)) {
-			t.Errorf("page lacks %q", want)
-		}
-	}
-	for _, row := range v.Table.Rows {
-		if !strings.Contains(page, ">"+row.Cipher+" <tspan class=\"impl\">"+row.Impl+"</tspan>") {
-			t.Errorf("legend lacks %s/%s", row.Cipher, row.Impl)
-		}
-	}
-	if strings.Contains(page, `http-equiv="refresh"`) {
-		t.Error("a finished page reloads itself")
-	}
-}
-
-// htmlText escapes s as html/template writes text.
-func htmlText(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "+", "&#43;").Replace(s)
-}
-
 // postRun posts body to /speed/run with token ("" = admin, "-" = none).
 func postRun(t testing.TB, ts *testServer, body, token string) (int, []byte, http.Header) {
 	t.Helper()
@@ -506,7 +429,7 @@ func TestSpeedRun(t *testing.T) {
 	t.Logf("run of 2 ciphers × 2 sizes: %s", time.Since(start).Round(time.Millisecond))
 	v := decodeSpeed(t, body)
 	want := len(ts.kat.Usable(kernels.AES128GCM)) + len(ts.kat.Usable(kernels.ChaCha20Poly1305))
-	if v.TableState != tableDone || v.TableSource != sourceAdmin || v.Table == nil || len(v.Table.Rows) != want ||
+	if v.TableState != speedview.TableDone || v.TableSource != speedview.SourceAdmin || v.Table == nil || len(v.Table.Rows) != want ||
 		len(v.Table.Sizes) != 2 || v.Table.Sizes[0] != 16 || v.Table.Sizes[1] != 1024 {
 		t.Fatalf("run result: state %q source %q table %+v", v.TableState, v.TableSource, v.Table)
 	}
@@ -562,7 +485,7 @@ func TestSpeedRunConcurrent(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, body, _ := getSpeed(t, ts, "", "")
-		if decodeSpeed(t, body).TableState == tableMeasuring {
+		if decodeSpeed(t, body).TableState == speedview.TableMeasuring {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -589,65 +512,6 @@ func TestSpeedRunConcurrent(t *testing.T) {
 	if code, body, _ := postRun(t, ts, `{"seconds":0.001,"ciphers":["aes-128-gcm"],"sizes":[16]}`, ""); code != 200 {
 		t.Errorf("run after the first ended: %d %s", code, body)
 	}
-}
-
-func TestSpeedChart(t *testing.T) {
-	ts := startTestServer(t, Config{SkipBenchmark: true})
-	// A request first: startTestServer may return before Serve has its
-	// listener, and a Shutdown then leaves Serve running.
-	if code, _, _ := getSpeed(t, ts, "", ""); code != 200 {
-		t.Fatalf("GET /speed: %d", code)
-	}
-	chosen := ts.sel.Implementation(kernels.AES128GCM).Name()
-	rows := style([]series{
-		{cipher: kernels.AES128GCM, Name: "AES-128-GCM", Impl: "other", sizes: []int{16, 64, 256}, rates: []float64{1e8, 4e8, 1.6e9}},
-		{cipher: kernels.AES128GCM, Name: "AES-128-GCM", Impl: chosen, sizes: []int{16, 64, 256}, rates: []float64{2e8, 8e8, 2.4e9}},
-	}, ts.sel, ts.kat)
-	if rows[0].Selected || rows[0].Dash == "" || !rows[1].Selected || rows[1].Dash != "" || rows[0].Color != rows[1].Color {
-		t.Errorf("styles: %+v", rows)
-	}
-	ch := newChart("AES-GCM", rows)
-	if ch.Unit != "GB/s" {
-		t.Errorf("unit %s for a 2.4 GB/s peak", ch.Unit)
-	}
-	// x is log-scaled over 16 … 16384: equal ratios, equal steps.
-	m := ch.Lines[1].Marks
-	if d1, d2 := m[1].X-m[0].X, m[2].X-m[1].X; math.Abs(d1-d2) > 0.2 || d1 <= 0 {
-		t.Errorf("x steps %g and %g for ×4 each", d1, d2)
-	}
-	if first, last := ch.XTicks[0], ch.XTicks[len(ch.XTicks)-1]; first.Label != "16 B" || last.Label != "16 KiB" || first.Pos <= ch.X0 || last.Pos >= ch.X1 {
-		t.Errorf("x ticks %+v", ch.XTicks)
-	}
-	// y is linear from zero, and the top tick is above the peak.
-	top := ch.YTicks[len(ch.YTicks)-1]
-	if ch.YTicks[0].Pos != ch.Y1 || ch.YTicks[0].Label != "0" || top.Pos != ch.Y0 || top.Label != "2.5" {
-		t.Errorf("y ticks %+v", ch.YTicks)
-	}
-	if y := m[2].Y; y < ch.Y0 || y > ch.Y1 || math.Abs((ch.Y1-y)/(ch.Y1-ch.Y0)-2.4/2.5) > 0.01 {
-		t.Errorf("2.4 GB/s drawn at y=%g", y)
-	}
-	nv := newNumbers(rows)
-	if !nv.HasBest || nv.Rows[0].Cells[0].Best || !nv.Rows[1].Cells[0].Best || nv.Rows[1].Cells[2].Text != "2,400" {
-		t.Errorf("numbers %+v", nv.Rows)
-	}
-	for _, tc := range []struct{ span, want float64 }{{0, 1}, {7.3, 2}, {12, 2.5}, {3.4, 1}, {0.9, 0.2}, {480, 100}} {
-		if got := chartaxis.NiceStep(tc.span, 5); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("niceStep(%g) = %g, want %g", tc.span, got, tc.want)
-		}
-	}
-}
-
-// countSpeedOnly is the number of speed-only ciphers with a usable
-// implementation: their most preferred one is highlighted though the
-// service never uses it.
-func countSpeedOnly(ts *testServer) int {
-	n := 0
-	for _, c := range kernels.Ciphers() {
-		if c.SpeedOnly() && len(ts.kat.Usable(c)) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 // checkSpeedSummary checks that /speed opens with the summary, in the JSON

@@ -1,4 +1,4 @@
-package server
+package speedview
 
 import (
 	"bytes"
@@ -18,22 +18,32 @@ import (
 	"github.com/cipherd/cipherd/selftest"
 )
 
-// speedPageCSP lets the page load nothing at all: its CSS is inline, its
-// chart is inline SVG, and it runs no script.
-const speedPageCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// PageCSP, the Content-Security-Policy of the page, lets it load nothing
+// at all: its CSS is inline, its chart is inline SVG, and it runs no
+// script.
+const PageCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// writeSpeedPage answers c with the HTML page of snap, generated at now.
-func writeSpeedPage(c *fiber.Ctx, snap *speedSnapshot, now time.Time) error {
+// ServePage answers c with the HTML page of snap, generated at now, and
+// the headers that keep it self-contained: a Content-Security-Policy that
+// lets it load nothing, no sniffing, no referrer, no caching.
+func ServePage(c *fiber.Ctx, snap *Snapshot, now time.Time) error {
 	var b bytes.Buffer
-	if err := speedPageTemplate.Execute(&b, newPageView(snap, now)); err != nil {
+	if err := pageTemplate.Execute(&b, newPageView(snap, now)); err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderContentSecurityPolicy, speedPageCSP)
+	SetPageHeaders(c)
+	return c.Send(b.Bytes())
+}
+
+// SetPageHeaders sets the headers of an HTML page that loads nothing, as
+// ServePage sends it: a Content-Security-Policy that allows inline CSS and
+// SVG and nothing else, no sniffing, no referrer, no caching.
+func SetPageHeaders(c *fiber.Ctx) {
+	c.Set(fiber.HeaderContentSecurityPolicy, PageCSP)
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
-	return c.Send(b.Bytes())
 }
 
 // pageView is what the template shows.
@@ -55,16 +65,16 @@ type pageView struct {
 	Quota      string
 	Build      buildinfo.Info
 	Generated  string
-	Summary    *speedSummary
+	Summary    *summary
 	Glance     string // the summary in words
 }
 
 // newPageView returns the view of snap, generated at now.
-func newPageView(snap *speedSnapshot, now time.Time) *pageView {
+func newPageView(snap *Snapshot, now time.Time) *pageView {
 	state, wait, sel := snap.State, snap.Wait, snap.Selection
 	v := &pageView{
 		State:     state,
-		Refresh:   state == tableMeasuring,
+		Refresh:   state == TableMeasuring,
 		Sel:       sel,
 		KAT:       summarizeKAT(snap.KAT),
 		CipherN:   len(kernels.Ciphers()),
@@ -85,9 +95,9 @@ func newPageView(snap *speedSnapshot, now time.Time) *pageView {
 	}
 	switch {
 	case sel.Cached:
-		v.Profile = fmt.Sprintf("Quick profile reused from the cache (same CPU, binary and GOMAXPROCS), measured %s in %s.", when(sel.Measured, now), roundDuration(sel.ProfileTime))
+		v.Profile = fmt.Sprintf("Quick profile reused from the cache (same CPU, binary and GOMAXPROCS), measured %s in %s.", when(sel.Measured, now), RoundDuration(sel.ProfileTime))
 	case !sel.Measured.IsZero():
-		v.Profile = fmt.Sprintf("Quick profile measured fresh at start-up, %s, in %s.", when(sel.Measured, now), roundDuration(sel.ProfileTime))
+		v.Profile = fmt.Sprintf("Quick profile measured fresh at start-up, %s, in %s.", when(sel.Measured, now), RoundDuration(sel.ProfileTime))
 	default:
 		v.Profile = "No quick profile: the benchmark is skipped by configuration, so the order of preference decides."
 	}
@@ -99,22 +109,22 @@ func newPageView(snap *speedSnapshot, now time.Time) *pageView {
 	t := snap.Table
 	var res *selftest.SpeedResult
 	if t != nil {
-		res = t.result
+		res = t.Result
 	}
 	if v.Summary = summarize(sel, res); v.Summary != nil {
 		v.Glance = v.Summary.sentence()
 	}
 	if t != nil {
-		rows = tableSeries(t.result, sel, snap.KAT)
+		rows = tableSeries(t.Result, sel, snap.KAT)
 		v.ChartTitle = "Throughput by message size: every implementation that passed the self-test"
 		quality := ""
-		if t.quality == qualityQuick {
+		if t.Quality == QualityQuick {
 			quality = "the quick table, "
 		}
 		v.RunNote = fmt.Sprintf("Measured %s, %s%s, in %s: %s.",
-			map[string]string{sourceStartup: "after start-up", sourceAdmin: "on an admin's request"}[t.source],
-			quality, when(t.result.Started, now), roundDuration(t.took), tableMethod(t.result))
-		if sp := medianSpread(t.result); sp > 0 {
+			map[string]string{SourceStartup: "after start-up", SourceAdmin: "on an admin's request"}[t.Source],
+			quality, when(t.Result.Started, now), RoundDuration(t.Took), tableMethod(t.Result))
+		if sp := medianSpread(t.Result); sp > 0 {
 			v.RunNote += fmt.Sprintf(" The trials of a cell ranged over %.1f %% of its figure (median over the cells); hover a figure below for its range.", sp*100)
 		}
 	} else if len(sel.Profile) > 0 {
@@ -123,19 +133,19 @@ func newPageView(snap *speedSnapshot, now time.Time) *pageView {
 		v.RunNote = v.Profile
 	}
 	switch state {
-	case tableDone:
+	case TableDone:
 		v.Status = "The full table is measured."
-	case tableRefining:
+	case TableRefining:
 		v.Status = fmt.Sprintf("Showing the quick table; the refined one is being measured (round %d of %d done, about %d s left). This page reloads itself.", snap.Refine.Round, snap.Refine.Rounds, wait)
 		v.Refresh = true
-	case tableMeasuring:
+	case TableMeasuring:
 		v.Status = fmt.Sprintf("The full table is being measured (about %d s left). ", wait)
 		if t != nil {
 			v.Status += "Showing the previous table meanwhile; this page reloads itself."
 		} else {
 			v.Status += "Showing the quick profile meanwhile; this page reloads itself."
 		}
-	case tableFailed:
+	case TableFailed:
 		v.Status = "The full table could not be measured (the server log says why). An admin can retry with POST /speed/run."
 	default:
 		v.Status = "The benchmark is skipped by configuration (skip_benchmark). An admin can run it with POST /speed/run."
@@ -194,7 +204,7 @@ func tableSeries(res *selftest.SpeedResult, sel *selftest.Selection, kat *selfte
 			s.rates = append(s.rates, cell.BytesPerSecond())
 			how := ""
 			if len(cell.Trials) > 1 {
-				how = fmt.Sprintf("median of %d trials; range %s–%s MB/s", len(cell.Trials), formatMBps(cell.Min), formatMBps(cell.Max))
+				how = fmt.Sprintf("median of %d trials; range %s–%s MB/s", len(cell.Trials), FormatMBps(cell.Min), FormatMBps(cell.Max))
 			}
 			s.trials = append(s.trials, how)
 		}
@@ -374,7 +384,7 @@ func newChart(title string, rows []series) *chartView {
 			px, py := x(n), y(r.rates[j])
 			pts = append(pts, fmt.Sprintf("%g,%g", px, py))
 			l.Marks = append(l.Marks, chartMark{X: px, Y: py,
-				Title: fmt.Sprintf("%s %s, %d bytes: %s MB/s", r.Name, r.Impl, n, formatMBps(r.rates[j]))})
+				Title: fmt.Sprintf("%s %s, %d bytes: %s MB/s", r.Name, r.Impl, n, FormatMBps(r.rates[j]))})
 		}
 		l.Points = strings.Join(pts, " ")
 		ch.Lines = append(ch.Lines, l)
@@ -451,7 +461,7 @@ func newNumbers(rows []series) *numbersView {
 			if i := slices.Index(r.sizes, size); i < len(r.trials) {
 				title = r.trials[i]
 			}
-			nr.Cells = append(nr.Cells, numbersCell{Text: formatMBps(v), Title: title, Best: best && rivals > 0})
+			nr.Cells = append(nr.Cells, numbersCell{Text: FormatMBps(v), Title: title, Best: best && rivals > 0})
 			nv.HasBest = nv.HasBest || rivals > 0
 		}
 		nv.Rows = append(nv.Rows, nr)
@@ -459,9 +469,9 @@ func newNumbers(rows []series) *numbersView {
 	return nv
 }
 
-// formatMBps formats bytes per second in MB/s with about four significant
+// FormatMBps formats bytes per second in MB/s with about four significant
 // digits and thousands separators.
-func formatMBps(bps float64) string {
+func FormatMBps(bps float64) string {
 	v := bps / 1e6
 	switch {
 	case v >= 100:
@@ -487,12 +497,15 @@ func groupThousands(digits string) string {
 func when(t, now time.Time) string {
 	s := t.UTC().Format("2006-01-02 15:04:05 UTC")
 	if ago := now.Sub(t); ago >= 2*time.Second {
-		s += " (" + roundDuration(ago) + " ago)"
+		s += " (" + RoundDuration(ago) + " ago)"
 	}
 	return s
 }
 
-func roundDuration(d time.Duration) string {
+// RoundDuration formats d to a precision that suits its size: whole
+// seconds from a minute, hundredths from a second, tenths of a
+// millisecond from a millisecond, else microseconds.
+func RoundDuration(d time.Duration) string {
 	switch {
 	case d >= time.Minute:
 		return d.Round(time.Second).String()
@@ -511,16 +524,16 @@ func shortRevision(rev string) string {
 	return rev
 }
 
-var speedPageTemplate = template.Must(template.New("speed").Funcs(template.FuncMap{
+var pageTemplate = template.Must(template.New("speed").Funcs(template.FuncMap{
 	"pct":        func(f float64) string { return strconv.FormatFloat(f*100, 'g', 3, 64) + " %" },
-	"dur":        roundDuration,
+	"dur":        RoundDuration,
 	"short":      shortRevision,
 	"sizelbl":    sizeLabel,
 	"legendEnd":  func(x float64) float64 { return x + 24 },
 	"legendText": func(x float64) float64 { return x + 30 },
-}).Parse(speedPageHTML))
+}).Parse(pageHTML))
 
-const speedPageHTML = `<!doctype html>
+const pageHTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">

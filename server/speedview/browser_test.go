@@ -1,12 +1,14 @@
 //go:build unix
 
-package server
+package speedview
 
 import (
 	"bytes"
 	"context"
 	"image"
 	"image/png"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,14 +18,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cipherd/cipherd/kernels"
+	"github.com/gofiber/fiber/v2"
 )
 
-// The browser test renders /speed in a real headless Chromium: the
-// screenshot must be the page with its chart, drawn with no external assets
-// (the browser is kept off the network), and the DOM it built must hold the
-// SVG. CI installs Debian's chromium; elsewhere the test skips without it.
-// Set CIPHERD_SCREENSHOT_DIR to keep the screenshot.
+// The browser test renders /speed in a real headless Chromium, served as
+// package server serves it from a measured table: the screenshot must be
+// the page with its chart, drawn with no external assets (the browser is
+// kept off the network), and the DOM it built must hold the SVG. CI
+// installs Debian's chromium; elsewhere the test skips without it. Set
+// CIPHERD_SCREENSHOT_DIR to keep the screenshot.
 
 const (
 	shotWidth  = 1280
@@ -72,12 +75,46 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 	return stdout.Bytes()
 }
 
+// serve runs app on a loopback port until the test ends and returns its
+// URL.
+func serve(t *testing.T, app *fiber.App) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Listener(ln) }()
+	t.Cleanup(func() {
+		if err := app.Shutdown(); err != nil {
+			t.Error(err)
+		}
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	url := "http://" + ln.Addr().String()
+	// Serve attaches its listener asynchronously; a Shutdown before that
+	// would return at once and leave Serve running.
+	client := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if r, err := client.Get(url + "/speed?format=json"); err == nil {
+			r.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the test server does not answer")
+		}
+	}
+	return url
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-func TestSpeedPageBrowser(t *testing.T) {
+func TestPageBrowser(t *testing.T) {
 	bin := chromiumPath()
 	if bin == "" {
 		if os.Getenv("CI") != "" {
@@ -85,20 +122,22 @@ func TestSpeedPageBrowser(t *testing.T) {
 		}
 		t.Skip("chromium not installed")
 	}
-	ts, v := startBenchServer(t)
+	snap := measuredSnapshot(t)
+	rows := snap.Table.Result.Rows
+	url := serve(t, newApp(snap)) + "/speed"
 
 	// The DOM as the browser built it: plain /speed, negotiated to HTML by
 	// the browser's own Accept header.
-	dom := string(runChromium(t, bin, "--dump-dom", ts.URL+"/speed"))
+	dom := string(runChromium(t, bin, "--dump-dom", url))
 	if !strings.Contains(dom, "<svg") || !strings.Contains(dom, "cipherd") {
 		t.Fatalf("the DOM has no chart:\n%.2000s", dom)
 	}
-	if n := strings.Count(dom, "<polyline"); n != len(v.Table.Rows) {
-		t.Errorf("the DOM has %d polylines, want %d", n, len(v.Table.Rows))
+	if n := strings.Count(dom, "<polyline"); n != len(rows) {
+		t.Errorf("the DOM has %d polylines, want %d", n, len(rows))
 	}
 
 	shot := filepath.Join(t.TempDir(), "speed.png")
-	runChromium(t, bin, "--screenshot="+shot, ts.URL+"/speed")
+	runChromium(t, bin, "--screenshot="+shot, url)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
@@ -125,14 +164,10 @@ func TestSpeedPageBrowser(t *testing.T) {
 	}
 	// Every line's colour is on screen: in its legend sample and the
 	// swatch of the table, at least.
-	for _, row := range v.Table.Rows {
-		c, err := kernels.ParseCipher(row.Cipher)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hex := cipherColors[c]
+	for _, row := range rows {
+		hex := cipherColors[row.Cipher]
 		if n := st.near(hex, 6); n < 30 {
-			t.Errorf("%s/%s: only %d pixels of its colour %s", row.Cipher, row.Impl, n, hex)
+			t.Errorf("%s/%s: only %d pixels of its colour %s", row.Name, row.Impl, n, hex)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package speedview
 
 import (
 	"fmt"
@@ -8,17 +8,17 @@ import (
 	"github.com/cipherd/cipherd/selftest"
 )
 
-// speedSummary is the answer a reader of /speed looks for first: the AEAD
+// summary is the answer a reader of /speed looks for first: the AEAD
 // the service seals new data with, the implementation it runs, how fast
 // that is at 1 KiB and 16 KiB with the range of the trials behind each
 // figure, how that compares with Go's own implementation of the AEAD, and
 // why this AEAD. The figures are the table's (the latest full run) when it
 // has them, else the selection's quick profile: one source for both, so
 // that the summary and the table below it agree.
-type speedSummary struct {
+type summary struct {
 	AEAD   string        `json:"aead"`
 	Impl   string        `json:"impl"`
-	Cells  []summaryCell `json:"cells"`
+	Cells  []SummaryCell `json:"cells"`
 	Source string        `json:"source"` // "table" or "profile"
 	// GoImpl is Go's own implementation of the AEAD (the standard
 	// library's, or golang.org/x/crypto's for ChaCha20-Poly1305), and
@@ -29,19 +29,19 @@ type speedSummary struct {
 	Reason string  `json:"reason"`
 }
 
-// summaryCell is one figure of the summary: bytes per second at Size, the
+// SummaryCell is one figure of the summary: bytes per second at Size, the
 // median of its trials, and their range (equal to it when one trial was
 // run).
-type summaryCell struct {
+type SummaryCell struct {
 	Size int     `json:"size"`
 	Rate float64 `json:"bytes_per_second"`
 	Min  float64 `json:"min_bytes_per_second"`
 	Max  float64 `json:"max_bytes_per_second"`
 }
 
-// summarySizes are the message sizes of the summary: a small message and
+// SummarySizes are the message sizes of the summary: a small message and
 // the bulk one openssl speed's users compare hosts by.
-var summarySizes = []int{1024, 16384}
+var SummarySizes = []int{1024, 16384}
 
 // goImplementations names Go's own implementation of each AEAD.
 var goImplementations = map[kernels.Cipher]string{
@@ -53,18 +53,18 @@ var goImplementations = map[kernels.Cipher]string{
 
 // summarize returns the summary of sel against the table res (nil: none
 // yet), or nil when sel names no AEAD implementation.
-func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *speedSummary {
+func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *summary {
 	im := sel.Implementation(sel.AEAD)
 	if im == nil {
 		return nil
 	}
-	sum := &speedSummary{AEAD: sel.AEAD.String(), Impl: im.Name(), Reason: strings.TrimSuffix(sel.AEADReason, "."), Cells: []summaryCell{}}
-	find := profileCells(sel)
+	sum := &summary{AEAD: sel.AEAD.String(), Impl: im.Name(), Reason: strings.TrimSuffix(sel.AEADReason, "."), Cells: []SummaryCell{}}
+	find := ProfileCells(sel)
 	sum.Source = "profile"
 	if res != nil && tableHas(res, sel.AEAD, im.Name()) {
-		find, sum.Source = tableCells(res), "table"
+		find, sum.Source = TableCells(res), "table"
 	}
-	for _, size := range summarySizes {
+	for _, size := range SummarySizes {
 		if c, ok := find(sel.AEAD, im.Name(), size); ok {
 			sum.Cells = append(sum.Cells, c)
 		}
@@ -79,7 +79,9 @@ func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *speedSummary
 	return sum
 }
 
-type cellFinder func(c kernels.Cipher, impl string, size int) (summaryCell, bool)
+// CellFinder returns the figure of implementation impl of c at size, and
+// whether its source has one.
+type CellFinder func(c kernels.Cipher, impl string, size int) (SummaryCell, bool)
 
 func tableHas(res *selftest.SpeedResult, c kernels.Cipher, impl string) bool {
 	for _, r := range res.Rows {
@@ -90,15 +92,17 @@ func tableHas(res *selftest.SpeedResult, c kernels.Cipher, impl string) bool {
 	return false
 }
 
-func tableCells(res *selftest.SpeedResult) cellFinder {
-	return func(c kernels.Cipher, impl string, size int) (summaryCell, bool) {
+// TableCells finds the figures of the table res: a cell's median trial
+// with the range of its trials.
+func TableCells(res *selftest.SpeedResult) CellFinder {
+	return func(c kernels.Cipher, impl string, size int) (SummaryCell, bool) {
 		for _, r := range res.Rows {
 			if r.Cipher != c || r.Impl != impl {
 				continue
 			}
 			for _, cell := range r.Cells {
 				if cell.Size == size && cell.Rate > 0 {
-					out := summaryCell{Size: size, Rate: cell.Rate, Min: cell.Min, Max: cell.Max}
+					out := SummaryCell{Size: size, Rate: cell.Rate, Min: cell.Min, Max: cell.Max}
 					if len(cell.Trials) < 2 {
 						out.Min, out.Max = cell.Rate, cell.Rate
 					}
@@ -106,27 +110,29 @@ func tableCells(res *selftest.SpeedResult) cellFinder {
 				}
 			}
 		}
-		return summaryCell{}, false
+		return SummaryCell{}, false
 	}
 }
 
-func profileCells(sel *selftest.Selection) cellFinder {
-	return func(c kernels.Cipher, impl string, size int) (summaryCell, bool) {
+// ProfileCells finds the figures of sel's quick profile: a cell's median
+// trial with the range of its trials.
+func ProfileCells(sel *selftest.Selection) CellFinder {
+	return func(c kernels.Cipher, impl string, size int) (SummaryCell, bool) {
 		for _, p := range sel.Profile {
 			if p.Cipher == c.String() && p.Impl == impl && p.Size == size && p.BytesPerSecond > 0 {
-				out := summaryCell{Size: size, Rate: p.BytesPerSecond, Min: p.Min, Max: p.Max}
+				out := SummaryCell{Size: size, Rate: p.BytesPerSecond, Min: p.Min, Max: p.Max}
 				if out.Min == 0 || out.Max == 0 {
 					out.Min, out.Max = out.Rate, out.Rate
 				}
 				return out, true
 			}
 		}
-		return summaryCell{}, false
+		return SummaryCell{}, false
 	}
 }
 
-// sentence is the summary in words, for the page and the text format.
-func (sum *speedSummary) sentence() string {
+// sentence is the summary in words, for the page.
+func (sum *summary) sentence() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "This host seals new data with %s (%s)", strings.ToUpper(sum.AEAD), sum.Impl)
 	for i, c := range sum.Cells {
@@ -134,7 +140,7 @@ func (sum *speedSummary) sentence() string {
 		if i > 0 {
 			sep = ", "
 		}
-		fmt.Fprintf(&b, "%s%s MB/s at %s (trials %s–%s)", sep, formatMBps(c.Rate), sizeLabel(c.Size), formatMBps(c.Min), formatMBps(c.Max))
+		fmt.Fprintf(&b, "%s%s MB/s at %s (trials %s–%s)", sep, FormatMBps(c.Rate), sizeLabel(c.Size), FormatMBps(c.Min), FormatMBps(c.Max))
 	}
 	b.WriteString(".")
 	if sum.VsGo > 0 {
