@@ -16,13 +16,13 @@ import (
 	"github.com/cipherd/cipherd/server/speedview"
 )
 
-func getFleet(t *testing.T, ts *testServer) *fleetView {
+func getFleet(t *testing.T, ts *testServer) *speedview.FleetView {
 	t.Helper()
 	code, b, h := ts.do(t, "GET", "/speed/fleet", "", nil, "-")
 	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
 		t.Fatalf("GET /speed/fleet: %d %s %s", code, h.Get("Content-Type"), b)
 	}
-	var v fleetView
+	var v speedview.FleetView
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestSpeedFleetPostgres(t *testing.T) {
 	// Each publishes at start: both see both, the same.
 	want := map[string]bool{rs[0].replica: true, rs[1].replica: true}
 	for i, r := range rs {
-		var v *fleetView
+		var v *speedview.FleetView
 		deadline := time.Now().Add(10 * time.Second)
 		for v = getFleet(t, r); len(v.Hosts) != 2 && time.Now().Before(deadline); v = getFleet(t, r) {
 			time.Sleep(20 * time.Millisecond)
@@ -133,29 +133,5 @@ func TestSpeedFleetPostgres(t *testing.T) {
 	code, text, _ := rs[0].do(t, "GET", "/speed/fleet?format=text", "", nil, "-")
 	if code != 200 || !strings.Contains(string(text), "elsewhere/0123456789ab *") {
 		t.Errorf("text: %d\n%s", code, text)
-	}
-}
-
-// flagMixed flags the replicas outside the most common selection, and the
-// note tells an AEAD split from an implementation split.
-func TestFleetFlagMixed(t *testing.T) {
-	host := func(id, aead, impl string) fleetHost {
-		return fleetHost{Replica: id, Hostname: "h", AEAD: aead, Implementations: map[string]string{"aes-256-gcm": impl, "chacha20-poly1305": "avx2"}}
-	}
-	v := &fleetView{Shared: true, Hosts: []fleetHost{host("a", "aes-256-gcm", "vaes512"), host("b", "aes-256-gcm", "vaes256"), host("c", "aes-256-gcm", "vaes512")}}
-	v.flagMixed()
-	if !v.Mixed || v.Hosts[0].Differs || !v.Hosts[1].Differs || v.Hosts[2].Differs {
-		t.Fatalf("implementation split: mixed %v, differs %v %v %v", v.Mixed, v.Hosts[0].Differs, v.Hosts[1].Differs, v.Hosts[2].Differs)
-	}
-	if n := v.note(); !strings.Contains(n, "All seal with aes-256-gcm, with different implementations") {
-		t.Errorf("note: %q", n)
-	}
-	v = &fleetView{Shared: true, Hosts: []fleetHost{host("a", "aes-256-gcm", "vaes256"), host("b", "aes-256-gcm", "vaes256")}}
-	v.flagMixed()
-	if v.Mixed || v.Hosts[0].Differs || v.Hosts[1].Differs {
-		t.Fatal("a uniform fleet is flagged")
-	}
-	if n := v.note(); n != "Every replica makes the same selection: aes-256-gcm." {
-		t.Errorf("note: %q", n)
 	}
 }

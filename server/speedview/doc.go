@@ -12,9 +12,8 @@
 // and it runs no script ([ServePage] sends it with a Content-Security-Policy
 // that allows no more).
 //
-// The server's fleet view, GET /speed/fleet, renders its own report and
-// page, and takes from here what it shares with /speed: [Negotiate], the
-// page's headers ([SetPageHeaders]), the summary's figures ([TableCells],
-// [ProfileCells]) at its sizes ([SummarySizes]), and the formats of
-// throughput and durations ([FormatMBps], [RoundDuration]).
+// It renders GET /speed/fleet too: every replica's host side by side.
+// The server publishes this replica's [NewHost] report to a shared
+// keystore, reads the others', and answers with a [FleetView] (JSON),
+// its [FleetView.WriteText] (openssl's layout) or [ServeFleetPage].
 package speedview

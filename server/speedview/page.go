@@ -31,14 +31,14 @@ func ServePage(c *fiber.Ctx, snap *Snapshot, now time.Time) error {
 	if err := pageTemplate.Execute(&b, newPageView(snap, now)); err != nil {
 		return err
 	}
-	SetPageHeaders(c)
+	setPageHeaders(c)
 	return c.Send(b.Bytes())
 }
 
-// SetPageHeaders sets the headers of an HTML page that loads nothing, as
+// setPageHeaders sets the headers of an HTML page that loads nothing, as
 // ServePage sends it: a Content-Security-Policy that allows inline CSS and
 // SVG and nothing else, no sniffing, no referrer, no caching.
-func SetPageHeaders(c *fiber.Ctx) {
+func setPageHeaders(c *fiber.Ctx) {
 	c.Set(fiber.HeaderContentSecurityPolicy, PageCSP)
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderReferrerPolicy, "no-referrer")
@@ -95,9 +95,9 @@ func newPageView(snap *Snapshot, now time.Time) *pageView {
 	}
 	switch {
 	case sel.Cached:
-		v.Profile = fmt.Sprintf("Quick profile reused from the cache (same CPU, binary and GOMAXPROCS), measured %s in %s.", when(sel.Measured, now), RoundDuration(sel.ProfileTime))
+		v.Profile = fmt.Sprintf("Quick profile reused from the cache (same CPU, binary and GOMAXPROCS), measured %s in %s.", when(sel.Measured, now), roundDuration(sel.ProfileTime))
 	case !sel.Measured.IsZero():
-		v.Profile = fmt.Sprintf("Quick profile measured fresh at start-up, %s, in %s.", when(sel.Measured, now), RoundDuration(sel.ProfileTime))
+		v.Profile = fmt.Sprintf("Quick profile measured fresh at start-up, %s, in %s.", when(sel.Measured, now), roundDuration(sel.ProfileTime))
 	default:
 		v.Profile = "No quick profile: the benchmark is skipped by configuration, so the order of preference decides."
 	}
@@ -123,7 +123,7 @@ func newPageView(snap *Snapshot, now time.Time) *pageView {
 		}
 		v.RunNote = fmt.Sprintf("Measured %s, %s%s, in %s: %s.",
 			map[string]string{SourceStartup: "after start-up", SourceAdmin: "on an admin's request"}[t.Source],
-			quality, when(t.Result.Started, now), RoundDuration(t.Took), tableMethod(t.Result))
+			quality, when(t.Result.Started, now), roundDuration(t.Took), tableMethod(t.Result))
 		if sp := medianSpread(t.Result); sp > 0 {
 			v.RunNote += fmt.Sprintf(" The trials of a cell ranged over %.1f %% of its figure (median over the cells); hover a figure below for its range.", sp*100)
 		}
@@ -204,7 +204,7 @@ func tableSeries(res *selftest.SpeedResult, sel *selftest.Selection, kat *selfte
 			s.rates = append(s.rates, cell.BytesPerSecond())
 			how := ""
 			if len(cell.Trials) > 1 {
-				how = fmt.Sprintf("median of %d trials; range %s–%s MB/s", len(cell.Trials), FormatMBps(cell.Min), FormatMBps(cell.Max))
+				how = fmt.Sprintf("median of %d trials; range %s–%s MB/s", len(cell.Trials), formatMBps(cell.Min), formatMBps(cell.Max))
 			}
 			s.trials = append(s.trials, how)
 		}
@@ -384,7 +384,7 @@ func newChart(title string, rows []series) *chartView {
 			px, py := x(n), y(r.rates[j])
 			pts = append(pts, fmt.Sprintf("%g,%g", px, py))
 			l.Marks = append(l.Marks, chartMark{X: px, Y: py,
-				Title: fmt.Sprintf("%s %s, %d bytes: %s MB/s", r.Name, r.Impl, n, FormatMBps(r.rates[j]))})
+				Title: fmt.Sprintf("%s %s, %d bytes: %s MB/s", r.Name, r.Impl, n, formatMBps(r.rates[j]))})
 		}
 		l.Points = strings.Join(pts, " ")
 		ch.Lines = append(ch.Lines, l)
@@ -461,7 +461,7 @@ func newNumbers(rows []series) *numbersView {
 			if i := slices.Index(r.sizes, size); i < len(r.trials) {
 				title = r.trials[i]
 			}
-			nr.Cells = append(nr.Cells, numbersCell{Text: FormatMBps(v), Title: title, Best: best && rivals > 0})
+			nr.Cells = append(nr.Cells, numbersCell{Text: formatMBps(v), Title: title, Best: best && rivals > 0})
 			nv.HasBest = nv.HasBest || rivals > 0
 		}
 		nv.Rows = append(nv.Rows, nr)
@@ -469,9 +469,9 @@ func newNumbers(rows []series) *numbersView {
 	return nv
 }
 
-// FormatMBps formats bytes per second in MB/s with about four significant
+// formatMBps formats bytes per second in MB/s with about four significant
 // digits and thousands separators.
-func FormatMBps(bps float64) string {
+func formatMBps(bps float64) string {
 	v := bps / 1e6
 	switch {
 	case v >= 100:
@@ -497,15 +497,15 @@ func groupThousands(digits string) string {
 func when(t, now time.Time) string {
 	s := t.UTC().Format("2006-01-02 15:04:05 UTC")
 	if ago := now.Sub(t); ago >= 2*time.Second {
-		s += " (" + RoundDuration(ago) + " ago)"
+		s += " (" + roundDuration(ago) + " ago)"
 	}
 	return s
 }
 
-// RoundDuration formats d to a precision that suits its size: whole
+// roundDuration formats d to a precision that suits its size: whole
 // seconds from a minute, hundredths from a second, tenths of a
 // millisecond from a millisecond, else microseconds.
-func RoundDuration(d time.Duration) string {
+func roundDuration(d time.Duration) string {
 	switch {
 	case d >= time.Minute:
 		return d.Round(time.Second).String()
@@ -526,7 +526,7 @@ func shortRevision(rev string) string {
 
 var pageTemplate = template.Must(template.New("speed").Funcs(template.FuncMap{
 	"pct":        func(f float64) string { return strconv.FormatFloat(f*100, 'g', 3, 64) + " %" },
-	"dur":        RoundDuration,
+	"dur":        roundDuration,
 	"short":      shortRevision,
 	"sizelbl":    sizeLabel,
 	"legendEnd":  func(x float64) float64 { return x + 24 },

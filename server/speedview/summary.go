@@ -18,7 +18,7 @@ import (
 type summary struct {
 	AEAD   string        `json:"aead"`
 	Impl   string        `json:"impl"`
-	Cells  []SummaryCell `json:"cells"`
+	Cells  []summaryCell `json:"cells"`
 	Source string        `json:"source"` // "table" or "profile"
 	// GoImpl is Go's own implementation of the AEAD (the standard
 	// library's, or golang.org/x/crypto's for ChaCha20-Poly1305), and
@@ -29,19 +29,19 @@ type summary struct {
 	Reason string  `json:"reason"`
 }
 
-// SummaryCell is one figure of the summary: bytes per second at Size, the
+// summaryCell is one figure of the summary: bytes per second at Size, the
 // median of its trials, and their range (equal to it when one trial was
 // run).
-type SummaryCell struct {
+type summaryCell struct {
 	Size int     `json:"size"`
 	Rate float64 `json:"bytes_per_second"`
 	Min  float64 `json:"min_bytes_per_second"`
 	Max  float64 `json:"max_bytes_per_second"`
 }
 
-// SummarySizes are the message sizes of the summary: a small message and
+// summarySizes are the message sizes of the summary: a small message and
 // the bulk one openssl speed's users compare hosts by.
-var SummarySizes = []int{1024, 16384}
+var summarySizes = []int{1024, 16384}
 
 // goImplementations names Go's own implementation of each AEAD.
 var goImplementations = map[kernels.Cipher]string{
@@ -58,13 +58,13 @@ func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *summary {
 	if im == nil {
 		return nil
 	}
-	sum := &summary{AEAD: sel.AEAD.String(), Impl: im.Name(), Reason: strings.TrimSuffix(sel.AEADReason, "."), Cells: []SummaryCell{}}
-	find := ProfileCells(sel)
+	sum := &summary{AEAD: sel.AEAD.String(), Impl: im.Name(), Reason: strings.TrimSuffix(sel.AEADReason, "."), Cells: []summaryCell{}}
+	find := profileCells(sel)
 	sum.Source = "profile"
 	if res != nil && tableHas(res, sel.AEAD, im.Name()) {
-		find, sum.Source = TableCells(res), "table"
+		find, sum.Source = tableCells(res), "table"
 	}
-	for _, size := range SummarySizes {
+	for _, size := range summarySizes {
 		if c, ok := find(sel.AEAD, im.Name(), size); ok {
 			sum.Cells = append(sum.Cells, c)
 		}
@@ -79,9 +79,9 @@ func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *summary {
 	return sum
 }
 
-// CellFinder returns the figure of implementation impl of c at size, and
+// cellFinder returns the figure of implementation impl of c at size, and
 // whether its source has one.
-type CellFinder func(c kernels.Cipher, impl string, size int) (SummaryCell, bool)
+type cellFinder func(c kernels.Cipher, impl string, size int) (summaryCell, bool)
 
 func tableHas(res *selftest.SpeedResult, c kernels.Cipher, impl string) bool {
 	for _, r := range res.Rows {
@@ -92,17 +92,17 @@ func tableHas(res *selftest.SpeedResult, c kernels.Cipher, impl string) bool {
 	return false
 }
 
-// TableCells finds the figures of the table res: a cell's median trial
+// tableCells finds the figures of the table res: a cell's median trial
 // with the range of its trials.
-func TableCells(res *selftest.SpeedResult) CellFinder {
-	return func(c kernels.Cipher, impl string, size int) (SummaryCell, bool) {
+func tableCells(res *selftest.SpeedResult) cellFinder {
+	return func(c kernels.Cipher, impl string, size int) (summaryCell, bool) {
 		for _, r := range res.Rows {
 			if r.Cipher != c || r.Impl != impl {
 				continue
 			}
 			for _, cell := range r.Cells {
 				if cell.Size == size && cell.Rate > 0 {
-					out := SummaryCell{Size: size, Rate: cell.Rate, Min: cell.Min, Max: cell.Max}
+					out := summaryCell{Size: size, Rate: cell.Rate, Min: cell.Min, Max: cell.Max}
 					if len(cell.Trials) < 2 {
 						out.Min, out.Max = cell.Rate, cell.Rate
 					}
@@ -110,24 +110,24 @@ func TableCells(res *selftest.SpeedResult) CellFinder {
 				}
 			}
 		}
-		return SummaryCell{}, false
+		return summaryCell{}, false
 	}
 }
 
-// ProfileCells finds the figures of sel's quick profile: a cell's median
+// profileCells finds the figures of sel's quick profile: a cell's median
 // trial with the range of its trials.
-func ProfileCells(sel *selftest.Selection) CellFinder {
-	return func(c kernels.Cipher, impl string, size int) (SummaryCell, bool) {
+func profileCells(sel *selftest.Selection) cellFinder {
+	return func(c kernels.Cipher, impl string, size int) (summaryCell, bool) {
 		for _, p := range sel.Profile {
 			if p.Cipher == c.String() && p.Impl == impl && p.Size == size && p.BytesPerSecond > 0 {
-				out := SummaryCell{Size: size, Rate: p.BytesPerSecond, Min: p.Min, Max: p.Max}
+				out := summaryCell{Size: size, Rate: p.BytesPerSecond, Min: p.Min, Max: p.Max}
 				if out.Min == 0 || out.Max == 0 {
 					out.Min, out.Max = out.Rate, out.Rate
 				}
 				return out, true
 			}
 		}
-		return SummaryCell{}, false
+		return summaryCell{}, false
 	}
 }
 
@@ -140,7 +140,7 @@ func (sum *summary) sentence() string {
 		if i > 0 {
 			sep = ", "
 		}
-		fmt.Fprintf(&b, "%s%s MB/s at %s (trials %s–%s)", sep, FormatMBps(c.Rate), sizeLabel(c.Size), FormatMBps(c.Min), FormatMBps(c.Max))
+		fmt.Fprintf(&b, "%s%s MB/s at %s (trials %s–%s)", sep, formatMBps(c.Rate), sizeLabel(c.Size), formatMBps(c.Min), formatMBps(c.Max))
 	}
 	b.WriteString(".")
 	if sum.VsGo > 0 {
