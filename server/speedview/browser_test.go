@@ -50,6 +50,12 @@ func chromiumPath() string {
 // overruns.
 func runChromium(t *testing.T, bin string, args ...string) []byte {
 	t.Helper()
+	return runChromiumSize(t, bin, shotWidth, shotHeight, args...)
+}
+
+// runChromiumSize is runChromium with a window of width by height.
+func runChromiumSize(t *testing.T, bin string, width, height int, args ...string) []byte {
+	t.Helper()
 	profile := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -58,7 +64,7 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
 		"--user-data-dir=" + profile,
-		"--window-size=" + strconv.Itoa(shotWidth) + "," + strconv.Itoa(shotHeight),
+		"--window-size=" + strconv.Itoa(width) + "," + strconv.Itoa(height),
 	}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+profile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -210,4 +216,84 @@ func (st stats) near(hex string, tol int) int {
 		}
 	}
 	return n
+}
+
+// phoneWidth and phoneHeight are a phone's viewport in CSS pixels.
+const (
+	phoneWidth  = 390
+	phoneHeight = 844
+)
+
+// screenshot takes a screenshot of url at width by height and decodes it.
+func screenshot(t *testing.T, bin, url, name string, width, height int) image.Image {
+	t.Helper()
+	shot := filepath.Join(t.TempDir(), name)
+	runChromiumSize(t, bin, width, height, "--screenshot="+shot, url)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if dir := os.Getenv("CIPHERD_SCREENSHOT_DIR"); dir != "" {
+		b, _ := os.ReadFile(shot)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if b := img.Bounds(); b.Dx() != width || b.Dy() != height {
+		t.Fatalf("screenshot is %dx%d, want %dx%d", b.Dx(), b.Dy(), width, height)
+	}
+	return img
+}
+
+// rightMarginInk counts the pixels that are not near white in the
+// rightmost columns of img: a page wider than the window runs into them
+// (the screenshot cuts it there, with the scrollbars hidden), one that
+// fits leaves the body's margin blank.
+func rightMarginInk(img image.Image, columns int) int {
+	b := img.Bounds()
+	n := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Max.X - columns; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r>>8 < 235 || g>>8 < 235 || bl>>8 < 235 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// At a phone's width /speed and the fleet page fit the screen: the chart
+// scales down, a wide table scrolls inside its own box, and nothing
+// reaches the right margin; at a desktop's the same holds with room to
+// spare.
+func TestPageBrowserWidths(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed; CI must install it (apt-get install chromium)")
+		}
+		t.Skip("chromium not installed")
+	}
+	base := serve(t, newApp(measuredSnapshot(t)))
+	for _, w := range []struct {
+		path, name    string
+		width, height int
+	}{
+		{"/speed", "speed-phone.png", phoneWidth, phoneHeight}, {"/speed", "speed-desktop.png", shotWidth, shotHeight},
+		{"/speed/fleet", "fleet-phone.png", phoneWidth, phoneHeight}, {"/speed/fleet", "fleet-desktop.png", shotWidth, shotHeight},
+	} {
+		img := screenshot(t, bin, base+w.path, w.name, w.width, w.height)
+		if ink := rightMarginInk(img, 8); ink > 0 {
+			t.Errorf("%s at %d px: %d pixels of content in the rightmost 8 columns: the page is wider than the screen", w.path, w.width, ink)
+		}
+		if st := pixelStats(img); st.nonWhite < w.width*w.height/20 {
+			t.Errorf("%s at %d px: the screenshot looks blank (%d pixels not white)", w.path, w.width, st.nonWhite)
+		}
+	}
 }

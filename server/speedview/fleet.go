@@ -338,6 +338,12 @@ td.n{text-align:right;white-space:nowrap}
 tr.differs td{background:#fdf2e9}
 .flag{color:#c0392b;font-weight:600}
 small{color:#555}
+@media (max-width:640px){body{margin:.8rem}
+table,tbody,tr,td{display:block}thead{display:none}
+tr{border:1px solid #ddd;border-radius:6px;margin:0 0 .8rem;padding:.3rem .2rem}
+td{border:0;padding:.15rem .5rem;text-align:left}td.n{text-align:left;white-space:normal}
+td[data-label]::before{content:attr(data-label) ": ";color:#555;font-size:.85em}
+td.first{font-weight:600}}
 </style></head><body>
 <h1>cipherd fleet: every replica's host</h1>
 <p class="note{{if .V.Mixed}} mixed{{end}}">{{.V.Note}}</p>
@@ -345,15 +351,15 @@ small{color:#555}
 <thead><tr><th>replica</th><th>CPU</th><th>cores / GOMAXPROCS</th><th>AEAD</th><th>1 KiB, MB/s</th><th>16 KiB, MB/s</th><th>implementations</th><th>version</th><th>reported</th></tr></thead>
 <tbody>
 {{range .Rows}}<tr{{if .Differs}} class="differs"{{end}}>
-<td>{{.Hostname}}<br><small>{{.Replica}}{{if .Self}} (this replica){{end}}</small>{{if .Differs}}<br><span class="flag">selection differs</span>{{end}}</td>
-<td>{{.CPU}}{{if .Disabled}}<br><small>switched off: {{range $i, $f := .Disabled}}{{if $i}}, {{end}}{{$f}}{{end}}</small>{{end}}</td>
-<td class="n">{{.LogicalCores}} / {{.GOMAXPROCS}}</td>
-<td>{{.AEAD}}<br><small>{{.Impl}}</small></td>
-<td class="n">{{.Small}}</td>
-<td class="n">{{.Bulk}}</td>
-<td><small>{{range $c, $i := .Implementations}}{{$c}}: {{$i}}<br>{{end}}</small></td>
-<td><small>{{.Version}}</small></td>
-<td><small>{{if .Self}}now{{else}}{{.Age}} ago{{end}}</small></td>
+<td class="first" style="overflow-wrap:anywhere">{{.Hostname}}<br><small>{{.Replica}}{{if .Self}} (this replica){{end}}</small>{{if .Differs}}<br><span class="flag">selection differs</span>{{end}}</td>
+<td data-label="CPU">{{.CPU}}{{if .Disabled}}<br><small>switched off: {{range $i, $f := .Disabled}}{{if $i}}, {{end}}{{$f}}{{end}}</small>{{end}}</td>
+<td class="n" data-label="cores / GOMAXPROCS">{{.LogicalCores}} / {{.GOMAXPROCS}}</td>
+<td data-label="AEAD">{{.AEAD}} <small>{{.Impl}}</small></td>
+<td class="n" data-label="1 KiB, MB/s">{{.Small}}</td>
+<td class="n" data-label="16 KiB, MB/s">{{.Bulk}}</td>
+<td data-label="implementations"><small>{{range $c, $i := .Implementations}}{{$c}}: {{$i}}<br>{{end}}</small></td>
+<td data-label="version"><small>{{.Version}}</small></td>
+<td data-label="reported"><small>{{if .Self}}now{{else}}{{.Age}} ago{{end}}</small></td>
 </tr>
 {{end}}</tbody></table></div>
 <p><small>{{len .V.Hosts}} replica(s){{if .V.Shared}} reporting within {{printf "%.0f" .V.MaxAge}} s{{end}}. Keys pinning an AEAD: {{range $a, $n := .V.PinnedKeys}}{{$a}} {{$n}}; {{else}}none; {{end}}keys following each replica's choice: {{.V.UnpinnedKeys}}. Figures: the median of each cell's trials with their range, from each replica's speed table (or its start-up profile).</small></p>

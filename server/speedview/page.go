@@ -191,6 +191,8 @@ type series struct {
 	Dash     string // SVG stroke-dasharray; "" is solid
 	sizes    []int
 	rates    []float64 // bytes per second
+	lows     []float64 // per size: the slowest trial (the rate itself for one trial)
+	highs    []float64 // per size: the fastest trial
 	trials   []string  // per size: how the figure was measured, for its tooltip
 }
 
@@ -202,6 +204,11 @@ func tableSeries(res *selftest.SpeedResult, sel *selftest.Selection, kat *selfte
 		for _, cell := range row.Cells {
 			s.sizes = append(s.sizes, cell.Size)
 			s.rates = append(s.rates, cell.BytesPerSecond())
+			lo, hi := cell.BytesPerSecond(), cell.BytesPerSecond()
+			if len(cell.Trials) > 1 && cell.Min > 0 && cell.Max > 0 {
+				lo, hi = cell.Min, cell.Max
+			}
+			s.lows, s.highs = append(s.lows, lo), append(s.highs, hi)
 			how := ""
 			if len(cell.Trials) > 1 {
 				how = fmt.Sprintf("median of %d trials; range %s–%s MB/s", len(cell.Trials), formatMBps(cell.Min), formatMBps(cell.Max))
@@ -229,6 +236,11 @@ func profileSeries(sel *selftest.Selection, kat *selftest.KATReport) []series {
 		}
 		out[i].sizes = append(out[i].sizes, p.Size)
 		out[i].rates = append(out[i].rates, p.BytesPerSecond)
+		lo, hi := p.BytesPerSecond, p.BytesPerSecond
+		if p.Min > 0 && p.Max > 0 {
+			lo, hi = p.Min, p.Max
+		}
+		out[i].lows, out[i].highs = append(out[i].lows, lo), append(out[i].highs, hi)
 	}
 	return style(out, sel, kat)
 }
@@ -327,6 +339,10 @@ type chartLine struct {
 type chartMark struct {
 	X, Y  float64
 	Title string
+	// YLo and YHi are the ends of the error bar, the range of the
+	// figure's trials; Bar is false when they coincide with Y.
+	YLo, YHi float64
+	Bar      bool
 }
 
 // newChart draws throughput against message size for one family: a log₂ x
@@ -344,6 +360,9 @@ func newChart(title string, rows []series) *chartView {
 	for _, r := range rows {
 		sizes = append(sizes, r.sizes...)
 		for _, v := range r.rates {
+			peak = max(peak, v)
+		}
+		for _, v := range r.highs {
 			peak = max(peak, v)
 		}
 	}
@@ -383,8 +402,16 @@ func newChart(title string, rows []series) *chartView {
 		for j, n := range r.sizes {
 			px, py := x(n), y(r.rates[j])
 			pts = append(pts, fmt.Sprintf("%g,%g", px, py))
-			l.Marks = append(l.Marks, chartMark{X: px, Y: py,
-				Title: fmt.Sprintf("%s %s, %d bytes: %s MB/s", r.Name, r.Impl, n, formatMBps(r.rates[j]))})
+			m := chartMark{X: px, Y: py, YLo: py, YHi: py,
+				Title: fmt.Sprintf("%s %s, %d bytes: %s MB/s", r.Name, r.Impl, n, formatMBps(r.rates[j]))}
+			if j < len(r.lows) && j < len(r.highs) {
+				m.YLo, m.YHi = y(r.lows[j]), y(r.highs[j])
+				m.Bar = m.YLo-m.YHi >= 1 // a bar under a pixel is the dot
+				if m.Bar {
+					m.Title += fmt.Sprintf(" (trials %s–%s)", formatMBps(r.lows[j]), formatMBps(r.highs[j]))
+				}
+			}
+			l.Marks = append(l.Marks, m)
 		}
 		l.Points = strings.Join(pts, " ")
 		ch.Lines = append(ch.Lines, l)
@@ -732,6 +759,7 @@ footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
 {{- range .Lines}}{{$color := .Color}}
 <g class="series{{if .Selected}} chosen{{end}}" opacity="{{.Opacity}}">
 <polyline points="{{.Points}}" fill="none" stroke="{{.Color}}" stroke-width="{{.Width}}" stroke-linejoin="round" stroke-linecap="round"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/>
+{{- range .Marks}}{{if .Bar}}<path class="err" d="M{{.X}} {{.YHi}}V{{.YLo}}M{{.X}} {{.YHi}}m-3 0h6M{{.X}} {{.YLo}}m-3 0h6" stroke="{{$color}}" stroke-width="1.2" fill="none"/>{{end}}{{end}}
 {{- if .Selected}}{{range .Marks}}<circle cx="{{.X}}" cy="{{.Y}}" r="3.5" fill="{{$color}}"><title>{{.Title}}</title></circle>{{end}}
 {{- else}}{{range .Marks}}<circle cx="{{.X}}" cy="{{.Y}}" r="6" fill="transparent"><title>{{.Title}}</title></circle>{{end}}{{end}}
 </g>

@@ -79,6 +79,21 @@ func newApp(snap *Snapshot) *fiber.App {
 		}
 		return c.JSON(NewReport(snap))
 	})
+	// The fleet page of three replicas of this host, one of them on a
+	// host with another selection.
+	app.Get("/speed/fleet", func(c *fiber.Ctx) error {
+		v := &FleetView{Shared: true, PinnedKeys: map[string]int{"aes-256-gcm": 2}, UnpinnedKeys: 3, MaxAge: 90}
+		for i, id := range []string{"0123456789ab", "123456789abc", "23456789abcd"} {
+			h := NewHost(snap, id, "replica-with-a-long-host-name-"+id)
+			if i == 2 {
+				h.AEAD, h.Implementations = "chacha20-poly1305", map[string]string{"chacha20-poly1305": "avx2"}
+			}
+			h.AgeSeconds, h.Self = float64(i*7), i == 0
+			v.Hosts = append(v.Hosts, *h)
+		}
+		v.Finish()
+		return ServeFleetPage(c, v)
+	})
 	return app
 }
 
@@ -232,4 +247,38 @@ func countSpeedOnly(kat *selftest.KATReport) int {
 		}
 	}
 	return n
+}
+
+// Each figure of the chart carries its trials' range as an error bar
+// around its dot, the y axis reaches the top of the highest bar, and a
+// figure of one trial has none.
+func TestChartErrorBars(t *testing.T) {
+	rows := []series{{Name: "AES-256-GCM", Impl: "a", Selected: true, Color: "#000",
+		sizes: []int{1024, 16384}, rates: []float64{2e9, 5e9}, lows: []float64{1.5e9, 5e9}, highs: []float64{2.2e9, 6.5e9}}}
+	ch := newChart("t", rows)
+	m := ch.Lines[0].Marks
+	if len(m) != 2 || !m[0].Bar || !m[1].Bar {
+		t.Fatalf("marks %+v", m)
+	}
+	for i, mk := range m {
+		if !(mk.YHi < mk.Y && mk.Y <= mk.YLo) {
+			t.Errorf("mark %d: bar %g–%g around %g", i, mk.YHi, mk.YLo, mk.Y)
+		}
+		if mk.YHi < ch.Y0 {
+			t.Errorf("mark %d: the bar's top %g is above the plot's %g", i, mk.YHi, ch.Y0)
+		}
+	}
+	if !strings.Contains(m[0].Title, "trials 1 500–2 200") && !strings.Contains(m[0].Title, "trials 1,500–2,200") {
+		t.Errorf("the tooltip does not give the range: %q", m[0].Title)
+	}
+	one := []series{{Name: "x", Impl: "b", Color: "#000", sizes: []int{1024}, rates: []float64{1e9}, lows: []float64{1e9}, highs: []float64{1e9}}}
+	if mk := newChart("t", one).Lines[0].Marks[0]; mk.Bar {
+		t.Errorf("a figure of one trial has a bar: %+v", mk)
+	}
+
+	// A measured table of five trials per cell: the page draws the bars.
+	code, body, _ := get(t, newApp(measuredSnapshot(t)), "/speed", "text/html")
+	if code != 200 || !strings.Contains(string(body), `<path class="err" d="M`) {
+		t.Errorf("the page of a measured table: %d, no error bar", code)
+	}
 }
