@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -36,15 +34,7 @@ type fleetView struct {
 // replica answers, shows all three with that one flagged; once it is
 // killed, it drops out of the view after three report intervals.
 func TestHAProxyFleet(t *testing.T) {
-	haproxy, err := exec.LookPath("haproxy")
-	switch {
-	case err != nil && os.Getenv("CIPHERD_REQUIRE_HAPROXY") == "1":
-		t.Fatal("haproxy is not installed and CIPHERD_REQUIRE_HAPROXY=1")
-	case err != nil:
-		t.Skip("haproxy is not installed (set CIPHERD_REQUIRE_HAPROXY=1 to fail instead)")
-	case testing.Short():
-		t.Skip("starts PostgreSQL, three cipherd processes and haproxy")
-	}
+	haproxy := needHAProxy(t, "starts PostgreSQL, three cipherd processes and haproxy")
 	db := pgtest.Start(t)
 	every := []string{"CIPHERD_FLEET_INTERVAL=1s"}
 	c := startPostgresClusterEnv(t, haproxy, db.Database(t), map[int][]string{
@@ -78,6 +68,7 @@ func TestHAProxyFleet(t *testing.T) {
 	}
 
 	var v *fleetView
+	var err error
 	if !proctest.Poll(20*time.Second, func() bool { v, err = get(); return err == nil && v != nil && len(v.Hosts) == 3 }) {
 		t.Fatalf("the fleet through HAProxy never showed three replicas: %+v, %v", v, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"syscall"
@@ -25,15 +24,7 @@ import (
 var replicaAEADs = []string{"aes-256-gcm", "chacha20-poly1305", "aes-128-gcm"}
 
 func TestHAProxy(t *testing.T) {
-	haproxy, err := exec.LookPath("haproxy")
-	switch {
-	case err != nil && os.Getenv("CIPHERD_REQUIRE_HAPROXY") == "1":
-		t.Fatal("haproxy is not installed and CIPHERD_REQUIRE_HAPROXY=1")
-	case err != nil:
-		t.Skip("haproxy is not installed (set CIPHERD_REQUIRE_HAPROXY=1 to fail instead)")
-	case testing.Short():
-		t.Skip("starts three cipherd processes and haproxy")
-	}
+	haproxy := needHAProxy(t, "starts three cipherd processes and haproxy")
 	c := startCluster(t, haproxy, replicaAEADs...)
 
 	var v1 []sealed

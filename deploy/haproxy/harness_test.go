@@ -37,6 +37,23 @@ const (
 
 func TestMain(m *testing.M) { proctest.Main(m) }
 
+// needHAProxy returns haproxy's path, or skips the test when it is not
+// installed (fails it with CIPHERD_REQUIRE_HAPROXY=1) or in -short mode,
+// saying what the test starts.
+func needHAProxy(t *testing.T, starts string) string {
+	t.Helper()
+	haproxy, err := exec.LookPath("haproxy")
+	switch {
+	case err != nil && os.Getenv("CIPHERD_REQUIRE_HAPROXY") == "1":
+		t.Fatal("haproxy is not installed and CIPHERD_REQUIRE_HAPROXY=1")
+	case err != nil:
+		t.Skip("haproxy is not installed (set CIPHERD_REQUIRE_HAPROXY=1 to fail instead)")
+	case testing.Short():
+		t.Skip(starts)
+	}
+	return haproxy
+}
+
 // process is a running child in its own process group.
 type process struct {
 	cmd    *exec.Cmd

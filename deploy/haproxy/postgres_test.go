@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -27,15 +25,7 @@ import (
 // request fails, and every ciphertext made meanwhile opens on every
 // replica.
 func TestHAProxyPostgres(t *testing.T) {
-	haproxy, err := exec.LookPath("haproxy")
-	switch {
-	case err != nil && os.Getenv("CIPHERD_REQUIRE_HAPROXY") == "1":
-		t.Fatal("haproxy is not installed and CIPHERD_REQUIRE_HAPROXY=1")
-	case err != nil:
-		t.Skip("haproxy is not installed (set CIPHERD_REQUIRE_HAPROXY=1 to fail instead)")
-	case testing.Short():
-		t.Skip("starts PostgreSQL, three cipherd processes and haproxy")
-	}
+	haproxy := needHAProxy(t, "starts PostgreSQL, three cipherd processes and haproxy")
 	db := pgtest.Start(t)
 	c := startPostgresCluster(t, haproxy, db.Database(t), replicaAEADs...)
 

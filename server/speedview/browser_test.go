@@ -45,6 +45,20 @@ func chromiumPath() string {
 	return ""
 }
 
+// needChromium returns Chromium's path, or skips the test without it (and
+// fails it in CI, which must install it).
+func needChromium(t *testing.T) string {
+	t.Helper()
+	bin := chromiumPath()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed; CI must install it (apt-get install chromium)")
+		}
+		t.Skip("chromium not installed")
+	}
+	return bin
+}
+
 // runChromium runs headless Chromium with args after the common flags and
 // returns its standard output. The whole process group is killed when it
 // overruns.
@@ -121,13 +135,7 @@ func lastLines(s string, n int) string {
 }
 
 func TestPageBrowser(t *testing.T) {
-	bin := chromiumPath()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed; CI must install it (apt-get install chromium)")
-		}
-		t.Skip("chromium not installed")
-	}
+	bin := needChromium(t)
 	snap := measuredSnapshot(t)
 	rows := snap.Table.Result.Rows
 	url := serve(t, newApp(snap)) + "/speed"
@@ -273,13 +281,7 @@ func rightMarginInk(img image.Image, columns int) int {
 // reaches the right margin; at a desktop's the same holds with room to
 // spare.
 func TestPageBrowserWidths(t *testing.T) {
-	bin := chromiumPath()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed; CI must install it (apt-get install chromium)")
-		}
-		t.Skip("chromium not installed")
-	}
+	bin := needChromium(t)
 	base := serve(t, newApp(measuredSnapshot(t)))
 	for _, w := range []struct {
 		path, name    string
