@@ -125,7 +125,7 @@ func newPageView(snap *Snapshot, now time.Time) *pageView {
 			map[string]string{SourceStartup: "after start-up", SourceAdmin: "on an admin's request"}[t.Source],
 			quality, when(t.Result.Started, now), roundDuration(t.Took), tableMethod(t.Result))
 		if sp := medianSpread(t.Result); sp > 0 {
-			v.RunNote += fmt.Sprintf(" The trials of a cell ranged over %.1f %% of its figure (median over the cells); hover a figure below for its range.", sp*100)
+			v.RunNote += fmt.Sprintf(" The trials of a cell ranged over %.1f %% of its figure (median over the cells); the bars on the charts and the ± under the figures below give each cell's range.", sp*100)
 		}
 	} else if len(sel.Profile) > 0 {
 		rows = profileSeries(sel, snap.KAT)
@@ -441,6 +441,8 @@ type numbersView struct {
 	Sizes   []int
 	Rows    []numbersRow
 	HasBest bool // some cipher has rival implementations
+	// HasUnsteady: some cell's trials ranged over unsteadySpread.
+	HasUnsteady bool
 }
 
 type numbersRow struct {
@@ -452,7 +454,16 @@ type numbersCell struct {
 	Text  string
 	Title string // the trials' range, when there were several
 	Best  bool   // fastest implementation of its cipher at this size
+	// Spread is the trials' range as ± half of it relative to the figure
+	// ("±3 %"), empty for one trial; Unsteady marks a range wider than
+	// unsteadySpread of the figure: a cell measured while the host was busy.
+	Spread   string
+	Unsteady bool
 }
+
+// unsteadySpread is the range of a cell's trials, relative to the cell,
+// past which the page marks the cell as measured under load.
+const unsteadySpread = 0.10
 
 func newNumbers(rows []series) *numbersView {
 	nv := &numbersView{}
@@ -488,7 +499,14 @@ func newNumbers(rows []series) *numbersView {
 			if i := slices.Index(r.sizes, size); i < len(r.trials) {
 				title = r.trials[i]
 			}
-			nr.Cells = append(nr.Cells, numbersCell{Text: formatMBps(v), Title: title, Best: best && rivals > 0})
+			cell := numbersCell{Text: formatMBps(v), Title: title, Best: best && rivals > 0}
+			if i := slices.Index(r.sizes, size); i < len(r.lows) && i < len(r.highs) && v > 0 && r.highs[i] > r.lows[i] {
+				rel := (r.highs[i] - r.lows[i]) / v
+				cell.Spread = fmt.Sprintf("±%.0f %%", 100*rel/2)
+				cell.Unsteady = rel > unsteadySpread
+				nv.HasUnsteady = nv.HasUnsteady || cell.Unsteady
+			}
+			nr.Cells = append(nr.Cells, cell)
 			nv.HasBest = nv.HasBest || rivals > 0
 		}
 		nv.Rows = append(nv.Rows, nr)
@@ -552,12 +570,13 @@ func shortRevision(rev string) string {
 }
 
 var pageTemplate = template.Must(template.New("speed").Funcs(template.FuncMap{
-	"pct":        func(f float64) string { return strconv.FormatFloat(f*100, 'g', 3, 64) + " %" },
-	"dur":        roundDuration,
-	"short":      shortRevision,
-	"sizelbl":    sizeLabel,
-	"legendEnd":  func(x float64) float64 { return x + 24 },
-	"legendText": func(x float64) float64 { return x + 30 },
+	"pct":            func(f float64) string { return strconv.FormatFloat(f*100, 'g', 3, 64) + " %" },
+	"unsteadySpread": func() float64 { return unsteadySpread },
+	"dur":            roundDuration,
+	"short":          shortRevision,
+	"sizelbl":        sizeLabel,
+	"legendEnd":      func(x float64) float64 { return x + 24 },
+	"legendText":     func(x float64) float64 { return x + 30 },
 }).Parse(pageHTML))
 
 const pageHTML = `<!doctype html>
@@ -610,6 +629,8 @@ table { border-collapse: collapse; width: 100%; font-size: 14px; }
 th, td { text-align: left; padding: 5px 10px; border-bottom: 1px solid var(--rule); vertical-align: top; }
 th { font-weight: 600; color: var(--muted); font-size: 13px; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+small.spread { color: #6b7280; font-weight: normal; }
+small.spread.unsteady { color: #c2410c; }
 td.best { font-weight: 700; }
 td.name { white-space: nowrap; }
 .swatch { vertical-align: middle; margin-right: 6px; }
@@ -663,11 +684,11 @@ footer { color: var(--muted); font-size: 13px; padding-bottom: 28px; }
 <thead><tr><th>cipher</th><th>implementation</th>{{range .Sizes}}<th class="num">{{sizelbl .}}</th>{{end}}</tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr{{if .Selected}} class="chosen"{{end}}><td><svg class="swatch" width="28" height="10" viewBox="0 0 28 10" aria-hidden="true"><line x1="1" y1="5" x2="27" y2="5" stroke="{{.Color}}" stroke-width="3"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/></svg>{{.Name}}</td><td>{{.Impl}}{{if .Selected}} <span class="tick" title="used by the service">✓</span>{{end}}</td>{{range .Cells}}<td class="num{{if .Best}} best{{end}}"{{if .Title}} title="{{.Title}}"{{end}}>{{.Text}}</td>{{end}}</tr>
+<tr{{if .Selected}} class="chosen"{{end}}><td><svg class="swatch" width="28" height="10" viewBox="0 0 28 10" aria-hidden="true"><line x1="1" y1="5" x2="27" y2="5" stroke="{{.Color}}" stroke-width="3"{{if .Dash}} stroke-dasharray="{{.Dash}}"{{end}}/></svg>{{.Name}}</td><td>{{.Impl}}{{if .Selected}} <span class="tick" title="used by the service">✓</span>{{end}}</td>{{range .Cells}}<td class="num{{if .Best}} best{{end}}"{{if .Title}} title="{{.Title}}"{{end}}>{{.Text}}{{if .Spread}}<br><small class="spread{{if .Unsteady}} unsteady{{end}}">{{.Spread}}</small>{{end}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table>
-<p class="note">{{if .HasBest}}Bold: the fastest implementation of its cipher at that size. {{end}}✓: the implementation the service uses. openssl's own table is in 1000s of bytes per second: <a href="?format=text">?format=text</a>.</p>
+<p class="note">Under each figure, ± half the range of its trials{{if .HasUnsteady}}; in orange, a range over {{pct unsteadySpread}} of the figure: the host was busy while the cell was measured{{end}}. {{if .HasBest}}Bold: the fastest implementation of its cipher at that size. {{end}}✓: the implementation the service uses. openssl's own table is in 1000s of bytes per second: <a href="?format=text">?format=text</a>.</p>
 </section>
 {{- end}}
 <div class="cols">

@@ -282,3 +282,24 @@ func TestChartErrorBars(t *testing.T) {
 		t.Errorf("the page of a measured table: %d, no error bar", code)
 	}
 }
+
+// The table of figures shows each cell's trial range as ± half of it, and
+// marks a cell whose trials ranged over unsteadySpread as measured under
+// load.
+func TestNumbersSpread(t *testing.T) {
+	nv := newNumbers([]series{{cipher: kernels.AES256GCM, Name: "AES-256-GCM", Impl: "a",
+		sizes: []int{1024, 16384}, rates: []float64{1e9, 2e9}, lows: []float64{0.99e9, 1.7e9}, highs: []float64{1.03e9, 2.2e9},
+		trials: []string{"", ""}}})
+	c := nv.Rows[0].Cells
+	if c[0].Spread != "±2 %" || c[0].Unsteady || c[1].Spread != "±12 %" || !c[1].Unsteady || !nv.HasUnsteady {
+		t.Fatalf("cells %+v, has unsteady %v", c, nv.HasUnsteady)
+	}
+	one := newNumbers([]series{{cipher: kernels.AES256GCM, Name: "x", Impl: "a", sizes: []int{1024}, rates: []float64{1e9}, lows: []float64{1e9}, highs: []float64{1e9}}})
+	if c := one.Rows[0].Cells[0]; c.Spread != "" || c.Unsteady || one.HasUnsteady {
+		t.Fatalf("a cell of one trial: %+v", c)
+	}
+	code, body, _ := get(t, newApp(measuredSnapshot(t)), "/speed", "text/html")
+	if code != 200 || !strings.Contains(string(body), `<small class="spread`) || !strings.Contains(string(body), "± half the range of its trials") {
+		t.Errorf("the page of a measured table: %d, no spread under the figures", code)
+	}
+}
