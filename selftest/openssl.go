@@ -90,6 +90,20 @@ type Program struct {
 	Version string `json:"version"` // its own words, e.g. "OpenSSL 3.0.19 27 Jan 2026 (Library: …)"
 }
 
+// FindOpenSSL looks up the openssl binary name (a path, or a name on PATH)
+// and returns its absolute path and the version it reports.
+func FindOpenSSL(ctx context.Context, name string) (Program, error) {
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return Program{}, fmt.Errorf("selftest: openssl binary %s: %w", name, err)
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	version, err := openSSLVersion(ctx, bin)
+	return Program{Path: bin, Version: version}, err
+}
+
 // openSSLVersion returns the first line of `bin version`.
 func openSSLVersion(ctx context.Context, bin string) (string, error) {
 	out, err := exec.CommandContext(ctx, bin, "version").Output()

@@ -153,6 +153,12 @@ type Config struct {
 	// SkipBenchmark chooses by order of preference without the start-up
 	// profile. CIPHERD_SKIP_BENCHMARK.
 	SkipBenchmark bool `yaml:"skip_benchmark"`
+	// CompareOpenSSL is an openssl binary (a path, or a name on PATH) that
+	// measures the AEAD in use with `openssl speed -evp` after the quick
+	// start-up table, 1 s at 1 KiB and 1 s at 16 KiB, so that /speed's
+	// summary compares this host's figures with OpenSSL's. Empty: no
+	// comparison. CIPHERD_COMPARE_OPENSSL.
+	CompareOpenSSL string `yaml:"compare_openssl"`
 	// SelftestFail makes the named known-answer tests, implementations or
 	// ciphers fail on purpose at start-up, to exercise the failure path
 	// (selftest.KATConfig.Fail). Empty means CIPHERD_SELFTEST_FAIL, which
@@ -468,6 +474,7 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 	str("CIPHERD_TLS_KEY", &cfg.TLSKey)
 	str("CIPHERD_TLS_CLIENT_CA", &cfg.TLSClientCA)
 	str("CIPHERD_AEAD", &cfg.AEAD)
+	str("CIPHERD_COMPARE_OPENSSL", &cfg.CompareOpenSSL)
 	str("CIPHERD_LOG_LEVEL", &cfg.LogLevel)
 	str("CIPHERD_AUDIT_LOG", &cfg.AuditLog)
 	list("CIPHERD_ALLOWED_AEADS", &cfg.AllowedAEADs)

@@ -84,6 +84,10 @@ type speedState struct {
 	failed  atomic.Bool              // the start-up run failed
 
 	turn chan struct{} // holds a token while a run is in progress
+	// openssl is the host's OpenSSL measuring the AEAD in use
+	// (compare_openssl), once measured.
+	openssl atomic.Pointer[speedview.OpenSSL]
+
 	// changed holds a token when a table was stored since the fleet
 	// report was last published.
 	changed chan struct{}
@@ -129,6 +133,9 @@ func (sp *speedState) runInitial(ctx context.Context) {
 		}
 		return
 	}
+	if sp.s.cfg.CompareOpenSSL != "" {
+		sp.measureOpenSSL(ctx)
+	}
 	refined := quick
 	refined.Trials, refined.Duration, refined.RoundGap = refineTrials, refineTrialTime, refineRoundGap
 	rctx, stop := context.WithCancel(ctx)
@@ -152,6 +159,31 @@ func (sp *speedState) runInitial(ctx context.Context) {
 		// The quick table stays.
 		sp.s.log.Error("refined speed table not measured", zap.Error(err))
 	}
+}
+
+// measureOpenSSL has the configured openssl measure the AEAD in use at the
+// summary's sizes, one second each, for /speed's comparison. A failure is
+// logged: the comparison is an aid, and /speed goes on without it.
+func (sp *speedState) measureOpenSSL(ctx context.Context) {
+	log := sp.s.log.With(zap.String("openssl", sp.s.cfg.CompareOpenSSL))
+	aead := sp.s.sel.AEAD
+	if sp.s.sel.Implementation(aead) == nil {
+		return
+	}
+	prog, err := selftest.FindOpenSSL(ctx, sp.s.cfg.CompareOpenSSL)
+	if err != nil {
+		log.Warn("openssl not run for /speed's comparison", zap.Error(err))
+		return
+	}
+	row, err := selftest.OpenSSLSpeed(ctx, prog.Path, aead, []int{1024, 16384}, time.Second, 1, false)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("openssl could not measure the AEAD in use for /speed's comparison", zap.String("aead", aead.String()), zap.Error(err))
+		}
+		return
+	}
+	sp.openssl.Store(&speedview.OpenSSL{Program: prog, Row: row})
+	log.Info("openssl measured for /speed's comparison", zap.String("version", prog.Version), zap.String("aead", aead.String()))
 }
 
 // takeTurn waits for the start-up run to end, stopping its refinement, and
@@ -277,6 +309,7 @@ func (sp *speedState) snapshot() *speedview.Snapshot {
 		Table:     sp.table.Load(),
 		State:     state,
 		Wait:      wait,
+		OpenSSL:   sp.openssl.Load(),
 	}
 	if state == speedview.TableRefining {
 		round, rounds := sp.refineProgress()

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -566,5 +568,72 @@ func checkSpeedSummary(t *testing.T, ts *testServer, v speedJSON) {
 	glance, chart := bytes.Index(page, []byte("<h2>At a glance</h2>")), bytes.Index(page, []byte("<svg"))
 	if glance < 0 || chart >= 0 && chart < glance || !bytes.Contains(page, []byte("This host seals new data with "+strings.ToUpper(sum.AEAD)+" ("+sum.Impl+")")) {
 		t.Errorf("the page does not open with the summary (at %d, the first chart at %d)", glance, chart)
+	}
+}
+
+// With compare_openssl, the openssl binary measures the AEAD in use after
+// the quick table, and /speed's summary sets this host's 16 KiB figure
+// against it. A stand-in for openssl prints fixed figures, so that the
+// ratio is known.
+func TestSpeedCompareOpenSSL(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "openssl")
+	// 1000 MB/s at every size, for whatever -bytes asks (openssl's -mr
+	// figures are kept as operations in one second: within 1e-4 of it).
+	script := "#!/bin/sh\n" +
+		"[ \"$1\" = version ] && { echo 'OpenSSL 9.9.9 (a stand-in)'; exit 0; }\n" +
+		"while [ $# -gt 0 ]; do [ \"$1\" = -bytes ] && n=$2; [ \"$1\" = -evp ] && c=$2; shift; done\n" +
+		"echo \"+H:$n\"; echo \"+F:1:$(echo $c | tr a-z A-Z):1000000000.00\"\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ts := startTestServer(t, Config{CompareOpenSSL: bin})
+	type cmp struct {
+		Summary struct {
+			AEAD  string `json:"aead"`
+			Cells []struct {
+				Size int
+				Rate float64 `json:"bytes_per_second"`
+			} `json:"cells"`
+			OpenSSL *struct {
+				Version string `json:"version"`
+				Cells   []struct {
+					Size int
+					Rate float64 `json:"bytes_per_second"`
+				} `json:"cells"`
+			} `json:"openssl"`
+			VsOpenSSL float64 `json:"vs_openssl"`
+		} `json:"summary"`
+	}
+	var v cmp
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, body, _ := getSpeed(t, ts, "", "")
+		v = cmp{}
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Summary.OpenSSL != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no OpenSSL comparison within 60 s")
+		}
+	}
+	o := v.Summary.OpenSSL
+	if o.Version != "OpenSSL 9.9.9 (a stand-in)" || len(o.Cells) != 2 || o.Cells[0].Size != 1024 || o.Cells[1].Size != 16384 || math.Abs(o.Cells[1].Rate/1e9-1) > 1e-4 {
+		t.Fatalf("openssl's side: %+v", o)
+	}
+	var ours float64
+	for _, c := range v.Summary.Cells {
+		if c.Size == 16384 {
+			ours = c.Rate
+		}
+	}
+	if want := ours / o.Cells[1].Rate; ours == 0 || math.Abs(v.Summary.VsOpenSSL/want-1) > 1e-9 {
+		t.Errorf("vs_openssl %v, want %v", v.Summary.VsOpenSSL, want)
+	}
+	_, page, _ := getSpeed(t, ts, "", "text/html")
+	if !bytes.Contains(page, []byte("the host&#39;s OpenSSL (OpenSSL 9.9.9 (a stand-in))")) {
+		t.Errorf("the page's summary does not compare with OpenSSL")
 	}
 }

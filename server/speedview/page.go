@@ -111,7 +111,7 @@ func newPageView(snap *Snapshot, now time.Time) *pageView {
 	if t != nil {
 		res = t.Result
 	}
-	if v.Summary = summarize(sel, res); v.Summary != nil {
+	if v.Summary = summarize(sel, res, snap.OpenSSL); v.Summary != nil {
 		v.Glance = v.Summary.sentence()
 	}
 	if t != nil {

@@ -94,7 +94,7 @@ func NewReport(snap *Snapshot) *Report {
 		measured := t.Result.Started
 		rep.TableMeasured = &measured
 	}
-	rep.Summary = summarize(snap.Selection, res)
+	rep.Summary = summarize(snap.Selection, res, snap.OpenSSL)
 	if snap.State == TableRefining {
 		rep.Refining = &refineState{Round: snap.Refine.Round, Rounds: snap.Refine.Rounds, PerTrial: snap.Refine.TrialTime.Seconds(), SecondsDue: snap.Wait}
 	}

@@ -50,6 +50,16 @@ type Snapshot struct {
 	Wait int
 	// Refine, while State is TableRefining, is the refinement's progress.
 	Refine RefineProgress
+	// OpenSSL is the host's OpenSSL measuring the AEAD in use, when the
+	// server was asked to compare (compare_openssl); nil otherwise.
+	OpenSSL *OpenSSL
+}
+
+// OpenSSL is what the host's openssl measured of one cipher: its
+// `openssl speed -mr -evp` figures by size.
+type OpenSSL struct {
+	Program selftest.Program
+	Row     *selftest.SpeedRow
 }
 
 // RefineProgress is the start-up refinement's progress: the rounds done

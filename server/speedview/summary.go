@@ -26,7 +26,18 @@ type summary struct {
 	// absent when either was not measured or they are the same.
 	GoImpl string  `json:"go_impl,omitempty"`
 	VsGo   float64 `json:"vs_go,omitempty"`
-	Reason string  `json:"reason"`
+	// OpenSSL is the host's OpenSSL measuring the same AEAD (its version
+	// and figures at the summary's sizes), and VsOpenSSL the service's
+	// figure at 16 KiB over OpenSSL's; absent when no comparison was run.
+	OpenSSL   *summaryOpenSSL `json:"openssl,omitempty"`
+	VsOpenSSL float64         `json:"vs_openssl,omitempty"`
+	Reason    string          `json:"reason"`
+}
+
+// summaryOpenSSL is OpenSSL's side of the comparison.
+type summaryOpenSSL struct {
+	Version string        `json:"version"`
+	Cells   []summaryCell `json:"cells"`
 }
 
 // summaryCell is one figure of the summary: bytes per second at Size, the
@@ -53,7 +64,7 @@ var goImplementations = map[kernels.Cipher]string{
 
 // summarize returns the summary of sel against the table res (nil: none
 // yet), or nil when sel names no AEAD implementation.
-func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *summary {
+func summarize(sel *selftest.Selection, res *selftest.SpeedResult, ossl *OpenSSL) *summary {
 	im := sel.Implementation(sel.AEAD)
 	if im == nil {
 		return nil
@@ -75,6 +86,20 @@ func summarize(sel *selftest.Selection, res *selftest.SpeedResult) *summary {
 		if ok1 && ok2 && theirs.Rate > 0 {
 			sum.GoImpl, sum.VsGo = g, ours.Rate/theirs.Rate
 		}
+	}
+	if ossl != nil && ossl.Row != nil && ossl.Row.Cipher == sel.AEAD {
+		so := &summaryOpenSSL{Version: ossl.Program.Version, Cells: []summaryCell{}}
+		for _, size := range summarySizes {
+			for _, c := range ossl.Row.Cells {
+				if r := c.BytesPerSecond(); c.Size == size && r > 0 {
+					so.Cells = append(so.Cells, summaryCell{Size: size, Rate: r, Min: r, Max: r})
+					if ours, ok := find(sel.AEAD, im.Name(), size); ok && size == 16384 {
+						sum.VsOpenSSL = ours.Rate / r
+					}
+				}
+			}
+		}
+		sum.OpenSSL = so
 	}
 	return sum
 }
@@ -143,8 +168,13 @@ func (sum *summary) sentence() string {
 		fmt.Fprintf(&b, "%s%s MB/s at %s (trials %s–%s)", sep, formatMBps(c.Rate), sizeLabel(c.Size), formatMBps(c.Min), formatMBps(c.Max))
 	}
 	b.WriteString(".")
-	if sum.VsGo > 0 {
+	switch {
+	case sum.VsGo > 0 && sum.VsOpenSSL > 0:
+		fmt.Fprintf(&b, " At 16 KiB that is %.2f× Go's own implementation (%s) and %.2f× the host's OpenSSL (%s) on this host.", sum.VsGo, sum.GoImpl, sum.VsOpenSSL, sum.OpenSSL.Version)
+	case sum.VsGo > 0:
 		fmt.Fprintf(&b, " At 16 KiB that is %.2f× Go's own implementation (%s) on this host.", sum.VsGo, sum.GoImpl)
+	case sum.VsOpenSSL > 0:
+		fmt.Fprintf(&b, " At 16 KiB that is %.2f× the host's OpenSSL (%s).", sum.VsOpenSSL, sum.OpenSSL.Version)
 	}
 	return b.String()
 }
