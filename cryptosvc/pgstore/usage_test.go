@@ -80,7 +80,7 @@ func TestUsageThreeReplicas(t *testing.T) {
 }
 
 // TestUsageSchemaUpgrade: a database of schema version 2, keys in it,
-// upgrades to the usage table at Open and keeps its keys.
+// upgrades to the usage and host tables at Open and keeps its keys.
 func TestUsageSchemaUpgrade(t *testing.T) {
 	srv := pgtest.Shared(t)
 	dsn := srv.Database(t)
@@ -100,7 +100,7 @@ func TestUsageSchemaUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP TABLE cipherd_key_usage; UPDATE cipherd_schema SET version = 2`); err != nil {
+	if _, err := conn.Exec(ctx, `DROP TABLE cipherd_key_usage; DROP TABLE cipherd_hosts; UPDATE cipherd_schema SET version = 2`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -116,6 +116,9 @@ func TestUsageSchemaUpgrade(t *testing.T) {
 	u, err := s.Usage(ctx, "kept")
 	if err != nil || len(u) != 1 || u[0].Opened != 3 || !u[0].LastUsed.IsZero() {
 		t.Fatalf("usage after the upgrade: %+v, %v", u, err)
+	}
+	if err := s.PublishHost(ctx, "r", []byte(`{}`)); err != nil {
+		t.Fatalf("host reports after the upgrade: %v", err)
 	}
 }
 
