@@ -91,7 +91,7 @@ var serveSettings = []setting{
 	{key: "auth_failure_burst", help: "failed authentications an address may make at once above auth_failure_rate"},
 	{key: "aead", env: "CIPHERD_AEAD", flag: "aead", zero: "the fastest correct one measured at start-up", help: "pin the AEAD for new data: aes-128-gcm, aes-256-gcm or chacha20-poly1305"},
 	{key: "allowed_aeads", env: "CIPHERD_ALLOWED_AEADS", zero: "aes-256-gcm,chacha20-poly1305", help: "the AEADs the selection may choose for new data; add aes-128-gcm to allow it (comma-separated in the variable)"},
-	{key: "compare_openssl", env: "CIPHERD_COMPARE_OPENSSL", help: "an openssl binary (path or name) to measure the AEAD in use with after the quick start-up table, for /speed's summary; empty: none"},
+	{key: "compare_openssl", env: "CIPHERD_COMPARE_OPENSSL", zero: "none: no comparison", help: "an openssl binary (path or name) to measure the AEAD in use with after the quick start-up table, for /speed's summary"},
 	{key: "skip_benchmark", env: "CIPHERD_SKIP_BENCHMARK", flag: "skip-benchmark", zero: "false", help: "choose the AEAD by order of preference without the start-up profile; the self-tests still run"},
 	{env: "CIPHERD_SELFTEST_FAIL", flag: "fail", zero: "none", help: "fail the named KATs, implementations or ciphers on purpose (see cipherd selftest -h); an unknown name is refused"},
 	{key: "max_json_body", help: "largest JSON request body, in bytes"},
