@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -29,6 +30,36 @@ import (
 // fleetAgeOut is how many fleet intervals a report stays in the view: a
 // replica must miss more than two reports in a row to drop out.
 const fleetAgeOut = 3
+
+// fleetReadEvery is how often GET /speed/fleet reads the keystore at most:
+// the route needs no credential, so requests arriving together share one
+// read instead of each making one (a report is at most fleet_interval old
+// anyway).
+const fleetReadEvery = time.Second
+
+// fleetReads holds the last read of the replicas' reports.
+type fleetReads struct {
+	mu    sync.Mutex
+	at    time.Time
+	hosts []cryptosvc.PublishedHost
+}
+
+// get returns the reports read within fleetReadEvery, or reads them with
+// read; callers that come during a read wait for it. A failed read is not
+// kept.
+func (f *fleetReads) get(ctx context.Context, read func(context.Context) ([]cryptosvc.PublishedHost, error)) ([]cryptosvc.PublishedHost, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.at.IsZero() && time.Since(f.at) < fleetReadEvery {
+		return f.hosts, nil
+	}
+	hosts, err := read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.at, f.hosts = time.Now(), hosts
+	return hosts, nil
+}
 
 // newReplicaID returns a replica id: random per process, so that replicas
 // on one host, and a replica restarted, are told apart.
@@ -87,7 +118,9 @@ func (s *Server) fleetView(ctx context.Context) (*speedview.FleetView, error) {
 	v.Hosts = []speedview.FleetHost{*self}
 	if fs, ok := s.store.(cryptosvc.FleetStore); ok {
 		v.Shared = true
-		published, err := fs.Hosts(ctx, maxAge)
+		published, err := s.fleetReads.get(ctx, func(ctx context.Context) ([]cryptosvc.PublishedHost, error) {
+			return fs.Hosts(ctx, maxAge)
+		})
 		if err != nil {
 			return nil, err
 		}

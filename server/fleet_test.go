@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cipherd/cipherd/cryptosvc"
 	"github.com/cipherd/cipherd/cryptosvc/pgstore"
 	"github.com/cipherd/cipherd/internal/keystoretest"
 	"github.com/cipherd/cipherd/internal/pgtest"
@@ -118,7 +119,11 @@ func TestSpeedFleetPostgres(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE cipherd_hosts SET reported = now() - interval '10 seconds' WHERE replica = 'gone00000000'`); err != nil {
 		t.Fatal(err)
 	}
+	// The view reads the keystore at most every fleetReadEvery.
 	v := getFleet(t, rs[1])
+	for deadline := time.Now().Add(5 * fleetReadEvery); len(v.Hosts) != 3 && time.Now().Before(deadline); v = getFleet(t, rs[1]) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if len(v.Hosts) != 3 || !v.Mixed {
 		t.Fatalf("with a chacha20 replica and a stale one: %d hosts, mixed %v; want 3, mixed", len(v.Hosts), v.Mixed)
 	}
@@ -130,8 +135,39 @@ func TestSpeedFleetPostgres(t *testing.T) {
 	if !strings.Contains(v.Note, "elsewhere/0123456789ab would seal with chacha20-poly1305") || !strings.Contains(v.Note, "pin one") {
 		t.Errorf("note: %q", v.Note)
 	}
-	code, text, _ := rs[0].do(t, "GET", "/speed/fleet?format=text", "", nil, "-")
+	// rs[1] read the keystore last: its view has the three.
+	code, text, _ := rs[1].do(t, "GET", "/speed/fleet?format=text", "", nil, "-")
 	if code != 200 || !strings.Contains(string(text), "elsewhere/0123456789ab *") {
 		t.Errorf("text: %d\n%s", code, text)
+	}
+}
+
+// Requests for the fleet view within fleetReadEvery share one read of the
+// keystore; a failed read is not kept.
+func TestFleetReadsShared(t *testing.T) {
+	var f fleetReads
+	reads := 0
+	read := func(context.Context) ([]cryptosvc.PublishedHost, error) {
+		reads++
+		return []cryptosvc.PublishedHost{{Replica: "r"}}, nil
+	}
+	for range 5 {
+		if h, err := f.get(context.Background(), read); err != nil || len(h) != 1 {
+			t.Fatalf("%v, %v", h, err)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("%d reads for 5 requests at once, want 1", reads)
+	}
+	f.at = time.Now().Add(-fleetReadEvery) // the read has aged
+	fail := func(context.Context) ([]cryptosvc.PublishedHost, error) {
+		reads++
+		return nil, cryptosvc.ErrUnavailable
+	}
+	if _, err := f.get(context.Background(), fail); err == nil {
+		t.Fatal("a failed read answered")
+	}
+	if _, err := f.get(context.Background(), read); err != nil || reads != 3 {
+		t.Fatalf("after a failed read: %v, %d reads; want a new read", err, reads)
 	}
 }

@@ -39,8 +39,9 @@ type Server struct {
 	speed *speedState
 	// replica identifies this process in the fleet view: random per
 	// process.
-	replica string
-	tls     *tlsState // nil without TLS
+	replica    string
+	fleetReads fleetReads
+	tls        *tlsState // nil without TLS
 
 	// tokens keeps the service tokens: the keystore, when it can (nil
 	// for a keyring); tokenIDs caches their identities (tokens.go).
