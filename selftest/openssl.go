@@ -35,20 +35,15 @@ func CompareOpenSSL(ctx context.Context, cfg SpeedConfig) (ours, theirs *SpeedRe
 	if name == "" {
 		name = "openssl"
 	}
-	bin, err := exec.LookPath(name)
-	if err != nil {
-		if cfg.OpenSSL != "" {
-			return nil, nil, fmt.Errorf("selftest: openssl binary %s: %w", cfg.OpenSSL, err)
-		}
+	prog, err := FindOpenSSL(ctx, name)
+	var notFound *exec.Error // LookPath's: name is not on PATH
+	if errors.As(err, &notFound) && cfg.OpenSSL == "" {
 		return nil, nil, ErrNoOpenSSL
 	}
-	if abs, err := filepath.Abs(bin); err == nil {
-		bin = abs
-	}
-	version, err := openSSLVersion(ctx, bin)
 	if err != nil {
 		return nil, nil, err
 	}
+	bin, version := prog.Path, prog.Version
 	ciphers := cfg.Ciphers
 	if ciphers == nil {
 		ciphers = kernels.Ciphers()
