@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # What the audit trail costs: the 64-byte JSON encrypt (or, with BODY=batch,
-# batches of 100 such items) against two builds side by side, in
+# batches of 100 such items) against three servers side by side, in
 # interleaved rounds, each server on the last CPU with GOMAXPROCS=1 and wrk
 # on the others, as scripts/loadbench.sh pins them:
 #
-#   BASE (default 755276a, the tree before the audit trail): no records;
-#   the working tree: a record per request, written and synced to
-#   audit.log in its data directory before the answer.
+#   base: BASE (default 755276a, the tree before the audit trail), no
+#         records;
+#   null: the working tree with audit_log /dev/null: each record built and
+#         written, nothing synced (what the records cost, and what else
+#         changed since BASE);
+#   tree: the working tree, each record written and synced to audit.log in
+#         its data directory before the answer.
 #
 # It prints each round's requests per second, server CPU per request
 # (user + system time over the requests wrk completed) and the busy time of
 # the servers' CPU per request (which adds the kernel's work there on the
-# server's behalf), and the working
-# tree's records per sync (cipherd_audit_records_total over
-# cipherd_audit_syncs_total).
+# server's behalf), each round's ratios tree/null and tree/base, their
+# medians, and the tree's records per sync (cipherd_audit_records_total
+# over cipherd_audit_syncs_total).
 #
 #   ROUNDS=5 DUR=5s scripts/auditbench.sh
 #   BODY=batch scripts/auditbench.sh
@@ -38,16 +42,20 @@ trap cleanup EXIT
 git worktree add -q --detach "$work/base" "$BASE"
 (cd "$work/base" && go build -o "$work/cipherd-base" ./cmd/cipherd)
 go build -o "$work/cipherd-tree" ./cmd/cipherd
+cp "$work/cipherd-tree" "$work/cipherd-null"
 n=$(nproc)
 srv=(taskset -c $((n - 1))) cli=(taskset -c 0-$((n - 2)))
-declare -A port=([base]=18490 [tree]=18491)
-for v in base tree; do
-  CIPHERD_ADMIN_TOKEN=tok CIPHERD_AEAD=aes-128-gcm CIPHERD_SKIP_BENCHMARK=1 GOMAXPROCS=1 "${srv[@]}" \
+vs=(base null tree)
+declare -A port=([base]=18490 [null]=18492 [tree]=18491)
+for v in "${vs[@]}"; do
+  extra=()
+  [ "$v" = null ] && extra=(CIPHERD_AUDIT_LOG=/dev/null)
+  env "${extra[@]}" CIPHERD_ADMIN_TOKEN=tok CIPHERD_AEAD=aes-128-gcm CIPHERD_SKIP_BENCHMARK=1 GOMAXPROCS=1 "${srv[@]}" \
     "$work/cipherd-$v" serve -addr 127.0.0.1:${port[$v]} -data-dir "$work/data-$v" -log-level info >/dev/null 2>&1 &
   pids+=($!)
   declare "pid_$v=$!"
 done
-for v in base tree; do
+for v in "${vs[@]}"; do
   for i in $(seq 100); do curl -sf localhost:${port[$v]}/readyz >/dev/null && break; sleep 0.1; done
 done
 
@@ -70,12 +78,12 @@ ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # sync), which the process's own time does not include.
 cpubusy() { awk -v c="cpu$((n - 1))" '$1 == c {print $2+$3+$4+$7+$8}' /proc/stat; }
 hz=$(getconf CLK_TCK)
-for v in base tree; do # warm-up, not counted
+for v in "${vs[@]}"; do # warm-up, not counted
   "${cli[@]}" wrk -t1 -c$CONNS -d2s -s "$work/post.lua" http://127.0.0.1:${port[$v]}/v1/encrypt/default >/dev/null
 done
 echo "== $BODY encrypt, wrk -t1 -c$CONNS -d$DUR, $ROUNDS interleaved rounds: base $BASE, tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes)"
 for r in $(seq "$ROUNDS"); do
-  for v in base tree; do
+  for v in "${vs[@]}"; do
     p=pid_$v
     a=$(ticks "${!p}") ca=$(cpubusy)
     out=$("${cli[@]}" wrk -t1 -c$CONNS -d"$DUR" -s "$work/post.lua" http://127.0.0.1:${port[$v]}/v1/encrypt/default)
@@ -83,11 +91,38 @@ for r in $(seq "$ROUNDS"); do
     reqs=$(echo "$out" | awk '/requests in/ {print $1}')
     rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
     non=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
+    cpu=$(awk -v t=$((b - a)) -v n="$reqs" -v hz="$hz" 'BEGIN {printf "%.1f", t * 1e6 / hz / n}')
+    busy=$(awk -v t=$((cb - ca)) -v n="$reqs" -v hz="$hz" 'BEGIN {printf "%.1f", t * 1e6 / hz / n}')
     printf '%-4s round %d: %9s req/s  server CPU %6s µs/req  its CPU busy %6s µs/req  non-2xx %s\n' $v "$r" "$rps" \
-      "$(awk -v t=$((b - a)) -v n="$reqs" -v hz="$hz" 'BEGIN {printf "%.1f", t * 1e6 / hz / n}')" \
-      "$(awk -v t=$((cb - ca)) -v n="$reqs" -v hz="$hz" 'BEGIN {printf "%.1f", t * 1e6 / hz / n}')" "${non:-0}"
+      "$cpu" "$busy" "${non:-0}"
+    echo "$r $v $cpu $busy" >>"$work/rounds"
   done
 done
+# Each round's ratios, then their medians.
+awk '{cpu[$1, $2] = $3; busy[$1, $2] = $4; if ($1 > n) n = $1}
+  function med(a, k,   i, j, t) {
+    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t}
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+  }
+  END {
+    split("base null tree", vs)
+    for (w = 1; w <= 3; w++) {
+      for (r = 1; r <= n; r++) {c[r] = cpu[r, vs[w]]; u[r] = busy[r, vs[w]]}
+      lo = c[1]; hi = c[1]; for (r = 2; r <= n; r++) {if (c[r] < lo) lo = c[r]; if (c[r] > hi) hi = c[r]}
+      printf "%s: server CPU median %.1f µs/req (%.1f–%.1f)", vs[w], med(c, n), lo, hi
+      lo = u[1]; hi = u[1]; for (r = 2; r <= n; r++) {if (u[r] < lo) lo = u[r]; if (u[r] > hi) hi = u[r]}
+      printf ", CPU busy %.1f (%.1f–%.1f)\n", med(u, n), lo, hi
+    }
+    split("null base", against)
+    for (w = 1; w <= 2; w++) {
+      o = against[w]; line = ""
+      for (r = 1; r <= n; r++) {
+        c[r] = cpu[r, "tree"] / cpu[r, o]; u[r] = busy[r, "tree"] / busy[r, o]
+        line = line sprintf(" %.2f/%.2f", c[r], u[r])
+      }
+      printf "tree/%s by round (server CPU/CPU busy):%s; median %.2f/%.2f\n", o, line, med(c, n), med(u, n)
+    }
+  }' "$work/rounds"
 m=$(curl -s localhost:${port[tree]}/metrics)
 rec=$(echo "$m" | awk '$1 == "cipherd_audit_records_total" {print $2}')
 syn=$(echo "$m" | awk '$1 == "cipherd_audit_syncs_total" {print $2}')
