@@ -12,13 +12,19 @@ ROUNDS=${ROUNDS:-1}
 CIPHERS=${CIPHERS:-"aes-128-gcm aes-256-gcm chacha20-poly1305 aes-128-ctr"}
 PORT=${PORT:-18480}
 work=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/cipherd" ./cmd/cipherd
 
+if curl -s -o /dev/null "http://127.0.0.1:$PORT/"; then
+  echo "port $PORT is taken: set PORT" >&2
+  exit 1
+fi
 "$work/cipherd" serve -addr "127.0.0.1:$PORT" -data-dir "$work/data" -log-level warn 2>"$work/serve.log" &
 pid=$!
 start=$(date +%s)
 until [ "$(curl -fsS "http://127.0.0.1:$PORT/speed?format=json" 2>/dev/null | jq -r '.table_quality // empty')" = refined ]; do
+  kill -0 "$pid" 2>/dev/null || { echo "cipherd serve exited:" >&2; cat "$work/serve.log" >&2; exit 1; }
   [ $(($(date +%s) - start)) -lt 600 ] || { echo "no refined table in 600 s" >&2; exit 1; }
   sleep 2
 done
