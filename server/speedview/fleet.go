@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -312,7 +313,7 @@ func ServeFleetPage(c *fiber.Ctx, v *FleetView) error {
 		rows = append(rows, r)
 	}
 	var b strings.Builder
-	if err := fleetPageTemplate.Execute(&b, struct {
+	if err := fleetPageTemplate().Execute(&b, struct {
 		V    *FleetView
 		Rows []fleetPageRow
 	}{v, rows}); err != nil {
@@ -322,7 +323,12 @@ func ServeFleetPage(c *fiber.Ctx, v *FleetView) error {
 	return c.SendString(b.String())
 }
 
-var fleetPageTemplate = template.Must(template.New("fleet").Parse(`<!doctype html>
+// fleetPageTemplate is parsed on first use, as pageTemplate is.
+var fleetPageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("fleet").Parse(fleetPageHTML))
+})
+
+const fleetPageHTML = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>cipherd fleet speed</title>
@@ -364,4 +370,4 @@ td.first{font-weight:600}}
 {{end}}</tbody></table></div>
 <p><small>{{len .V.Hosts}} replica(s){{if .V.Shared}} reporting within {{printf "%.0f" .V.MaxAge}} s{{end}}. Keys pinning an AEAD: {{range $a, $n := .V.PinnedKeys}}{{$a}} {{$n}}; {{else}}none; {{end}}keys following each replica's choice: {{.V.UnpinnedKeys}}. Figures: the median of each cell's trials with their range, from each replica's speed table (or its start-up profile).</small></p>
 </body></html>
-`))
+`
