@@ -129,7 +129,9 @@ func TestConfigSampleExamples(t *testing.T) {
 	if len(cfg.Identities) == 0 || len(cfg.Policies) == 0 || len(cfg.TrustedProxies) == 0 {
 		t.Fatalf("the examples set nothing: %+v", cfg)
 	}
-	cfg.SkipBenchmark = true
+	// The sample's data_dir is relative to where cipherd runs: here, the
+	// package's source directory.
+	cfg.SkipBenchmark, cfg.DataDir, cfg.AuditLog = true, t.TempDir(), ""
 	ts := startTestServer(t, cfg)
 	if code, body, _ := ts.do(t, "GET", "/readyz", "", nil, "-"); code != 200 {
 		t.Fatalf("/readyz: %d %s", code, body)
