@@ -11,6 +11,7 @@ require (
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/mattn/go-isatty v0.0.20
 	github.com/miekg/pkcs11 v1.1.2
+	github.com/pires/go-proxyproto v0.15.0
 	github.com/valyala/fasthttp v1.78.0
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.6

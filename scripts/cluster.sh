@@ -111,6 +111,7 @@ cl_start_replicas() {
     fi
     CIPHERD_ADDR=$addr CIPHERD_DATA_DIR="$CL_WORK/data$i" \
       CIPHERD_ADMIN_TOKEN=$CL_TOKEN CIPHERD_AEAD=${CL_AEADS[$(((i - 1) % 3))]} CIPHERD_SKIP_BENCHMARK=1 \
+      CIPHERD_PROXY_PROTOCOL=true CIPHERD_TRUSTED_PROXIES=127.0.0.1/32 \
       "$CL_WORK/cipherd" serve -config "$CL_WORK/cipherd$i.yaml" -log-level warn >>"$CL_WORK/cipherd$i.log" 2>&1 &
     CL_PIDS+=($!)
     CL_ADDRS+=("$addr")

@@ -310,7 +310,7 @@ func (s *Server) identifyRequest(c *fiber.Ctx) (*identity, string, error) {
 	ctx := c.Context()
 	h := &ctx.Request.Header
 	forwarded := len(h.Peek(headerForwardedCert)) > 0
-	if forwarded && !s.auth().trustedProxy(ctx.RemoteIP()) {
+	if forwarded && !s.auth().trustedProxy(peerIP(ctx)) {
 		// Only a trusted proxy may speak for a client; from anyone else
 		// the header is dropped unread.
 		h.Del(headerForwardedCert)
@@ -343,7 +343,7 @@ func (s *Server) identifyCredential(c *fiber.Ctx, authz string, forwarded bool) 
 			return nil, "forwarded client certificate: " + err.Error()
 		}
 		if ce := s.log.Check(zap.DebugLevel, "identity from a forwarded client certificate"); ce != nil {
-			ce.Write(zap.String("proxy", ctx.RemoteIP().String()), zap.String("identity", id.name))
+			ce.Write(zap.String("proxy", peerIP(ctx).String()), zap.String("identity", id.name))
 		}
 		return id, ""
 	}

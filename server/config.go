@@ -114,6 +114,14 @@ type Config struct {
 	// are refused. From anyone else the header is ignored.
 	// CIPHERD_TRUSTED_PROXIES (comma-separated).
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ProxyProtocol accepts the PROXY protocol (v1 or v2, as HAProxy's
+	// send-proxy-v2 sends it) on connections from TrustedProxies: the
+	// client address it carries replaces the proxy's in the audit trail,
+	// the log and the limit on failed authentications. A trusted proxy's
+	// connection without the header is taken as the proxy's own; on
+	// anyone else's connection the header is not read, and the request
+	// fails to parse. Needs TrustedProxies. CIPHERD_PROXY_PROTOCOL.
+	ProxyProtocol bool `yaml:"proxy_protocol"`
 	// RateLimit is the sustained requests per second allowed per identity
 	// (the admin included), counted after authentication; over it, 429 with
 	// Retry-After. 0 means no limit. CIPHERD_RATE_LIMIT.
@@ -541,6 +549,13 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 		}
 		cfg.AuditFailOpen = b
 	}
+	if v := getenv("CIPHERD_PROXY_PROTOCOL"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CIPHERD_PROXY_PROTOCOL: %q is not a boolean", v))
+		}
+		cfg.ProxyProtocol = b
+	}
 	if v := getenv("CIPHERD_SKIP_BENCHMARK"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -608,6 +623,9 @@ func (cfg *Config) Validate() error {
 		if _, _, err := net.ParseCIDR(p); err != nil {
 			errs = append(errs, fmt.Errorf("trusted proxy %q is not a CIDR", p))
 		}
+	}
+	if cfg.ProxyProtocol && len(cfg.TrustedProxies) == 0 {
+		errs = append(errs, errors.New("proxy_protocol needs trusted_proxies: the addresses whose PROXY headers to believe"))
 	}
 	if cfg.JWTClockSkew > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("jwt_clock_skew %v: at most 5m", cfg.JWTClockSkew))

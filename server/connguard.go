@@ -5,6 +5,9 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/pires/go-proxyproto"
+	"github.com/valyala/fasthttp"
 )
 
 // fasthttp sets a connection's read deadline twice per request: the idle
@@ -29,6 +32,9 @@ import (
 // connections by closing them.
 type coalescingConn struct {
 	net.Conn
+	// peer is the address of the connection's other end: a proxy that
+	// speaks the PROXY protocol, where RemoteAddr is its client's.
+	peer    net.Addr
 	slack   int64
 	want    atomic.Int64 // the read deadline asked for, in Unix nanoseconds; 0 for none
 	inForce atomic.Int64 // the read deadline set on Conn
@@ -143,7 +149,28 @@ func (l coalescingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &coalescingConn{Conn: c, slack: int64(l.slack)}, nil
+	peer := c.RemoteAddr
+	if pc, ok := c.(*proxyproto.Conn); ok {
+		// Not pc.RemoteAddr, which would wait here for the header.
+		peer = pc.Raw().RemoteAddr
+	}
+	return &coalescingConn{Conn: c, peer: peer(), slack: int64(l.slack)}, nil
+}
+
+// peerIP is the IP address of the other end of the request's connection:
+// its client, or the proxy that forwarded it over the PROXY protocol,
+// whose own trust RemoteIP, the client's address, cannot tell.
+func peerIP(ctx *fasthttp.RequestCtx) net.IP {
+	c := ctx.Conn()
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if cc, ok := c.(*coalescingConn); ok {
+		if a, ok := cc.peer.(*net.TCPAddr); ok {
+			return a.IP
+		}
+	}
+	return ctx.RemoteIP()
 }
 
 // deadlineSlack is the slack of coalescingConn for the given timeouts: a

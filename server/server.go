@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/pires/go-proxyproto"
 	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
@@ -293,11 +294,25 @@ func (s *Server) Serve(ln net.Listener) error {
 		// Under the TLS wrapper, so that handshakes in progress count too.
 		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 	}
+	if s.cfg.ProxyProtocol {
+		// Under TLS too: the PROXY header comes before the handshake.
+		ln = &proxyproto.Listener{Listener: ln, ConnPolicy: s.proxyPolicy, ReadHeaderTimeout: s.cfg.RequestTimeout}
+	}
 	ln = s.guardListener(ln)
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls.config())
 	}
 	return s.app.Listener(ln)
+}
+
+// proxyPolicy reads the PROXY header of a connection from a trusted proxy
+// (as trusted when it connects) and not that of anyone else, whose header
+// then reaches the HTTP parser and fails the request.
+func (s *Server) proxyPolicy(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
+	if a, ok := o.Upstream.(*net.TCPAddr); ok && s.auth().trustedProxy(a.IP) {
+		return proxyproto.USE, nil
+	}
+	return proxyproto.SKIP, nil
 }
 
 // guardListener wraps ln's connections as the server needs them: read

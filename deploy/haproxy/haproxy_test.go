@@ -9,9 +9,15 @@ package haproxy
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +39,57 @@ func TestHAProxy(t *testing.T) {
 	t.Run("RollingRestart", func(t *testing.T) { testRollingRestart(t, c) })
 	t.Run("KeyringRotation", func(t *testing.T) { testKeyringRotation(t, c, v1) })
 	t.Run("ExactLength", func(t *testing.T) { testExactLength(t, c) })
+	t.Run("ClientAddress", func(t *testing.T) { testClientAddress(t, c) })
+}
+
+// The replicas' audit records name the client that reached HAProxy, not
+// HAProxy: it tells them over the PROXY protocol (send-proxy-v2).
+func testClientAddress(t *testing.T, c *cluster) {
+	const from = "127.0.0.2" // HAProxy connects to the replicas from 127.0.0.1
+	count := func() (n int) {
+		for _, r := range c.replicas {
+			b, err := os.ReadFile(filepath.Join(r.dataDir, "audit.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+				if len(line) == 0 {
+					continue // no record yet
+				}
+				var rec struct {
+					RemoteIP string `json:"remote_ip"`
+				}
+				if err := json.Unmarshal(line, &rec); err != nil {
+					t.Fatalf("%s's audit.log: %v: %q", r.name, err, line)
+				}
+				if rec.RemoteIP == from {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	before := count()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 10 * time.Second}
+	const n = 4 // round robin: more than one replica
+	for i := range n {
+		req, _ := http.NewRequest("POST", "http://"+c.lbAddr+"/v1/encrypt/"+testKey, strings.NewReader(`{"plaintext":"aGVsbG8="}`))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("encrypt %d from %s through HAProxy: %s", i, from, resp.Status)
+		}
+	}
+	if got := count() - before; got != n {
+		t.Errorf("%d audit records name %s after %d requests from it through HAProxy", got, from, n)
+	}
 }
 
 // sealed is a JSON ciphertext with what it should open to.

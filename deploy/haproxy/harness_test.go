@@ -140,6 +140,9 @@ func (r *replica) start(t *testing.T, c *cluster) {
 		"CIPHERD_DATA_DIR=" + r.dataDir,
 		"CIPHERD_ADMIN_TOKEN=" + testToken,
 		"CIPHERD_SKIP_BENCHMARK=1",
+		// HAProxy tells the client's address (send-proxy-v2), from here.
+		"CIPHERD_PROXY_PROTOCOL=true",
+		"CIPHERD_TRUSTED_PROXIES=127.0.0.1/32",
 	}
 	if r.aead != "" { // else the replica's own choice
 		env = append(env, "CIPHERD_AEAD="+r.aead)
