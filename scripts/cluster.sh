@@ -4,7 +4,11 @@
 # keystore, each pinned to a different AEAD, behind HAProxy
 # configured from deploy/haproxy/haproxy.cfg (only the addresses, the stats
 # socket and the server list are rewritten; checks, retries and timeouts are
-# the example's).
+# the example's). With PROXY_PROTOCOL=true (the default) the example's
+# commented send-proxy-v2 line is on and the replicas read the PROXY
+# protocol header (proxy_protocol, trusted_proxies 127.0.0.1/32), so that
+# their audit trails name the clients; PROXY_PROTOCOL=false runs the
+# example as it is.
 #
 #   scripts/cluster.sh up [N]     start N replicas (default 3) and haproxy, print
 #                                 the URLs, stop everything on Ctrl-C
@@ -37,6 +41,7 @@ CL_WORK=
 declare -a CL_PIDS=() CL_ADDRS=()
 CL_LB_PID=
 KEYSTORE=${KEYSTORE:-keyring}
+CL_PROXY_PROTOCOL=${PROXY_PROTOCOL:-true}
 CL_PG_URL=${CL_PG_URL:-}
 CL_PG_DATA=
 
@@ -111,7 +116,7 @@ cl_start_replicas() {
     fi
     CIPHERD_ADDR=$addr CIPHERD_DATA_DIR="$CL_WORK/data$i" \
       CIPHERD_ADMIN_TOKEN=$CL_TOKEN CIPHERD_AEAD=${CL_AEADS[$(((i - 1) % 3))]} CIPHERD_SKIP_BENCHMARK=1 \
-      CIPHERD_PROXY_PROTOCOL=true CIPHERD_TRUSTED_PROXIES=127.0.0.1/32 \
+      CIPHERD_PROXY_PROTOCOL=$CL_PROXY_PROTOCOL CIPHERD_TRUSTED_PROXIES=127.0.0.1/32 \
       "$CL_WORK/cipherd" serve -config "$CL_WORK/cipherd$i.yaml" -log-level warn >>"$CL_WORK/cipherd$i.log" 2>&1 &
     CL_PIDS+=($!)
     CL_ADDRS+=("$addr")
@@ -130,11 +135,12 @@ cl_start_replicas() {
 cl_render() {
   local n=$1 i servers=
   for i in $(seq "$n"); do servers+="    server cipherd$i ${CL_ADDRS[$((i - 1))]}\n"; done
-  awk -v sock="$CL_WORK/haproxy.sock" -v bind="$CL_LB_ADDR" -v stats="$CL_STATS_ADDR" -v servers="$servers" '
+  awk -v sock="$CL_WORK/haproxy.sock" -v bind="$CL_LB_ADDR" -v stats="$CL_STATS_ADDR" -v servers="$servers" -v proxy="$([ "$CL_PROXY_PROTOCOL" = true ] && echo 1 || echo 0)" '
     /^[^ \t#]/ { section = $0 }
     section == "global" && $1 == "stats" && $2 == "socket" { print "    stats socket " sock " mode 600 level admin"; next }
     section == "frontend cipherd" && $1 == "bind" { print "    bind " bind; next }
     section == "listen stats" && $1 == "bind" { print "    bind " stats; next }
+    section == "backend cipherd" && $1 == "#default-server" && $2 == "send-proxy-v2" && proxy { sub(/#/, ""); print; next }
     section == "backend cipherd" && $1 == "server" { if (!done) printf "%s", servers; done = 1; next }
     { print }
   ' "$CL_ROOT/deploy/haproxy/haproxy.cfg"

@@ -140,9 +140,9 @@ func (r *replica) start(t *testing.T, c *cluster) {
 		"CIPHERD_DATA_DIR=" + r.dataDir,
 		"CIPHERD_ADMIN_TOKEN=" + testToken,
 		"CIPHERD_SKIP_BENCHMARK=1",
-		// HAProxy tells the client's address (send-proxy-v2), from here.
-		"CIPHERD_PROXY_PROTOCOL=true",
-		"CIPHERD_TRUSTED_PROXIES=127.0.0.1/32",
+	}
+	if c.proxyProtocol { // HAProxy tells the client's address, from here
+		env = append(env, "CIPHERD_PROXY_PROTOCOL=true", "CIPHERD_TRUSTED_PROXIES=127.0.0.1/32")
 	}
 	if r.aead != "" { // else the replica's own choice
 		env = append(env, "CIPHERD_AEAD="+r.aead)
@@ -188,11 +188,14 @@ type cluster struct {
 	keystore          string           // a PostgreSQL URL, or empty
 	rootKeyFile       string           // with keystore
 	env               map[int][]string // more environment of replica i
-	replicas          []*replica
-	lb                *process
-	lbAddr, lbLog     string
-	statsSocket       string
-	api               *client.Client // through HAProxy
+	// proxyProtocol: HAProxy sends the PROXY protocol header (the
+	// example's commented send-proxy-v2 line), the replicas read it.
+	proxyProtocol bool
+	replicas      []*replica
+	lb            *process
+	lbAddr, lbLog string
+	statsSocket   string
+	api           *client.Client // through HAProxy
 }
 
 // newTransport is a keep-alive transport that never uses a proxy.
@@ -210,11 +213,11 @@ func newClient(t *testing.T, url string) *client.Client {
 }
 
 // startCluster makes a keyring with `cipherd keyring new`, starts one
-// replica per AEAD and HAProxy with the example configuration, and waits
-// until HAProxy sees every replica UP.
+// replica per AEAD and HAProxy with the example configuration, its PROXY
+// protocol line uncommented, and waits until HAProxy sees every replica UP.
 func startCluster(t *testing.T, haproxy string, aeads ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: proctest.Cipherd(t), dir: t.TempDir()}
+	c := &cluster{t: t, bin: proctest.Cipherd(t), dir: t.TempDir(), proxyProtocol: true}
 	c.keyring = filepath.Join(c.dir, "keyring.json")
 	if out, err := exec.Command(c.bin, "keyring", "new", "-o", c.keyring, testKey).CombinedOutput(); err != nil {
 		t.Fatalf("cipherd keyring new: %v\n%s", err, out)
@@ -271,7 +274,7 @@ func (c *cluster) start(t *testing.T, haproxy string, aeads ...string) *cluster 
 	c.lbAddr = proctest.FreeAddr(t)
 	c.statsSocket = filepath.Join(c.dir, "haproxy.sock")
 	lp := lbParams{Bind: c.lbAddr, StatsBind: proctest.FreeAddr(t), Socket: c.statsSocket,
-		Inter: checkInter, FastInter: checkFastInter, DownInter: checkInter}
+		Inter: checkInter, FastInter: checkFastInter, DownInter: checkInter, ProxyProtocol: c.proxyProtocol}
 	for _, r := range c.replicas {
 		lp.Servers = append(lp.Servers, [2]string{r.name, r.addr})
 	}

@@ -21,13 +21,19 @@ type lbParams struct {
 	Bind, StatsBind, Socket     string
 	Inter, FastInter, DownInter string
 	Servers                     [][2]string // name, address
+	ProxyProtocol               bool        // uncomment the example's send-proxy-v2 line
 }
+
+// proxyProtocolLine is the example's commented line that sends the PROXY
+// protocol header to the replicas.
+const proxyProtocolLine = "#default-server send-proxy-v2 check-send-proxy"
 
 var checkTimingRE = regexp.MustCompile(`\b(inter|fastinter|downinter) \S+`)
 
 // renderConfig rewrites the example configuration for a test: the frontend
 // and stats addresses, the stats socket, the check intervals on the
-// default-server line, and the server list. Every other line is the
+// default-server line, the server list, and with p.ProxyProtocol the
+// commented line that sends the PROXY protocol header. Every other line is the
 // example's. It fails when the example no longer has the shape it expects,
 // so that the test keeps testing the file operators copy.
 func renderConfig(example string, p lbParams) (string, error) {
@@ -62,6 +68,11 @@ func renderConfig(example string, p lbParams) (string, error) {
 				return "", fmt.Errorf("default-server line %q: want check, inter, fastinter and downinter", trimmed)
 			}
 			counts["default-server"]++
+		case section == "backend cipherd" && trimmed == proxyProtocolLine:
+			counts["proxy protocol"]++
+			if p.ProxyProtocol {
+				line = indent + strings.TrimPrefix(trimmed, "#")
+			}
 		case section == "backend cipherd" && word == "server":
 			if counts["server"]++; counts["server"] > 1 {
 				continue
@@ -73,7 +84,7 @@ func renderConfig(example string, p lbParams) (string, error) {
 		}
 		out = append(out, line)
 	}
-	for _, k := range []string{"stats socket", "frontend bind", "stats bind", "default-server", "server"} {
+	for _, k := range []string{"stats socket", "frontend bind", "stats bind", "default-server", "proxy protocol", "server"} {
 		if counts[k] == 0 || k != "server" && counts[k] != 1 {
 			return "", fmt.Errorf("expected one %q line in its section, found %d", k, counts[k])
 		}
@@ -154,21 +165,30 @@ func TestRenderConfigRefusesOtherShapes(t *testing.T) {
 	p := lbParams{Bind: "127.0.0.1:1", StatsBind: "127.0.0.1:2", Socket: "/s", Inter: "1s", FastInter: "1s", DownInter: "1s",
 		Servers: [][2]string{{"a", "127.0.0.1:3"}}}
 	good := "global\n    stats socket /x\nfrontend cipherd\n    bind :80\nbackend cipherd\n" +
-		"    default-server check inter 2s fastinter 1s downinter 2s\n    server s1 10.0.0.1:80\n    server s2 10.0.0.2:80\nlisten stats\n    bind :81\n"
+		"    default-server check inter 2s fastinter 1s downinter 2s\n    #default-server send-proxy-v2 check-send-proxy\n" +
+		"    server s1 10.0.0.1:80\n    server s2 10.0.0.2:80\nlisten stats\n    bind :81\n"
 	out, err := renderConfig(good, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "global\n    stats socket /s mode 600 level admin\nfrontend cipherd\n    bind 127.0.0.1:1\nbackend cipherd\n" +
-		"    default-server check inter 1s fastinter 1s downinter 1s\n    server a 127.0.0.1:3\nlisten stats\n    bind 127.0.0.1:2\n"
+		"    default-server check inter 1s fastinter 1s downinter 1s\n    #default-server send-proxy-v2 check-send-proxy\n" +
+		"    server a 127.0.0.1:3\nlisten stats\n    bind 127.0.0.1:2\n"
 	if out != want {
 		t.Fatalf("rendered:\n%s\nwant:\n%s", out, want)
 	}
+	p.ProxyProtocol = true
+	out, err = renderConfig(good, p)
+	if want := strings.Replace(want, "#default-server send-proxy-v2", "default-server send-proxy-v2", 1); err != nil || out != want {
+		t.Fatalf("rendered with the PROXY protocol (%v):\n%s\nwant:\n%s", err, out, want)
+	}
+	p.ProxyProtocol = false
 	for _, bad := range []string{
 		strings.Replace(good, "frontend cipherd", "frontend web", 1),
 		strings.Replace(good, " fastinter 1s", "", 1),
 		strings.Replace(good, "    server s1 10.0.0.1:80\n    server s2 10.0.0.2:80\n", "", 1),
 		strings.Replace(good, "    stats socket /x\n", "", 1),
+		strings.Replace(good, "    #default-server send-proxy-v2 check-send-proxy\n", "", 1),
 	} {
 		if _, err := renderConfig(bad, p); err == nil {
 			t.Errorf("rendered a configuration of another shape:\n%s", bad)
