@@ -175,7 +175,7 @@ func (sp *speedState) measureOpenSSL(ctx context.Context) {
 		log.Warn("openssl not run for /speed's comparison", zap.Error(err))
 		return
 	}
-	row, err := selftest.OpenSSLSpeed(ctx, prog.Path, aead, []int{1024, 16384}, time.Second, 1, false)
+	row, err := selftest.OpenSSLSpeed(ctx, prog.Path, aead, speedview.SummarySizes(), time.Second, 1, false)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("openssl could not measure the AEAD in use for /speed's comparison", zap.String("aead", aead.String()), zap.Error(err))

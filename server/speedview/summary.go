@@ -2,6 +2,7 @@ package speedview
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cipherd/cipherd/kernels"
@@ -53,6 +54,10 @@ type summaryCell struct {
 // summarySizes are the message sizes of the summary: a small message and
 // the bulk one openssl speed's users compare hosts by.
 var summarySizes = []int{1024, 16384}
+
+// SummarySizes returns the message sizes the summary and the fleet view
+// show, for whoever measures figures for them (compare_openssl).
+func SummarySizes() []int { return slices.Clone(summarySizes) }
 
 // goImplementations names Go's own implementation of each AEAD.
 var goImplementations = map[kernels.Cipher]string{
