@@ -32,8 +32,9 @@ import (
 // connections by closing them.
 type coalescingConn struct {
 	net.Conn
-	// peer is the address of the connection's other end: a proxy that
-	// speaks the PROXY protocol, where RemoteAddr is its client's.
+	// peer is the address of the connection's other end when RemoteAddr
+	// is not: a proxy that speaks the PROXY protocol, whose RemoteAddr is
+	// its client's. nil otherwise.
 	peer    net.Addr
 	slack   int64
 	want    atomic.Int64 // the read deadline asked for, in Unix nanoseconds; 0 for none
@@ -149,12 +150,12 @@ func (l coalescingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	peer := c.RemoteAddr
+	cc := &coalescingConn{Conn: c, slack: int64(l.slack)}
 	if pc, ok := c.(*proxyproto.Conn); ok {
 		// Not pc.RemoteAddr, which would wait here for the header.
-		peer = pc.Raw().RemoteAddr
+		cc.peer = pc.Raw().RemoteAddr()
 	}
-	return &coalescingConn{Conn: c, peer: peer(), slack: int64(l.slack)}, nil
+	return cc, nil
 }
 
 // peerIP is the IP address of the other end of the request's connection:

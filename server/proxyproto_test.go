@@ -70,13 +70,13 @@ func proxyHeader(t *testing.T, ts *testServer, v byte, src string) *proxyproto.H
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := proxyproto.HeaderProxyFromAddrs(v, s, ts.ln.Addr())
+	dst := ts.ln.Addr()
 	if s.IP.To4() == nil {
 		// The header names one family; a v6 client reached the proxy
 		// over v6.
-		h = proxyproto.HeaderProxyFromAddrs(v, s, &net.TCPAddr{IP: net.IPv6loopback, Port: 8080})
+		dst = &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}
 	}
-	return h
+	return proxyproto.HeaderProxyFromAddrs(v, s, dst)
 }
 
 func TestProxyProtocolClientAddress(t *testing.T) {
