@@ -89,6 +89,23 @@ func TestAsmRequiresMatchGates(t *testing.T) {
 			}
 		}
 	}
+	// The four-lane SHA-512 is no cipher: its gate is sha512x4Requires.
+	for _, fn := range sha512x4Funcs {
+		af, ok := funcs[fn]
+		if !ok {
+			t.Errorf("sha512x4Funcs lists %s, which no generated file defines", fn)
+			continue
+		}
+		claimed[fn] = true
+		for _, feat := range af.requires {
+			if !baselineAMD64[feat] && !slices.Contains(sha512x4Requires, feat) {
+				t.Errorf("%s (%s) requires %s, but sha512x4Requires %v does not", fn, af.file, feat, sha512x4Requires)
+			}
+		}
+	}
+	if SHA512x4Available() != cpuHas(sha512x4Requires...) {
+		t.Errorf("SHA512x4Available() = %v, but the host's features say %v", SHA512x4Available(), !SHA512x4Available())
+	}
 	for fn, af := range funcs {
 		if !claimed[fn] {
 			t.Errorf("%s (%s) is called by no registered implementation, so nothing gates it", fn, af.file)

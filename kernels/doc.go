@@ -6,7 +6,9 @@
 // here, and the project's own assembly for amd64 (VAES and VPCLMULQDQ over 512- and
 // 256-bit vectors for AES-GCM and AES-CTR, AVX-512 and AVX2 for ChaCha20, AVX-512
 // IFMA and MULX for Poly1305), generated with avo from the programs in _asm/ and
-// removed by the purego build tag. [Implementations] returns all of them
+// removed by the purego build tag. Beside the ciphers, [SHA512x4] runs four
+// SHA-512 compressions in the lanes of AVX2 registers, for the sealed format's
+// per-message key derivation. [Implementations] returns all of them
 // in order of preference; each reports whether this host can run it
 // ([Implementation.Available], decided once at start-up in cpu.go) and constructs
 // ciphers bound to that one code path, so the self-test and the benchmark can
