@@ -24,6 +24,7 @@ type BatchSealer struct {
 	info  Info
 	salts *bufio.Reader
 	use   *usageCounts
+	ahead keysAhead
 }
 
 // batchSalts is how many salts a BatchSealer reads at once.
@@ -55,7 +56,7 @@ func (z *BatchSealer) SealedLen(n int) int {
 // plaintext and context (with a salt of its own).
 func (z *BatchSealer) AppendSeal(dst, plaintext, context []byte) ([]byte, error) {
 	im := z.s.forSize(z.info.AEAD, z.im, len(plaintext))
-	keys, out, err := startBody(append(dst, z.hdr...), z.salts, im, z.prk, context)
+	keys, out, err := startBodyAhead(append(dst, z.hdr...), &z.ahead, z.salts, im, z.prk, context)
 	if err != nil {
 		return dst, err
 	}

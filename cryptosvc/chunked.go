@@ -65,6 +65,10 @@ type prk struct {
 	pool *sync.Pool // of *expander; nil for a key that expands once (newPRKOnce)
 	key  []byte     // the key, when pool is nil
 	n    int        // key length
+	// pads are the HMAC key's inner and outer chaining values, from which
+	// expand4 derives four messages' keys at once; nil where
+	// kernels.SHA512x4 is not available, and for a key that expands once.
+	pads *[2][8]uint64
 }
 
 // expander is one keyed HMAC with the scratch space of an expansion, kept
@@ -80,7 +84,11 @@ const maxKeptInfo = 4 << 10
 
 func newPRK(key []byte) prk {
 	k := bytes.Clone(key)
-	return prk{pool: &sync.Pool{New: func() any { return &expander{mac: hmac.New(sha512.New, k)} }}, n: len(k)}
+	p := prk{pool: &sync.Pool{New: func() any { return &expander{mac: hmac.New(sha512.New, k)} }}, n: len(k)}
+	if kernels.SHA512x4Available() && len(k) <= sha512.BlockSize {
+		p.pads = hmacPads(k)
+	}
+	return p
 }
 
 // newPRKOnce returns a PRK for a key that is expanded once, such as a
@@ -211,10 +219,23 @@ func deriveChunked(im *kernels.Implementation, input prk, salt, context []byte) 
 		return nil, commitment, fmt.Errorf("cryptosvc: chunked-encryption input key of %d bytes for %s", input.n, c)
 	}
 	k := newChunkedKeys(im)
-	// The output goes into k's scratch space, which is on the heap already:
-	// the AEAD constructor and Rekey would move a local buffer there.
-	out := k.derived[:c.KeySize()+chunkNonceSize+commitmentSize]
+	out := k.derivedFor(c)
 	input.expand(out, chunkedInfoPrefix, ianaNames[id], zeroByte, salt, context)
+	return k.useDerived(im, c)
+}
+
+// derivedFor returns k's scratch space for the expanded key, nonce and
+// commitment of a message under c. It is on the heap already: the AEAD
+// constructor and Rekey would move a local buffer there.
+func (k *chunkedKeys) derivedFor(c kernels.Cipher) []byte {
+	return k.derived[:c.KeySize()+chunkNonceSize+commitmentSize]
+}
+
+// useDerived keys k with what derivedFor's space holds, clears it, and
+// returns the commitment.
+func (k *chunkedKeys) useDerived(im *kernels.Implementation, c kernels.Cipher) (*chunkedKeys, [commitmentSize]byte, error) {
+	var commitment [commitmentSize]byte
+	out := k.derivedFor(c)
 	err := k.setKey(im, out[:c.KeySize()])
 	copy(k.nonce[:], out[c.KeySize():])
 	copy(commitment[:], out[c.KeySize()+chunkNonceSize:])

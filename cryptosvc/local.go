@@ -135,6 +135,7 @@ type LocalSealer struct {
 	im     *kernels.Implementation
 	info   Info
 	rand   io.Reader
+	ahead  keysAhead
 }
 
 // NewLocalSealer returns a sealer of messages under sk. It keeps a copy of
@@ -174,7 +175,7 @@ func (l *LocalSealer) Seal(dst, plaintext, context []byte) ([]byte, error) {
 		return nil, ErrTooLarge
 	}
 	out := append(dst, l.header...)
-	keys, out, err := startBody(out, l.rand, l.im, l.input, context)
+	keys, out, err := startBodyAhead(out, &l.ahead, l.rand, l.im, l.input, context)
 	if err != nil {
 		return nil, err
 	}

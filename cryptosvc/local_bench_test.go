@@ -34,7 +34,19 @@ func BenchmarkLocalSeal(b *testing.B) {
 				}
 			}
 		})
+		// What Seal derives per message: four messages' keys at a time where
+		// the host has kernels.SHA512x4, and one message's alone.
 		b.Run(c.String()+"/derive", func(b *testing.B) {
+			dst := make([]byte, 0, 256)
+			for b.Loop() {
+				keys, _, err := startBodyAhead(dst[:0], &l.ahead, l.rand, l.im, l.input, ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				keys.release()
+			}
+		})
+		b.Run(c.String()+"/derive-one", func(b *testing.B) {
 			dst := make([]byte, 0, 256)
 			for b.Loop() {
 				keys, _, err := startBody(dst[:0], l.rand, l.im, l.input, ctx)

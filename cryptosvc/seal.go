@@ -83,6 +83,31 @@ func startBody(dst []byte, rnd io.Reader, im *kernels.Implementation, input prk,
 	return keys, append(dst, commitment[:]...), nil
 }
 
+// startBodyAhead is startBody for a sealer of many messages: the salt and
+// the derived keys come from a, four messages' at a time where a can.
+func startBodyAhead(dst []byte, a *keysAhead, rnd io.Reader, im *kernels.Implementation, input prk, context []byte) (*chunkedKeys, []byte, error) {
+	c := im.Cipher()
+	id := aeadID(c)
+	if id == 0 || input.n != c.KeySize() {
+		return startBody(dst, rnd, im, input, context) // its error
+	}
+	k := newChunkedKeys(im)
+	out := append(dst, make([]byte, saltSize)...)
+	ok, err := a.take(rnd, input, id, context, out[len(dst):], k.derivedFor(c))
+	if !ok || err != nil {
+		k.release()
+		if err != nil {
+			return nil, nil, err
+		}
+		return startBody(dst, rnd, im, input, context)
+	}
+	k, commitment, err := k.useDerived(im, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, append(out, commitment[:]...), nil
+}
+
 // openBody checks the commitment at the start of body and returns the key
 // state and the chunks that follow.
 func openBody(im *kernels.Implementation, input prk, body, context []byte) (*chunkedKeys, []byte, error) {

@@ -149,6 +149,11 @@ func (e *selfExample) run(im *kernels.Implementation) ([]KnownAnswer, error) {
 			expandOut(newPRK(e.secret), e.aead.KeySize(), []byte(labelDirect), zeroByte, ianaNames[id], zeroByte, h.prefix()), e.inputKey)
 		add("HKDF-Expand-SHA-512: body key, base nonce and commitment",
 			expandOut(vk.direct[id], len(e.derived), chunkedInfoPrefix, ianaNames[id], zeroByte, e.rand, e.context), e.derived)
+		for lane := range aheadLanes {
+			if got := expand4Out(vk.direct[id], len(e.derived), lane, chunkedInfoPrefix, ianaNames[id], zeroByte, e.rand, e.context); got != nil {
+				add(fmt.Sprintf("HKDF-Expand-SHA-512, four at once, lane %d: body key, base nonce and commitment", lane), got, e.derived)
+			}
+		}
 		msg, err = sealDirect(nil, rnd, im, &h, vk, e.plaintext, e.context)
 	case ModeEnvelope:
 		add("HKDF-Expand-SHA-512: wrapping key",
@@ -191,7 +196,7 @@ func ExpandKnownAnswers() []KnownAnswer {
 	}
 	h := Header{AEAD: e.aead, KeyName: e.keyName, KeyVersion: 1}
 	vk := deriveVersionKeys(&secret, e.keyName, 1)
-	return []KnownAnswer{
+	answers := []KnownAnswer{
 		{Name: "HKDF-Expand-SHA-512: direct input key",
 			Got:  expandOut(newPRK(e.secret), e.aead.KeySize(), []byte(labelDirect), zeroByte, ianaNames[id], zeroByte, h.prefix()),
 			Want: e.inputKey},
@@ -199,6 +204,39 @@ func ExpandKnownAnswers() []KnownAnswer {
 			Got:  expandOut(vk.direct[id], len(e.derived), chunkedInfoPrefix, ianaNames[id], zeroByte, e.rand, e.context),
 			Want: e.derived},
 	}
+	for lane := range aheadLanes {
+		if got := expand4Out(vk.direct[id], len(e.derived), lane, chunkedInfoPrefix, ianaNames[id], zeroByte, e.rand, e.context); got != nil {
+			answers = append(answers, KnownAnswer{
+				Name: fmt.Sprintf("HKDF-Expand-SHA-512, four at once, lane %d: body key, base nonce and commitment", lane),
+				Got:  got, Want: e.derived})
+		}
+	}
+	return answers
+}
+
+// expand4Out returns n bytes of lane's output of p.expand4 with info in
+// that lane and, in the three others, info with every bit flipped, so that
+// a lane that read another's input answers wrong. It returns nil where p
+// has no four-lane derivation (kernels.SHA512x4 unavailable).
+func expand4Out(p prk, n, lane int, info ...[]byte) []byte {
+	if p.pads == nil {
+		return nil
+	}
+	mine := bytes.Join(info, nil)
+	other := bytes.Clone(mine)
+	for i := range other {
+		other[i] ^= 0xff
+	}
+	var hs kernels.SHA512x4
+	var scratch, outs, infos [aheadLanes][]byte
+	for j := range aheadLanes {
+		outs[j] = make([]byte, n)
+		infos[j] = other
+	}
+	infos[lane] = mine
+	got := outs[lane]
+	p.expand4(&hs, &scratch, &outs, &infos)
+	return got
 }
 
 // expandOut returns n bytes of p.expand(info...).

@@ -1,0 +1,199 @@
+package cryptosvc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/cipherd/cipherd/kernels"
+)
+
+func skipWithoutAhead(t testing.TB) {
+	t.Helper()
+	if !kernels.SHA512x4Available() {
+		t.Skip("no four-lane SHA-512 on this host")
+	}
+}
+
+// expand4 gives each lane what expand gives its info alone: PRKs of both
+// sizes, infos from empty to several blocks long, outputs of one to four
+// blocks, and four different infos per call.
+func TestExpand4MatchesExpand(t *testing.T) {
+	skipWithoutAhead(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	fill := func(b []byte) {
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+	}
+	var hs kernels.SHA512x4
+	var scratch [aheadLanes][]byte
+	for _, keyLen := range []int{16, 32, 64, 128} {
+		key := make([]byte, keyLen)
+		fill(key)
+		p := newPRK(key)
+		if p.pads == nil {
+			t.Fatalf("a %d-byte PRK has no pads", keyLen)
+		}
+		for _, infoLen := range []int{0, 1, 46, 47, 110, 111, 112, 174, 175, 300, 1000} {
+			for _, n := range []int{1, 60, 64, 76, 128, 200, 256} {
+				var outs, got, infos [aheadLanes][]byte
+				for j := range aheadLanes {
+					infos[j] = make([]byte, infoLen)
+					fill(infos[j])
+					outs[j] = make([]byte, n)
+					got[j] = outs[j]
+				}
+				p.expand4(&hs, &scratch, &outs, &infos)
+				for j := range aheadLanes {
+					want := make([]byte, n)
+					p.expand(want, infos[j])
+					if !bytes.Equal(got[j], want) {
+						t.Fatalf("key %d, info %d, out %d, lane %d: %x, want %x", keyLen, infoLen, n, j, got[j], want)
+					}
+				}
+			}
+		}
+	}
+	for j := range aheadLanes {
+		if len(scratch[j]) > 0 && bytes.Count(scratch[j][:cap(scratch[j])], []byte{0}) != cap(scratch[j]) {
+			t.Errorf("lane %d's scratch space holds what it hashed", j)
+		}
+	}
+}
+
+// countingReader is a deterministic randomness source that records what it
+// handed out.
+type countingReader struct {
+	mu  sync.Mutex
+	rng *rand.ChaCha8
+	out bytes.Buffer
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rng.Read(p)
+	r.out.Write(p)
+	return len(p), nil
+}
+
+// A local sealer's messages take their salts from the randomness in order,
+// none skipped twice and none used twice, whether its messages share a
+// context (four derived at a time) or change context (the queue dropped),
+// and every message opens on the service under its own context only.
+func TestLocalSealerAheadSalts(t *testing.T) {
+	skipWithoutAhead(t)
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s, sk, l := newTestSealer(t, c)
+		rnd := &countingReader{rng: rand.NewChaCha8([32]byte{byte(c)})}
+		l.rand = rnd
+		hlen := len(sk.Header)
+		contexts := []string{"a", "a", "a", "a", "a", "a", "a", "b", "a", "a", "a", "", "", "", "", "", "", string(make([]byte, aheadMaxContext+1)), string(make([]byte, aheadMaxContext+1))}
+		seen := map[string]bool{}
+		var salts []byte
+		for i, cx := range contexts {
+			pt := []byte(fmt.Sprintf("message %d", i))
+			ct, err := l.Seal(nil, pt, []byte(cx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			salt := ct[hlen : hlen+saltSize]
+			if seen[string(salt)] {
+				t.Fatalf("%s: message %d reuses a salt", c, i)
+			}
+			seen[string(salt)] = true
+			salts = append(salts, salt...)
+			if i == 1 && (l.ahead.n != aheadLanes || l.ahead.next != 1) {
+				t.Fatalf("%s: the second message with one context did not derive four (queue %d of %d)", c, l.ahead.next, l.ahead.n)
+			}
+			if got, _, err := s.Open(ctx, "k", ct, []byte(cx)); err != nil || !bytes.Equal(got, pt) {
+				t.Fatalf("%s: message %d (context %q): %v", c, i, cx[:min(len(cx), 8)], err)
+			}
+			if _, _, err := s.Open(ctx, "k", ct, []byte(cx+"x")); err == nil {
+				t.Fatalf("%s: message %d opens under another context", c, i)
+			}
+		}
+		// Every salt used came from the randomness, in order; a queue
+		// dropped at a change of context leaves a gap of unused salts,
+		// never a salt used out of turn.
+		all := rnd.out.Bytes()
+		pos := 0
+		for i := 0; i < len(salts); i += saltSize {
+			k := bytes.Index(all[pos:], salts[i:i+saltSize])
+			if k < 0 || k%saltSize != 0 {
+				t.Fatalf("%s: message %d's salt is not the next the randomness gave", c, i/saltSize)
+			}
+			pos += k + saltSize
+		}
+	}
+}
+
+// Goroutines sealing with one local sealer get distinct salts and messages
+// that open (run with -race: the queue is shared).
+func TestLocalSealerAheadConcurrent(t *testing.T) {
+	ctx := context.Background()
+	s, _, l := newTestSealer(t, kernels.AES256GCM)
+	const workers, each = 4, 50
+	cts := make([][][]byte, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				ct, err := l.Seal(nil, []byte{byte(w), byte(i)}, []byte("same"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cts[w] = append(cts[w], ct)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for w := range workers {
+		for i, ct := range cts[w] {
+			if got, _, err := s.Open(ctx, "k", ct, []byte("same")); err != nil || !bytes.Equal(got, []byte{byte(w), byte(i)}) {
+				t.Fatalf("worker %d, message %d: %v", w, i, err)
+			}
+			key := string(ct[:len(ct)-16])
+			if seen[key] {
+				t.Fatalf("worker %d, message %d: a message made twice", w, i)
+			}
+			seen[key] = true
+		}
+	}
+}
+
+// BenchmarkDeriveAhead is the key derivation of one message of a sealer
+// that makes many with one context (a quarter of a four-lane derivation,
+// and the salt), to set against BenchmarkLocalSeal/*/derive's one at a
+// time.
+func BenchmarkDeriveAhead(b *testing.B) {
+	skipWithoutAhead(b)
+	for _, c := range SealAEADs {
+		b.Run(c.String(), func(b *testing.B) {
+			key := make([]byte, c.KeySize())
+			p := newPRK(key)
+			var a keysAhead
+			var salt [saltSize]byte
+			var out [32 + chunkNonceSize + commitmentSize]byte
+			o := out[:c.KeySize()+chunkNonceSize+commitmentSize]
+			id := aeadID(c)
+			a.take(zeros{}, p, id, nil, salt[:], o)
+			for b.Loop() {
+				a.take(zeros{}, p, id, nil, salt[:], o)
+			}
+		})
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
