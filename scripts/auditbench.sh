@@ -6,6 +6,11 @@
 #
 #   base: BASE (default 755276a, the tree before the audit trail), no
 #         records;
+#   off:  the working tree built with the audit trail compiled out (a
+#         `go build -overlay` of server/audit.go in which no record is
+#         built or written; cipherd itself has no such switch): the tree's
+#         cost without the audit trail, which base also differs from by
+#         everything else since BASE;
 #   null: the working tree with audit_log /dev/null: each record built and
 #         written, nothing synced (what the records cost, and what else
 #         changed since BASE);
@@ -15,9 +20,9 @@
 # It prints each round's requests per second, server CPU per request
 # (user + system time over the requests wrk completed) and the busy time of
 # the servers' CPU per request (which adds the kernel's work there on the
-# server's behalf), each round's ratios tree/null and tree/base, their
-# medians, and the tree's records per sync (cipherd_audit_records_total
-# over cipherd_audit_syncs_total).
+# server's behalf), each round's ratios tree/off (what the audit trail
+# costs), tree/null and tree/base, their medians, and the tree's records
+# per sync (cipherd_audit_records_total over cipherd_audit_syncs_total).
 #
 #   ROUNDS=5 DUR=5s scripts/auditbench.sh
 #   BODY=batch scripts/auditbench.sh
@@ -43,10 +48,16 @@ git worktree add -q --detach "$work/base" "$BASE"
 (cd "$work/base" && go build -o "$work/cipherd-base" ./cmd/cipherd)
 go build -o "$work/cipherd-tree" ./cmd/cipherd
 cp "$work/cipherd-tree" "$work/cipherd-null"
+# off: appendAuditRecord returns its buffer as it came, commitAudit nil.
+awk '{print} /^func \(s \*Server\) appendAuditRecord\(/ {print "\treturn b"} /^func \(s \*Server\) commitAudit\(/ {print "\treturn nil"}' \
+  server/audit.go >"$work/audit_off.go"
+[ "$(grep -c '^	return b$\|^	return nil$' "$work/audit_off.go")" -ge 2 ] || { echo "auditbench: could not compile the audit trail out" >&2; exit 1; }
+printf '{"Replace": {"%s": "%s"}}\n' "$PWD/server/audit.go" "$work/audit_off.go" >"$work/overlay.json"
+go build -overlay "$work/overlay.json" -o "$work/cipherd-off" ./cmd/cipherd
 n=$(nproc)
 srv=(taskset -c $((n - 1))) cli=(taskset -c 0-$((n - 2)))
-vs=(base null tree)
-declare -A port=([base]=18490 [null]=18492 [tree]=18491)
+vs=(base off null tree)
+declare -A port=([base]=18490 [off]=18493 [null]=18492 [tree]=18491)
 for v in "${vs[@]}"; do
   extra=()
   [ "$v" = null ] && extra=(CIPHERD_AUDIT_LOG=/dev/null)
@@ -81,7 +92,7 @@ hz=$(getconf CLK_TCK)
 for v in "${vs[@]}"; do # warm-up, not counted
   "${cli[@]}" wrk -t1 -c$CONNS -d2s -s "$work/post.lua" http://127.0.0.1:${port[$v]}/v1/encrypt/default >/dev/null
 done
-echo "== $BODY encrypt, wrk -t1 -c$CONNS -d$DUR, $ROUNDS interleaved rounds: base $BASE, tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes)"
+echo "== $BODY encrypt, wrk -t1 -c$CONNS -d$DUR, $ROUNDS interleaved rounds: base $BASE, off and null and tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes)"
 for r in $(seq "$ROUNDS"); do
   for v in "${vs[@]}"; do
     p=pid_$v
@@ -105,16 +116,16 @@ awk '{cpu[$1, $2] = $3; busy[$1, $2] = $4; if ($1 > n) n = $1}
     return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
   }
   END {
-    split("base null tree", vs)
-    for (w = 1; w <= 3; w++) {
+    split("base off null tree", vs)
+    for (w = 1; w <= 4; w++) {
       for (r = 1; r <= n; r++) {c[r] = cpu[r, vs[w]]; u[r] = busy[r, vs[w]]}
       lo = c[1]; hi = c[1]; for (r = 2; r <= n; r++) {if (c[r] < lo) lo = c[r]; if (c[r] > hi) hi = c[r]}
       printf "%s: server CPU median %.1f µs/req (%.1f–%.1f)", vs[w], med(c, n), lo, hi
       lo = u[1]; hi = u[1]; for (r = 2; r <= n; r++) {if (u[r] < lo) lo = u[r]; if (u[r] > hi) hi = u[r]}
       printf ", CPU busy %.1f (%.1f–%.1f)\n", med(u, n), lo, hi
     }
-    split("null base", against)
-    for (w = 1; w <= 2; w++) {
+    split("off null base", against)
+    for (w = 1; w <= 3; w++) {
       o = against[w]; line = ""
       for (r = 1; r <= n; r++) {
         c[r] = cpu[r, "tree"] / cpu[r, o]; u[r] = busy[r, "tree"] / busy[r, o]
