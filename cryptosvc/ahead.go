@@ -26,8 +26,11 @@ import (
 // open nothing, and HKDF gives nothing of the data key away.
 type keysAhead struct {
 	mu      sync.Mutex
-	context []byte // of the queued keys, and of the last message sealed
-	next, n int    // queued: derived[next:n]
+	context []byte        // of the queued keys, and of the last message sealed
+	pads    *[2][8]uint64 // the PRK of the queued keys
+	id      uint8         // their AEAD
+	size    int           // the length of each one's material
+	next, n int           // queued: derived[next:n]
 	salt    [aheadLanes * saltSize]byte
 	derived [aheadLanes][32 + chunkNonceSize + commitmentSize]byte
 	info    [aheadLanes][]byte // each lane's info
@@ -50,7 +53,7 @@ const (
 func (a *keysAhead) take(rnd io.Reader, input prk, id uint8, context []byte, salt, out []byte) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.next < a.n && bytes.Equal(a.context, context) {
+	if a.next < a.n && a.pads == input.pads && a.id == id && a.size == len(out) && bytes.Equal(a.context, context) {
 		a.pop(salt, out)
 		return true, nil
 	}
@@ -78,7 +81,7 @@ func (a *keysAhead) take(rnd io.Reader, input prk, id uint8, context []byte, sal
 	for j := range aheadLanes {
 		clear(a.info[j])
 	}
-	a.next, a.n = 0, aheadLanes
+	a.next, a.n, a.pads, a.id, a.size = 0, aheadLanes, input.pads, id, len(out)
 	a.pop(salt, out)
 	return true, nil
 }

@@ -197,3 +197,46 @@ func BenchmarkDeriveAhead(b *testing.B) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// A queue filled for one PRK, AEAD or length is not served to another: what
+// take gives for a different one is that one's own derivation for the salt
+// it gives.
+func TestKeysAheadMatchesItsInputs(t *testing.T) {
+	skipWithoutAhead(t)
+	k1, k2 := make([]byte, 32), make([]byte, 32)
+	k2[0] = 1
+	p1, p2 := newPRK(k1), newPRK(k2)
+	rnd := &countingReader{rng: rand.NewChaCha8([32]byte{7})}
+	aes := aeadID(kernels.AES256GCM)
+	var salt [saltSize]byte
+	for _, c := range []struct {
+		name string
+		p    prk
+		id   uint8
+		n    int
+	}{
+		{"another PRK", p2, aes, 76},
+		{"another AEAD", p1, aeadID(kernels.ChaCha20Poly1305), 76},
+		{"another length", p1, aes, 60},
+	} {
+		var a keysAhead
+		out := make([]byte, 76)
+		for range 2 { // the second fills the queue for p1
+			if _, err := a.take(rnd, p1, aes, nil, salt[:], out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a.next != 1 || a.n != aheadLanes {
+			t.Fatalf("%s: queue %d of %d after two takes", c.name, a.next, a.n)
+		}
+		got := make([]byte, c.n)
+		if _, err := a.take(rnd, c.p, c.id, nil, salt[:], got); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, c.n)
+		c.p.expand(want, chunkedInfoPrefix, ianaNames[c.id], zeroByte, salt[:], nil)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: got the queue's key, not its own", c.name)
+		}
+	}
+}
