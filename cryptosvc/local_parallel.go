@@ -118,6 +118,9 @@ func (l *LocalSealer) sealParallel(w io.Writer, context []byte, workers int, don
 				if done != nil && j.err == nil {
 					done(j.pt)
 				}
+				// Only now: the writer hands j back for the next block
+				// once it is done, and done read j.pt.
+				close(j.done)
 			}
 		}()
 	}
@@ -178,9 +181,9 @@ func (l *LocalSealer) sealParallel(w io.Writer, context []byte, workers int, don
 }
 
 // seal seals the block's chunks into out, with nonce as the nonce's
-// storage. A memory fault reading the plaintext becomes j.err.
+// storage. A memory fault reading the plaintext becomes j.err. The caller
+// closes j.done.
 func (j *sealJob) seal(keys *chunkedKeys, nonce *[chunkNonceSize]byte) {
-	defer close(j.done)
 	defer func() {
 		// Only a fault in the plaintext's own memory is the source's: any
 		// other panic is a bug and stays one.
