@@ -16,13 +16,19 @@
 # (/usr/bin/time); the end prints the median and range of each ratio. The
 # service runs on a free port with a data directory of its own.
 #
+# The sealed output goes to /dev/null; with OUT=file it goes to a new file
+# beside the inputs, as `-o FILE` writes it, removed (and the removal
+# synced) after each seal, untimed.
+#
 #   ROUNDS=8 scripts/localbench.sh
+#   ROUNDS=8 OUT=file scripts/localbench.sh
 #   SIZE_MB=256 DIR=/var/tmp scripts/localbench.sh   # where the files go
 #
 # Needs curl and GNU time (Debian: curl, time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-8}
+OUT=${OUT:-null}
 SIZE_MB=${SIZE_MB:-1024}
 PORT=${PORT:-18495}
 work=$(mktemp -d "${DIR:-/tmp}/localbench.XXXXXX")
@@ -49,15 +55,18 @@ seal() { "$work/cipherd" encrypt --local --key default -progress always -i "$1" 
 seal "$work/read"
 
 bytes=$((SIZE_MB << 20))
-echo "== $SIZE_MB MiB sealed locally against cipherd speed -evp aes-256-gcm -bytes 16384 -seconds 1, $ROUNDS rounds, tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes), load $(cut -d' ' -f1-3 /proc/loadavg)"
+out=/dev/null
+[ "$OUT" = file ] && out="$work/sealed"
+echo "== $SIZE_MB MiB sealed locally into $out against cipherd speed -evp aes-256-gcm -bytes 16384 -seconds 1, $ROUNDS rounds, tree $(git rev-parse --short HEAD)$(git diff --quiet || echo +changes), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
   k=$("$work/cipherd" speed -evp aes-256-gcm -bytes 16384 -seconds 1 -mr 2>/dev/null | awk -F: '/^\+F:/ {print $4}')
   line=$(awk -v k="$k" 'BEGIN {printf "kernel %5.2f GB/s", k / 1e9}')
   for f in written read; do
     t0=$(date +%s.%N)
     /usr/bin/time -o "$work/time" -f '%U %S %R' "$work/cipherd" encrypt --local --key default \
-      -progress always -i "$work/$f" -o /dev/null 2>/dev/null
+      -progress always -i "$work/$f" -o "$out" 2>/dev/null
     t1=$(date +%s.%N)
+    if [ "$OUT" = file ]; then rm -f "$out"; sync; fi
     line+=$(awk -v k="$k" -v b=$bytes -v t0="$t0" -v t1="$t1" -v f=$f '{
       bps = b / (t1 - t0)
       printf "  %s %5.2f GB/s (%.2f) user %.2f sys %.2f faults %d", f, bps / 1e9, bps / k, $1, $2, $3

@@ -329,6 +329,11 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		if showProgress {
 			meter = startProgress(stderr, "cipherd "+op, size)
 		}
+		if size >= 0 {
+			// The output is at most this long: the message sealing size
+			// bytes, or the plaintext of a message of size bytes, shorter.
+			out.reserve(cryptosvc.MaxSealedLen(size))
+		}
 		src := meter.reader(io.MultiReader(bytes.NewReader(head), in))
 		if size >= 0 {
 			// The client sends a source that knows its length with it, and
