@@ -71,8 +71,13 @@ func (s *Server) tokenRecord(issuer *identity, req *api.CreateTokenRequest, now 
 	a := s.auth()
 	for i, name := range req.Policies {
 		p := a.policies[name]
-		if p == nil || slices.Contains(req.Policies[:i], name) {
-			return nil, apiError(api.CodeInvalidToken, "policies must name distinct policies of the configuration")
+		switch {
+		case len(a.policies) == 0:
+			return nil, apiError(api.CodeInvalidToken, "the configuration defines no policies, and a token holds some: add one to its policies")
+		case p == nil:
+			return nil, apiError(api.CodeInvalidToken, fmt.Sprintf("policies[%d] is not a policy of the configuration", i))
+		case slices.Contains(req.Policies[:i], name):
+			return nil, apiError(api.CodeInvalidToken, fmt.Sprintf("policies[%d] repeats an earlier one", i))
 		}
 		if !issuer.admin && !slices.Contains(issuer.policies, p) {
 			return nil, apiError(api.CodeForbidden, "a token can hold only policies its issuer holds")

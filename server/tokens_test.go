@@ -502,3 +502,28 @@ func TestTokensLostAdminToken(t *testing.T) {
 		t.Fatalf("revoke with the configured admin token: %d %s", r.code, r.body)
 	}
 }
+
+// A token's policies that the configuration lacks are named by their place
+// in the request, never by the name sent, and a configuration with no
+// policies at all says so.
+func TestTokenPolicyMessages(t *testing.T) {
+	ts := startTestServer(t, tokenTestConfig(newTokenClock()))
+	for body, want := range map[string]string{
+		`{"name":"x","policies":["orders","nope"]}`:   "policies[1] is not a policy of the configuration",
+		`{"name":"x","policies":["orders","orders"]}`: "policies[1] repeats an earlier one",
+	} {
+		r := secMustSend(t, plainClient, "POST", ts.URL+api.RouteTokens, ts.Token, []byte(body))
+		var e api.Error
+		json.Unmarshal(r.body, &e)
+		if r.code != 400 || e.Message != want {
+			t.Errorf("%s: %d %q, want 400 %q", body, r.code, e.Message, want)
+		}
+	}
+	bare := startTestServer(t, Config{})
+	r := secMustSend(t, plainClient, "POST", bare.URL+api.RouteTokens, bare.Token, []byte(`{"name":"x","policies":["orders"]}`))
+	var e api.Error
+	json.Unmarshal(r.body, &e)
+	if r.code != 400 || !strings.Contains(e.Message, "defines no policies") {
+		t.Errorf("no policies configured: %d %q", r.code, e.Message)
+	}
+}
