@@ -18,7 +18,11 @@ import (
 // what one message's chain costs alone (BenchmarkLocalSeal/*/derive against
 // */derive-one). It starts at the second message in a row with the same
 // context: a sealer of one message, or of messages whose contexts all
-// differ, derives each key alone and reads no salt it does not use.
+// differ, derives each key alone and reads no salt it does not use. Keys
+// derived ahead and dropped when the context changed are wasted work, so
+// after such a drop it waits for four messages in a row with one context
+// before deriving ahead again: contexts that change every other message
+// cost one wasted derivation, not one per change (TestKeysAheadBacksOff).
 //
 // The queued salts and keys are the next messages', cleared from the queue
 // as they are taken. A sealer dropped with keys queued leaves them to the
@@ -31,6 +35,8 @@ type keysAhead struct {
 	id      uint8         // their AEAD
 	size    int           // the length of each one's material
 	next, n int           // queued: derived[next:n]
+	run     int           // messages in a row with context, this one included
+	wary    bool          // keys were dropped unused: wait for a longer run
 	salt    [aheadLanes * saltSize]byte
 	derived [aheadLanes][32 + chunkNonceSize + commitmentSize]byte
 	info    [aheadLanes][]byte // each lane's info
@@ -53,16 +59,29 @@ const (
 func (a *keysAhead) take(rnd io.Reader, input prk, id uint8, context []byte, salt, out []byte) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.next < a.n && a.pads == input.pads && a.id == id && a.size == len(out) && bytes.Equal(a.context, context) {
+	same := a.context != nil && bytes.Equal(a.context, context)
+	if a.next < a.n && a.pads == input.pads && a.id == id && a.size == len(out) && same {
+		a.run++
 		a.pop(salt, out)
 		return true, nil
 	}
+	if a.next < a.n {
+		a.wary = true
+	}
 	a.drop()
-	if input.pads == nil || len(context) > aheadMaxContext || !bytes.Equal(a.context, context) || a.context == nil {
+	if !same {
 		a.context = append(a.context[:0], context...)
 		if a.context == nil {
 			a.context = []byte{} // seen, and empty
 		}
+		a.run = 0
+	}
+	a.run++
+	need := 2
+	if a.wary {
+		need = aheadLanes
+	}
+	if input.pads == nil || len(context) > aheadMaxContext || a.run < need {
 		return false, nil
 	}
 	if _, err := io.ReadFull(rnd, a.salt[:]); err != nil {
@@ -93,6 +112,9 @@ func (a *keysAhead) pop(salt, out []byte) {
 	clear(s)
 	clear(a.derived[a.next][:])
 	a.next++
+	if a.next == a.n {
+		a.wary = false // every key derived ahead was used
+	}
 }
 
 // drop clears what is queued.

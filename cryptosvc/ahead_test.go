@@ -230,13 +230,56 @@ func TestKeysAheadMatchesItsInputs(t *testing.T) {
 			t.Fatalf("%s: queue %d of %d after two takes", c.name, a.next, a.n)
 		}
 		got := make([]byte, c.n)
-		if _, err := a.take(rnd, c.p, c.id, nil, salt[:], got); err != nil {
+		ok, err := a.take(rnd, c.p, c.id, nil, salt[:], got)
+		if err != nil {
 			t.Fatal(err)
 		}
 		want := make([]byte, c.n)
 		c.p.expand(want, chunkedInfoPrefix, ianaNames[c.id], zeroByte, salt[:], nil)
-		if !bytes.Equal(got, want) {
+		if ok && !bytes.Equal(got, want) { // not ok: the caller derives its own
 			t.Errorf("%s: got the queue's key, not its own", c.name)
 		}
+	}
+}
+
+// Contexts that change every other message waste at most one four-lane
+// derivation: after keys are dropped unused, the queue waits for a longer
+// run. Long runs of one context are still derived four at a time.
+func TestKeysAheadBacksOff(t *testing.T) {
+	skipWithoutAhead(t)
+	p := newPRK(make([]byte, 32))
+	aes := aeadID(kernels.AES256GCM)
+	count := func(contexts []string) (derived, used int) {
+		rnd := &countingReader{rng: rand.NewChaCha8([32]byte{9})}
+		var a keysAhead
+		var salt [saltSize]byte
+		out := make([]byte, 76)
+		for _, cx := range contexts {
+			if ok, err := a.take(rnd, p, aes, []byte(cx), salt[:], out); err != nil {
+				t.Fatal(err)
+			} else if !ok {
+				continue // derived alone by the caller, reading nothing here
+			}
+			used++
+		}
+		return rnd.out.Len() / saltSize, used
+	}
+	var pairs []string
+	for range 20 {
+		pairs = append(pairs, "a", "a", "b", "b")
+	}
+	if derived, used := count(pairs); derived-used > aheadLanes-1 {
+		t.Errorf("contexts changing every other message: %d keys derived ahead, %d used", derived, used)
+	}
+	var long []string
+	for range 10 {
+		for range 10 {
+			long = append(long, "x")
+		}
+		long = append(long, "y")
+	}
+	derived, used := count(long)
+	if used < 60 || derived-used > 10*(aheadLanes-1) {
+		t.Errorf("runs of ten: %d keys derived ahead, %d used; want at least 60 used", derived, used)
 	}
 }
