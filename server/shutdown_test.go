@@ -20,13 +20,14 @@ import (
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
+	"github.com/cipherd/cipherd/internal/pgtest"
 	"github.com/cipherd/cipherd/internal/proctest"
 )
 
 // The shutdown tests run the real binary: cipherd serve with a YAML
 // configuration, stopped by SIGTERM in the middle of a streaming upload.
 
-func TestMain(m *testing.M) { proctest.Main(m) }
+func TestMain(m *testing.M) { proctest.Main(m, pgtest.Manage()) }
 
 // buildCipherd returns cmd/cipherd built from this module, skipping the
 // test under -short or without a go command.

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,14 +102,20 @@ var (
 	shared     *Server
 	sharedErr  error
 	sharedOnce sync.Once
+	managed    atomic.Bool // a TestMain will stop the shared cluster
 )
 
 // Shared returns the cluster shared by the tests of this test binary,
 // starting it on first use. Tests take a database of their own
-// (Database); Main stops the cluster.
+// (Database); Main, or the function Manage returns, stops the cluster.
+// Without either the cluster would outlive the tests (postgres runs in a
+// process group of its own), so Shared fails the test.
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	Missing(t)
+	if !managed.Load() {
+		t.Fatal("pgtest.Shared: TestMain must call pgtest.Main, or stop the shared cluster with the function pgtest.Manage returns")
+	}
 	sharedOnce.Do(func() { shared, sharedErr = start() })
 	if sharedErr != nil {
 		t.Fatalf("postgres: %v", sharedErr)
@@ -119,11 +126,22 @@ func Shared(t testing.TB) *Server {
 // Main runs the tests and then stops the shared cluster: call it from
 // TestMain.
 func Main(m *testing.M) {
+	stop := Manage()
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-	}
+	stop()
 	os.Exit(code)
+}
+
+// Manage is for a TestMain that is not Main: it lets the tests use Shared
+// and returns the function that stops the shared cluster, if one was
+// started, to call after m.Run.
+func Manage() func() {
+	managed.Store(true)
+	return func() {
+		if shared != nil {
+			shared.Stop()
+		}
+	}
 }
 
 func start() (*Server, error) {

@@ -39,11 +39,15 @@ var (
 	buildErr  error
 )
 
-// Main runs the tests and then removes the binary Cipherd built: call it
+// Main runs the tests, then each of after (such as the function
+// pgtest.Manage returns), then removes the binary Cipherd built: call it
 // from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M, after ...func()) {
 	inMain.Store(true)
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
