@@ -45,8 +45,23 @@ CL_PROXY_PROTOCOL=${PROXY_PROTOCOL:-true}
 CL_PG_URL=${CL_PG_URL:-}
 CL_PG_DATA=
 
+# cl_ports_free: fail, naming it, if a port the cluster uses is taken
+# (PORT_BASE, +1, +2 and +11 to +19), rather than later as a replica or
+# HAProxy that will not start.
+cl_ports_free() {
+  local p taken
+  for p in $PORT_BASE $((PORT_BASE + 1)) $((PORT_BASE + 2)) $(seq $((PORT_BASE + 11)) $((PORT_BASE + 19))); do
+    taken=$(ss -Htln "sport = :$p" 2>/dev/null || true)
+    if [ -n "$taken" ]; then
+      echo "cluster: port $p is taken; stop what listens there or set PORT_BASE" >&2
+      return 1
+    fi
+  done
+}
+
 # cl_init builds cipherd and makes the keyring, in a fresh work directory.
 cl_init() {
+  cl_ports_free
   CL_WORK=$(mktemp -d)
   (cd "$CL_ROOT" && go build -o "$CL_WORK/cipherd" ./cmd/cipherd)
   case $KEYSTORE in
