@@ -14,15 +14,16 @@ import (
 // salt: HKDF-Expand-SHA-512 over the salt and the context, which for a
 // 32-byte key is five SHA-512 compressions in a chain, each waiting on the
 // last. keysAhead derives the keys of a sealer's next four messages at once,
-// one message per lane of kernels.SHA512x4, for about one and a half times
-// what one message's chain costs alone (BenchmarkLocalSeal/*/derive against
-// */derive-one). It starts at the second message in a row with the same
-// context: a sealer of one message, or of messages whose contexts all
-// differ, derives each key alone and reads no salt it does not use. Keys
-// derived ahead and dropped when the context changed are wasted work, so
-// after such a drop it waits for four messages in a row with one context
-// before deriving ahead again: contexts that change every other message
-// cost one wasted derivation, not one per change (TestKeysAheadBacksOff).
+// one message per lane of kernels.SHA512x4, for less than twice what one
+// message's key costs alone (BenchmarkDeriveAhead, per message, against
+// BenchmarkLocalSeal/*/derive-one). It starts at the second message in a
+// row with the same context: a sealer of one message, or of messages whose
+// contexts all differ, derives each key alone and reads no salt it does
+// not use. Keys derived ahead and dropped when the context changed are
+// wasted work, so after such a drop it waits for four messages in a row
+// with one context before deriving ahead again: contexts that change every
+// other message cost one wasted derivation, not one per change
+// (TestKeysAheadBacksOff).
 //
 // The queued salts and keys are the next messages', cleared from the queue
 // as they are taken. A sealer dropped with keys queued leaves them to the
@@ -54,8 +55,8 @@ const (
 // take writes into salt and out the salt and derived key material (key,
 // base nonce, commitment: out's length) of the next message with context,
 // and reports whether it did. false means the caller derives this message
-// alone; take then remembers the context, so that the next message with the
-// same one starts four at a time.
+// alone; take then remembers the context, so that a run of messages with
+// the same one is derived four at a time.
 func (a *keysAhead) take(rnd io.Reader, input prk, id uint8, context []byte, salt, out []byte) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
