@@ -68,9 +68,10 @@ func TestExpand4MatchesExpand(t *testing.T) {
 // countingReader is a deterministic randomness source that records what it
 // handed out.
 type countingReader struct {
-	mu  sync.Mutex
-	rng *rand.ChaCha8
-	out bytes.Buffer
+	mu    sync.Mutex
+	rng   *rand.ChaCha8
+	out   bytes.Buffer
+	reads map[int]int // reads by length
 }
 
 func (r *countingReader) Read(p []byte) (int, error) {
@@ -78,6 +79,10 @@ func (r *countingReader) Read(p []byte) (int, error) {
 	defer r.mu.Unlock()
 	r.rng.Read(p)
 	r.out.Write(p)
+	if r.reads == nil {
+		r.reads = map[int]int{}
+	}
+	r.reads[len(p)]++
 	return len(p), nil
 }
 
@@ -281,5 +286,65 @@ func TestKeysAheadBacksOff(t *testing.T) {
 	derived, used := count(long)
 	if used < 60 || derived-used > 10*(aheadLanes-1) {
 		t.Errorf("runs of ten: %d keys derived ahead, %d used; want at least 60 used", derived, used)
+	}
+}
+
+// Service.Seal's one-shot messages share their version's queue: from
+// goroutines at once, with one context and with contexts that change,
+// every message opens under its own context only, no salt is used twice,
+// and runs with one context read their salts four at a time.
+func TestServiceSealAhead(t *testing.T) {
+	skipWithoutAhead(t)
+	ctx := context.Background()
+	for _, c := range SealAEADs {
+		s := newTestService(t, c)
+		rnd := &countingReader{rng: rand.NewChaCha8([32]byte{byte(c)})}
+		s.rand = rnd
+		const workers, each = 4, 60
+		msgs := make([][][]byte, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					cx := []byte("same")
+					if w == 3 && i%3 == 0 {
+						cx = []byte(fmt.Sprintf("other %d", i))
+					}
+					ct, _, err := s.Seal(ctx, "k", []byte{byte(w), byte(i)}, cx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					msgs[w] = append(msgs[w], ct, cx)
+				}
+			}()
+		}
+		wg.Wait()
+		seen := map[string]bool{}
+		for w := range workers {
+			for i := 0; i < len(msgs[w]); i += 2 {
+				ct, cx := msgs[w][i], msgs[w][i+1]
+				if got, _, err := s.Open(ctx, "k", ct, cx); err != nil || !bytes.Equal(got, []byte{byte(w), byte(i / 2)}) {
+					t.Fatalf("%s: worker %d, message %d: %v", c, w, i/2, err)
+				}
+				if _, _, err := s.Open(ctx, "k", ct, append(cx, 'x')); err == nil {
+					t.Fatalf("%s: worker %d, message %d opens under another context", c, w, i/2)
+				}
+				_, n, err := ParseHeader(ct)
+				if err != nil {
+					t.Fatal(err)
+				}
+				salt := string(ct[n : n+saltSize])
+				if seen[salt] {
+					t.Fatalf("%s: a salt used twice", c)
+				}
+				seen[salt] = true
+			}
+		}
+		if rnd.reads[aheadLanes*saltSize] == 0 {
+			t.Errorf("%s: no four salts read at once (reads by length %v)", c, rnd.reads)
+		}
 	}
 }

@@ -154,7 +154,7 @@ func (e *selfExample) run(im *kernels.Implementation) ([]KnownAnswer, error) {
 				add(fmt.Sprintf("HKDF-Expand-SHA-512, four at once, lane %d: body key, base nonce and commitment", lane), got, e.derived)
 			}
 		}
-		msg, err = sealDirect(nil, rnd, im, &h, vk, e.plaintext, e.context)
+		msg, err = sealDirect(nil, rnd, im, &h, vk, e.plaintext, e.context, false)
 	case ModeEnvelope:
 		add("HKDF-Expand-SHA-512: wrapping key",
 			expandOut(newPRK(e.secret), e.aead.KeySize(), []byte(labelWrap), zeroByte, ianaNames[id]), e.inputKey)

@@ -351,7 +351,7 @@ func (s *Service) Seal(ctx context.Context, name string, plaintext, context []by
 	}
 	im = s.forSize(h.AEAD, im, len(plaintext))
 	size := headerFixed + len(h.KeyName) + 5 + chunkedPrefix + int(chunkedLen(int64(len(plaintext))))
-	out, err := sealDirect(make([]byte, 0, size), s.rand, im, &h, vk, plaintext, context)
+	out, err := sealDirect(make([]byte, 0, size), s.rand, im, &h, vk, plaintext, context, true)
 	if err != nil {
 		return nil, Info{}, err
 	}
