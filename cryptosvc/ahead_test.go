@@ -34,7 +34,7 @@ func TestExpand4MatchesExpand(t *testing.T) {
 	for _, keyLen := range []int{16, 32, 64, 128} {
 		key := make([]byte, keyLen)
 		fill(key)
-		p := newPRK(key)
+		p := newPRKAhead(key)
 		if p.pads == nil {
 			t.Fatalf("a %d-byte PRK has no pads", keyLen)
 		}
@@ -185,7 +185,7 @@ func BenchmarkDeriveAhead(b *testing.B) {
 	for _, c := range SealAEADs {
 		b.Run(c.String(), func(b *testing.B) {
 			key := make([]byte, c.KeySize())
-			p := newPRK(key)
+			p := newPRKAhead(key)
 			var a keysAhead
 			var salt [saltSize]byte
 			var out [32 + chunkNonceSize + commitmentSize]byte
@@ -210,7 +210,7 @@ func TestKeysAheadMatchesItsInputs(t *testing.T) {
 	skipWithoutAhead(t)
 	k1, k2 := make([]byte, 32), make([]byte, 32)
 	k2[0] = 1
-	p1, p2 := newPRK(k1), newPRK(k2)
+	p1, p2 := newPRKAhead(k1), newPRKAhead(k2)
 	rnd := &countingReader{rng: rand.NewChaCha8([32]byte{7})}
 	aes := aeadID(kernels.AES256GCM)
 	var salt [saltSize]byte
@@ -252,7 +252,7 @@ func TestKeysAheadMatchesItsInputs(t *testing.T) {
 // run. Long runs of one context are still derived four at a time.
 func TestKeysAheadBacksOff(t *testing.T) {
 	skipWithoutAhead(t)
-	p := newPRK(make([]byte, 32))
+	p := newPRKAhead(make([]byte, 32))
 	aes := aeadID(kernels.AES256GCM)
 	count := func(contexts []string) (derived, used int) {
 		rnd := &countingReader{rng: rand.NewChaCha8([32]byte{9})}

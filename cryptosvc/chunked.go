@@ -66,8 +66,8 @@ type prk struct {
 	key  []byte     // the key, when pool is nil
 	n    int        // key length
 	// pads are the HMAC key's inner and outer chaining values, from which
-	// expand4 derives four messages' keys at once; nil where
-	// kernels.SHA512x4 is not available, and for a key that expands once.
+	// expand4 derives four messages' keys at once: set by newPRKAhead where
+	// kernels.SHA512x4 is available, nil otherwise.
 	pads *[2][8]uint64
 }
 
@@ -84,9 +84,16 @@ const maxKeptInfo = 4 << 10
 
 func newPRK(key []byte) prk {
 	k := bytes.Clone(key)
-	p := prk{pool: &sync.Pool{New: func() any { return &expander{mac: hmac.New(sha512.New, k)} }}, n: len(k)}
-	if kernels.SHA512x4Available() && len(k) <= sha512.BlockSize {
-		p.pads = hmacPads(k)
+	return prk{pool: &sync.Pool{New: func() any { return &expander{mac: hmac.New(sha512.New, k)} }}, n: len(k)}
+}
+
+// newPRKAhead is newPRK for a key that seals many messages (a version's
+// direct input key, a local sealer's data key), with the pads expand4
+// needs; the other PRKs of a version skip their cost.
+func newPRKAhead(key []byte) prk {
+	p := newPRK(key)
+	if kernels.SHA512x4Available() && len(key) <= sha512.BlockSize {
+		p.pads = hmacPads(key)
 	}
 	return p
 }

@@ -157,7 +157,7 @@ func NewLocalSealer(sk SealingKey) (*LocalSealer, error) {
 	// A pooled PRK: the data key's keyed HMAC state is kept, so that a
 	// message's key derivation hashes only its own info
 	// (BenchmarkLocalSeal).
-	return &LocalSealer{header: bytes.Clone(sk.Header), input: newPRK(sk.DataKey), im: im, info: infoOf(&h), rand: rand.Reader}, nil
+	return &LocalSealer{header: bytes.Clone(sk.Header), input: newPRKAhead(sk.DataKey), im: im, info: infoOf(&h), rand: rand.Reader}, nil
 }
 
 // Info describes the messages the sealer makes.

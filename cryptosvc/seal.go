@@ -59,7 +59,7 @@ func deriveVersionKeys(secret *Secret, name string, version uint32) *versionKeys
 		k := buf[:c.KeySize()]
 		h := Header{AEAD: c, Mode: ModeDirect, KeyName: name, KeyVersion: version}
 		master.expand(k, []byte(labelDirect), zeroByte, ianaNames[id], zeroByte, h.prefix())
-		vk.direct[id] = newPRK(k)
+		vk.direct[id] = newPRKAhead(k)
 		master.expand(k, []byte(labelWrap), zeroByte, ianaNames[id])
 		vk.wrap[id] = newPRK(k)
 	}
