@@ -1,11 +1,16 @@
 // Package auditlog writes audit records, one JSON object per line, to a file
 // (or standard error) and returns only once a record is on stable storage.
 //
-// Records are committed in groups: a caller appends its line to the pending
-// group and waits; one goroutine writes the group with one write and makes
-// it durable with one fdatasync, then releases every caller of the group.
-// While a sync runs, the next group fills, so one sync serves every request
-// that waits on it however many there are (BenchmarkAppendParallel).
+// Records are committed in groups, and the callers write them: a caller
+// that finds no group being written writes its own record at once, with one
+// write and one fdatasync; callers that come while a group is being written
+// append their records to the next group and wait, and when the write ends
+// one of them writes that whole group for all of them. So one sync serves
+// every caller that waits on it however many there are
+// (BenchmarkAppendParallel), and a record that finds the log idle is written
+// by its own goroutine, with no hand-over to another goroutine and back: to
+// standard error or /dev/null, which need no sync, that hand-over cost more
+// than the write (scripts/auditbench.sh, the null server).
 //
 // A failed write or sync fails every caller of its group, and what the
 // failed write left of the group is cut off the file, so the file holds
@@ -35,9 +40,10 @@ const Stderr = "stderr"
 type Config struct {
 	// Observe, when set, is called after each group's write and sync
 	// with how long the two took together and their error: the latency
-	// every caller of the group waited on. It is called from the one
-	// goroutine that writes, before the group's callers return, so it
-	// must be quick and must not block. nil means nothing is called.
+	// every caller of the group waited on. It is called by the caller
+	// that wrote the group, one group at a time, before the group's
+	// callers return, so it must be quick and must not block. nil means
+	// nothing is called.
 	Observe func(d time.Duration, err error)
 }
 
@@ -47,12 +53,12 @@ type Log struct {
 	observe func(time.Duration, error) // Config.Observe
 
 	mu      sync.Mutex
-	pending []byte // lines of the group that fills
-	group   *group // the group that fills
-	spare   []byte // the buffer of the group last written, for reuse
+	idle    sync.Cond // signalled when busy turns false after Close
+	busy    bool      // a caller is writing a group
+	pending []byte    // lines of the group that fills while busy
+	group   *group    // the group that fills; nil while none waits
+	spare   []byte    // the buffer of the group last written, for reuse
 	closed  bool
-	kick    chan struct{}
-	stopped chan struct{}
 
 	groups  atomic.Int64 // groups written
 	records atomic.Int64 // records written
@@ -64,8 +70,10 @@ type Log struct {
 	sync bool  // f is a regular file: fdatasync it
 }
 
+// group is the records that wait while another group is written.
 type group struct {
-	done chan struct{}
+	done chan struct{} // closed once the group is written
+	lead chan struct{} // one token: the caller that takes it writes the group
 	err  error
 }
 
@@ -75,15 +83,14 @@ func Open(path string) (*Log, error) { return OpenConfig(path, Config{}) }
 
 // OpenConfig is Open with cfg.
 func OpenConfig(path string, cfg Config) (*Log, error) {
-	l := &Log{path: path, observe: cfg.Observe, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	l := &Log{path: path, observe: cfg.Observe}
+	l.idle.L = &l.mu
 	if err := l.open(); err != nil {
 		return nil, err
 	}
-	l.group = &group{done: make(chan struct{})}
 	if l.sync {
 		l.aio, _ = newAIOSyncer() // nil: fdatasync
 	}
-	go l.commit()
 	return l, nil
 }
 
@@ -118,47 +125,69 @@ func (l *Log) Append(line []byte) error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
+	if !l.busy {
+		// Nothing is being written, so nothing waits either: write this
+		// record now, from this goroutine.
+		l.busy = true
+		buf := append(append(l.pending[:0], line...), '\n')
+		l.pending, l.spare = l.spare[:0], nil
+		l.mu.Unlock()
+		err := l.writeGroup(buf)
+		l.written(buf)
+		return err
+	}
 	l.pending = append(l.pending, line...)
 	l.pending = append(l.pending, '\n')
 	g := l.group
-	select { // under mu, so that Close cannot close kick meanwhile
-	case l.kick <- struct{}{}:
-	default:
+	if g == nil {
+		g = &group{done: make(chan struct{}), lead: make(chan struct{}, 1)}
+		l.group = g
 	}
 	l.mu.Unlock()
-	<-g.done
+	select {
+	case <-g.done:
+		return g.err
+	case <-g.lead:
+	}
+	// The group before is written: write this one, every record that
+	// joined it until now.
+	l.mu.Lock()
+	buf := l.pending
+	l.pending, l.spare, l.group = l.spare[:0], nil, nil
+	l.mu.Unlock()
+	g.err = l.writeGroup(buf)
+	close(g.done)
+	l.written(buf)
 	return g.err
 }
 
-// commit writes the groups until Close.
-func (l *Log) commit() {
-	defer close(l.stopped)
-	for range l.kick {
-		for {
-			l.mu.Lock()
-			buf, g := l.pending, l.group
-			if len(buf) == 0 {
-				l.mu.Unlock()
-				break
-			}
-			l.pending, l.spare = l.spare[:0], nil
-			l.group = &group{done: make(chan struct{})}
-			l.mu.Unlock()
-
-			start := time.Now()
-			g.err = l.write(buf)
-			if l.observe != nil {
-				l.observe(time.Since(start), g.err)
-			}
-			close(g.done)
-
-			l.mu.Lock()
-			if l.spare == nil && cap(buf) <= maxSpare {
-				l.spare = buf[:0]
-			}
-			l.mu.Unlock()
+// written ends the write of a group from buf: it keeps buf for reuse and
+// hands the log to a caller of the group that filled meanwhile, if any.
+func (l *Log) written(buf []byte) {
+	l.mu.Lock()
+	if l.spare == nil && cap(buf) <= maxSpare {
+		l.spare = buf[:0]
+	}
+	if l.group != nil {
+		l.group.lead <- struct{}{} // one token per group: never blocks
+	} else {
+		l.busy = false
+		if l.closed {
+			l.idle.Broadcast()
 		}
 	}
+	l.mu.Unlock()
+}
+
+// writeGroup writes and syncs one group, and reports how long it took.
+func (l *Log) writeGroup(buf []byte) error {
+	if l.observe == nil {
+		return l.write(buf)
+	}
+	start := time.Now()
+	err := l.write(buf)
+	l.observe(time.Since(start), err)
+	return err
 }
 
 // maxSpare bounds the buffer kept for the next group.
@@ -245,9 +274,10 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	close(l.kick)
+	for l.busy {
+		l.idle.Wait()
+	}
 	l.mu.Unlock()
-	<-l.stopped
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
 	if l.aio != nil {

@@ -83,15 +83,12 @@ func TestGroupCommit(t *testing.T) {
 	}
 	defer l.Close()
 	l.fmu.Lock() // the first group's write waits here
-	l.mu.Lock()
-	first := l.group
-	l.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { l.Append([]byte(`{"first":true}`)) })
-	waitFor(t, func() bool { // the committer took the first group
+	waitFor(t, func() bool { // the first record's caller writes it
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.group != first
+		return l.busy
 	})
 	const n = 50
 	for i := range n {
@@ -109,6 +106,75 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if got := lines(t, path); len(got) != n+1 {
 		t.Errorf("%d lines, want %d", len(got), n+1)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy || l.group != nil || len(l.pending) != 0 {
+		t.Errorf("after the last group: busy %v, group %v, %d bytes pending", l.busy, l.group, len(l.pending))
+	}
+}
+
+// A record appended to an idle log is written by its caller: no group is
+// made for it and no goroutine is woken.
+func TestAppendIdleWritesInline(t *testing.T) {
+	l, err := Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Append([]byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := l.Append([]byte(`{"op":"encrypt"}`)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("an append to an idle log allocated %v times, want 0 (no group)", allocs)
+	}
+	if records, groups := l.Stats(); records != groups {
+		t.Errorf("%d records in %d groups, want one each", records, groups)
+	}
+}
+
+// Close while groups wait: every record appended before it is written,
+// each caller released with its group's result.
+func TestCloseWhileGroupsWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.fmu.Lock()
+	var wg sync.WaitGroup
+	errs := make(chan error, 31)
+	wg.Go(func() { errs <- l.Append([]byte(`{"first":true}`)) })
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.busy })
+	for i := range 30 {
+		wg.Go(func() { errs <- l.Append(fmt.Appendf(nil, `{"i":%d}`, i)) })
+	}
+	waitFor(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return bytes.Count(l.pending, []byte("\n")) == 30
+	})
+	closed := make(chan error)
+	go func() { closed <- l.Close() }()
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.closed })
+	l.fmu.Unlock()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("append before Close: %v", err)
+		}
+	}
+	if got := lines(t, path); len(got) != 31 {
+		t.Errorf("%d lines, want 31", len(got))
 	}
 }
 
