@@ -256,7 +256,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	}
 	c, err := cf.client()
 	if err != nil {
-		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		fmt.Fprintf(stderr, "cipherd %s: %s\n", op, errText(err))
 		return 2
 	}
 	var in io.ReadCloser
@@ -268,7 +268,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		in, size, err = input(*inPath)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		fmt.Fprintf(stderr, "cipherd %s: %s\n", op, errText(err))
 		return 1
 	}
 	defer in.Close()
@@ -282,7 +282,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 			named, head, hdrErr = peekKey(in)
 		}
 		if *key, err = decryptKey(*key, named, hdrErr); err != nil {
-			fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+			fmt.Fprintf(stderr, "cipherd %s: %s\n", op, errText(err))
 			if errors.Is(err, errKeyMismatch) {
 				return 2
 			}
@@ -291,7 +291,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	}
 	out, err := createOutput(*outPath, stdout, *syncOut)
 	if err != nil {
-		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		fmt.Fprintf(stderr, "cipherd %s: %s\n", op, errText(err))
 		return 1
 	}
 	var meter *progress
@@ -312,7 +312,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 		case *local:
 			l, err := c.NewLocalSealer(*key, client.LocalLimits{})
 			if err != nil {
-				fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+				fmt.Fprintf(stderr, "cipherd %s: %s\n", op, errText(err))
 				return 2
 			}
 			stream = func(ctx context.Context, _ string, dst io.Writer, src io.Reader, aad []byte) (client.StreamInfo, error) {
@@ -349,7 +349,7 @@ func runCrypt(ctx context.Context, op string, args []string, stdout, stderr io.W
 	}
 	meter.end(err == nil)
 	if err != nil {
-		fmt.Fprintf(stderr, "cipherd %s: %v\n", op, err)
+		fmt.Fprintf(stderr, "cipherd %s: %s\n", op, errText(err))
 		if out.tmp != "" {
 			fmt.Fprintf(stderr, "cipherd %s: %s was not written\n", op, *outPath)
 		}
@@ -377,7 +377,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	c, err := cf.client()
 	if err != nil {
-		fmt.Fprintln(stderr, "cipherd health:", err)
+		fmt.Fprintln(stderr, "cipherd health:", errText(err))
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -386,9 +386,9 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !*quiet {
 			var ce *client.Error
 			if errors.As(err, &ce) {
-				fmt.Fprintf(stderr, "cipherd health: not ready: %v\n", err)
+				fmt.Fprintf(stderr, "cipherd health: not ready: %s\n", errText(err))
 			} else {
-				fmt.Fprintf(stderr, "cipherd health: %s unreachable: %v\n", cf.server, err)
+				fmt.Fprintf(stderr, "cipherd health: %s unreachable: %s\n", cf.server, errText(err))
 			}
 		}
 		return 1

@@ -365,8 +365,12 @@ func TestCLIProgress(t *testing.T) {
 	bad := []byte(ct)
 	bad[len(bad)-100] ^= 1
 	_, e, code = crypt(t, env, slow(bad), "decrypt", "--key", "default", "-progress", "always")
-	if code != 1 || !strings.Contains(e, "B/s\r\x1b[Kcipherd decrypt: cipherd: ") {
+	if code != 1 || !strings.Contains(e, "B/s\r\x1b[Kcipherd decrypt: ") {
 		t.Fatalf("progress of a failure: exit %d: %q", code, e)
+	}
+	// The command's name once: the client's own "cipherd: " is left off.
+	if strings.Contains(e, "decrypt: cipherd:") {
+		t.Fatalf("the failure names cipherd twice: %q", e)
 	}
 	if _, _, code := crypt(t, env, nil, "encrypt", "--key", "default", "-progress", "sometimes"); code != 2 {
 		t.Fatalf("-progress sometimes: exit %d, want 2", code)

@@ -189,7 +189,7 @@ func runKeysAPI(ctx context.Context, kc *keysCommand, args []string, stdout, std
 	}
 	c, err := cf.client()
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, errText(err))
 		return 2
 	}
 	res, err := action(ctx, c, name)
@@ -202,7 +202,7 @@ func runKeysAPI(ctx context.Context, kc *keysCommand, args []string, stdout, std
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, errText(err))
 		// A name the client refused to send (invalid_key_name) is a
 		// mistake in the command line too.
 		if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Status == 0 || errors.As(err, new(usageError)) {

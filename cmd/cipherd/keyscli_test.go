@@ -192,7 +192,7 @@ func TestCLIKeys(t *testing.T) {
 	if out, errOut, code := cipherd(t, reader, "keys", "list"); code != 0 || !strings.Contains(out, "\norders ") {
 		t.Errorf("keys list as a reader: exit %d\n%s%s", code, out, errOut)
 	}
-	if _, errOut, code := cipherd(t, reader, "keys", "rotate", "orders"); code != 1 || !strings.HasPrefix(errOut, "cipherd keys rotate: cipherd: 403 forbidden: ") {
+	if _, errOut, code := cipherd(t, reader, "keys", "rotate", "orders"); code != 1 || !strings.HasPrefix(errOut, "cipherd keys rotate: 403 forbidden: ") {
 		t.Errorf("keys rotate as a reader: exit %d: %s", code, errOut)
 	}
 
@@ -231,10 +231,10 @@ func TestCLIKeys(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"create", "default"}, "cipherd keys create: cipherd: 409 key_exists: "},
-		{[]string{"show", "missing"}, "cipherd keys show: cipherd: 404 key_not_found: "},
-		{[]string{"create", "bad-aead", "--aead", "rot13"}, "cipherd keys create: cipherd: 400 invalid_config: "},
-		{[]string{"config", "default", "--min-decryption-version", "9"}, "cipherd keys config: cipherd: 400 invalid_config: "},
+		{[]string{"create", "default"}, "cipherd keys create: 409 key_exists: "},
+		{[]string{"show", "missing"}, "cipherd keys show: 404 key_not_found: "},
+		{[]string{"create", "bad-aead", "--aead", "rot13"}, "cipherd keys create: 400 invalid_config: "},
+		{[]string{"config", "default", "--min-decryption-version", "9"}, "cipherd keys config: 400 invalid_config: "},
 	} {
 		if _, errOut, code := cipherd(t, admin, append([]string{"keys"}, c.args...)...); code != 1 || !strings.HasPrefix(errOut, c.want) {
 			t.Errorf("keys %q: exit %d, want 1 and %q: %s", c.args, code, c.want, errOut)

@@ -95,3 +95,14 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run 'cipherd help <command>' or 'cipherd <command> -h' for a command's flags,")
 	fmt.Fprintln(w, "and 'cipherd --version' for the build.")
 }
+
+// errText is err's message for a line that already names the command:
+// the client's errors start with "cipherd: ", which after "cipherd
+// decrypt: " would say the name twice.
+func errText(err error) string {
+	s := err.Error()
+	for strings.HasPrefix(s, "cipherd: ") {
+		s = s[len("cipherd: "):]
+	}
+	return s
+}

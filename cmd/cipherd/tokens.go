@@ -99,7 +99,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	c, err := cf.client()
 	if err != nil {
-		fmt.Fprintf(stderr, "cipherd tokens %s: %v\n", sub, err)
+		fmt.Fprintf(stderr, "cipherd tokens %s: %s\n", sub, errText(err))
 		return 2
 	}
 	switch sub {
@@ -117,7 +117,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Status == 0 {
 					what = fmt.Sprintf("argument %d", i+1)
 				}
-				fmt.Fprintf(stderr, "cipherd tokens revoke %s: %v\n", what, err)
+				fmt.Fprintf(stderr, "cipherd tokens revoke %s: %s\n", what, errText(err))
 				failed++
 				continue
 			}
@@ -129,7 +129,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "cipherd tokens %s: %v\n", sub, err)
+		fmt.Fprintf(stderr, "cipherd tokens %s: %s\n", sub, errText(err))
 		return 1
 	}
 	return 0
