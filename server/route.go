@@ -120,18 +120,22 @@ func (r *route) prepare() {
 		return
 	}
 	var b strings.Builder
-	b.WriteString("unknown query parameter, value, or repeated parameter; this route takes")
+	b.WriteString("this route takes")
 	for i, q := range r.query {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		if q.pattern != "" {
-			fmt.Fprintf(&b, " %s=%s", q.name, q.pattern)
-			continue
-		}
-		fmt.Fprintf(&b, " %s=%s", q.name, strings.Join(q.values, "|"))
+		fmt.Fprintf(&b, " %s=%s", q.name, q.form())
 	}
 	r.queryHelp = b.String()
+}
+
+// form is what the parameter takes, to people: its pattern or its values.
+func (q *queryParam) form() string {
+	if q.pattern != "" {
+		return q.pattern
+	}
+	return strings.Join(q.values, "|")
 }
 
 // serve runs the row r for the request: the checks of the row, then the
@@ -185,9 +189,23 @@ func (r *route) checkQuery(c *fiber.Ctx) error {
 	}
 	var seen uint64 // bit i: r.query[i] was given
 	for k, v := range c.Context().QueryArgs().All() {
+		// The messages name the parameter only once it is one of the
+		// row's, and never repeat the value.
 		i := slices.IndexFunc(r.query, func(q queryParam) bool { return q.name == string(k) })
-		if i < 0 || seen&(1<<i) != 0 || !r.query[i].accepts(string(v)) {
+		switch {
+		case i < 0 && len(r.query) == 0:
 			return apiError(api.CodeInvalidParameter, r.queryHelp)
+		case i < 0:
+			return apiError(api.CodeInvalidParameter, "unknown query parameter; "+r.queryHelp)
+		case seen&(1<<i) != 0:
+			return apiError(api.CodeInvalidParameter, fmt.Sprintf("query parameter %s given twice; %s", r.query[i].name, r.queryHelp))
+		case !r.query[i].accepts(string(v)):
+			q := &r.query[i]
+			msg := fmt.Sprintf("query parameter %s takes %s", q.name, q.form())
+			if q.example != "" {
+				msg += ", for example " + q.name + "=" + q.example
+			}
+			return apiError(api.CodeInvalidParameter, msg)
 		}
 		seen |= 1 << i
 	}

@@ -365,6 +365,25 @@ func TestRouteQueryParameters(t *testing.T) {
 	}
 }
 
+// TestRouteQueryMessages: the 400 says which parameter is wrong and how:
+// unknown, given twice, or a value it does not take.
+func TestRouteQueryMessages(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	for _, tc := range []struct{ path, query, want string }{
+		{"/v1/decrypt/default", "?bogus=1", "unknown query parameter; this route takes verify=full, range=A-B|A-"},
+		{"/v1/decrypt/default", "?range=1-2&range=3-4", "query parameter range given twice; this route takes verify=full, range=A-B|A-"},
+		{"/v1/decrypt/default", "?range=9-5", "query parameter range takes A-B|A-, for example range=1048576-2097151"},
+		{"/v1/decrypt/default", "?verify=half", "query parameter verify takes full"},
+		{"/v1/encrypt/default", "?verify=full", "this route takes no query parameters"},
+	} {
+		code, body, _ := ts.do(t, "POST", tc.path+tc.query, api.ContentTypeStream, strings.NewReader("x"), "")
+		var e api.Error
+		if err := json.Unmarshal(body, &e); err != nil || code != 400 || e.Code != api.CodeInvalidParameter || e.Message != tc.want {
+			t.Errorf("%s%s: %d %s, want 400 invalid_parameter %q", tc.path, tc.query, code, body, tc.want)
+		}
+	}
+}
+
 // TestRouteVerifyMisspelled: a streamed decrypt with ?verify=ful is refused
 // before a byte of plaintext is released, not streamed as if the parameter
 // were absent.
