@@ -94,7 +94,7 @@ func OpenConfig(path string, cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// open opens l.path, under fmu or before the committer starts.
+// open opens l.path, under fmu or before the log is shared.
 func (l *Log) open() error {
 	if l.path == Stderr {
 		l.f, l.off, l.sync = os.Stderr, 0, false
