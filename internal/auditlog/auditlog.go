@@ -132,9 +132,7 @@ func (l *Log) Append(line []byte) error {
 		buf := append(append(l.pending[:0], line...), '\n')
 		l.pending, l.spare = l.spare[:0], nil
 		l.mu.Unlock()
-		err := l.writeGroup(buf)
-		l.written(buf)
-		return err
+		return l.writeFor(buf, nil)
 	}
 	l.pending = append(l.pending, line...)
 	l.pending = append(l.pending, '\n')
@@ -155,10 +153,37 @@ func (l *Log) Append(line []byte) error {
 	buf := l.pending
 	l.pending, l.spare, l.group = l.spare[:0], nil, nil
 	l.mu.Unlock()
-	g.err = l.writeGroup(buf)
-	close(g.done)
+	return l.writeFor(buf, g)
+}
+
+// errWriterPanicked fails a group whose writer panicked: its records may
+// not be in the log.
+var errWriterPanicked = errors.New("auditlog: the write of this group panicked")
+
+// writeFor writes the group in buf, releases g's callers (nil: none
+// waits) with the result, and hands the log on. A panic on the way (in
+// Config.Observe, say) still releases them, with an error, and hands the
+// log on before it goes up the caller's stack: a server that recovers
+// from it keeps a working log.
+func (l *Log) writeFor(buf []byte, g *group) error {
+	released := false
+	defer func() {
+		if !released {
+			if g != nil {
+				g.err = errWriterPanicked
+				close(g.done)
+			}
+			l.written(buf)
+		}
+	}()
+	err := l.writeGroup(buf)
+	if g != nil {
+		g.err = err
+		close(g.done)
+	}
 	l.written(buf)
-	return g.err
+	released = true
+	return err
 }
 
 // written ends the write of a group from buf: it keeps buf for reuse and
