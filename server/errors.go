@@ -67,7 +67,7 @@ func toAPIError(err error) *api.Error {
 	case errors.Is(err, cryptosvc.ErrInvalidKeyName):
 		return apiError(api.CodeInvalidKeyName, "key names are 1-128 characters of A-Z a-z 0-9 . _ - not starting with . or -")
 	case errors.Is(err, cryptosvc.ErrInvalidConfig):
-		return apiError(api.CodeInvalidConfig, err.Error())
+		return apiError(api.CodeInvalidConfig, configProblem(err))
 	case errors.Is(err, cryptosvc.ErrTokenNotFound):
 		return apiError(api.CodeTokenNotFound, "no such service token")
 	case errors.Is(err, cryptosvc.ErrReadOnly):
@@ -100,6 +100,18 @@ func toAPIError(err error) *api.Error {
 		}
 	}
 	return apiError(api.CodeInternal, "internal error")
+}
+
+// configProblem is what an ErrInvalidConfig says is wrong, without the
+// packages' prefixes, which the code already says: "min_decryption_version
+// 9 is above the latest version 1", not "cryptosvc: invalid
+// configuration: min_decryption_version 9 ...".
+func configProblem(err error) string {
+	msg := err.Error()
+	if _, detail, ok := strings.Cut(msg, cryptosvc.ErrInvalidConfig.Error()+": "); ok && detail != "" {
+		return detail
+	}
+	return msg
 }
 
 // pendingDeletionError says when the key goes: the time is the key's, not

@@ -144,6 +144,22 @@ func TestAEADNamesCanonical(t *testing.T) {
 	}
 }
 
+// An invalid configuration's message says what is wrong, without the
+// packages' error prefixes.
+func TestInvalidConfigMessage(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/v1/keys/rot", `{"aead":"rot13"}`, "not an AEAD of the sealed format"},
+		{"PUT", "/v1/keys/default/config", `{"min_decryption_version":9}`, "min_decryption_version 9 is above the latest version 1"},
+	} {
+		code, b, _ := ts.do(t, tc.method, tc.path, "application/json", strings.NewReader(tc.body), "")
+		var e api.Error
+		if code != 400 || json.Unmarshal(b, &e) != nil || e.Code != api.CodeInvalidConfig || !strings.HasPrefix(e.Message, tc.want) || strings.Contains(e.Message, "cryptosvc") {
+			t.Errorf("%s %s %s: %d %s, want 400 invalid_config starting %q", tc.method, tc.path, tc.body, code, b, tc.want)
+		}
+	}
+}
+
 // rotation_period is at least min_rotation_period (1h unless configured
 // lower), refused below with 400 invalid_config; the server looks for due
 // keys every minute, or every min_rotation_period if shorter.
