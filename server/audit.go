@@ -54,16 +54,42 @@ func startAudit(b []byte, c *fiber.Ctx, id, identity string) auditRec {
 		b = auditBufs.Get().(*[auditBufSize]byte)[:0]
 	}
 	b = append(b, `{"time":"`...)
-	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+	b = appendRecordTime(b, time.Now())
 	b = append(b, '"')
 	l := auditRec{b: b}
 	l.str("request_id", id)
 	l.str("identity", identity)
 	if c != nil {
-		var ip [64]byte
-		l.str("remote_ip", string(appendIP(ip[:0], c.Context().RemoteIP())))
+		// An address's text needs no escaping: it goes in as it is
+		// written, with no string made of it.
+		l.b = appendIP(append(l.b, `,"remote_ip":"`...), c.Context().RemoteIP())
+		l.b = append(l.b, '"')
 	}
 	return l
+}
+
+// appendRecordTime appends t in UTC in RFC 3339 with nine digits of
+// fraction, always: records sort by their text, which time.RFC3339Nano,
+// dropping trailing zeros, does not give. It takes a fifth of the
+// instructions AppendFormat does (valgrind --tool=callgrind of
+// BenchmarkHandleEncryptJSON).
+func appendRecordTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	if y < 0 || y > 9999 { // outside RFC 3339's years
+		return t.AppendFormat(b, time.RFC3339Nano)
+	}
+	b = append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+mo/10), byte('0'+mo%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':',
+		byte('0'+s/10), byte('0'+s%10), '.')
+	var frac [9]byte
+	for i, ns := 8, t.Nanosecond(); i >= 0; i-- {
+		frac[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	return append(append(b, frac[:]...), 'Z')
 }
 
 // end appends the outcome, "ok" or "error" with the error's code, and

@@ -8,11 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -335,5 +337,45 @@ func TestAuditReopenFails(t *testing.T) {
 	}
 	if n := len(auditRecords(t, path)); n != 1 {
 		t.Errorf("%d records in the reopened file, want 1", n)
+	}
+}
+
+// A record's time is RFC 3339 in UTC with nine digits of fraction, the
+// same instant as time.RFC3339Nano gives, and records sort by their text.
+func TestAppendRecordTime(t *testing.T) {
+	zone := time.FixedZone("east", 5*3600+30*60)
+	times := []time.Time{
+		time.Date(2026, 12, 7, 10, 44, 12, 0, time.UTC),
+		time.Date(2026, 12, 7, 10, 44, 12, 500000000, time.UTC),
+		time.Date(2026, 12, 7, 10, 44, 12, 450000000, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2027, 1, 1, 3, 0, 0, 7, zone),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		times = append(times, time.Unix(r.Int64N(253402300800), r.Int64N(1e9)).In(zone))
+	}
+	var prev string
+	for i, tm := range times {
+		got := string(appendRecordTime(nil, tm))
+		if tm.Year() > 9999 { // RFC 3339 has no such years: Go's own form
+			if want := tm.UTC().Format(time.RFC3339Nano); got != want {
+				t.Fatalf("%v: %q, want %q", tm, got, want)
+			}
+			continue
+		}
+		back, err := time.Parse(time.RFC3339Nano, got)
+		if err != nil || !back.Equal(tm) {
+			t.Fatalf("%v: %q parses as %v, %v", tm, got, back, err)
+		}
+		if len(got) != len("2006-01-02T15:04:05.000000000Z") || !strings.HasSuffix(got, "Z") {
+			t.Fatalf("%v: %q is not fixed-width UTC", tm, got)
+		}
+		if i == 2 && got >= prev { // .45 after .5: the text sorts as the times
+			t.Fatalf("%q sorts after %q", got, prev)
+		}
+		prev = got
 	}
 }
