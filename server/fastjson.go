@@ -68,9 +68,20 @@ func comma(b []byte) []byte {
 // escapes <, > and &).
 func plainASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if ch := s[i]; ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' || ch == '<' || ch == '>' || ch == '&' {
+		if !jsonPlain[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// jsonPlain[c] holds for the bytes plainASCII lets through: one load per
+// byte instead of seven comparisons, for the strings every audit record
+// and response carries (valgrind --tool=callgrind of
+// BenchmarkHandleEncryptJSON).
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()

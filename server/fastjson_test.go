@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/cipherd/cipherd/api"
@@ -49,4 +50,20 @@ func TestAppendResults(t *testing.T) {
 func FuzzAppendResults(f *testing.F) {
 	f.Add([]byte("x"), uint32(1), "aes-128-gcm", "")
 	f.Fuzz(checkAppendResults)
+}
+
+// plainASCII lets a byte through only when encoding/json writes it as it
+// is, and lets every printable ASCII byte through but " \ < > &.
+func TestPlainASCIIBytes(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		s := string([]byte{byte(c)})
+		q, _ := json.Marshal(s)
+		printable := c >= 0x20 && c <= 0x7e && !strings.ContainsRune(`"\<>&`, rune(c))
+		if got := plainASCII(s); got != printable || got && string(q) != `"`+s+`"` {
+			t.Errorf("byte %#x: plainASCII %v, encoding/json %s", c, got, q)
+		}
+	}
+	if !plainASCII("3f9c0d1e2a4b5c6d7e8f9a0b") || plainASCII("a\"b") || plainASCII("") != true {
+		t.Error("plainASCII of whole strings")
+	}
 }
