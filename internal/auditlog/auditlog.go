@@ -14,7 +14,8 @@
 //
 // A failed write or sync fails every caller of its group, and what the
 // failed write left of the group is cut off the file, so the file holds
-// whole lines only. The caller decides what a failure means (cipherd serve
+// whole lines only; if that cut fails, nothing more is written until a
+// later cut succeeds. The caller decides what a failure means (cipherd serve
 // refuses the request).
 package auditlog
 
@@ -63,11 +64,15 @@ type Log struct {
 	groups  atomic.Int64 // groups written
 	records atomic.Int64 // records written
 
-	fmu  sync.Mutex // held while the file is written, synced or swapped
-	aio  *aioSyncer // nil: fdatasync
-	f    *os.File
-	off  int64 // end of the last whole line written
-	sync bool  // f is a regular file: fdatasync it
+	fmu   sync.Mutex // held while the file is written, synced or swapped
+	aio   *aioSyncer // nil: fdatasync
+	f     *os.File
+	off   int64 // end of the last whole line written
+	sync  bool  // f is a regular file: fdatasync it
+	uncut bool  // a failed group is past off: cut it before the next write
+
+	// Tests set these to fail a sync or a cut; nil in service.
+	failSync, failTruncate func() error
 }
 
 // group is the records that wait while another group is written.
@@ -109,7 +114,7 @@ func (l *Log) open() error {
 		f.Close()
 		return fmt.Errorf("auditlog: %w", err)
 	}
-	l.f, l.off, l.sync = f, fi.Size(), fi.Mode().IsRegular()
+	l.f, l.off, l.sync, l.uncut = f, fi.Size(), fi.Mode().IsRegular(), false
 	return nil
 }
 
@@ -226,6 +231,15 @@ func (l *Log) write(buf []byte) error {
 	if l.f == nil {
 		return fmt.Errorf("auditlog: %s is not open", l.path)
 	}
+	if l.uncut {
+		// A failed group is still at the end: cut it first, or write
+		// nothing. Written after it, this group would make off wrong, and
+		// the next cut would take acknowledged records with it.
+		if err := l.truncate(); err != nil {
+			return fmt.Errorf("auditlog: cutting a failed write off %s: %w", l.path, err)
+		}
+		l.uncut = false
+	}
 	n, err := l.f.Write(buf)
 	if err == nil && l.sync {
 		err = l.datasync()
@@ -233,7 +247,7 @@ func (l *Log) write(buf []byte) error {
 	if err != nil {
 		if l.sync && n > 0 {
 			// O_APPEND writes at the end: cut what this group added.
-			l.f.Truncate(l.off)
+			l.uncut = l.truncate() != nil
 		}
 		return fmt.Errorf("auditlog: %w", err)
 	}
@@ -241,6 +255,16 @@ func (l *Log) write(buf []byte) error {
 	l.groups.Add(1)
 	l.records.Add(int64(bytes.Count(buf, []byte{'\n'})))
 	return nil
+}
+
+// truncate cuts the file back to the end of its last whole line.
+func (l *Log) truncate() error {
+	if l.failTruncate != nil {
+		if err := l.failTruncate(); err != nil {
+			return err
+		}
+	}
+	return l.f.Truncate(l.off)
 }
 
 // Stats returns how many records the log has written and in how many
@@ -254,6 +278,11 @@ var errAIOUnsupported = errors.New("auditlog: AIO sync unsupported")
 // datasync makes what was written durable: through AIO where the kernel
 // takes it (aioSyncer), else with fdatasync.
 func (l *Log) datasync() error {
+	if l.failSync != nil {
+		if err := l.failSync(); err != nil {
+			return err
+		}
+	}
 	if l.aio != nil {
 		err := l.aio.sync(l.f)
 		if !errors.Is(err, errAIOUnsupported) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -302,4 +303,64 @@ func BenchmarkAppendParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/float64(max(1, l.groups.Load())), "records/sync")
+}
+
+// A group whose sync fails is cut off the file. If the cut fails too, the
+// next group cuts it first, or fails without writing: no record is
+// written after an uncut group, where a later cut would take it away.
+func TestFailedCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Append([]byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	errSync, errCut := errors.New("sync failed"), errors.New("cut failed")
+	var syncFails, cutFails atomic.Int32
+	l.fmu.Lock()
+	l.failSync = func() error {
+		if syncFails.Add(-1) >= 0 {
+			return errSync
+		}
+		return nil
+	}
+	l.failTruncate = func() error {
+		if cutFails.Add(-1) >= 0 {
+			return errCut
+		}
+		return nil
+	}
+	l.fmu.Unlock()
+
+	syncFails.Store(1)
+	cutFails.Store(2) // the group's own cut, then the next group's
+	if err := l.Append([]byte(`{"n":2}`)); !errors.Is(err, errSync) {
+		t.Fatalf("append with a failing sync: %v", err)
+	}
+	if err := l.Append([]byte(`{"n":3}`)); !errors.Is(err, errCut) {
+		t.Fatalf("append after an uncut group, the cut failing again: %v", err)
+	}
+	if got := strings.Join(lines(t, path), " "); got != `{"n":1} {"n":2}` {
+		t.Fatalf("after two failed cuts: %s, want the uncut group and nothing after it", got)
+	}
+	if err := l.Append([]byte(`{"n":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]byte(`{"n":5}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(lines(t, path), " "); got != `{"n":1} {"n":4} {"n":5}` {
+		t.Fatalf("lines %s, want the failed group cut before the next", got)
+	}
+	// A later failure cuts back to the end of {"n":5}, not further.
+	syncFails.Store(1)
+	if err := l.Append([]byte(`{"n":6}`)); !errors.Is(err, errSync) {
+		t.Fatalf("append with a failing sync: %v", err)
+	}
+	if got := strings.Join(lines(t, path), " "); got != `{"n":1} {"n":4} {"n":5}` {
+		t.Fatalf("lines %s after a cut", got)
+	}
 }
