@@ -3,7 +3,6 @@
 package auditlog
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,7 +87,7 @@ func (s *aioSyncer) sync(f *os.File) error {
 	}
 	var count [8]byte
 	if _, err := io.ReadFull(s.efd, count[:]); err != nil { // parks in the poller
-		return fmt.Errorf("auditlog: waiting for the sync: %w", err)
+		return fmt.Errorf("%w: waiting for the sync: %w", errAIOBroken, err)
 	}
 	var zero unix.Timespec // the completion is there: do not wait
 	for {
@@ -99,9 +98,9 @@ func (s *aioSyncer) sync(f *os.File) error {
 	}
 	switch {
 	case e != 0:
-		return fmt.Errorf("auditlog: io_getevents: %w", e)
+		return fmt.Errorf("%w: io_getevents: %w", errAIOBroken, e)
 	case n != 1:
-		return errors.New("auditlog: the sync's completion is missing")
+		return fmt.Errorf("%w: the sync's completion is missing", errAIOBroken)
 	case s.ev[0].res < 0:
 		return syscall.Errno(-s.ev[0].res)
 	}

@@ -273,7 +273,12 @@ func (l *Log) truncate() error {
 func (l *Log) Stats() (records, groups int64) { return l.records.Load(), l.groups.Load() }
 
 // errAIOUnsupported: the kernel refused an AIO sync itself.
-var errAIOUnsupported = errors.New("auditlog: AIO sync unsupported")
+var errAIOUnsupported = errors.New("AIO sync unsupported")
+
+// errAIOBroken: a sync was submitted and its completion could not be
+// read. Its result is unknown, and a completion left behind could be
+// taken for a later sync's: the log gives AIO up for fdatasync.
+var errAIOBroken = errors.New("AIO sync lost")
 
 // datasync makes what was written durable: through AIO where the kernel
 // takes it (aioSyncer), else with fdatasync.
@@ -285,7 +290,12 @@ func (l *Log) datasync() error {
 	}
 	if l.aio != nil {
 		err := l.aio.sync(l.f)
-		if !errors.Is(err, errAIOUnsupported) {
+		switch {
+		case errors.Is(err, errAIOBroken):
+			l.aio.close()
+			l.aio = nil
+			return err // this group's sync may not have happened
+		case !errors.Is(err, errAIOUnsupported):
 			return err
 		}
 		l.aio.close()
