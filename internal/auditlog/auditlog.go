@@ -323,6 +323,12 @@ func (l *Log) Reopen() error {
 	}
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed { // Close closes the file under fmu after it sets closed
+		return ErrClosed
+	}
 	if l.f != nil {
 		l.f.Close()
 		l.f = nil

@@ -278,6 +278,9 @@ func TestClose(t *testing.T) {
 	if err := l.Append([]byte(`{}`)); !errors.Is(err, ErrClosed) {
 		t.Errorf("append after Close = %v, want ErrClosed", err)
 	}
+	if err := l.Reopen(); !errors.Is(err, ErrClosed) || l.f != nil {
+		t.Errorf("Reopen after Close = %v, file %v: want ErrClosed and no file opened", err, l.f)
+	}
 	if got := lines(t, path); len(got) != 20 {
 		t.Errorf("%d lines, want 20", len(got))
 	}
