@@ -1,16 +1,17 @@
 // Package auditlog writes audit records, one JSON object per line, to a file
 // (or standard error) and returns only once a record is on stable storage.
 //
-// Records are committed in groups, and the callers write them: a caller
-// that finds no group being written writes its own record at once, with one
-// write and one fdatasync; callers that come while a group is being written
-// append their records to the next group and wait, and when the write ends
-// one of them writes that whole group for all of them. So one sync serves
-// every caller that waits on it however many there are
-// (BenchmarkAppendParallel), and a record that finds the log idle is written
-// by its own goroutine, with no hand-over to another goroutine and back: to
-// standard error or /dev/null, which need no sync, that hand-over cost more
-// than the write (scripts/auditbench.sh, the null server).
+// Records of a file are committed in groups: a caller appends its line to
+// the pending group and waits; one goroutine writes the group with one
+// write and makes it durable with one fdatasync, then releases every
+// caller of the group. While a sync runs, the next group fills, so one sync
+// serves every request that waits on it however many there are
+// (BenchmarkAppendParallel).
+//
+// Standard error, /dev/null and the like take no sync: there each caller
+// writes its own record, at once. Handing it to the committing goroutine
+// and back cost more than the write (BenchmarkHandleEncryptJSON, whose
+// records go to /dev/null), and no sync is there to share.
 //
 // A failed write or sync fails every caller of its group, and what the
 // failed write left of the group is cut off the file, so the file holds
@@ -41,10 +42,10 @@ const Stderr = "stderr"
 type Config struct {
 	// Observe, when set, is called after each group's write and sync
 	// with how long the two took together and their error: the latency
-	// every caller of the group waited on. It is called by the caller
-	// that wrote the group, one group at a time, before the group's
-	// callers return, so it must be quick and must not block. nil means
-	// nothing is called.
+	// every caller of the group waited on. It is called before the
+	// group's callers return, so it must be quick and must not block;
+	// where callers write their own records (no sync), several may call
+	// it at once. nil means nothing is called.
 	Observe func(d time.Duration, err error)
 }
 
@@ -54,31 +55,32 @@ type Log struct {
 	observe func(time.Duration, error) // Config.Observe
 
 	mu      sync.Mutex
-	idle    sync.Cond // signalled when busy turns false after Close
-	busy    bool      // a caller is writing a group
-	pending []byte    // lines of the group that fills while busy
-	group   *group    // the group that fills; nil while none waits
-	spare   []byte    // the buffer of the group last written, for reuse
+	pending []byte // lines of the group that fills
+	group   *group // the group that fills
+	spare   []byte // the buffer of the group last written, for reuse
 	closed  bool
+	kick    chan struct{} // wakes the committer; nil: callers write their own records
+	stopped chan struct{} // closed when the committer returns
+	writers int           // callers writing their own records
+	idle    sync.Cond     // signalled when writers falls to 0 after Close
 
 	groups  atomic.Int64 // groups written
 	records atomic.Int64 // records written
 
-	fmu   sync.Mutex // held while the file is written, synced or swapped
-	aio   *aioSyncer // nil: fdatasync
-	f     *os.File
-	off   int64 // end of the last whole line written
-	sync  bool  // f is a regular file: fdatasync it
-	uncut bool  // a failed group is past off: cut it before the next write
+	fmu     sync.Mutex // held while the file is written, synced or swapped
+	aio     *aioSyncer // nil: fdatasync
+	f       *os.File
+	off     int64  // end of the last whole line written
+	sync    bool   // f is a regular file: fdatasync it
+	uncut   bool   // a failed group is past off: cut it before the next write
+	scratch []byte // a caller's record and its newline, under fmu
 
 	// Tests set these to fail a sync or a cut; nil in service.
 	failSync, failTruncate func() error
 }
 
-// group is the records that wait while another group is written.
 type group struct {
-	done chan struct{} // closed once the group is written
-	lead chan struct{} // one token: the caller that takes it writes the group
+	done chan struct{}
 	err  error
 }
 
@@ -95,6 +97,9 @@ func OpenConfig(path string, cfg Config) (*Log, error) {
 	}
 	if l.sync {
 		l.aio, _ = newAIOSyncer() // nil: fdatasync
+		l.group = &group{done: make(chan struct{})}
+		l.kick, l.stopped = make(chan struct{}, 1), make(chan struct{})
+		go l.commit()
 	}
 	return l, nil
 }
@@ -130,92 +135,73 @@ func (l *Log) Append(line []byte) error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
-	if !l.busy {
-		// Nothing is being written, so nothing waits either: write this
-		// record now, from this goroutine.
-		l.busy = true
-		buf := append(append(l.pending[:0], line...), '\n')
-		l.pending, l.spare = l.spare[:0], nil
+	if l.kick == nil {
+		l.writers++
 		l.mu.Unlock()
-		return l.writeFor(buf, nil)
+		return l.writeOwn(line)
 	}
 	l.pending = append(l.pending, line...)
 	l.pending = append(l.pending, '\n')
 	g := l.group
-	if g == nil {
-		g = &group{done: make(chan struct{}), lead: make(chan struct{}, 1)}
-		l.group = g
+	select { // under mu, so that Close cannot close kick meanwhile
+	case l.kick <- struct{}{}:
+	default:
 	}
 	l.mu.Unlock()
-	select {
-	case <-g.done:
-		return g.err
-	case <-g.lead:
-	}
-	// The group before is written: write this one, every record that
-	// joined it until now.
-	l.mu.Lock()
-	buf := l.pending
-	l.pending, l.spare, l.group = l.spare[:0], nil, nil
-	l.mu.Unlock()
-	return l.writeFor(buf, g)
+	<-g.done
+	return g.err
 }
 
-// errWriterPanicked fails a group whose writer panicked: its records may
-// not be in the log.
-var errWriterPanicked = errors.New("auditlog: the write of this group panicked")
-
-// writeFor writes the group in buf, releases g's callers (nil: none
-// waits) with the result, and hands the log on. A panic on the way (in
-// Config.Observe, say) still releases them, with an error, and hands the
-// log on before it goes up the caller's stack: a server that recovers
-// from it keeps a working log.
-func (l *Log) writeFor(buf []byte, g *group) error {
-	released := false
+// writeOwn writes one caller's record, where no sync is shared.
+func (l *Log) writeOwn(line []byte) error {
+	if line == nil {
+		line = []byte{} // a line still, of its newline alone
+	}
 	defer func() {
-		if !released {
-			if g != nil {
-				g.err = errWriterPanicked
-				close(g.done)
-			}
-			l.written(buf)
-		}
-	}()
-	err := l.writeGroup(buf)
-	if g != nil {
-		g.err = err
-		close(g.done)
-	}
-	l.written(buf)
-	released = true
-	return err
-}
-
-// written ends the write of a group from buf: it keeps buf for reuse and
-// hands the log to a caller of the group that filled meanwhile, if any.
-func (l *Log) written(buf []byte) {
-	l.mu.Lock()
-	if l.spare == nil && cap(buf) <= maxSpare {
-		l.spare = buf[:0]
-	}
-	if l.group != nil {
-		l.group.lead <- struct{}{} // one token per group: never blocks
-	} else {
-		l.busy = false
-		if l.closed {
+		l.mu.Lock()
+		if l.writers--; l.writers == 0 && l.closed {
 			l.idle.Broadcast()
 		}
-	}
-	l.mu.Unlock()
+		l.mu.Unlock()
+	}()
+	return l.writeGroup(nil, line)
 }
 
-// writeGroup writes and syncs one group, and reports how long it took.
-func (l *Log) writeGroup(buf []byte) error {
+// commit writes the groups until Close.
+func (l *Log) commit() {
+	defer close(l.stopped)
+	for range l.kick {
+		for {
+			l.mu.Lock()
+			buf, g := l.pending, l.group
+			if len(buf) == 0 {
+				l.mu.Unlock()
+				break
+			}
+			l.pending, l.spare = l.spare[:0], nil
+			l.group = &group{done: make(chan struct{})}
+			l.mu.Unlock()
+
+			g.err = l.writeGroup(buf, nil)
+			close(g.done)
+
+			l.mu.Lock()
+			if l.spare == nil && cap(buf) <= maxSpare {
+				l.spare = buf[:0]
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// writeGroup writes and syncs a group, buf, or one record, line without
+// its newline, and reports how long it took.
+func (l *Log) writeGroup(buf, line []byte) error {
 	if l.observe == nil {
-		return l.write(buf)
+		return l.write(buf, line)
 	}
 	start := time.Now()
-	err := l.write(buf)
+	err := l.write(buf, line)
 	l.observe(time.Since(start), err)
 	return err
 }
@@ -223,11 +209,21 @@ func (l *Log) writeGroup(buf []byte) error {
 // maxSpare bounds the buffer kept for the next group.
 const maxSpare = 1 << 20
 
-// write writes one group and syncs it. A write that fails part way is cut
+// write writes one group, buf, or one record, line without its newline,
+// and syncs it. A write that fails part way is cut
 // off, so that the next group starts on a line of its own.
-func (l *Log) write(buf []byte) error {
+func (l *Log) write(buf, line []byte) error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
+	if line != nil {
+		l.scratch = append(append(l.scratch[:0], line...), '\n')
+		buf = l.scratch
+		defer func() {
+			if cap(l.scratch) > maxSpare {
+				l.scratch = nil
+			}
+		}()
+	}
 	if l.f == nil {
 		return fmt.Errorf("auditlog: %s is not open", l.path)
 	}
@@ -344,10 +340,16 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	for l.busy {
+	if l.kick != nil {
+		close(l.kick)
+	}
+	for l.writers > 0 {
 		l.idle.Wait()
 	}
 	l.mu.Unlock()
+	if l.stopped != nil {
+		<-l.stopped
+	}
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
 	if l.aio != nil {

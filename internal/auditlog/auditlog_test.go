@@ -84,12 +84,15 @@ func TestGroupCommit(t *testing.T) {
 	}
 	defer l.Close()
 	l.fmu.Lock() // the first group's write waits here
+	l.mu.Lock()
+	first := l.group
+	l.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { l.Append([]byte(`{"first":true}`)) })
-	waitFor(t, func() bool { // the first record's caller writes it
+	waitFor(t, func() bool { // the committer took the first group
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.busy
+		return l.group != first
 	})
 	const n = 50
 	for i := range n {
@@ -108,21 +111,19 @@ func TestGroupCommit(t *testing.T) {
 	if got := lines(t, path); len(got) != n+1 {
 		t.Errorf("%d lines, want %d", len(got), n+1)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.busy || l.group != nil || len(l.pending) != 0 {
-		t.Errorf("after the last group: busy %v, group %v, %d bytes pending", l.busy, l.group, len(l.pending))
-	}
 }
 
-// A record appended to an idle log is written by its caller: no group is
-// made for it and no goroutine is woken.
-func TestAppendIdleWritesInline(t *testing.T) {
+// Where no sync is shared (here /dev/null), each caller writes its own
+// record: no group is made and no goroutine is woken.
+func TestAppendUnsyncedWritesInline(t *testing.T) {
 	l, err := Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	if l.kick != nil {
+		t.Fatal("a committer runs for /dev/null")
+	}
 	if err := l.Append([]byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +133,10 @@ func TestAppendIdleWritesInline(t *testing.T) {
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("an append to an idle log allocated %v times, want 0 (no group)", allocs)
+		t.Errorf("an append to /dev/null allocated %v times, want 0", allocs)
 	}
-	if records, groups := l.Stats(); records != groups {
-		t.Errorf("%d records in %d groups, want one each", records, groups)
+	if records, groups := l.Stats(); records != groups || records != 102 {
+		t.Errorf("%d records in %d groups, want 102 each", records, groups)
 	}
 }
 
@@ -148,10 +149,13 @@ func TestCloseWhileGroupsWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.fmu.Lock()
+	l.mu.Lock()
+	first := l.group
+	l.mu.Unlock()
 	var wg sync.WaitGroup
 	errs := make(chan error, 31)
 	wg.Go(func() { errs <- l.Append([]byte(`{"first":true}`)) })
-	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.busy })
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.group != first })
 	for i := range 30 {
 		wg.Go(func() { errs <- l.Append(fmt.Appendf(nil, `{"i":%d}`, i)) })
 	}
@@ -176,6 +180,33 @@ func TestCloseWhileGroupsWait(t *testing.T) {
 	}
 	if got := lines(t, path); len(got) != 31 {
 		t.Errorf("%d lines, want 31", len(got))
+	}
+}
+
+// Close waits for the callers writing their own records.
+func TestCloseWaitsForWriters(t *testing.T) {
+	l, err := Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.fmu.Lock()
+	res := make(chan error)
+	go func() { res <- l.Append([]byte(`{}`)) }()
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.writers == 1 })
+	closed := make(chan error)
+	go func() { closed <- l.Close() }()
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.closed })
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a record was being written")
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.fmu.Unlock()
+	if err := <-res; err != nil {
+		t.Errorf("the append before Close: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 }
 
