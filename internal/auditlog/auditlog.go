@@ -154,9 +154,6 @@ func (l *Log) Append(line []byte) error {
 
 // writeOwn writes one caller's record, where no sync is shared.
 func (l *Log) writeOwn(line []byte) error {
-	if line == nil {
-		line = []byte{} // a line still, of its newline alone
-	}
 	defer func() {
 		l.mu.Lock()
 		if l.writers--; l.writers == 0 && l.closed {
@@ -164,7 +161,8 @@ func (l *Log) writeOwn(line []byte) error {
 		}
 		l.mu.Unlock()
 	}()
-	return l.writeGroup(nil, line)
+	start := l.clock()
+	return l.observed(start, l.writeLine(line))
 }
 
 // commit writes the groups until Close.
@@ -182,7 +180,8 @@ func (l *Log) commit() {
 			l.group = &group{done: make(chan struct{})}
 			l.mu.Unlock()
 
-			g.err = l.writeGroup(buf, nil)
+			start := l.clock()
+			g.err = l.observed(start, l.write(buf))
 			close(g.done)
 
 			l.mu.Lock()
@@ -194,36 +193,48 @@ func (l *Log) commit() {
 	}
 }
 
-// writeGroup writes and syncs a group, buf, or one record, line without
-// its newline, and reports how long it took.
-func (l *Log) writeGroup(buf, line []byte) error {
+// clock reads the time a write starts at, when Config.Observe wants it.
+func (l *Log) clock() time.Time {
 	if l.observe == nil {
-		return l.write(buf, line)
+		return time.Time{}
 	}
-	start := time.Now()
-	err := l.write(buf, line)
-	l.observe(time.Since(start), err)
+	return time.Now()
+}
+
+// observed reports a write that started at start, and returns its error.
+func (l *Log) observed(start time.Time, err error) error {
+	if l.observe != nil {
+		l.observe(time.Since(start), err)
+	}
 	return err
 }
 
 // maxSpare bounds the buffer kept for the next group.
 const maxSpare = 1 << 20
 
-// write writes one group, buf, or one record, line without its newline,
-// and syncs it. A write that fails part way is cut
-// off, so that the next group starts on a line of its own.
-func (l *Log) write(buf, line []byte) error {
+// write writes one group and syncs it.
+func (l *Log) write(buf []byte) error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
-	if line != nil {
-		l.scratch = append(append(l.scratch[:0], line...), '\n')
-		buf = l.scratch
-		defer func() {
-			if cap(l.scratch) > maxSpare {
-				l.scratch = nil
-			}
-		}()
+	return l.writeLocked(buf)
+}
+
+// writeLine writes one record, line without its newline, and syncs it.
+func (l *Log) writeLine(line []byte) error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	l.scratch = append(append(l.scratch[:0], line...), '\n')
+	err := l.writeLocked(l.scratch)
+	if cap(l.scratch) > maxSpare {
+		l.scratch = nil
 	}
+	return err
+}
+
+// writeLocked writes buf, whole lines, under fmu and syncs it. A write that
+// fails part way is cut off, so that the next group starts on a line of its
+// own.
+func (l *Log) writeLocked(buf []byte) error {
 	if l.f == nil {
 		return fmt.Errorf("auditlog: %s is not open", l.path)
 	}
