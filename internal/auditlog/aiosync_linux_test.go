@@ -5,7 +5,6 @@ package auditlog
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,12 +12,7 @@ import (
 // On Linux a file's groups are synced through AIO, not fdatasync, and
 // stay whole and in order.
 func TestAIOSync(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := openTemp(t)
 	for i := range 3 {
 		if err := l.Append([]byte(`{"i":` + string(rune('0'+i)) + `}`)); err != nil {
 			t.Fatal(err)
@@ -38,12 +32,7 @@ func TestAIOSync(t *testing.T) {
 // A sync whose completion cannot be read fails its group, and the log
 // gives AIO up: the next groups are synced with fdatasync.
 func TestAIOSyncLost(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := openTemp(t)
 	if err := l.Append([]byte(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}

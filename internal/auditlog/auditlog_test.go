@@ -30,12 +30,7 @@ func lines(t *testing.T, path string) []string {
 // Every record appended concurrently is in the file once, on a line of its
 // own, when Append returns.
 func TestAppendConcurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := openTemp(t)
 	const writers, each = 16, 200
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -67,6 +62,19 @@ func TestAppendConcurrent(t *testing.T) {
 	t.Logf("%d records in %d groups", writers*each, l.groups.Load())
 }
 
+// openTemp opens a log in the test's temporary directory, closed when the
+// test ends.
+func openTemp(t *testing.T) (*Log, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, path
+}
+
 func must(b []byte, err error) []byte {
 	if err != nil {
 		panic(err)
@@ -77,12 +85,7 @@ func must(b []byte, err error) []byte {
 // Records appended while a group is being written share the next group:
 // one write and one sync for all of them.
 func TestGroupCommit(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := openTemp(t)
 	l.fmu.Lock() // the first group's write waits here
 	l.mu.Lock()
 	first := l.group
@@ -143,11 +146,7 @@ func TestAppendUnsyncedWritesInline(t *testing.T) {
 // Close while groups wait: every record appended before it is written,
 // each caller released with its group's result.
 func TestCloseWhileGroupsWait(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, path := openTemp(t)
 	l.fmu.Lock()
 	l.mu.Lock()
 	first := l.group
@@ -293,11 +292,7 @@ func TestReopen(t *testing.T) {
 
 // Close waits for the records appended before it; later appends fail.
 func TestClose(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, path := openTemp(t)
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() { l.Append(fmt.Appendf(nil, `{"i":%d}`, i)) })
@@ -343,12 +338,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 // next group cuts it first, or fails without writing: no record is
 // written after an uncut group, where a later cut would take it away.
 func TestFailedCut(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := openTemp(t)
 	if err := l.Append([]byte(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}
