@@ -70,8 +70,8 @@ func startAudit(b []byte, c *fiber.Ctx, id, identity string) auditRec {
 
 // appendRecordTime appends t in UTC in RFC 3339 with nine digits of
 // fraction, always: records sort by their text, which time.RFC3339Nano,
-// dropping trailing zeros, does not give. It takes a fifth of the
-// instructions AppendFormat does (valgrind --tool=callgrind of
+// dropping trailing zeros, does not give; and it takes 540 instructions
+// where AppendFormat took 825 (valgrind --tool=callgrind of
 // BenchmarkHandleEncryptJSON).
 func appendRecordTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
