@@ -168,6 +168,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.audits, err = auditlog.OpenConfig(cfg.AuditLog, auditlog.Config{Observe: s.met.ops.auditWrite.observe}); err != nil {
 		return nil, fmt.Errorf("server: audit_log: %w", err)
 	}
+	if n := s.audits.CutAtOpen(); n > 0 {
+		s.log.Warn("the audit trail ended inside a record, cut short when the process that wrote it died; cut it off (no request that record served was answered)",
+			zap.String("audit_log", cfg.AuditLog), zap.Int64("bytes", n))
+	}
 	s.openAuditMAC()
 	s.replica = newReplicaID()
 	s.speed = newSpeedState(s)

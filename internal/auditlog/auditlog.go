@@ -16,7 +16,9 @@
 // A failed write or sync fails every caller of its group, and what the
 // failed write left of the group is cut off the file, so the file holds
 // whole lines only; if that cut fails, nothing more is written until a
-// later cut succeeds. The caller decides what a failure means (cipherd serve
+// later cut succeeds. A process killed in the middle of a write can leave
+// a group cut short at the end, none of whose callers was answered: it is
+// cut off when the file is next opened (CutAtOpen). The caller decides what a failure means (cipherd serve
 // refuses the request).
 package auditlog
 
@@ -64,8 +66,9 @@ type Log struct {
 	writers int           // callers writing their own records
 	idle    sync.Cond     // signalled when writers falls to 0 after Close
 
-	groups  atomic.Int64 // groups written
-	records atomic.Int64 // records written
+	groups    atomic.Int64 // groups written
+	records   atomic.Int64 // records written
+	cutAtOpen atomic.Int64 // bytes of a torn last line cut when the file was opened
 
 	fmu     sync.Mutex // held while the file is written, synced or swapped
 	aio     *aioSyncer // nil: fdatasync
@@ -119,9 +122,55 @@ func (l *Log) open() error {
 		f.Close()
 		return fmt.Errorf("auditlog: %w", err)
 	}
-	l.f, l.off, l.sync, l.uncut = f, fi.Size(), fi.Mode().IsRegular(), false
+	size := fi.Size()
+	if fi.Mode().IsRegular() {
+		whole, err := lastWholeLine(l.path, size)
+		if err == nil && whole < size {
+			err = f.Truncate(whole)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("auditlog: cutting a record cut short off %s: %w", l.path, err)
+		}
+		l.cutAtOpen.Add(size - whole)
+		size = whole
+	}
+	l.f, l.off, l.sync, l.uncut = f, size, fi.Mode().IsRegular(), false
 	return nil
 }
+
+// lastWholeLine returns the end of the last whole line of the file at
+// path, size bytes long. What follows it is a group a crash cut short:
+// the kernel ends a write early when the writer is killed (SIGKILL between
+// two pages), and no caller of that group was answered.
+func lastWholeLine(path string, size int64) (int64, error) {
+	if size == 0 {
+		return 0, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var buf [64 << 10]byte
+	for end := size; end > 0; {
+		start := max(0, end-int64(len(buf)))
+		chunk := buf[:end-start]
+		if _, err := f.ReadAt(chunk, start); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return 0, nil
+}
+
+// CutAtOpen returns how many bytes of records cut short by a crash were
+// cut off the file when it was opened (or reopened): none unless the
+// process that wrote it died in the middle of a write.
+func (l *Log) CutAtOpen() int64 { return l.cutAtOpen.Load() }
 
 // Path returns the path the log was opened with.
 func (l *Log) Path() string { return l.path }

@@ -388,3 +388,35 @@ func TestFailedCut(t *testing.T) {
 		t.Fatalf("lines %s after a cut", got)
 	}
 }
+
+// A group a crash cut short at the end of the file is cut off when the
+// file is opened, so the next record starts on a line of its own.
+func TestOpenCutsTornTail(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, content, want string }{
+		{"torn", "{\"n\":1}\n{\"n\":2}\n{\"n\":", "{\"n\":1}\n{\"n\":2}\n"},
+		{"whole", "{\"n\":1}\n", "{\"n\":1}\n"},
+		{"one torn", "{\"n\":", ""},
+		{"empty", "", ""},
+		{"long torn", "{\"n\":1}\n" + strings.Repeat("x", 200<<10), "{\"n\":1}\n"},
+	} {
+		path := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.CutAtOpen(); got != int64(len(tc.content)-len(tc.want)) {
+			t.Errorf("%s: cut %d bytes, want %d", tc.name, got, len(tc.content)-len(tc.want))
+		}
+		if err := l.Append([]byte(`{"next":true}`)); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		if got := string(must(os.ReadFile(path))); got != tc.want+"{\"next\":true}\n" {
+			t.Errorf("%s: file %.80q, want %.80q", tc.name, got, tc.want+"{\"next\":true}\n")
+		}
+	}
+}
