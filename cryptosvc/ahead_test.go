@@ -147,9 +147,7 @@ func TestLocalSealerAheadConcurrent(t *testing.T) {
 	cts := make([][][]byte, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				ct, err := l.Seal(nil, []byte{byte(w), byte(i)}, []byte("same"))
 				if err != nil {
@@ -158,7 +156,7 @@ func TestLocalSealerAheadConcurrent(t *testing.T) {
 				}
 				cts[w] = append(cts[w], ct)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	seen := map[string]bool{}
@@ -304,9 +302,7 @@ func TestServiceSealAhead(t *testing.T) {
 		msgs := make([][][]byte, workers)
 		var wg sync.WaitGroup
 		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := range each {
 					cx := []byte("same")
 					if w == 3 && i%3 == 0 {
@@ -319,7 +315,7 @@ func TestServiceSealAhead(t *testing.T) {
 					}
 					msgs[w] = append(msgs[w], ct, cx)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		seen := map[string]bool{}
