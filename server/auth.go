@@ -155,7 +155,7 @@ func buildAuth(cfg *Config, admin [sha256.Size]byte, prev *authState) (*authStat
 		}
 		a.proxies = append(a.proxies, pfx.Masked())
 	}
-	a.limits = newRateLimiter(cfg.RateLimit, cfg.RateBurst, names)
+	a.limits = newRateLimiter(cfg.RateLimit, cfg.RateBurst, names, cfg.now)
 	return a, nil
 }
 

@@ -470,8 +470,12 @@ func FuzzProxyForwardedCert(f *testing.F) {
 
 func TestRateLimit(t *testing.T) {
 	const tokA, tokB = "tok-rate-a-0123456789abcdef", "tok-rate-b-0123456789abcdef"
+	// The buckets refill on a test clock: on the wall clock a slow
+	// machine would refill a token between the requests of the burst.
+	clk := newTestClock()
 	ts := startTestServer(t, Config{
 		SkipBenchmark: true,
+		now:           clk.Now,
 		RateLimit:     2,
 		RateBurst:     3,
 		Identities: []IdentityConfig{
@@ -506,14 +510,19 @@ func TestRateLimit(t *testing.T) {
 			t.Fatalf("unknown token: %d, want 401", r.code)
 		}
 	}
-	time.Sleep(time.Duration(ra) * time.Second)
+	// A token takes 500 ms at 2/s; Retry-After rounds it up to 1 s.
+	clk.Advance(499 * time.Millisecond)
+	if r := get(tokA); r.code != 429 {
+		t.Fatalf("1 ms before the token is back: %d %s", r.code, r.body)
+	}
+	clk.Advance(time.Duration(ra)*time.Second - 499*time.Millisecond)
 	if r := get(tokA); r.code != 200 {
 		t.Fatalf("after Retry-After: %d %s", r.code, r.body)
 	}
 }
 
 func TestRateLimiterBucket(t *testing.T) {
-	if l := newRateLimiter(0, 10, map[string]bool{"a": true}); l != nil {
+	if l := newRateLimiter(0, 10, map[string]bool{"a": true}, nil); l != nil {
 		t.Fatal("rate 0 made a limiter")
 	}
 	var off *rateLimiter
@@ -522,7 +531,7 @@ func TestRateLimiterBucket(t *testing.T) {
 	}
 
 	now := time.Unix(1_000_000, 0)
-	l := newRateLimiter(0.1, 2, map[string]bool{"a": true, "b": true})
+	l := newRateLimiter(0.1, 2, map[string]bool{"a": true, "b": true}, nil)
 	l.now = func() time.Time { return now }
 	step := func(cost int, want bool, wantRA string) {
 		t.Helper()
@@ -562,7 +571,7 @@ func TestRateLimiterBucket(t *testing.T) {
 	if got := retryAfter(0); got != "1" {
 		t.Errorf("retryAfter(0) = %s", got)
 	}
-	tiny := newRateLimiter(1e-12, 1, map[string]bool{"a": true})
+	tiny := newRateLimiter(1e-12, 1, map[string]bool{"a": true}, nil)
 	tiny.take("a", 1)
 	if _, wait := tiny.take("a", 1); wait > maxRetryAfter || wait <= 0 {
 		t.Errorf("wait %v at a tiny rate", wait)
@@ -570,7 +579,7 @@ func TestRateLimiterBucket(t *testing.T) {
 
 	// Concurrent takes from one bucket on a frozen clock: exactly the burst
 	// succeeds.
-	c := newRateLimiter(1, 50, map[string]bool{"a": true})
+	c := newRateLimiter(1, 50, map[string]bool{"a": true}, nil)
 	frozen := time.Now()
 	c.now = func() time.Time { return frozen }
 	var wg sync.WaitGroup

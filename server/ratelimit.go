@@ -32,12 +32,16 @@ type rateLimiter struct {
 const maxRetryAfter = 24 * time.Hour
 
 // newRateLimiter returns a limiter for the named identities, or nil (no
-// limit) when rate is not positive. burst below 1 means 1.
-func newRateLimiter(r float64, burst int, names map[string]bool) *rateLimiter {
+// limit) when rate is not positive. burst below 1 means 1. now is the
+// buckets' clock; nil means time.Now.
+func newRateLimiter(r float64, burst int, names map[string]bool, now func() time.Time) *rateLimiter {
 	if !(r > 0) || math.IsInf(r, 1) {
 		return nil
 	}
-	l := &rateLimiter{rate: r, burst: max(burst, 1), now: time.Now, buckets: make(map[string]*rate.Limiter, len(names))}
+	if now == nil {
+		now = time.Now
+	}
+	l := &rateLimiter{rate: r, burst: max(burst, 1), now: now, buckets: make(map[string]*rate.Limiter, len(names))}
 	for name := range names {
 		l.buckets[name] = rate.NewLimiter(rate.Limit(r), l.burst)
 	}

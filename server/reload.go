@@ -54,6 +54,7 @@ func (s *Server) Reload(cfg Config) (restart []string, err error) {
 	defer s.reloadMu.Unlock()
 
 	restart = restartOnly(&s.cfg, &cfg)
+	cfg.now = s.cfg.now // the server's clock, which no file sets
 	old := s.auth()
 	admin := old.tokens[0].sum
 	if cfg.AdminToken != "" {
