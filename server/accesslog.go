@@ -66,8 +66,8 @@ func (s *Server) record(c *fiber.Ctx, row *route, start time.Time, status int, p
 		method:   method,
 		route:    route,
 		status:   status,
-		bytesIn:  max(c.Request().Header.ContentLength(), -1), // -1: streamed or chunked
-		bytesOut: -1,                                          // not known yet for a stream
+		bytesIn:  requestLen(c),
+		bytesOut: -1, // not known yet for a stream
 		latency:  d,
 		remote:   c.Context().RemoteIP(),
 		stream:   resp.IsBodyStream(),
@@ -85,6 +85,21 @@ func (s *Server) record(c *fiber.Ctx, row *route, start time.Time, status int, p
 		return
 	}
 	ce.Write(zap.Inline(line))
+}
+
+// requestLen is the request body's length for the access line: its
+// Content-Length, -1 when chunked, and 0 when it has neither header (an
+// HTTP/1.1 request without them has no body, RFC 9112, 6.3), which fasthttp
+// reports as -2.
+func requestLen(c *fiber.Ctx) int {
+	switch n := c.Request().Header.ContentLength(); {
+	case n == -2:
+		return 0
+	case n < 0:
+		return -1
+	default:
+		return n
+	}
 }
 
 // accessLine is the fields of one access line (an audit line when it carries
