@@ -200,7 +200,9 @@ func TestAuditStreamHMACs(t *testing.T) {
 	if len(recs) != 10 {
 		t.Fatalf("%d records, want 10: %v", len(recs), recs)
 	}
-	jsonEnc, enc, dec, decWrong, decFull, decRange, rewrap, rewrapStream, longEnc := recs[0], recs[1], recs[2], recs[3], recs[4], recs[5], recs[6], recs[7], recs[9]
+	// The stream rewrap's answer is one piece, read before the answer
+	// starts: its stream record comes before the request's.
+	jsonEnc, enc, dec, decWrong, decFull, decRange, rewrapStream, rewrap, longEnc := recs[0], recs[1], recs[2], recs[3], recs[4], recs[5], recs[6], recs[7], recs[9]
 	for i, r := range []map[string]any{enc, dec, decRange, rewrapStream, longEnc} {
 		if r["stream"] != true {
 			t.Errorf("record %d is not a stream's: %v", i, r)
@@ -267,8 +269,8 @@ func TestAuditStreamHMACs(t *testing.T) {
 }
 
 // A record that cannot be written (a full device) fails the request with
-// 503 audit_unavailable and cuts a stream short; failing open answers and
-// counts it.
+// 503 audit_unavailable and cuts a stream short (fails a short one with the
+// same 503); failing open answers and counts it.
 func TestAuditUnavailable(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
@@ -293,6 +295,12 @@ func TestAuditUnavailable(t *testing.T) {
 	resp.Body.Close()
 	if rerr == nil && int64(len(got)) == resp.ContentLength {
 		t.Fatalf("a stream whose record failed came whole: %d bytes", len(got))
+	}
+	// A stream whose answer is one piece ends before the answer starts:
+	// its record's failure is the JSON error.
+	code, b, _ := ts.do(t, "POST", "/v1/encrypt/default", api.ContentTypeStream, strings.NewReader("short"), "")
+	if code != 503 || codeOf(b) != api.CodeAuditUnavailable {
+		t.Fatalf("a short stream with a full audit trail: %d %s, want 503 audit_unavailable", code, b)
 	}
 
 	open := startTestServer(t, Config{AuditLog: "/dev/full", AuditFailOpen: true})

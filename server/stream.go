@@ -25,9 +25,11 @@ import (
 // one too, exact: the sealed stream's length is a function of the
 // plaintext's (docs/FORMAT.md), and the reverse. Without one, fasthttp
 // writes the answer with chunked transfer encoding, and a successful decrypt
-// ends with the trailer Cipherd-Status: ok. When the reader fails, fasthttp
-// stops short of the announced length or without the terminating chunk and
-// closes the connection, so no client can take a cut or forged stream for a
+// ends with the trailer Cipherd-Status: ok. When the reader fails within
+// the answer's first piece, which startStream reads before the answer
+// starts, the request gets a JSON error. When it fails later, fasthttp stops
+// short of the announced length or without the terminating chunk and closes
+// the connection, so no client can take a cut or forged stream for a
 // complete one.
 
 // streamContext decodes the Cipherd-Context header. Two lines of it are
@@ -183,6 +185,12 @@ type responseStream struct {
 	gather  bool   // the upload has a Content-Length: WriteTo writes in large pieces
 	size    int64  // the announced Content-Length; -1 when chunked
 	remote  string // the client's address, for the audit record
+	// buf holds the answer's first piece, read by startStream, then each
+	// piece WriteTo writes; first is what of the first piece is still to
+	// go, and firstErr how its read ended (nil or io.EOF).
+	buf      *[streamWriteSize]byte
+	first    []byte
+	firstErr error
 }
 
 // uploadLen is the request body's Content-Length, or -1 when it has none
@@ -193,27 +201,84 @@ func uploadLen(c *fiber.Ctx) int64 {
 
 // startStream answers with r as the response body: of size bytes, or of a
 // length unknown (-1), then chunked, with the status trailer when trailer
-// is set. a is what the stream's audit record will say.
-func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, size int64, trailer bool, release func()) error {
+// is set. a is what the stream's audit record will say; body is the
+// request's body, which r reads.
+//
+// The answer's first piece (what WriteTo would write first) is read before
+// the answer starts. A stream that fails within it, a short one above all,
+// gets an ordinary JSON error: none of the answer has left the server, and
+// a connection closed before its status line would tell the client nothing.
+// A stream that ends well within it is answered as before, whole.
+func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, body *idleReader, size int64, trailer bool, release func()) error {
 	trailer = trailer && size < 0
 	var ip [64]byte
-	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, streamAudit: a, trailer: trailer, start: time.Now(), release: release,
+	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, streamAudit: a, start: time.Now(), release: release,
 		gather: uploadLen(c) >= 0, size: size, remote: string(appendIP(ip[:0], c.Context().RemoteIP()))}
+	s.met.streamStart()
+	rs.buf = streamBufs.Get().(*[streamWriteSize]byte)
+	n, err := rs.piece(rs.buf[:])
+	if err != nil && err != io.EOF {
+		streamBufs.Put(rs.buf)
+		rs.finish(err) // a no-op when the read already finished it
+		if body != nil && body.err != nil {
+			return bodyReadError(c, body.err)
+		}
+		return err
+	}
+	rs.first, rs.firstErr = rs.buf[:n], err
 	if trailer {
 		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {
 			return err
+		}
+		rs.trailer = true
+		if err == io.EOF {
+			rs.fctx.Response.Header.Set(api.TrailerStatus, "ok")
 		}
 	}
 	c.Set(fiber.HeaderContentType, api.ContentTypeStream)
 	c.Set(api.HeaderKeyVersion, strconv.FormatUint(uint64(a.info.Version), 10))
 	c.Set(api.HeaderAEAD, a.info.AEAD.String())
-	s.met.streamStart()
 	c.Context().SetBodyStream(rs, int(size))
 	return nil
 }
 
+// piece reads the next piece of the answer into p: as much as fills it when
+// the upload has a Content-Length, else what one read of the source yields.
+// When the announced length is read, it checks the source ended there.
+func (rs *responseStream) piece(p []byte) (int, error) {
+	var n int
+	var err error
+	if rs.gather {
+		n, err = readFull(rs, p)
+	} else {
+		n, err = rs.read(p)
+	}
+	if err == nil && rs.size >= 0 && rs.n >= rs.size {
+		// The announced length is read: the last piece goes only once
+		// the source has ended well, so that no client gets all of the
+		// announced bytes of a stream that failed at its end (a final
+		// chunk that does not authenticate, after full chunks that
+		// did).
+		err = rs.ended()
+	}
+	return n, err
+}
+
 func (rs *responseStream) Read(p []byte) (int, error) {
 	rs.fctx.Conn().SetWriteDeadline(time.Now().Add(rs.s.cfg.StreamIdleTimeout))
+	if rs.first != nil {
+		n := copy(p, rs.first)
+		if rs.first = rs.first[n:]; len(rs.first) == 0 {
+			rs.first = nil
+			if rs.firstErr != nil {
+				return n, rs.firstErr
+			}
+		}
+		return n, nil
+	}
+	if rs.firstErr != nil {
+		return 0, rs.firstErr
+	}
 	return rs.read(p)
 }
 
@@ -260,31 +325,13 @@ func (rs *responseStream) SupportsBodyWriteTo() bool { return true }
 // writes what each read of the source yields (a sealed or opened chunk), so
 // that the output keeps up with the input.
 func (rs *responseStream) WriteTo(w io.Writer) (int64, error) {
-	buf := streamBufs.Get().(*[streamWriteSize]byte)
-	defer streamBufs.Put(buf)
 	var total int64
+	n, err := len(rs.first), rs.firstErr
+	rs.first, rs.firstErr = nil, nil
 	for {
-		var n int
-		var err error
-		if rs.gather {
-			n, err = readFull(rs, buf[:])
-		} else {
-			n, err = rs.read(buf[:])
-		}
-		if err == nil && rs.size >= 0 && rs.n >= rs.size {
-			// The announced length is read: the last piece goes only once
-			// the source has ended well, so that no client gets all of the
-			// announced bytes of a stream that failed at its end (a final
-			// chunk that does not authenticate, after full chunks that
-			// did).
-			err = rs.ended()
-		}
-		if err != nil && err != io.EOF {
-			return total, err
-		}
 		if n > 0 {
 			rs.fctx.Conn().SetWriteDeadline(time.Now().Add(rs.s.cfg.StreamIdleTimeout))
-			k, werr := w.Write(buf[:n])
+			k, werr := w.Write(rs.buf[:n])
 			total += int64(k)
 			if werr != nil {
 				rs.finish(werr)
@@ -293,6 +340,9 @@ func (rs *responseStream) WriteTo(w io.Writer) (int64, error) {
 		}
 		if err == io.EOF {
 			return total, nil
+		}
+		if n, err = rs.piece(rs.buf[:]); err != nil && err != io.EOF {
+			return total, err
 		}
 	}
 }
@@ -332,6 +382,10 @@ func readFull(rs *responseStream, p []byte) (int, error) {
 // Close is called by fasthttp when the response ends, however it ends.
 func (rs *responseStream) Close() error {
 	rs.finish(errors.New("stream closed before its end"))
+	if rs.buf != nil {
+		streamBufs.Put(rs.buf)
+		rs.buf = nil
+	}
 	return nil
 }
 
@@ -381,7 +435,8 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 	if err != nil {
 		return err
 	}
-	er, err := s.svc.EncryptReader(c.UserContext(), key, s.requestBody(c), ctx)
+	body := s.requestBody(c)
+	er, err := s.svc.EncryptReader(c.UserContext(), key, body, ctx)
 	if err != nil {
 		s.auditMsg(c, OpEncrypt, key, cryptosvc.Info{}, 0, err, ctx, nil)
 		return err
@@ -391,7 +446,7 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 		size = er.SealedLen(n)
 	}
 	sealed := newSealedStart(er)
-	return s.startStream(c, streamAudit{op: OpEncrypt, key: key, info: er.Info(), sealed: sealed, context: ctx}, sealed, size, false, release)
+	return s.startStream(c, streamAudit{op: OpEncrypt, key: key, info: er.Info(), sealed: sealed, context: ctx}, sealed, body, size, false, release)
 }
 
 func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
@@ -448,7 +503,7 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		vb = nil // the response's body now: closed when it is written
 		return nil
 	}
-	return s.startStream(c, a, pr, size, true, release)
+	return s.startStream(c, a, pr, body, size, true, release)
 }
 
 // plainReader is the plaintext of a streamed decrypt: a whole stream's or
@@ -574,11 +629,11 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 	// the upload's.
 	a := streamAudit{op: OpRewrap, key: key, info: info, sealed: sealed, context: ctx}
 	if h.Mode == cryptosvc.ModeDirect {
-		return s.startStream(c, a, bytes.NewReader(out), int64(len(out)), false, release)
+		return s.startStream(c, a, bytes.NewReader(out), body, int64(len(out)), false, release)
 	}
 	size := int64(-1)
 	if n := uploadLen(c); n >= 0 {
 		size = int64(len(out)) + n - int64(len(hdr))
 	}
-	return s.startStream(c, a, io.MultiReader(bytes.NewReader(out), sealed), size, false, release)
+	return s.startStream(c, a, io.MultiReader(bytes.NewReader(out), sealed), body, size, false, release)
 }

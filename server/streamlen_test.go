@@ -114,7 +114,8 @@ func TestStreamExactLength(t *testing.T) {
 // whose final chunk does not (an attacker who cut a stream at a chunk
 // boundary and forged an empty final chunk) never reaches a client as a
 // complete answer, whatever the size: the last piece of an answer with a
-// Content-Length waits for the final chunk. Also for a range to the end.
+// Content-Length waits for the final chunk. An answer that is all one
+// piece is a JSON error instead. Also for a range to the end.
 func TestStreamForgedEndCut(t *testing.T) {
 	ts := startTestServer(t, Config{SkipBenchmark: true})
 	for _, n := range []int{16 << 10, 256 << 10, 512 << 10, 1 << 20, 1<<20 + 3*16<<10} {
@@ -136,11 +137,84 @@ func TestStreamForgedEndCut(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+ts.Token)
 			resp, got, err := send(req)
 			if resp == nil {
-				continue // cut before the headers: nothing was taken for plaintext
+				t.Errorf("%d bytes, %s: no answer (%v)", n, path, err)
+				continue
+			}
+			if len(want) <= streamWriteSize {
+				// The whole answer is its first piece, read before the
+				// answer starts: the failure is a JSON error.
+				if resp.StatusCode != 400 || codeOf(got) != api.CodeDecryptFailed {
+					t.Errorf("%d bytes, %s: %d %.200s; want 400 %s", n, path, resp.StatusCode, got, api.CodeDecryptFailed)
+				}
+				continue
 			}
 			if resp.StatusCode != 200 || err == nil || int64(len(got)) >= resp.ContentLength || !bytes.HasPrefix(want, got) {
 				t.Errorf("%d bytes, %s: %d, %d of %d bytes, prefix %v, %v; want the answer cut", n, path, resp.StatusCode, len(got), resp.ContentLength, bytes.HasPrefix(want, got), err)
 			}
 		}
+	}
+}
+
+// TestStreamShortFailure: a decrypt whose whole answer is its first piece
+// (streamWriteSize) and that fails anywhere in it is an ordinary JSON error,
+// sized or chunked, and curl sees that error rather than a connection closed
+// before any status line. Chunk by chunk framing gives the answer of a
+// chunked upload its first piece at the first chunk that opens, so the
+// failures here sit in the first chunk or the stream's end.
+func TestStreamShortFailure(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	pt := make([]byte, cryptosvc.ChunkSize+100)
+	rand.Read(pt)
+	_, ct, err := streamPost(t, ts, "/v1/encrypt/default", pt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := cryptosvc.StreamStart(bytes.NewReader(ct), int64(len(ct)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := start + cryptosvc.ChunkSize + 16
+	flipped := bytes.Clone(ct)
+	flipped[start+5] ^= 1
+	cases := []struct {
+		name string
+		body []byte
+		code api.Code
+		late bool // the failure follows a chunk that opened
+	}{
+		{"the start alone", ct[:start], api.CodeTruncated, false},
+		{"the final chunk dropped", ct[:full], api.CodeTruncated, true},
+		{"cut inside the final chunk", ct[:len(ct)-5], api.CodeDecryptFailed, true},
+		{"a bit flipped in the first chunk", flipped, api.CodeDecryptFailed, false},
+	}
+	for _, c := range cases {
+		for _, sized := range []bool{true, false} {
+			resp, got, _ := streamPost(t, ts, "/v1/decrypt/default", c.body, sized)
+			if c.late && !sized {
+				// Chunked, the first chunk goes out as it opens: the
+				// failure after it comes once the answer started.
+				if resp.StatusCode != 200 || resp.Trailer.Get(api.TrailerStatus) == "ok" {
+					t.Errorf("%s, chunked: %d, trailer %q; want 200 without ok", c.name, resp.StatusCode, resp.Trailer.Get(api.TrailerStatus))
+				}
+				continue
+			}
+			if resp.StatusCode != 400 || codeOf(got) != c.code || resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%s, sized %v: %d %s %.200s; want 400 %s", c.name, sized, resp.StatusCode, resp.Header.Get("Content-Type"), got, c.code)
+			}
+		}
+	}
+
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl is not installed")
+	}
+	in := filepath.Join(t.TempDir(), "cut")
+	if err := os.WriteFile(in, ct[:full], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(curl, "-sS", "-w", " %{http_code}", "-X", "POST", "-T", in,
+		"-H", "Content-Type: "+api.ContentTypeStream, "-H", "Authorization: Bearer "+ts.Token, ts.URL+"/v1/decrypt/default").CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), " 400") || !strings.Contains(string(out), string(api.CodeTruncated)) {
+		t.Fatalf("curl of a stream cut at a chunk boundary: %v\n%s", err, out)
 	}
 }
