@@ -76,11 +76,7 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("cipherd_auth_failures_total", float64(m.authFailures.Load()))
 	w.family("cipherd_auth_rate_limited_total", "counter", "Requests refused 429 auth_rate_limited, before their credential was looked at, from addresses over auth_failure_rate.")
 	w.sample("cipherd_auth_rate_limited_total", float64(m.authRateLimited.Load()))
-	w.family("cipherd_jwt_failures_total", "counter", "Bearer JWTs refused, by reason: malformed, algorithm (not RS256, PS256, ES256, ES384 or EdDSA), issuer, unknown_key, signature, expired (or no exp), not_yet_valid, audience, no_identity (none or several match).")
-	for r := jwtReason(1); r < numJWTReasons; r++ {
-		w.sample("cipherd_jwt_failures_total", float64(m.jwtFailures[r].Load()), "reason", r.String())
-	}
-	s.writeJWKSMetrics(w)
+	s.writeJWTMetrics(w)
 	w.family("cipherd_decrypt_failures_total", "counter", "Ciphertexts that failed authentication (wrong key, context or bytes).")
 	w.sample("cipherd_decrypt_failures_total", float64(m.decryptFailures.Load()))
 	w.family("cipherd_audit_failures_total", "counter", "Audit records the audit trail failed to write; with audit_fail_open the operations were answered anyway.")
@@ -131,12 +127,17 @@ func (s *Server) writeMetrics(w *expo) {
 	w.sample("go_gc_heap_live_bytes", heapLive())
 }
 
-// writeJWKSMetrics publishes, for each configured JWT issuer, the keys
-// held and the failed loads of its keys.
-func (s *Server) writeJWKSMetrics(w *expo) {
+// writeJWTMetrics publishes, when JWT issuers are configured, the JWTs
+// refused by reason and, for each issuer, the keys held and the failed
+// loads of its keys.
+func (s *Server) writeJWTMetrics(w *expo) {
 	a := s.auth()
 	if a == nil || a.jwt == nil {
 		return
+	}
+	w.family("cipherd_jwt_failures_total", "counter", "Bearer JWTs refused, by reason: malformed, algorithm (not RS256, PS256, ES256, ES384 or EdDSA), issuer, unknown_key, signature, expired (or no exp), not_yet_valid, audience, no_identity (none or several match).")
+	for r := jwtReason(1); r < numJWTReasons; r++ {
+		w.sample("cipherd_jwt_failures_total", float64(s.met.jwtFailures[r].Load()), "reason", r.String())
 	}
 	j := a.jwt
 	names := make([]string, 0, len(j.issuers))

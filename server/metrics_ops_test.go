@@ -118,6 +118,11 @@ func TestOpsMetrics(t *testing.T) {
 	if fams["cipherd_tls_cert_expiry_seconds"] != nil {
 		t.Error("a TLS expiry without TLS")
 	}
+	for _, name := range []string{"cipherd_jwt_failures_total", "cipherd_jwks_keys", "cipherd_jwks_fetch_failures_total"} {
+		if fams[name] != nil {
+			t.Errorf("%s without JWT issuers", name)
+		}
+	}
 }
 
 // TestIdentityLabelsBounded: past maxIdentityLabels identities, the rest
