@@ -159,6 +159,9 @@ func OpenFileStore(dir string, cfg FileStoreConfig) (_ *FileStore, err error) {
 	if provider == nil {
 		root := cfg.RootKey
 		if dev {
+			if err := s.ksNeedsGivenRootKey(rootKeyPath); err != nil {
+				return nil, err
+			}
 			sec, err := ksDevRootKey(rootKeyPath, s.rand)
 			if err != nil {
 				return nil, err
@@ -513,6 +516,32 @@ func (s *FileStore) ksLoadKey(path, name string) (*StoredKey, error) {
 		return nil, fmt.Errorf("%w: the file holds another key", ErrMalformed)
 	}
 	return k, nil
+}
+
+// ksNeedsGivenRootKey refuses a development root key for a keystore that
+// exists without one at devPath: one made under a root key this open was
+// not given (moved to another with cipherd rootkey rotate, say). A new
+// development key could open none of it, and left behind, it would be
+// taken for the keystore's own at the next start.
+func (s *FileStore) ksNeedsGivenRootKey(devPath string) error {
+	if _, err := os.Lstat(devPath); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there is one, or an error that reading it will report
+	}
+	made := false
+	for _, name := range []string{ksStorageKey, "root.check", ksRotationFile} {
+		if _, err := os.Lstat(filepath.Join(s.dir, name)); err == nil {
+			made = true
+		}
+	}
+	if entries, err := os.ReadDir(s.keysDir); err == nil {
+		for _, e := range entries {
+			made = made || strings.HasSuffix(e.Name(), ksKeySuffix)
+		}
+	}
+	if made {
+		return fmt.Errorf("%w: the keystore in %s was made under a root key this start was not given, and holds no development root key: give its root key (root_key_file, CIPHERD_ROOT_KEY or root_key_uri)", ErrRootKey, s.dir)
+	}
+	return nil
 }
 
 // ksDevRootKey reads the development root key at path, creating it first

@@ -112,6 +112,16 @@ func TestFileStoreRootKey(t *testing.T) {
 	if _, err := OpenFileStore(t.TempDir(), FileStoreConfig{}); !errors.Is(err, ErrRootKey) {
 		t.Fatalf("no root key, new dir: %v, want ErrRootKey", err)
 	}
+	// Asked for a development root key, a keystore made under another
+	// root key is refused, and no development key is left behind for the
+	// next start to take for the keystore's own.
+	_, err = OpenFileStore(dir, FileStoreConfig{DevRootKey: true})
+	if !errors.Is(err, ErrRootKey) || !strings.Contains(err.Error(), "was not given") {
+		t.Fatalf("a development root key for a keystore made under another: %v, want ErrRootKey", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "root.key")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused open left a development root key: %v", err)
+	}
 	// The failed opens released the lock, and the right key still works.
 	ksOpenFile(t, dir, &root)
 }
