@@ -62,7 +62,7 @@ func (r *reloader) run(ctx context.Context, hup <-chan os.Signal) {
 			// (logrotate's postrotate) expects of SIGHUP.
 			if r.reopen != nil {
 				if err := r.reopen(); err != nil {
-					r.log.Error("reopening the audit trail failed: audited requests fail until a SIGHUP reopens it", zap.Error(err))
+					r.log.Error("reopening the audit trail failed: no record is written until a SIGHUP reopens it; audited requests are refused, or with audit_fail_open answered without one", zap.Error(err))
 				} else {
 					r.log.Info("audit trail reopened")
 				}
