@@ -227,6 +227,12 @@ func badInputTable(t *testing.T, f *badFixtures) []badCase {
 		{name: "retired version", method: "POST", path: "/v1/decrypt/retiring", body: dec(f.ctRetired, ctx), status: 410, code: api.CodeVersionRetired},
 		{name: "rewrap retired version", method: "POST", path: "/v1/rewrap/retiring", body: dec(f.ctRetired, ctx), status: 410, code: api.CodeVersionRetired},
 
+		// Cipherd-Context is a stream's: on a JSON request it would bind
+		// nothing.
+		{name: "Cipherd-Context on JSON encrypt", method: "POST", path: "/v1/encrypt/default", header: map[string]string{api.HeaderContext: ctx}, body: []byte(`{"plaintext":"` + pt + `"}`), status: 400, code: api.CodeBadRequest},
+		{name: "Cipherd-Context on JSON decrypt", method: "POST", path: "/v1/decrypt/default", header: map[string]string{api.HeaderContext: ctx}, body: dec(f.ct, ctx), status: 400, code: api.CodeBadRequest},
+		{name: "Cipherd-Context on a key read", method: "GET", path: "/v1/keys/default", header: map[string]string{api.HeaderContext: ctx}, status: 400, code: api.CodeBadRequest},
+
 		// streams
 		{name: "bad Cipherd-Context on stream encrypt", method: "POST", path: "/v1/encrypt/default", header: badStream(api.HeaderContext, ctx[:12]+"!"), body: []byte("SENSITIVE"), status: 400, code: api.CodeBadRequest},
 		{name: "bad Cipherd-Context on stream decrypt", method: "POST", path: "/v1/decrypt/default", header: badStream(api.HeaderContext, "%%%"), body: f.sctSmall, status: 400, code: api.CodeBadRequest},

@@ -171,7 +171,13 @@ func (s *Server) serve(c *fiber.Ctx, st *reqState, r *route, args pathArgs) erro
 	if err := r.checkBody(c); err != nil {
 		return err
 	}
-	if r.timeout > 0 && !(r.stream && isStream(c)) {
+	streamed := r.stream && isStream(c)
+	if !streamed && len(c.Request().Header.Peek(api.HeaderContext)) > 0 {
+		// Ignored, the header would leave a JSON request's message bound
+		// to no context while its caller believed it bound.
+		return apiError(api.CodeBadRequest, api.HeaderContext+" gives a streamed body's context; a JSON request gives it in its body's \"context\" field")
+	}
+	if r.timeout > 0 && !streamed {
 		// fasthttp read the clock when the request was parsed.
 		st.ctx.start(c.UserContext(), c.Context().Time().Add(r.timeout))
 		defer st.ctx.end()
