@@ -35,6 +35,11 @@ const (
 	chunkedInfoLabel = "c2sp.org/chunked-encryption@v1+"
 )
 
+// MaxPlaintextLen is the longest plaintext a stream holds: 2^38 - 1 full
+// chunks and a final chunk of ChunkSize - 1 bytes, 2^52 - 1 bytes
+// (docs/FORMAT.md, Sizes).
+const MaxPlaintextLen = maxChunks*ChunkSize - 1
+
 // ianaName returns the AEAD's name in the IANA AEAD registry, as the scheme's
 // key derivation names it.
 func ianaName(c kernels.Cipher) string {

@@ -636,6 +636,24 @@ func TestBadInputMalformedHTTP(t *testing.T) {
 	}
 }
 
+// TestBadInputStreamTooLong: a stream encrypt announcing more plaintext
+// than a stream holds (2^52 bytes and up, FORMAT.md, Sizes) is refused
+// before its answer announces a length it could never reach.
+func TestBadInputStreamTooLong(t *testing.T) {
+	ts := badInputServer(t, Config{})
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	for _, n := range []int64{cryptosvc.MaxPlaintextLen + 1, 1 << 60} {
+		raw := fmt.Sprintf("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\nSENSITIVE", ts.Token, api.ContentTypeStream, n)
+		resp, body, err := badRaw(t, addr, []byte(raw))
+		if err != nil {
+			t.Fatalf("Content-Length %d: no response: %v", n, err)
+		}
+		if resp.StatusCode != 413 || codeOf(body) != api.CodeTooLarge {
+			t.Errorf("Content-Length %d: %d %.200s, want 413 %s", n, resp.StatusCode, body, api.CodeTooLarge)
+		}
+	}
+}
+
 // badStall sends raw and then nothing; it returns what the server sent
 // and how long until it answered or closed the connection.
 func badStall(t *testing.T, addr, raw string, limit time.Duration) (reply []byte, elapsed time.Duration, closed bool) {

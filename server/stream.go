@@ -437,6 +437,11 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 	}
 	body := s.requestBody(c)
 	er, err := s.svc.EncryptReader(c.UserContext(), key, body, ctx)
+	if err == nil && uploadLen(c) > cryptosvc.MaxPlaintextLen {
+		// Refused before the answer announces a length it could never
+		// reach.
+		err = apiError(api.CodeTooLarge, fmt.Sprintf("a stream holds at most %d bytes of plaintext", int64(cryptosvc.MaxPlaintextLen)))
+	}
 	if err != nil {
 		s.auditMsg(c, OpEncrypt, key, cryptosvc.Info{}, 0, err, ctx, nil)
 		return err
