@@ -716,6 +716,7 @@ func TestBadInputSlowBody(t *testing.T) {
 		{"half the headers", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth},
 		{"half a JSON body", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"plaintext\":\"U0VO"},
 		{"half a chunked JSON body", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n12\r\n{\"plaintext\":\"U0VO\r\n"},
+		{"a chunked JSON body stopped after a chunk", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"pla"},
 		{"half a large JSON body", "POST /v1/decrypt/default HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"ciphertext\":\"" + strings.Repeat("A", 2000)},
 	}
 	for _, tc := range slow {

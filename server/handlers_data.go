@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"reflect"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -106,11 +108,24 @@ func decodeJSON(b []byte, v any) error {
 // body is unread, so the connection is closed rather than reused.
 func bodyReadError(c *fiber.Ctx, err error) error {
 	c.Context().SetConnectionClose()
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if timedOut(err) {
 		return apiError(api.CodeTimeout, "the request body stopped arriving")
 	}
 	return apiError(api.CodeBadRequest, "reading the request body failed")
+}
+
+// timedOut reports whether err is a read that hit its deadline. A chunked
+// body's error comes as fasthttp.ErrBrokenChunk, which embeds its cause as
+// an error interface: the cause's Unwrap is not promoted, so errors.As
+// cannot reach the net.Error, and only the text, which ends with the
+// cause's, tells a stalled chunked body from a broken one.
+func timedOut(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return ne.Timeout()
+	}
+	var bc fasthttp.ErrBrokenChunk
+	return errors.As(err, &bc) && strings.HasSuffix(bc.Error(), os.ErrDeadlineExceeded.Error())
 }
 
 // jsonErrorText describes a decoding error without quoting the input.
