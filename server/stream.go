@@ -225,6 +225,22 @@ func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, body *idl
 		}
 		return err
 	}
+	if size < 0 && !c.Request().Header.IsHTTP11() {
+		// HTTP/1.0 has neither chunked framing nor trailers: an answer of
+		// a length not known in advance could not tell its end from a
+		// failure. One that ended in its first piece has a length now;
+		// past the first piece, such a stream cannot be answered.
+		if err == io.EOF {
+			size, trailer = int64(n), false
+			rs.size = size
+		}
+	}
+	if size < 0 && !c.Request().Header.IsHTTP11() {
+		streamBufs.Put(rs.buf)
+		err := apiError(api.CodeBadRequest, "the answer's length is not known in advance, and HTTP/1.0 cannot frame it: send the request with HTTP/1.1")
+		rs.finish(err)
+		return err
+	}
 	rs.first, rs.firstErr = rs.buf[:n], err
 	if trailer {
 		if err := c.Response().Header.SetTrailer(api.TrailerStatus); err != nil {

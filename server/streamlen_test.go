@@ -218,3 +218,45 @@ func TestStreamShortFailure(t *testing.T) {
 		t.Fatalf("curl of a stream cut at a chunk boundary: %v\n%s", err, out)
 	}
 }
+
+// TestStreamHTTP10: HTTP/1.0 has neither chunked framing nor trailers. A
+// decrypt whose answer has a length gets it; one whose length is not known
+// in advance (no stream has the upload's length) and that does not fail in
+// its first piece is refused with a JSON error rather than answered in a
+// framing HTTP/1.0 cannot read.
+func TestStreamHTTP10(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	pt := make([]byte, 512<<10)
+	rand.Read(pt)
+	_, ct, err := streamPost(t, ts, "/v1/encrypt/default", pt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body []byte) (*http.Response, []byte) {
+		t.Helper()
+		raw := "POST /v1/decrypt/default HTTP/1.0\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: " + api.ContentTypeStream +
+			"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+		resp, got, err := badRaw(t, addr, append([]byte(raw), body...))
+		if err != nil {
+			t.Fatalf("%d bytes over HTTP/1.0: no answer: %v", len(body), err)
+		}
+		return resp, got
+	}
+	if resp, got := post(ct); resp.StatusCode != 200 || resp.ContentLength != int64(len(pt)) || len(resp.TransferEncoding) != 0 || !bytes.Equal(got, pt) {
+		t.Errorf("a whole stream: %d, Content-Length %d, Transfer-Encoding %v, %d bytes", resp.StatusCode, resp.ContentLength, resp.TransferEncoding, len(got))
+	}
+	// Five bytes short: no stream has that length, and the first piece
+	// (256 KiB) opens.
+	if resp, got := post(ct[:len(ct)-5]); resp.StatusCode != 400 || codeOf(got) != api.CodeBadRequest || len(resp.TransferEncoding) != 0 {
+		t.Errorf("a stream of no stream's length: %d, Transfer-Encoding %v, %.200s; want 400 %s", resp.StatusCode, resp.TransferEncoding, got, api.CodeBadRequest)
+	}
+	// The same cut of a stream that is one piece fails within it.
+	_, short, err := streamPost(t, ts, "/v1/encrypt/default", pt[:1000], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, got := post(short[:len(short)-5]); resp.StatusCode != 400 || codeOf(got) != api.CodeDecryptFailed {
+		t.Errorf("a short stream of no stream's length: %d %.200s; want 400 %s", resp.StatusCode, got, api.CodeDecryptFailed)
+	}
+}
