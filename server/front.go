@@ -27,7 +27,8 @@ func (s *Server) front(c *fiber.Ctx, app *fiber.App, tab *routeTable) error {
 	if start.IsZero() { // a RequestCtx not from a fasthttp server
 		start = time.Now()
 	}
-	row, args, pathKnown := tab.match(c.Request().Header.Method(), routePath(c, app))
+	path := routePath(c, app)
+	row, args, pathKnown := tab.match(c.Request().Header.Method(), path)
 	defer func() {
 		if r := recover(); r != nil {
 			err, ok := r.(error)
@@ -45,6 +46,7 @@ func (s *Server) front(c *fiber.Ctx, app *fiber.App, tab *routeTable) error {
 	case row != nil:
 		err = s.serve(c, st, row, args)
 	case pathKnown:
+		c.Set(fiber.HeaderAllow, tab.allow(path))
 		err = apiError(api.CodeMethodNotAllowed, "method not allowed on this route")
 	default:
 		err = apiError(api.CodeRouteNotFound, "no such route")

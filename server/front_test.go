@@ -365,7 +365,8 @@ func TestParseErrorsIdentified(t *testing.T) {
 		{"bad Content-Length", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nContent-Length: twelve\r\n\r\n", 400},
 		{"two Content-Lengths", "POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400},
 		{"no request line", "\x00\x01\x02 nonsense\r\n\r\n", 400},
-		{"unknown method", "BREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"unknown method", "BREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 405},
+		{"unknown method, unknown route", "BREW /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", 404},
 		{"half the headers", "GET /healthz HTTP/1.1\r\nHost: x\r\n", 408},
 		{"nothing at all", "", 408},
 	}
@@ -413,5 +414,51 @@ func TestHeaderNameRefused(t *testing.T) {
 	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-!#$%&'*+-.^_`|~09az: v\r\n\r\n")
 	if resp, body := c.read(t); resp.StatusCode != 200 {
 		t.Fatalf("a name of token characters: %d %.200q", resp.StatusCode, body)
+	}
+}
+
+// TestMethods: a 405 names the route's methods in Allow (RFC 9110, 15.5.6),
+// whatever the method, one fiber routes or not; HEAD is a GET without its
+// content, and 404 stays 404 for any method.
+func TestMethods(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true})
+	cases := []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"POST", "/healthz", 405, "GET, HEAD"},
+		{"DELETE", "/v1/encrypt/default", 405, "POST"},
+		{"PROPFIND", "/v1/keys", 405, "GET, HEAD"},
+		{"PUT", "/v1/keys/default", 405, "DELETE, GET, HEAD, POST"},
+		{"PROPFIND", "/v1/nowhere", 404, ""},
+		{"HEAD", "/v1/nowhere", 404, ""},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(c.method, ts.URL+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+ts.Token)
+		resp, err := plainClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d, Allow %q, %.200s; want %d, Allow %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), b, c.status, c.allow)
+		}
+	}
+	for _, path := range []string{"/healthz", "/v1/keys/default", "/speed?format=json"} {
+		get, body, _ := ts.do(t, "GET", path, "", nil, "")
+		req, _ := http.NewRequest("HEAD", ts.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+ts.Token)
+		resp, err := plainClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != get || len(b) != 0 || get == 200 && resp.ContentLength != int64(len(body)) {
+			t.Errorf("HEAD %s: %d, Content-Length %d, %d bytes of content; GET: %d, %d bytes", path, resp.StatusCode, resp.ContentLength, len(b), get, len(body))
+		}
 	}
 }

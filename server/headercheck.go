@@ -65,21 +65,31 @@ func (s *Server) guardHeaders(app *fiber.App, tab *routeTable) {
 	srv.ErrorHandler = s.readError
 	next := srv.Handler
 	srv.Handler = func(fctx *fasthttp.RequestCtx) {
-		if !s.refuseVerdict(fctx, tab) && !s.refuseMethod(fctx) {
+		if !s.refuseVerdict(fctx, tab) && !s.refuseMethod(fctx, app, tab) {
 			next(fctx)
 		}
 	}
 }
 
 // refuseMethod answers a request whose method fiber does not route (it
-// would answer a plain-text 400 itself), and reports whether it was one.
-func (s *Server) refuseMethod(fctx *fasthttp.RequestCtx) bool {
+// would answer a plain-text 400 itself), and reports whether it was one:
+// as any method the route does not take, 405 with Allow on a route, 404
+// elsewhere.
+func (s *Server) refuseMethod(fctx *fasthttp.RequestCtx, app *fiber.App, tab *routeTable) bool {
 	switch string(fctx.Method()) {
 	case fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete,
 		fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace, fiber.MethodPatch:
 		return false
 	}
-	s.refuse(fctx, apiError(api.CodeBadRequest, "malformed request: unknown method"), nil, fctx.Time())
+	err := apiError(api.CodeRouteNotFound, "no such route")
+	c := app.AcquireCtx(fctx)
+	allow := tab.allow(routePath(c, app))
+	app.ReleaseCtx(c)
+	if allow != "" {
+		fctx.Response.Header.Set(fiber.HeaderAllow, allow)
+		err = apiError(api.CodeMethodNotAllowed, "method not allowed on this route")
+	}
+	s.refuse(fctx, err, nil, fctx.Time())
 	return true
 }
 

@@ -2,7 +2,10 @@ package server
 
 import (
 	"bytes"
+	"slices"
 	"strings"
+
+	"github.com/gofiber/fiber/v2"
 )
 
 // routeTable is the route table compiled once, in buildApp. Every place that
@@ -77,24 +80,47 @@ type pathArgs struct {
 // do: literal segments in any case, one trailing slash ignored; a
 // parameter is one non-empty segment, kept as sent. Without a row,
 // pathKnown reports whether some row has the path with another method
-// (405, not 404).
+// (405, not 404). HEAD runs a GET row: its answer is the GET's without
+// the content (RFC 9110, 9.3.2), which fasthttp leaves out.
 func (t *routeTable) match(method, path []byte) (r *route, args pathArgs, pathKnown bool) {
 	if len(path) == 0 || path[0] != '/' {
 		return nil, pathArgs{}, false
 	}
 	path = bytes.TrimSuffix(path[1:], []byte("/"))
+	head := string(method) == fiber.MethodHead
 	for i := range t.rows {
 		row := &t.rows[i]
 		a, ok := row.matchPath(path)
 		if !ok {
 			continue
 		}
-		if string(method) == row.method {
+		if string(method) == row.method || head && row.method == fiber.MethodGet {
 			return row, a, true
 		}
 		pathKnown = true
 	}
 	return nil, pathArgs{}, pathKnown
+}
+
+// allow is the Allow header of a 405 on path: the methods of its rows,
+// and HEAD beside GET.
+func (t *routeTable) allow(path []byte) string {
+	if len(path) == 0 || path[0] != '/' {
+		return ""
+	}
+	path = bytes.TrimSuffix(path[1:], []byte("/"))
+	var methods []string
+	for i := range t.rows {
+		row := &t.rows[i]
+		if _, ok := row.matchPath(path); ok && !slices.Contains(methods, row.method) {
+			methods = append(methods, row.method)
+			if row.method == fiber.MethodGet {
+				methods = append(methods, fiber.MethodHead)
+			}
+		}
+	}
+	slices.Sort(methods)
+	return strings.Join(methods, ", ")
 }
 
 // matchPath matches path (without its leading and trailing slashes)
