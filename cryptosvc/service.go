@@ -8,9 +8,11 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/cipherd/cipherd/kernels"
 )
@@ -94,7 +96,20 @@ type Service struct {
 	usage usageTable // usage per key version (usage.go)
 
 	backupKey *Secret // Config.BackupKey's copy, or nil
+
+	// readLog paces the lines logReadThrough writes; readUnlogged counts
+	// those it left out since the last.
+	readLog      *rate.Limiter
+	readUnlogged atomic.Int64
 }
+
+// Read-throughs are logged at most readLogBurst at once and readLogRate a
+// second after that: a caller sending headers that name versions no
+// replica has would otherwise write a line per request.
+const (
+	readLogRate  = 1
+	readLogBurst = 10
+)
 
 type versionRef struct {
 	name    string
@@ -118,6 +133,8 @@ func New(cfg Config) (*Service, error) {
 		log:   cfg.Logger,
 		now:   cfg.Now,
 		cache: make(map[versionRef]*versionKeys),
+
+		readLog: rate.NewLimiter(readLogRate, readLogBurst),
 	}
 	if cfg.BackupKey != nil {
 		var zero Secret
@@ -325,6 +342,10 @@ func (s *Service) logReadThrough(h *Header, k *StoredKey) {
 	if ce == nil {
 		return
 	}
+	if !s.readLog.AllowN(s.now(), 1) {
+		s.readUnlogged.Add(1)
+		return
+	}
 	var latest uint32
 	var rev uint64
 	if k != nil {
@@ -334,7 +355,8 @@ func (s *Service) logReadThrough(h *Header, k *StoredKey) {
 		rev = k.Revision
 	}
 	ce.Write(zap.String("key", h.KeyName), zap.Uint32("key_version", h.KeyVersion),
-		zap.Uint32("memory_latest", latest), zap.Uint64("memory_revision", rev))
+		zap.Uint32("memory_latest", latest), zap.Uint64("memory_revision", rev),
+		zap.Int64("unlogged_before", s.readUnlogged.Swap(0)))
 }
 
 func infoOf(h *Header) Info {

@@ -7,6 +7,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // Several Services over one store stand for several replicas over one
@@ -248,5 +252,52 @@ func TestReadThroughFailedAfterMemoryGained(t *testing.T) {
 		s, _ = New(Config{Keystore: &failedReadStore{Keystore: shared, gains: gains}})
 		_, _, err = s.Seal(ctx, "k", []byte("x"), nil)
 		check("seal under a key memory lacked", gains, err)
+	}
+}
+
+// TestReadThroughLogPaced: headers naming a version no replica has each
+// read the keystore through (a replica that missed a rotation could be
+// asked for it), but the line that says so is paced: readLogBurst at
+// once, then readLogRate a second, the next one counting those left out.
+func TestReadThroughLogPaced(t *testing.T) {
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.InfoLevel)
+	now := time.Now() // a clock that stands still, however slow the machine
+	s, err := New(Config{Keystore: NewMemStore(), Logger: zap.New(core), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateKey(ctx, "k", KeyConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ct, _, err := s.Seal(ctx, "k", []byte("x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, n, err := ParseHeader(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.KeyVersion = 7
+	hdr, err := h.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := append(hdr, ct[n:]...)
+	const tries = 200
+	for range tries {
+		if _, _, err := s.Open(ctx, "k", forged, nil); !errors.Is(err, ErrKeyNotFound) {
+			t.Fatalf("a version nobody made: %v, want ErrKeyNotFound", err)
+		}
+	}
+	lines := logs.FilterMessageSnippet("not in memory").All()
+	if len(lines) != readLogBurst {
+		t.Fatalf("%d read-through lines for %d opens, want %d", len(lines), tries, readLogBurst)
+	}
+	now = now.Add(time.Second / readLogRate) // room for one more
+	s.Open(ctx, "k", forged, nil)
+	last := logs.FilterMessageSnippet("not in memory").All()
+	if got := last[len(last)-1].ContextMap()["unlogged_before"]; got != int64(tries-len(lines)) {
+		t.Errorf("the next line counts %v left out, want %d", got, tries-len(lines))
 	}
 }
