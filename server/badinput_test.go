@@ -961,3 +961,28 @@ func TestBadInputCutUpload(t *testing.T) {
 	}
 	badNoStuckRequests(t)
 }
+
+// TestJSONTypeMessages: a field of the wrong JSON type is named as the
+// request spells it, with the JSON type it takes: no Go struct or type
+// names (encoding/json puts an embedded struct's name in the path).
+func TestJSONTypeMessages(t *testing.T) {
+	cases := []struct {
+		body string
+		into any
+		want string
+	}{
+		{`{"allowed_aeads":"aes-256-gcm"}`, &api.CreateKeyRequest{}, `field "allowed_aeads" must be an array, not string`},
+		{`{"min_decryption_version":"2"}`, &api.CreateKeyRequest{}, `field "min_decryption_version" must be a number, not string`},
+		{`{"import":7}`, &api.CreateKeyRequest{}, `field "import" must be a base64 string, not number`},
+		{`{"deletion_allowed":1}`, &api.KeyConfig{}, `field "deletion_allowed" must be true or false, not number`},
+	}
+	for _, c := range cases {
+		err := json.Unmarshal([]byte(c.body), c.into)
+		if err == nil {
+			t.Fatalf("%s decoded", c.body)
+		}
+		if got := jsonErrorText(err); got != c.want {
+			t.Errorf("%s: %q, want %q", c.body, got, c.want)
+		}
+	}
+}

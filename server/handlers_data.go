@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"unicode"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -139,13 +141,58 @@ func jsonErrorText(err error) string {
 	case errors.As(err, &se):
 		return fmt.Sprintf("syntax error at offset %d", se.Offset)
 	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		return fmt.Sprintf("field %q must be %s, not %s", jsonFieldPath(te.Field), jsonKind(te.Type), te.Value)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "unexpected end of input"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return "unknown field" // its name is request data: not repeated
 	}
 	return "malformed"
+}
+
+// jsonFieldPath is a field's path as the request spells it: encoding/json
+// puts the Go names of embedded structs in it (KeyConfig.allowed_aeads),
+// which the API's JSON names, all lower case, never are.
+func jsonFieldPath(path string) string {
+	var out []string
+	for seg := range strings.SplitSeq(path, ".") {
+		if seg != "" && !unicode.IsUpper(rune(seg[0])) {
+			out = append(out, seg)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// jsonKind names the JSON value a field of Go type t takes.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	if t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
 }
 
 func isJSON(c *fiber.Ctx) bool { return hasMediaType(c, api.ContentTypeJSON) }
