@@ -986,3 +986,23 @@ func TestJSONTypeMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestBadInputTwoContentTypes: a request with two Content-Type lines is
+// refused, whatever they say: fasthttp would take the last, and a proxy in
+// front may have judged the request by the first.
+func TestBadInputTwoContentTypes(t *testing.T) {
+	ts := badInputServer(t, Config{})
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	body := `{"plaintext":"aGk="}`
+	for _, types := range [][2]string{{api.ContentTypeJSON, api.ContentTypeStream}, {api.ContentTypeJSON, api.ContentTypeJSON}} {
+		raw := fmt.Sprintf("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\ncontent-type: %s\r\nContent-Length: %d\r\n\r\n%s",
+			ts.Token, types[0], types[1], len(body), body)
+		resp, got, err := badRaw(t, addr, []byte(raw))
+		if err != nil {
+			t.Fatalf("%v: no response: %v", types, err)
+		}
+		if resp.StatusCode != 400 || codeOf(got) != api.CodeBadRequest || !strings.Contains(string(got), "one Content-Type") {
+			t.Errorf("%v: %d %.200s, want 400 %s", types, resp.StatusCode, got, api.CodeBadRequest)
+		}
+	}
+}

@@ -54,6 +54,7 @@ const (
 	verdictTooLarge    = "too-large"
 	verdictBadType     = "bad-type"
 	verdictVerifyLarge = "verify-too-large"
+	verdictTwoTypes    = "two-content-types"
 )
 
 // guardHeaders installs checkHeaders and readError, which check requests
@@ -95,8 +96,15 @@ func (s *Server) refuseMethod(fctx *fasthttp.RequestCtx, app *fiber.App, tab *ro
 
 // checkHeaders is fasthttp's HeaderReceived hook; see above.
 func (s *Server) checkHeaders(h *fasthttp.RequestHeader, tab *routeTable) fasthttp.RequestConfig {
-	if !validHeaderNames(h.RawHeaders()) {
+	ok, types := scanHeaderNames(h.RawHeaders())
+	if !ok {
 		s.refuseBody(h, verdictBadHeader)
+		return fasthttp.RequestConfig{}
+	}
+	if types > 1 {
+		// fasthttp keeps the last; a proxy in front may have judged the
+		// request by the first.
+		s.refuseBody(h, verdictTwoTypes)
 		return fasthttp.RequestConfig{}
 	}
 	cl := h.ContentLength()
@@ -179,11 +187,12 @@ var tchar = func() (t [256]bool) {
 	return t
 }()
 
-// validHeaderNames reports whether every line of a request's raw header
-// block has a token for a name. A line that starts with a space or a tab
-// (an obsolete line folding, RFC 9112 section 5.2) fails too. One pass over
-// the names, one search for each line's end.
-func validHeaderNames(raw []byte) bool {
+// scanHeaderNames reports whether every line of a request's raw header
+// block has a token for a name, and counts its Content-Type lines. A line
+// that starts with a space or a tab (an obsolete line folding, RFC 9112
+// section 5.2) fails too. One pass over the names, one search for each
+// line's end.
+func scanHeaderNames(raw []byte) (ok bool, contentTypes int) {
 	for i := 0; i < len(raw); {
 		if c := raw[i]; c == '\r' || c == '\n' {
 			i++ // the blank line that ends the block
@@ -194,15 +203,18 @@ func validHeaderNames(raw []byte) bool {
 			j++
 		}
 		if j == i || j == len(raw) || raw[j] != ':' {
-			return false
+			return false, contentTypes
+		}
+		if j-i == len(fasthttp.HeaderContentType) && bytes.EqualFold(raw[i:j], []byte(fasthttp.HeaderContentType)) {
+			contentTypes++
 		}
 		end := bytes.IndexByte(raw[j:], '\n')
 		if end < 0 {
-			return true
+			return true, contentTypes
 		}
 		i = j + end + 1
 	}
-	return true
+	return true, contentTypes
 }
 
 // hasMediaTypeBytes reports whether Content-Type ct, without its
@@ -225,6 +237,8 @@ func (s *Server) refuseVerdict(fctx *fasthttp.RequestCtx, tab *routeTable) bool 
 	r, _, _ := tab.match(h.Method(), requestPath(h.RequestURI()))
 	var err error
 	switch {
+	case string(v) == verdictTwoTypes:
+		err = apiError(api.CodeBadRequest, "send one Content-Type header line")
 	case string(v) == verdictBadHeader || r == nil:
 		r = nil
 		err = apiError(api.CodeBadRequest, "malformed request: a header name that is not a token")

@@ -66,7 +66,7 @@ func TestMatchRoute(t *testing.T) {
 	}
 }
 
-func TestValidHeaderNames(t *testing.T) {
+func TestScanHeaderNames(t *testing.T) {
 	for raw, want := range map[string]bool{
 		"Host: x\r\nX-A: b\r\n\r\n":          true,
 		"Host: x\r\nX-!#$%&'*+.^_`|~: b\r\n": true,
@@ -78,8 +78,18 @@ func TestValidHeaderNames(t *testing.T) {
 		"Host: x\r\nno colon\r\n\r\n":        false,
 		"":                                   true,
 	} {
-		if got := validHeaderNames([]byte(raw)); got != want {
+		if got, _ := scanHeaderNames([]byte(raw)); got != want {
 			t.Errorf("%q: %v, want %v", raw, got, want)
+		}
+	}
+	for raw, want := range map[string]int{
+		"Host: x\r\n\r\n": 0,
+		"Host: x\r\nContent-Type: application/json\r\n\r\n":                       1,
+		"Content-type: a\r\nX-Content-Type: b\r\ncontent-type: c\r\n\r\n":         2,
+		"Host: x\r\nContent-Types: a\r\nContent-Type-X: b\r\nContent-Type: c\r\n": 1,
+	} {
+		if _, got := scanHeaderNames([]byte(raw)); got != want {
+			t.Errorf("%q: %d Content-Type lines, want %d", raw, got, want)
 		}
 	}
 }
