@@ -434,8 +434,9 @@ func TestMethods(t *testing.T) {
 		{"PROPFIND", "/v1/nowhere", 404, ""},
 		{"HEAD", "/v1/nowhere", 404, ""},
 	}
-	for _, c := range cases {
-		req, _ := http.NewRequest(c.method, ts.URL+c.path, nil)
+	send := func(method, path string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.URL+path, nil)
 		req.Header.Set("Authorization", "Bearer "+ts.Token)
 		resp, err := plainClient.Do(req)
 		if err != nil {
@@ -443,20 +444,17 @@ func TestMethods(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		return resp, b
+	}
+	for _, c := range cases {
+		resp, b := send(c.method, c.path)
 		if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow {
 			t.Errorf("%s %s: %d, Allow %q, %.200s; want %d, Allow %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), b, c.status, c.allow)
 		}
 	}
 	for _, path := range []string{"/healthz", "/v1/keys/default", "/speed?format=json"} {
 		get, body, _ := ts.do(t, "GET", path, "", nil, "")
-		req, _ := http.NewRequest("HEAD", ts.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer "+ts.Token)
-		resp, err := plainClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := send("HEAD", path)
 		if resp.StatusCode != get || len(b) != 0 || get == 200 && resp.ContentLength != int64(len(body)) {
 			t.Errorf("HEAD %s: %d, Content-Length %d, %d bytes of content; GET: %d, %d bytes", path, resp.StatusCode, resp.ContentLength, len(b), get, len(body))
 		}
