@@ -2,12 +2,16 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/pires/go-proxyproto"
 	"github.com/valyala/fasthttp"
+
+	"github.com/cipherd/cipherd/api"
 )
 
 // fasthttp sets a connection's read deadline twice per request: the idle
@@ -40,6 +44,7 @@ type coalescingConn struct {
 	want    atomic.Int64 // the read deadline asked for, in Unix nanoseconds; 0 for none
 	inForce atomic.Int64 // the read deadline set on Conn
 	linger  atomic.Bool  // read what the client still sends before closing
+	sniff   bool         // the first read is still to come on a plain-HTTP port
 }
 
 // SetReadDeadline notes t as the read deadline for the reads to come.
@@ -64,8 +69,38 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if c.sniff {
+		c.sniff = false
+		if n > 0 && p[0] == tlsHandshakeRecord {
+			return 0, c.refuseTLS()
+		}
+	}
+	return n, err
 }
+
+// tlsHandshakeRecord is the first byte of a TLS client's first record; no
+// HTTP request starts with it (a method is a token).
+const tlsHandshakeRecord = 0x16
+
+// plainHTTPAnswer is what a TLS client gets from a port that serves plain
+// HTTP. Without it fasthttp would wait the request timeout for a request
+// line that never ends; with it Go's client reports "server gave HTTP
+// response to HTTPS client" and curl "wrong version number" at once.
+var plainHTTPAnswer = func() []byte {
+	body := `{"code":"` + string(api.CodeBadRequest) + `","message":"this port serves plain HTTP, and a TLS handshake came in: use http://, or configure tls_cert"}`
+	return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
+}()
+
+// refuseTLS answers a TLS handshake on a plain-HTTP connection and returns
+// the error that ends the connection.
+func (c *coalescingConn) refuseTLS() error {
+	c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	c.Conn.Write(plainHTTPAnswer)
+	return errTLSOnPlainPort
+}
+
+var errTLSOnPlainPort = errors.New("server: a TLS handshake on a plain HTTP port")
 
 // A connection that refused a request body lingers before it closes: for
 // lingerTimeout at most, during which it reads and discards up to
@@ -143,6 +178,7 @@ func unixNanos(t time.Time) int64 {
 type coalescingListener struct {
 	net.Listener
 	slack time.Duration
+	plain bool // no TLS above: answer a TLS handshake (refuseTLS)
 }
 
 func (l coalescingListener) Accept() (net.Conn, error) {
@@ -150,7 +186,7 @@ func (l coalescingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := &coalescingConn{Conn: c, slack: int64(l.slack)}
+	cc := &coalescingConn{Conn: c, slack: int64(l.slack), sniff: l.plain}
 	if pc, ok := c.(*proxyproto.Conn); ok {
 		// Not pc.RemoteAddr, which would wait here for the header.
 		cc.peer = pc.Raw().RemoteAddr()

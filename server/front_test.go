@@ -460,3 +460,39 @@ func TestMethods(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSOnPlainPort: a TLS client on a plain-HTTP port is answered at
+// once, not after the request timeout: Go's client says the server gave an
+// HTTP response, and the answer is the error shape. A plain request on the
+// same server is unaffected.
+func TestTLSOnPlainPort(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true, RequestTimeout: 5 * time.Second})
+	start := time.Now()
+	cl := &http.Client{Timeout: 4 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	_, err := cl.Get(strings.Replace(ts.URL, "http://", "https://", 1) + "/healthz")
+	if err == nil || !strings.Contains(err.Error(), "HTTP response to HTTPS client") {
+		t.Fatalf("https:// to a plain port: %v; want Go's \"HTTP response to HTTPS client\"", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v: the handshake waited for a request line", d)
+	}
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(4 * time.Second))
+	c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0x00, 0x00, 0x01, 0x00})
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || codeOf(b) != api.CodeBadRequest || !resp.Close {
+		t.Errorf("a TLS record on a plain port: %d %s (close %v), want 400 %s and the connection closed", resp.StatusCode, b, resp.Close, api.CodeBadRequest)
+	}
+	if code, _, _ := ts.do(t, "GET", "/healthz", "", nil, "-"); code != 200 {
+		t.Errorf("/healthz after: %d", code)
+	}
+}

@@ -43,7 +43,7 @@ func serveRows(t *testing.T, s *Server, rows []route) string {
 		// The server's own connections: a refused upload is read before
 		// its connection closes, as cipherd serve does, so that Go's
 		// client reads the refusal rather than a reset.
-		app.Listener(s.guardListener(ln))
+		app.Listener(s.guardListener(ln, true))
 	}()
 	t.Cleanup(func() {
 		app.ShutdownWithTimeout(5 * time.Second)

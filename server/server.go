@@ -302,7 +302,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		// Under TLS too: the PROXY header comes before the handshake.
 		ln = &proxyproto.Listener{Listener: ln, ConnPolicy: s.proxyPolicy, ReadHeaderTimeout: s.cfg.RequestTimeout}
 	}
-	ln = s.guardListener(ln)
+	ln = s.guardListener(ln, s.tls == nil)
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls.config())
 	}
@@ -320,10 +320,11 @@ func (s *Server) proxyPolicy(o proxyproto.ConnPolicyOptions) (proxyproto.Policy,
 }
 
 // guardListener wraps ln's connections as the server needs them: read
-// deadlines set in few system calls, and a linger before closing one whose
-// upload was refused (coalescingConn).
-func (s *Server) guardListener(ln net.Listener) net.Listener {
-	return coalescingListener{Listener: ln, slack: deadlineSlack(s.cfg.RequestTimeout, s.cfg.StreamIdleTimeout, connIdleTimeout)}
+// deadlines set in few system calls, a linger before closing one whose
+// upload was refused, and, when plain (no TLS above), an answer at once to
+// a TLS handshake (coalescingConn).
+func (s *Server) guardListener(ln net.Listener, plain bool) net.Listener {
+	return coalescingListener{Listener: ln, slack: deadlineSlack(s.cfg.RequestTimeout, s.cfg.StreamIdleTimeout, connIdleTimeout), plain: plain}
 }
 
 // ListenAndServe listens on the configured address and serves.
