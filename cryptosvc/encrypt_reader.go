@@ -41,6 +41,10 @@ func (s *Service) EncryptReader(ctx context.Context, name string, src io.Reader,
 // upload can announce the length of its answer.
 func (e *EncryptReader) SealedLen(n int64) int64 { return int64(e.start) + chunkedLen(n) }
 
+// StartLen returns the length of the stream's start (header, salt and
+// commitment), which the reader yields before it reads its source.
+func (e *EncryptReader) StartLen() int { return e.start }
+
 func (e *EncryptReader) Read(p []byte) (int, error) {
 	for len(e.out) == 0 {
 		if e.err == nil && e.done {

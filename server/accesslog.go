@@ -158,6 +158,7 @@ type auditRecord struct {
 	bytes   int
 	outcome string
 	level   zapcore.Level
+	stream  bool // a streaming request's, refused before its stream began
 }
 
 func (a *auditRecord) addTo(enc zapcore.ObjectEncoder) {
@@ -192,6 +193,13 @@ func (s *Server) audit(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n i
 // its start) and its context, whose HMACs its record carries.
 func (s *Server) auditMsg(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error, context, msg []byte) {
 	s.auditRec(c, auditRecord{op: op, key: key, version: info.Version, bytes: n}, err, context, msg)
+}
+
+// auditStream is auditMsg for a streaming request answered without a
+// stream: one that failed before its stream began, or a ?verify=full
+// decrypt. Its record says "stream":true, as the stream's would.
+func (s *Server) auditStream(c *fiber.Ctx, op Op, key string, info cryptosvc.Info, n int, err error, context, msg []byte) {
+	s.auditRec(c, auditRecord{op: op, key: key, version: info.Version, bytes: n, stream: true}, err, context, msg)
 }
 
 // auditAdmin is audit for a key change: action says which, version is the

@@ -117,6 +117,9 @@ func (s *Server) appendAuditRecord(b []byte, c *fiber.Ctx, id, identity string, 
 	l.num("key_version", int64(a.version))
 	l.num("bytes", int64(a.bytes))
 	s.appendMACs(&l, cryptosvc.MessageSalt(msg), context)
+	if a.stream {
+		l.b = append(l.b, `,"stream":true`...)
+	}
 	return l.end(a.outcome)
 }
 

@@ -643,13 +643,17 @@ func TestBadInputStreamTooLong(t *testing.T) {
 	ts := badInputServer(t, Config{})
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	for _, n := range []int64{cryptosvc.MaxPlaintextLen + 1, 1 << 60} {
-		raw := fmt.Sprintf("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\nSENSITIVE", ts.Token, api.ContentTypeStream, n)
-		resp, body, err := badRaw(t, addr, []byte(raw))
-		if err != nil {
-			t.Fatalf("Content-Length %d: no response: %v", n, err)
-		}
-		if resp.StatusCode != 413 || codeOf(body) != api.CodeTooLarge {
-			t.Errorf("Content-Length %d: %d %.200s, want 413 %s", n, resp.StatusCode, body, api.CodeTooLarge)
+		// With a first byte of the body and without: the refusal does not
+		// wait for the body (badRaw gives up long before the idle timeout).
+		for _, first := range []string{"SENSITIVE", ""} {
+			raw := fmt.Sprintf("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s", ts.Token, api.ContentTypeStream, n, first)
+			resp, body, err := badRaw(t, addr, []byte(raw))
+			if err != nil {
+				t.Fatalf("Content-Length %d, body %q: no response: %v", n, first, err)
+			}
+			if resp.StatusCode != 413 || codeOf(body) != api.CodeTooLarge {
+				t.Errorf("Content-Length %d, body %q: %d %.200s, want 413 %s", n, first, resp.StatusCode, body, api.CodeTooLarge)
+			}
 		}
 	}
 }
@@ -983,6 +987,26 @@ func TestJSONTypeMessages(t *testing.T) {
 		}
 		if got := jsonErrorText(err); got != c.want {
 			t.Errorf("%s: %q, want %q", c.body, got, c.want)
+		}
+	}
+}
+
+// TestBadInputContextLines: a Cipherd-Context line on a JSON request is
+// refused whatever its value, empty included, and wherever it is among
+// several: the header is a stream's.
+func TestBadInputContextLines(t *testing.T) {
+	ts := badInputServer(t, Config{})
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	body := `{"plaintext":"aGk="}`
+	for _, lines := range []string{"Cipherd-Context:\r\n", "Cipherd-Context: \r\n", "Cipherd-Context:\r\nCipherd-Context: b3JkZXIgNDI=\r\n"} {
+		raw := fmt.Sprintf("POST /v1/encrypt/default HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\n%sContent-Length: %d\r\n\r\n%s",
+			ts.Token, api.ContentTypeJSON, lines, len(body), body)
+		resp, got, err := badRaw(t, addr, []byte(raw))
+		if err != nil {
+			t.Fatalf("%q: no response: %v", lines, err)
+		}
+		if resp.StatusCode != 400 || codeOf(got) != api.CodeBadRequest {
+			t.Errorf("%q: %d %.200s, want 400 %s", lines, resp.StatusCode, got, api.CodeBadRequest)
 		}
 	}
 }

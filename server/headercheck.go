@@ -55,6 +55,7 @@ const (
 	verdictBadType     = "bad-type"
 	verdictVerifyLarge = "verify-too-large"
 	verdictTwoTypes    = "two-content-types"
+	verdictStreamLong  = "stream-too-long"
 )
 
 // guardHeaders installs checkHeaders and readError, which check requests
@@ -127,6 +128,10 @@ func (s *Server) checkHeaders(h *fasthttp.RequestHeader, tab *routeTable) fastht
 		return fasthttp.RequestConfig{} // 404 or 405: front answers, reading no more than usual
 	}
 	if r.stream && hasMediaTypeBytes(ct, api.ContentTypeStream) {
+		if r.op == OpEncrypt && int64(cl) > cryptosvc.MaxPlaintextLen {
+			s.refuseBody(h, verdictStreamLong)
+			return fasthttp.RequestConfig{}
+		}
 		if r.verifyFull > 0 && int64(cl) > cryptosvc.MaxSealedLen(r.verifyFull) && verifyFullAsked(target) {
 			s.refuseBody(h, verdictVerifyLarge)
 			return fasthttp.RequestConfig{}
@@ -242,6 +247,8 @@ func (s *Server) refuseVerdict(fctx *fasthttp.RequestCtx, tab *routeTable) bool 
 	case string(v) == verdictBadHeader || r == nil:
 		r = nil
 		err = apiError(api.CodeBadRequest, "malformed request: a header name that is not a token")
+	case string(v) == verdictStreamLong:
+		err = errStreamTooLong
 	case string(v) == verdictVerifyLarge:
 		err = errVerifyTooLarge(r.verifyFull)
 	case string(v) == verdictBadType:

@@ -172,7 +172,7 @@ func (s *Server) serve(c *fiber.Ctx, st *reqState, r *route, args pathArgs) erro
 		return err
 	}
 	streamed := r.stream && isStream(c)
-	if !streamed && len(c.Request().Header.Peek(api.HeaderContext)) > 0 {
+	if !streamed && len(c.Request().Header.PeekAll(api.HeaderContext)) > 0 {
 		// Ignored, the header would leave a JSON request's message bound
 		// to no context while its caller believed it bound.
 		return apiError(api.CodeBadRequest, api.HeaderContext+" gives a streamed body's context; a JSON request gives it in its body's \"context\" field")

@@ -202,14 +202,15 @@ func uploadLen(c *fiber.Ctx) int64 {
 // startStream answers with r as the response body: of size bytes, or of a
 // length unknown (-1), then chunked, with the status trailer when trailer
 // is set. a is what the stream's audit record will say; body is the
-// request's body, which r reads.
+// request's body, which r reads; lead is how much of the answer r yields
+// before it reads any of body.
 //
 // The answer's first piece (what WriteTo would write first) is read before
 // the answer starts. A stream that fails within it, a short one above all,
 // gets an ordinary JSON error: none of the answer has left the server, and
 // a connection closed before its status line would tell the client nothing.
 // A stream that ends well within it is answered as before, whole.
-func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, body *idleReader, size int64, trailer bool, release func()) error {
+func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, body *idleReader, lead int, size int64, trailer bool, release func()) error {
 	trailer = trailer && size < 0
 	var ip [64]byte
 	rs := &responseStream{s: s, fctx: c.Context(), reqID: requestID(c), caller: callerName(c), r: r, streamAudit: a, start: time.Now(), release: release,
@@ -217,6 +218,15 @@ func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, body *idl
 	s.met.streamStart()
 	rs.buf = streamBufs.Get().(*[streamWriteSize]byte)
 	n, err := rs.piece(rs.buf[:])
+	// The answer's first lead bytes (a sealed stream's start, a new
+	// header) come before any of the upload's: read on until some of the
+	// upload shows, so that a chunked upload cut or stalled in its first
+	// chunk fails here too.
+	for err == nil && n <= lead && n < len(rs.buf) {
+		var k int
+		k, err = rs.read(rs.buf[n:])
+		n += k
+	}
 	if err != nil && err != io.EOF {
 		streamBufs.Put(rs.buf)
 		rs.finish(err) // a no-op when the read already finished it
@@ -238,6 +248,12 @@ func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, body *idl
 	if size < 0 && !c.Request().Header.IsHTTP11() {
 		streamBufs.Put(rs.buf)
 		err := apiError(api.CodeBadRequest, "the answer's length is not known in advance, and HTTP/1.0 cannot frame it: send the request with HTTP/1.1")
+		if rs.gather {
+			// An upload with a length, whose answer's length is not known:
+			// a decrypt of a length no sealed stream has, which cannot
+			// succeed whatever the protocol.
+			err = apiError(api.CodeTruncated, "no sealed stream has this length")
+		}
 		rs.finish(err)
 		return err
 	}
@@ -446,6 +462,11 @@ func (rs *responseStream) finish(err error) error {
 	return s.auditFailed(s.audits.Append(l.end(outcome)))
 }
 
+// errStreamTooLong refuses a stream encrypt whose Content-Length is more
+// plaintext than a stream holds: checkHeaders before the body, the handler
+// where no hook ran.
+var errStreamTooLong = apiError(api.CodeTooLarge, fmt.Sprintf("a stream holds at most %d bytes of plaintext", int64(cryptosvc.MaxPlaintextLen)))
+
 func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 	ctx, err := streamContext(c)
 	if err != nil {
@@ -456,10 +477,10 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 	if err == nil && uploadLen(c) > cryptosvc.MaxPlaintextLen {
 		// Refused before the answer announces a length it could never
 		// reach.
-		err = apiError(api.CodeTooLarge, fmt.Sprintf("a stream holds at most %d bytes of plaintext", int64(cryptosvc.MaxPlaintextLen)))
+		err = errStreamTooLong
 	}
 	if err != nil {
-		s.auditMsg(c, OpEncrypt, key, cryptosvc.Info{}, 0, err, ctx, nil)
+		s.auditStream(c, OpEncrypt, key, cryptosvc.Info{}, 0, err, ctx, nil)
 		return err
 	}
 	size := int64(-1)
@@ -467,7 +488,7 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 		size = er.SealedLen(n)
 	}
 	sealed := newSealedStart(er)
-	return s.startStream(c, streamAudit{op: OpEncrypt, key: key, info: er.Info(), sealed: sealed, context: ctx}, sealed, body, size, false, release)
+	return s.startStream(c, streamAudit{op: OpEncrypt, key: key, info: er.Info(), sealed: sealed, context: ctx}, sealed, body, er.StartLen(), size, false, release)
 }
 
 func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
@@ -513,7 +534,7 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		if errors.Is(err, cryptosvc.ErrAuthFailed) {
 			s.met.decryptFailure()
 		}
-		s.auditMsg(c, OpDecrypt, key, cryptosvc.Info{}, 0, err, ctx, sealed.start())
+		s.auditStream(c, OpDecrypt, key, cryptosvc.Info{}, 0, err, ctx, sealed.start())
 		return err
 	}
 	a := streamAudit{op: OpDecrypt, key: key, info: pr.Info(), sealed: sealed, context: ctx}
@@ -524,7 +545,7 @@ func (s *Server) streamDecrypt(c *fiber.Ctx, q *call, release func()) error {
 		vb = nil // the response's body now: closed when it is written
 		return nil
 	}
-	return s.startStream(c, a, pr, body, size, true, release)
+	return s.startStream(c, a, pr, body, 0, size, true, release)
 }
 
 // plainReader is the plaintext of a streamed decrypt: a whole stream's or
@@ -596,7 +617,7 @@ func (s *Server) verifyFull(c *fiber.Ctx, q *call, dr plainReader, body *idleRea
 	case err == nil && !fits:
 		err = errVerifyTooLarge(q.row.verifyFull)
 	}
-	s.auditMsg(c, OpDecrypt, key, dr.Info(), vb.n, err, a.context, a.sealed.start())
+	s.auditStream(c, OpDecrypt, key, dr.Info(), vb.n, err, a.context, a.sealed.start())
 	if err != nil {
 		if errors.Is(err, cryptosvc.ErrAuthFailed) {
 			s.met.decryptFailure()
@@ -622,27 +643,33 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 	}
 	body := s.requestBody(c)
 	sealed := newSealedStart(body)
+	refused := func(err error) error {
+		s.auditStream(c, OpRewrap, key, cryptosvc.Info{}, 0, err, ctx, sealed.start())
+		return err
+	}
 	h, hdr, err := cryptosvc.ReadHeader(sealed)
 	if err != nil {
 		if body.err != nil {
-			return bodyReadError(c, body.err)
+			err = bodyReadError(c, body.err)
 		}
-		return err
+		return refused(err)
 	}
 	in := hdr
 	if h.Mode == cryptosvc.ModeDirect {
 		rest, err := io.ReadAll(io.LimitReader(sealed, int64(s.cfg.MaxJSONBody)+1))
 		if err != nil {
-			return bodyReadError(c, err)
+			return refused(bodyReadError(c, err))
 		}
 		if len(rest)+len(hdr) > s.cfg.MaxJSONBody {
-			return apiError(api.CodeTooLarge, "a one-shot message over the body limit cannot be rewrapped")
+			return refused(apiError(api.CodeTooLarge, "a one-shot message over the body limit cannot be rewrapped"))
 		}
 		in = append(hdr, rest...)
 	}
 	out, info, err := s.svc.Rewrap(c.UserContext(), key, in, ctx)
-	s.auditMsg(c, OpRewrap, key, info, len(in), err, ctx, in)
 	if err != nil {
+		// The stream's own record (responseStream.finish) is its only
+		// one when it starts.
+		s.auditStream(c, OpRewrap, key, info, len(in), err, ctx, in)
 		return err
 	}
 	// The record names the salt of the message as it came, as a JSON
@@ -650,11 +677,11 @@ func (s *Server) streamRewrap(c *fiber.Ctx, key string, release func()) error {
 	// the upload's.
 	a := streamAudit{op: OpRewrap, key: key, info: info, sealed: sealed, context: ctx}
 	if h.Mode == cryptosvc.ModeDirect {
-		return s.startStream(c, a, bytes.NewReader(out), body, int64(len(out)), false, release)
+		return s.startStream(c, a, bytes.NewReader(out), body, len(out), int64(len(out)), false, release)
 	}
 	size := int64(-1)
 	if n := uploadLen(c); n >= 0 {
 		size = int64(len(out)) + n - int64(len(hdr))
 	}
-	return s.startStream(c, a, io.MultiReader(bytes.NewReader(out), sealed), body, size, false, release)
+	return s.startStream(c, a, io.MultiReader(bytes.NewReader(out), sealed), body, len(out), size, false, release)
 }

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cipherd/cipherd/api"
 	"github.com/cipherd/cipherd/cryptosvc"
@@ -248,8 +252,8 @@ func TestStreamHTTP10(t *testing.T) {
 	}
 	// Five bytes short: no stream has that length, and the first piece
 	// (256 KiB) opens.
-	if resp, got := post(ct[:len(ct)-5]); resp.StatusCode != 400 || codeOf(got) != api.CodeBadRequest || len(resp.TransferEncoding) != 0 {
-		t.Errorf("a stream of no stream's length: %d, Transfer-Encoding %v, %.200s; want 400 %s", resp.StatusCode, resp.TransferEncoding, got, api.CodeBadRequest)
+	if resp, got := post(ct[:len(ct)-5]); resp.StatusCode != 400 || codeOf(got) != api.CodeTruncated || len(resp.TransferEncoding) != 0 {
+		t.Errorf("a stream of no stream's length: %d, Transfer-Encoding %v, %.200s; want 400 %s", resp.StatusCode, resp.TransferEncoding, got, api.CodeTruncated)
 	}
 	// The same cut of a stream that is one piece fails within it.
 	_, short, err := streamPost(t, ts, "/v1/encrypt/default", pt[:1000], true)
@@ -258,5 +262,58 @@ func TestStreamHTTP10(t *testing.T) {
 	}
 	if resp, got := post(short[:len(short)-5]); resp.StatusCode != 400 || codeOf(got) != api.CodeDecryptFailed {
 		t.Errorf("a short stream of no stream's length: %d %.200s; want 400 %s", resp.StatusCode, got, api.CodeDecryptFailed)
+	}
+}
+
+// TestStreamChunkedUploadCutEarly: a chunked encrypt or rewrap whose upload
+// is cut, or stops, before its first chunk of output is answered with a
+// JSON error: the sealed stream's start (or the new header), which comes
+// before any of the upload, is not taken for the answer's first piece.
+func TestStreamChunkedUploadCutEarly(t *testing.T) {
+	ts := startTestServer(t, Config{SkipBenchmark: true, StreamIdleTimeout: 500 * time.Millisecond})
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	_, ct, err := streamPost(t, ts, "/v1/encrypt/default", make([]byte, 40000), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hlen, err := cryptosvc.ParseHeader(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func(route string) string {
+		return "POST " + route + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ts.Token + "\r\nContent-Type: " + api.ContentTypeStream + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+	}
+	cases := []struct {
+		name, raw string
+		stall     bool // the client sends nothing more, rather than closing
+		status    int
+		code      api.Code
+	}{
+		{"encrypt cut inside its first chunk", head("/v1/encrypt/default") + "5\r\nhello\r\n", false, 400, api.CodeBadRequest},
+		{"encrypt stopped inside its first chunk", head("/v1/encrypt/default") + "5\r\nhello\r\n", true, 408, api.CodeTimeout},
+		{"encrypt with a bad chunk size", head("/v1/encrypt/default") + "zz\r\nhello\r\n", false, 400, api.CodeBadRequest},
+		{"rewrap stopped after the header", head("/v1/rewrap/default") + fmt.Sprintf("%x\r\n", hlen) + string(ct[:hlen]) + "\r\n", true, 408, api.CodeTimeout},
+	}
+	for _, c := range cases {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, c.raw)
+		if !c.stall {
+			conn.(*net.TCPConn).CloseWrite()
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Errorf("%s: no answer: %v", c.name, err)
+			conn.Close()
+			continue
+		}
+		got, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != c.status || codeOf(got) != c.code {
+			t.Errorf("%s: %d %.200q, want %d %s", c.name, resp.StatusCode, got, c.status, c.code)
+		}
 	}
 }
