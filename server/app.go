@@ -40,6 +40,12 @@ func (s *Server) routes() []route {
 		doc: "What seals the backup: `backup_key`, the server's backup_key_file (restores on any server given the same backup key), or `root`, the keystore's root key (restores under the same root key). Default `backup_key` when the server has one, else `root`."}}
 	format := []queryParam{{name: "format", values: []string{speedview.FormatJSON, speedview.FormatText, speedview.FormatMR, speedview.FormatHTML},
 		doc: "The response format; without it, HTML for a browser (Accept: text/html), else JSON."}}
+	// The routes that describe the service and its hosts: open to anyone,
+	// or, with protect_info_routes, to callers allowed info-read.
+	var info Op
+	if s.cfg.ProtectInfoRoutes {
+		info = OpInfoRead
+	}
 	return []route{
 		{method: "POST", path: api.RouteEncrypt, op: OpEncrypt, maxBody: j, stream: true, items: items, timeout: to, cost: cost, handler: s.handleEncrypt},
 		{method: "POST", path: api.RouteDecrypt, op: OpDecrypt, maxBody: j, stream: true, items: items, verifyFull: s.cfg.MaxVerifyFull, query: decrypt, timeout: to, cost: cost, handler: s.handleDecrypt},
@@ -63,14 +69,14 @@ func (s *Server) routes() []route {
 		{method: "GET", path: api.RouteTokens, op: OpTokensAdmin, timeout: to, cost: cost, handler: s.handleListTokens},
 		{method: "DELETE", path: api.RouteToken, op: OpTokensAdmin, timeout: to, cost: costKeyChange, handler: s.handleRevokeToken},
 		{method: "POST", path: api.RouteSpeedRun, op: OpSpeedRun, maxBody: runMaxBody, timeout: speedRunTimeout, cost: costSpeedRun, handler: s.handleSpeedRun},
-		{method: "GET", path: api.RouteSpeed, query: format, timeout: to, handler: s.handleSpeed},
-		{method: "GET", path: api.RouteSpeedFleet, query: format, timeout: to, handler: s.handleSpeedFleet},
+		{method: "GET", path: api.RouteSpeed, op: info, query: format, timeout: to, handler: s.handleSpeed},
+		{method: "GET", path: api.RouteSpeedFleet, op: info, query: format, timeout: to, handler: s.handleSpeedFleet},
 		{method: "GET", path: api.RouteHealthz, timeout: to, handler: s.handleHealthz},
 		{method: "GET", path: api.RouteReadyz, timeout: to, handler: s.handleReadyz},
-		{method: "GET", path: api.RouteMetrics, timeout: to, handler: s.handleMetrics},
-		{method: "GET", path: api.RouteVersion, timeout: to, handler: s.handleVersion},
-		{method: "GET", path: api.RouteAPI, timeout: to, handler: s.handleAPI},
-		{method: "GET", path: api.RouteOpenAPI, timeout: to, handler: s.handleOpenAPI},
+		{method: "GET", path: api.RouteMetrics, op: info, timeout: to, handler: s.handleMetrics},
+		{method: "GET", path: api.RouteVersion, op: info, timeout: to, handler: s.handleVersion},
+		{method: "GET", path: api.RouteAPI, op: info, timeout: to, handler: s.handleAPI},
+		{method: "GET", path: api.RouteOpenAPI, op: info, timeout: to, handler: s.handleOpenAPI},
 	}
 }
 

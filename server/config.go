@@ -265,6 +265,14 @@ type Config struct {
 	// audit_unavailable. CIPHERD_AUDIT_FAIL_OPEN.
 	AuditFailOpen bool `yaml:"audit_fail_open"`
 
+	// ProtectInfoRoutes puts the routes that describe the service and its
+	// hosts (/metrics, /speed, /speed/fleet, /version, /v1/api,
+	// /v1/openapi.json) behind a credential allowed the operation
+	// info-read ("*" grants it). /healthz and /readyz stay open for
+	// probes. Default false: they answer anyone who can reach them.
+	// CIPHERD_PROTECT_INFO_ROUTES.
+	ProtectInfoRoutes bool `yaml:"protect_info_routes"`
+
 	// MaxTokenTTL is the longest lifetime a service token may be issued
 	// with (POST /v1/tokens); a request without a ttl gets 24h, or this
 	// if shorter. At least 1m. Default 2160h (90 days).
@@ -548,6 +556,13 @@ func (cfg *Config) ApplyEnv(getenv func(string) string) error {
 			errs = append(errs, fmt.Errorf("CIPHERD_AUDIT_FAIL_OPEN: %q is not a boolean", v))
 		}
 		cfg.AuditFailOpen = b
+	}
+	if v := getenv("CIPHERD_PROTECT_INFO_ROUTES"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CIPHERD_PROTECT_INFO_ROUTES: %q is not a boolean", v))
+		}
+		cfg.ProtectInfoRoutes = b
 	}
 	if v := getenv("CIPHERD_PROXY_PROTOCOL"); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -26,10 +26,11 @@ const (
 	OpDecryptLocal     Op = "decrypt-local" // message keys, for local opening
 	OpTokensAdmin      Op = "tokens-admin"  // issue, list and revoke service tokens
 	OpKeysBackup       Op = "keys-backup"   // back up a key with its material, and restore one
+	OpInfoRead         Op = "info-read"     // the routes that describe the service, with protect_info_routes
 )
 
 // allOps are the operations "*" stands for in a rule.
-var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun, OpEncryptLocal, OpDecryptLocal}
+var allOps = []Op{OpEncrypt, OpDecrypt, OpRewrap, OpDataKey, OpDataKeyPlaintext, OpKeysRead, OpKeysAdmin, OpSpeedRun, OpEncryptLocal, OpDecryptLocal, OpInfoRead}
 
 // explicitOps must be named in a rule: "*" does not grant them. Issuing
 // credentials, and taking key material out of the service, are rights no

@@ -110,6 +110,7 @@ var serveSettings = []setting{
 	{key: "io_buffer_size", help: "read and write buffer per connection, in bytes"},
 	{key: "max_connections", help: "connections held open at once (-1: no limit); at the limit no more are accepted until one closes"},
 	{key: "audit_log", env: "CIPHERD_AUDIT_LOG", help: "the audit trail: a file path (appended to, each record synced before its answer; reopened on SIGHUP) or stderr"},
+	{key: "protect_info_routes", env: "CIPHERD_PROTECT_INFO_ROUTES", zero: "false", help: "put /metrics, /speed, /speed/fleet, /version, /v1/api and /v1/openapi.json behind a credential allowed info-read (\"*\" grants it); /healthz and /readyz stay open"},
 	{key: "audit_fail_open", env: "CIPHERD_AUDIT_FAIL_OPEN", zero: "false", help: "answer requests whose audit record cannot be written (counted in cipherd_audit_failures_total, logged at error) instead of refusing them with 503 audit_unavailable"},
 	{key: "log_level", env: "CIPHERD_LOG_LEVEL", flag: "log-level", help: "level of the JSON logs on standard error: debug, info, warn or error; reloads"},
 	{flag: "config", env: "CIPHERD_CONFIG", zero: "none", help: "the YAML configuration file; unknown keys are refused"},
