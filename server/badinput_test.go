@@ -1030,3 +1030,45 @@ func TestBadInputTwoContentTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestBadInputExpectWithoutCredential: a request that asks before sending
+// its body (Expect: 100-continue) with no credential, where no identity is
+// a certificate, gets its 401 at once instead of 100 Continue; with a
+// token it gets 100 Continue, and a route that needs no credential is
+// unaffected.
+func TestBadInputExpectWithoutCredential(t *testing.T) {
+	ts := badInputServer(t, Config{})
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	ask := func(route, auth, framing string) string {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: %s\r\n%s\r\nExpect: 100-continue\r\n\r\n", route, auth, api.ContentTypeStream, framing)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", route, err)
+		}
+		return strings.TrimSpace(line)
+	}
+	for _, framing := range []string{"Content-Length: 1000000", "Transfer-Encoding: chunked"} {
+		if got := ask("/v1/encrypt/default", "", framing); got != "HTTP/1.1 401 Unauthorized" {
+			t.Errorf("%s, no credential: %q, want 401 before any body", framing, got)
+		}
+		if got := ask("/v1/encrypt/default", "Authorization: Bearer "+ts.Token+"\r\n", framing); got != "HTTP/1.1 100 Continue" {
+			t.Errorf("%s, with a token: %q, want 100 Continue", framing, got)
+		}
+	}
+	// The full answer: the error shape and WWW-Authenticate, as any 401.
+	raw := "POST /v1/decrypt/default HTTP/1.1\r\nHost: x\r\nContent-Type: " + api.ContentTypeStream + "\r\nContent-Length: 50\r\nExpect: 100-continue\r\n\r\n"
+	resp, body, err := badRaw(t, addr, []byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 401 || codeOf(body) != api.CodeUnauthenticated || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("decrypt without a credential: %d %s, WWW-Authenticate %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
+	}
+}

@@ -50,12 +50,13 @@ const headerVerdict = "Cipherd Verdict"
 
 // The verdicts. The row is matched again when the verdict is answered.
 const (
-	verdictBadHeader   = "bad-header"
-	verdictTooLarge    = "too-large"
-	verdictBadType     = "bad-type"
-	verdictVerifyLarge = "verify-too-large"
-	verdictTwoTypes    = "two-content-types"
-	verdictStreamLong  = "stream-too-long"
+	verdictBadHeader    = "bad-header"
+	verdictTooLarge     = "too-large"
+	verdictBadType      = "bad-type"
+	verdictVerifyLarge  = "verify-too-large"
+	verdictTwoTypes     = "two-content-types"
+	verdictStreamLong   = "stream-too-long"
+	verdictNoCredential = "no-credential"
 )
 
 // guardHeaders installs checkHeaders and readError, which check requests
@@ -107,6 +108,17 @@ func (s *Server) checkHeaders(h *fasthttp.RequestHeader, tab *routeTable) fastht
 		// request by the first.
 		s.refuseBody(h, verdictTwoTypes)
 		return fasthttp.RequestConfig{}
+	}
+	if len(h.Peek(fasthttp.HeaderExpect)) > 0 && len(h.Peek(fasthttp.HeaderAuthorization)) == 0 && len(s.auth().certs) == 0 {
+		// A request that asks before it sends its body (Expect:
+		// 100-continue) and can carry no credential: no token, and no
+		// identity is a certificate. If its row wants one, the 401 is
+		// the answer, rather than 100 Continue and an upload only to be
+		// refused.
+		if r, _, _ := tab.match(h.Method(), requestPath(h.RequestURI())); r != nil && r.op != "" {
+			s.refuseBody(h, verdictNoCredential)
+			return fasthttp.RequestConfig{}
+		}
 	}
 	cl := h.ContentLength()
 	if cl <= 0 {
@@ -240,6 +252,18 @@ func (s *Server) refuseVerdict(fctx *fasthttp.RequestCtx, tab *routeTable) bool 
 	}
 	h := &fctx.Request.Header
 	r, _, _ := tab.match(h.Method(), requestPath(h.RequestURI()))
+	if string(v) == verdictNoCredential && r != nil {
+		// The answer authenticate gives a request without a credential:
+		// its 401, header and counts, or the 429 of an address over
+		// auth_failure_rate.
+		s.refuseWith(fctx, r, fctx.Time(), func(c *fiber.Ctx) error {
+			if _, err := s.authenticate(c); err != nil {
+				return err
+			}
+			return errNoCredentialAuthenticated
+		})
+		return true
+	}
 	var err error
 	switch {
 	case string(v) == verdictTwoTypes:
@@ -267,13 +291,24 @@ func (s *Server) refuseVerdict(fctx *fasthttp.RequestCtx, tab *routeTable) bool 
 // shape and an access line like any other, and its connection is closed.
 // start is when its headers were in, or zero when unknown.
 func (s *Server) refuse(fctx *fasthttp.RequestCtx, err error, row *route, start time.Time) {
+	s.refuseWith(fctx, row, start, func(*fiber.Ctx) error { return err })
+}
+
+// errNoCredentialAuthenticated: checkHeaders found no credential, yet
+// authenticate found one. It cannot happen while both read the same
+// headers; were they to part, the request is refused, not run.
+var errNoCredentialAuthenticated = errors.New("server: a request without a credential authenticated")
+
+// refuseWith is refuse with the error that why returns for the request's
+// fiber context.
+func (s *Server) refuseWith(fctx *fasthttp.RequestCtx, row *route, start time.Time, why func(*fiber.Ctx) error) {
 	c := s.app.AcquireCtx(fctx)
 	defer s.app.ReleaseCtx(c)
 	if start.IsZero() {
 		start = time.Now()
 	}
 	newRequest(c)
-	if herr := s.errorHandler(c, err); herr != nil {
+	if herr := s.errorHandler(c, why(c)); herr != nil {
 		c.Status(fiber.StatusInternalServerError)
 	}
 	closeUnread(fctx, fctx.Response.StatusCode())
