@@ -235,15 +235,13 @@ func (s *Server) startStream(c *fiber.Ctx, a streamAudit, r io.Reader, body *idl
 		}
 		return err
 	}
-	if size < 0 && !c.Request().Header.IsHTTP11() {
-		// HTTP/1.0 has neither chunked framing nor trailers: an answer of
-		// a length not known in advance could not tell its end from a
-		// failure. One that ended in its first piece has a length now;
-		// past the first piece, such a stream cannot be answered.
-		if err == io.EOF {
-			size, trailer = int64(n), false
-			rs.size = size
-		}
+	// HTTP/1.0 has neither chunked framing nor trailers: an answer of a
+	// length not known in advance could not tell its end from a failure.
+	// One that ended in its first piece has a length now; past the first
+	// piece, such a stream cannot be answered.
+	if size < 0 && err == io.EOF && !c.Request().Header.IsHTTP11() {
+		size, trailer = int64(n), false
+		rs.size = size
 	}
 	if size < 0 && !c.Request().Header.IsHTTP11() {
 		streamBufs.Put(rs.buf)
@@ -473,11 +471,13 @@ func (s *Server) streamEncrypt(c *fiber.Ctx, key string, release func()) error {
 		return err
 	}
 	body := s.requestBody(c)
-	er, err := s.svc.EncryptReader(c.UserContext(), key, body, ctx)
-	if err == nil && uploadLen(c) > cryptosvc.MaxPlaintextLen {
+	var er *cryptosvc.EncryptReader
+	if uploadLen(c) > cryptosvc.MaxPlaintextLen {
 		// Refused before the answer announces a length it could never
 		// reach.
 		err = errStreamTooLong
+	} else {
+		er, err = s.svc.EncryptReader(c.UserContext(), key, body, ctx)
 	}
 	if err != nil {
 		s.auditStream(c, OpEncrypt, key, cryptosvc.Info{}, 0, err, ctx, nil)
