@@ -83,10 +83,10 @@ type pathArgs struct {
 // (405, not 404). HEAD runs a GET row: its answer is the GET's without
 // the content (RFC 9110, 9.3.2), which fasthttp leaves out.
 func (t *routeTable) match(method, path []byte) (r *route, args pathArgs, pathKnown bool) {
-	if len(path) == 0 || path[0] != '/' {
+	path, ok := tablePath(path)
+	if !ok {
 		return nil, pathArgs{}, false
 	}
-	path = bytes.TrimSuffix(path[1:], []byte("/"))
 	head := string(method) == fiber.MethodHead
 	for i := range t.rows {
 		row := &t.rows[i]
@@ -102,13 +102,23 @@ func (t *routeTable) match(method, path []byte) (r *route, args pathArgs, pathKn
 	return nil, pathArgs{}, pathKnown
 }
 
+// tablePath is path as the rows' segments are matched against it: without
+// its leading slash and one trailing slash; false for a path that does
+// not start with a slash, which no row has.
+func tablePath(path []byte) ([]byte, bool) {
+	if len(path) == 0 || path[0] != '/' {
+		return nil, false
+	}
+	return bytes.TrimSuffix(path[1:], []byte("/")), true
+}
+
 // allow is the Allow header of a 405 on path: the methods of its rows,
 // and HEAD beside GET.
 func (t *routeTable) allow(path []byte) string {
-	if len(path) == 0 || path[0] != '/' {
+	path, ok := tablePath(path)
+	if !ok {
 		return ""
 	}
-	path = bytes.TrimSuffix(path[1:], []byte("/"))
 	var methods []string
 	for i := range t.rows {
 		row := &t.rows[i]
